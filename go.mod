@@ -1,0 +1,15 @@
+module github.com/weirstream/weir
+
+go 1.26
+
+require (
+	github.com/cockroachdb/datadriven v1.0.3
+	github.com/spf13/cobra v1.10.2
+)
+
+require (
+	github.com/inconshreveable/mousetrap v1.1.0 // indirect
+	github.com/pmezard/go-difflib v1.0.0 // indirect
+	github.com/spf13/pflag v1.0.9 // indirect
+	go.yaml.in/yaml/v3 v3.0.6 // indirect
+)
