@@ -1,6 +1,6 @@
 module github.com/weirstream/weir
 
-go 1.26
+go 1.26.0
 
 require (
 	github.com/cockroachdb/datadriven v1.0.3
@@ -12,4 +12,5 @@ require (
 	github.com/pmezard/go-difflib v1.0.0 // indirect
 	github.com/spf13/pflag v1.0.9 // indirect
 	go.yaml.in/yaml/v3 v3.0.6 // indirect
+	gocloud.dev v0.47.0 // indirect
 )

@@ -1,0 +1,149 @@
+// Package checkpoint holds what the checkpoint coordinator and the tasks
+// exchange, the completed checkpoint's metadata, and (in subpackages) the
+// coordinator state machine and the storage that persists checkpoints.
+package checkpoint
+
+import (
+	"fmt"
+	"time"
+)
+
+// TaskID names one subtask of the execution graph: a vertex (a chain of
+// operators, named by its head operator's uid) and a subtask index.
+type TaskID struct {
+	Vertex  string
+	Subtask int
+}
+
+func (t TaskID) String() string { return fmt.Sprintf("%s[%d]", t.Vertex, t.Subtask) }
+
+// Kind says what a snapshot is for.
+type Kind int
+
+const (
+	// KindCheckpoint is a periodic checkpoint: used for recovery, owned and
+	// retained (or discarded) by the system.
+	KindCheckpoint Kind = iota
+	// KindSavepoint is taken on request, always aligned, never discarded
+	// by the system and never used for automatic recovery.
+	KindSavepoint
+)
+
+func (k Kind) String() string {
+	if k == KindSavepoint {
+		return "SAVEPOINT"
+	}
+	return "CHECKPOINT"
+}
+
+// KeyGroupRange is an inclusive range of key groups [Start, End].
+type KeyGroupRange struct {
+	Start, End int
+}
+
+// StateHandle points at one piece of persisted state: a file in
+// checkpoint storage or, when small, the bytes themselves.
+type StateHandle struct {
+	// Path is the file's key relative to the job's checkpoint directory
+	// (e.g. "chk-7/tenant-cost-2-keyed"); empty when Inline is used.
+	Path string `json:"path,omitempty"`
+	// Inline holds the state itself when it is smaller than the inline
+	// threshold.
+	Inline []byte `json:"inline,omitempty"`
+	// Size is the state's size in bytes.
+	Size int64 `json:"size"`
+	// CRC32C is the Castagnoli checksum of the bytes, verified on restore.
+	CRC32C uint32 `json:"crc32c"`
+	// KeyGroups is the range of key groups a keyed state handle covers; nil
+	// for operator state.
+	KeyGroups *KeyGroupRange `json:"key_groups,omitempty"`
+}
+
+// SubtaskState is one operator's state in one subtask.
+type SubtaskState struct {
+	Keyed    []StateHandle `json:"keyed,omitempty"`
+	Operator []StateHandle `json:"operator,omitempty"`
+}
+
+// Size is the total size of the handles.
+func (s SubtaskState) Size() int64 {
+	var n int64
+	for _, h := range s.Keyed {
+		n += h.Size
+	}
+	for _, h := range s.Operator {
+		n += h.Size
+	}
+	return n
+}
+
+// SubtaskStats are a subtask's measurements for one checkpoint, reported
+// with its acknowledgement (Flink's per-subtask checkpoint statistics).
+type SubtaskStats struct {
+	// SyncDuration is how long the task was blocked taking the snapshot.
+	SyncDuration time.Duration
+	// AsyncDuration is how long writing the snapshot took after that.
+	AsyncDuration time.Duration
+	// AlignmentDuration is the time from the first to the last barrier.
+	AlignmentDuration time.Duration
+	// StartDelay is the time from the checkpoint's trigger to the first
+	// barrier reaching the subtask.
+	StartDelay time.Duration
+	// ProcessedBytes is the data processed during alignment.
+	ProcessedBytes int64
+	// PersistedBytes is in-flight data persisted (unaligned checkpoints).
+	PersistedBytes int64
+	// Unaligned is true when the subtask took the snapshot unaligned.
+	Unaligned bool
+}
+
+// TaskAck is a subtask's acknowledgement of a checkpoint: the state of
+// each operator of its chain, by operator uid, and its statistics.
+type TaskAck struct {
+	States map[string]SubtaskState
+	Stats  SubtaskStats
+}
+
+// OperatorState is one operator's state across its subtasks.
+type OperatorState struct {
+	UID            string         `json:"uid"`
+	Parallelism    int            `json:"parallelism"`
+	MaxParallelism int            `json:"max_parallelism"`
+	Subtasks       []SubtaskState `json:"subtasks"`
+}
+
+// Metadata describes a completed checkpoint: what the _metadata file
+// holds. It points at state; it does not contain records.
+type Metadata struct {
+	Version        int             `json:"version"`
+	JobID          string          `json:"job_id"`
+	CheckpointID   int64           `json:"checkpoint_id"`
+	Kind           Kind            `json:"kind"`
+	TriggerTime    time.Time       `json:"trigger_time"`
+	CompletionTime time.Time       `json:"completion_time"`
+	Operators      []OperatorState `json:"operators"`
+}
+
+// MetadataVersion is the version of the Metadata layout written today.
+const MetadataVersion = 1
+
+// Operator returns the state of the operator with the given uid.
+func (m *Metadata) Operator(uid string) (*OperatorState, bool) {
+	for i := range m.Operators {
+		if m.Operators[i].UID == uid {
+			return &m.Operators[i], true
+		}
+	}
+	return nil, false
+}
+
+// Size is the total size of all state the checkpoint references.
+func (m *Metadata) Size() int64 {
+	var n int64
+	for _, op := range m.Operators {
+		for _, s := range op.Subtasks {
+			n += s.Size()
+		}
+	}
+	return n
+}
