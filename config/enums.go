@@ -1,0 +1,125 @@
+package config
+
+// CheckpointingMode is the value of [KeyCheckpointingMode].
+type CheckpointingMode string
+
+// Checkpointing modes.
+const (
+	// ExactlyOnce aligns barriers so that a checkpoint holds each record's
+	// effect exactly once. The default.
+	ExactlyOnce CheckpointingMode = "EXACTLY_ONCE"
+	// AtLeastOnce does not block input channels during a checkpoint; records
+	// after the barrier may be in the snapshot and are replayed again after a
+	// restore.
+	AtLeastOnce CheckpointingMode = "AT_LEAST_ONCE"
+)
+
+// CheckpointStorage is the value of [KeyCheckpointingStorage].
+type CheckpointStorage string
+
+// Checkpoint storages.
+const (
+	// StorageJobManager keeps checkpoints in the job manager's memory; meant
+	// for development and small state. The default when no checkpoint
+	// directory is set.
+	StorageJobManager CheckpointStorage = "jobmanager"
+	// StorageFilesystem writes checkpoints under [KeyCheckpointingDir]. The
+	// default when that directory is set.
+	StorageFilesystem CheckpointStorage = "filesystem"
+)
+
+// ExternalizedRetention is the value of
+// [KeyCheckpointingExternalizedRetention].
+type ExternalizedRetention string
+
+// Externalized checkpoint retention policies.
+const (
+	// NoExternalizedCheckpoints deletes retained checkpoints when the job
+	// ends. The default.
+	NoExternalizedCheckpoints ExternalizedRetention = "NO_EXTERNALIZED_CHECKPOINTS"
+	// DeleteOnCancellation keeps retained checkpoints when the job fails and
+	// deletes them when it is cancelled.
+	DeleteOnCancellation ExternalizedRetention = "DELETE_ON_CANCELLATION"
+	// RetainOnCancellation keeps retained checkpoints when the job fails or
+	// is cancelled.
+	RetainOnCancellation ExternalizedRetention = "RETAIN_ON_CANCELLATION"
+)
+
+// RestartStrategy is the value of [KeyRestartStrategy].
+type RestartStrategy string
+
+// Restart strategies.
+const (
+	// RestartNone fails the job on the first failure. The default when
+	// checkpointing is disabled.
+	RestartNone RestartStrategy = "none"
+	// RestartFixedDelay restarts a fixed number of times with a fixed delay.
+	RestartFixedDelay RestartStrategy = "fixed-delay"
+	// RestartExponentialDelay restarts with a delay that grows after each
+	// failure and resets after a quiet period. The default when checkpointing
+	// is enabled.
+	RestartExponentialDelay RestartStrategy = "exponential-delay"
+	// RestartFailureRate restarts until too many failures fall within one
+	// interval.
+	RestartFailureRate RestartStrategy = "failure-rate"
+)
+
+// FailoverStrategy is the value of [KeyFailoverStrategy].
+type FailoverStrategy string
+
+// Failover strategies.
+const (
+	// FailoverRegion restarts the failed task's pipelined region and the
+	// regions that depend on it. The default.
+	FailoverRegion FailoverStrategy = "region"
+	// FailoverFull restarts every task of the job.
+	FailoverFull FailoverStrategy = "full"
+)
+
+// StateBackend is the value of [KeyStateBackend].
+type StateBackend string
+
+// State backends.
+const (
+	// BackendHashMap keeps keyed state in memory and snapshots it
+	// copy-on-write. The default, and the only backend implemented so far.
+	BackendHashMap StateBackend = "hashmap"
+)
+
+// The accepted values of each enumeration option, canonical spelling first
+// and then the alternative spellings Flink also accepts. Matching ignores
+// case.
+var (
+	checkpointingModes = []enumValue{
+		{name: string(ExactlyOnce)},
+		{name: string(AtLeastOnce)},
+	}
+	checkpointStorages = []enumValue{
+		{name: string(StorageJobManager)},
+		{name: string(StorageFilesystem)},
+	}
+	retentionPolicies = []enumValue{
+		{name: string(NoExternalizedCheckpoints)},
+		{name: string(DeleteOnCancellation)},
+		{name: string(RetainOnCancellation)},
+	}
+	restartStrategies = []enumValue{
+		{name: string(RestartNone), aliases: []string{"off", "disable"}},
+		{name: string(RestartFixedDelay), aliases: []string{"fixeddelay"}},
+		{name: string(RestartExponentialDelay), aliases: []string{"exponentialdelay"}},
+		{name: string(RestartFailureRate), aliases: []string{"failurerate"}},
+	}
+	failoverStrategies = []enumValue{
+		{name: string(FailoverRegion)},
+		{name: string(FailoverFull)},
+	}
+	// stateBackends lists the implemented state backends, the default first.
+	// A new backend is one more line here.
+	stateBackends = []enumValue{
+		{name: string(BackendHashMap)},
+	}
+	// flinkOnlyStateBackends are values Flink accepts for state.backend.type
+	// that weir does not implement; they get a clearer error than an unknown
+	// value.
+	flinkOnlyStateBackends = []string{"rocksdb", "forst"}
+)

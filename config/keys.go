@@ -1,0 +1,207 @@
+package config
+
+// Keys of the registered options. Each constant's value is Flink's key; the
+// comment states the default and the accepted values. Deprecated Flink keys
+// that are still accepted are listed with the key that replaced them.
+const (
+	// KeyCheckpointingInterval is the interval between checkpoint triggers.
+	// Default: unset, which disables checkpointing. At least 10 ms.
+	KeyCheckpointingInterval = "execution.checkpointing.interval"
+
+	// KeyCheckpointingMode is the consistency mode of checkpoints:
+	// EXACTLY_ONCE (aligned barriers) or AT_LEAST_ONCE. Default: EXACTLY_ONCE.
+	KeyCheckpointingMode = "execution.checkpointing.mode"
+
+	// KeyCheckpointingTimeout is how long a pending checkpoint may run before
+	// it is discarded. Default: 10 min. At least 1 ms.
+	KeyCheckpointingTimeout = "execution.checkpointing.timeout"
+
+	// KeyCheckpointingMinPause is the minimum pause between the end of one
+	// checkpoint and the trigger of the next. A value above zero limits
+	// concurrent checkpoints to one. Default: 0 ms.
+	KeyCheckpointingMinPause = "execution.checkpointing.min-pause"
+
+	// KeyCheckpointingMaxConcurrent is the maximum number of checkpoints in
+	// flight at once. Default: 1. At least 1.
+	KeyCheckpointingMaxConcurrent = "execution.checkpointing.max-concurrent-checkpoints"
+
+	// KeyCheckpointingTolerableFailures is the number of consecutive
+	// checkpoint failures tolerated before the job fails. Default: 0. At least 0.
+	KeyCheckpointingTolerableFailures = "execution.checkpointing.tolerable-failed-checkpoints"
+
+	// KeyCheckpointingDir is the directory (a path or a URL such as
+	// s3://bucket/path) checkpoints are written to. Setting it implies
+	// filesystem checkpoint storage. Default: unset (checkpoints are kept in
+	// the job manager's memory). Replaces state.checkpoints.dir and
+	// state.backend.fs.checkpointdir.
+	KeyCheckpointingDir = "execution.checkpointing.dir"
+
+	// KeyCheckpointingStorage selects where checkpoints are stored: jobmanager
+	// or filesystem. Default: unset, resolved to filesystem when
+	// execution.checkpointing.dir is set and jobmanager otherwise. Replaces
+	// state.checkpoint-storage.
+	KeyCheckpointingStorage = "execution.checkpointing.storage"
+
+	// KeyCheckpointingNumRetained is the number of completed checkpoints
+	// kept. Default: 1. At least 1. Replaces state.checkpoints.num-retained.
+	KeyCheckpointingNumRetained = "execution.checkpointing.num-retained"
+
+	// KeyCheckpointingExternalizedRetention says whether the retained
+	// checkpoints outlive a cancelled job: NO_EXTERNALIZED_CHECKPOINTS,
+	// DELETE_ON_CANCELLATION or RETAIN_ON_CANCELLATION. Default:
+	// NO_EXTERNALIZED_CHECKPOINTS.
+	KeyCheckpointingExternalizedRetention = "execution.checkpointing.externalized-checkpoint-retention"
+
+	// KeyCheckpointingIncremental enables incremental checkpoints on state
+	// backends that support them. Default: false. Replaces
+	// state.backend.incremental.
+	KeyCheckpointingIncremental = "execution.checkpointing.incremental"
+
+	// KeyCheckpointingUnaligned enables unaligned checkpoints, which require
+	// EXACTLY_ONCE mode and one concurrent checkpoint. Default: false.
+	// Replaces execution.checkpointing.unaligned.
+	KeyCheckpointingUnaligned = "execution.checkpointing.unaligned.enabled"
+
+	// KeyCheckpointingAlignedTimeout is, with unaligned checkpoints enabled,
+	// how long a checkpoint starts aligned before switching to unaligned; 0
+	// starts every checkpoint unaligned. Default: 0 ms. Replaces
+	// execution.checkpointing.alignment-timeout.
+	KeyCheckpointingAlignedTimeout = "execution.checkpointing.aligned-checkpoint-timeout"
+
+	// KeyCheckpointingSavepointDir is the default directory for savepoints.
+	// Default: unset. Replaces state.savepoints.dir.
+	KeyCheckpointingSavepointDir = "execution.checkpointing.savepoint-dir"
+
+	// KeyCheckpointingCreateSubdir says whether checkpoints go to a
+	// subdirectory named after the job ID, <dir>/<job-id>/chk-<n>. Default:
+	// true. Replaces state.checkpoints.create-subdir.
+	KeyCheckpointingCreateSubdir = "execution.checkpointing.create-subdir"
+
+	// KeyStateRecoveryPath is the checkpoint or savepoint a job resumes from.
+	// Default: unset (start without state). Replaces execution.savepoint.path.
+	KeyStateRecoveryPath = "execution.state-recovery.path"
+)
+
+const (
+	// KeyRestartStrategy is the restart strategy: none, fixed-delay,
+	// exponential-delay or failure-rate; Flink's alternative spellings off,
+	// disable, fixeddelay, exponentialdelay and failurerate are accepted.
+	// Default: unset, resolved to exponential-delay when checkpointing is
+	// enabled and none otherwise. Replaces restart-strategy.
+	KeyRestartStrategy = "restart-strategy.type"
+
+	// KeyFixedDelayAttempts is the number of restarts the fixed-delay strategy
+	// allows before the job fails. Default: 1. At least 0.
+	KeyFixedDelayAttempts = "restart-strategy.fixed-delay.attempts"
+
+	// KeyFixedDelayDelay is the delay between two restarts of the fixed-delay
+	// strategy. Default: 1 s.
+	KeyFixedDelayDelay = "restart-strategy.fixed-delay.delay"
+
+	// KeyExponentialDelayInitialBackoff is the first delay of the
+	// exponential-delay strategy. Default: 1 s. At least 1 ms.
+	KeyExponentialDelayInitialBackoff = "restart-strategy.exponential-delay.initial-backoff"
+
+	// KeyExponentialDelayMaxBackoff is the largest delay of the
+	// exponential-delay strategy; it must not be below the initial backoff.
+	// Default: 1 min. At least 1 ms.
+	KeyExponentialDelayMaxBackoff = "restart-strategy.exponential-delay.max-backoff"
+
+	// KeyExponentialDelayBackoffMultiplier is the factor the delay grows by
+	// after each failure. Default: 1.5. At least 1.
+	KeyExponentialDelayBackoffMultiplier = "restart-strategy.exponential-delay.backoff-multiplier"
+
+	// KeyExponentialDelayResetBackoffThreshold is how long a job must run
+	// without failure for the delay to fall back to the initial backoff.
+	// Default: 1 h. At least 1 ms.
+	KeyExponentialDelayResetBackoffThreshold = "restart-strategy.exponential-delay.reset-backoff-threshold"
+
+	// KeyExponentialDelayJitterFactor is the fraction of the delay added or
+	// subtracted at random. Default: 0.1. From 0 to 1.
+	KeyExponentialDelayJitterFactor = "restart-strategy.exponential-delay.jitter-factor"
+
+	// KeyExponentialDelayAttemptsBeforeReset is the number of restarts allowed
+	// before the backoff is reset; when they are used up the job fails.
+	// Default: 2147483647 (Java's Integer.MAX_VALUE, in effect unlimited). At
+	// least 1.
+	KeyExponentialDelayAttemptsBeforeReset = "restart-strategy.exponential-delay.attempts-before-reset-backoff"
+
+	// KeyFailureRateMaxFailures is the number of failures within one
+	// failure-rate interval after which the job fails. Default: 1. At least 1.
+	KeyFailureRateMaxFailures = "restart-strategy.failure-rate.max-failures-per-interval"
+
+	// KeyFailureRateInterval is the window over which the failure-rate
+	// strategy counts failures. Default: 1 min. At least 1 ms.
+	KeyFailureRateInterval = "restart-strategy.failure-rate.failure-rate-interval"
+
+	// KeyFailureRateDelay is the delay between two restarts of the
+	// failure-rate strategy. Default: 1 s.
+	KeyFailureRateDelay = "restart-strategy.failure-rate.delay"
+
+	// KeyFailoverStrategy selects which tasks restart after a failure: region
+	// (the failed task's pipelined region) or full (all tasks). Default:
+	// region.
+	KeyFailoverStrategy = "jobmanager.execution.failover-strategy"
+)
+
+const (
+	// KeyParallelism is the parallelism of operators that do not set their
+	// own. Default: 1. From 1 to 32768.
+	KeyParallelism = "parallelism.default"
+
+	// KeyMaxParallelism is the maximum parallelism of keyed operators, which is
+	// also their number of key groups; -1 derives it from each operator's
+	// parallelism with [DefaultMaxParallelism]. Default: -1. Either -1 or from
+	// 1 to 32768.
+	KeyMaxParallelism = "pipeline.max-parallelism"
+
+	// KeyAutoWatermarkInterval is the interval at which periodic watermarks
+	// are emitted; 0 disables them. Default: 200 ms.
+	KeyAutoWatermarkInterval = "pipeline.auto-watermark-interval"
+
+	// KeyBufferTimeout is the longest time a partly filled output batch waits
+	// before it is flushed. Default: 100 ms. Replaces execution.buffer-timeout.
+	KeyBufferTimeout = "execution.buffer-timeout.interval"
+
+	// KeyStateBackend selects the keyed-state backend. Only hashmap (state in
+	// memory, copy-on-write snapshots) is implemented. Default: hashmap.
+	// Replaces state.backend.
+	KeyStateBackend = "state.backend.type"
+)
+
+const (
+	// KeyHeartbeatInterval is the interval between heartbeats of the job
+	// manager and the task managers. Default: 10 s. At least 1 ms.
+	KeyHeartbeatInterval = "heartbeat.interval"
+
+	// KeyHeartbeatTimeout is how long a peer may miss heartbeats before it is
+	// considered lost; it must not be below the interval. Default: 50 s. At
+	// least 1 ms.
+	KeyHeartbeatTimeout = "heartbeat.timeout"
+
+	// KeyTaskSlots is the number of slots a task manager offers. Default: 1.
+	// At least 1.
+	KeyTaskSlots = "taskmanager.numberOfTaskSlots"
+
+	// KeyRESTAddress is the address clients use to reach the REST API.
+	// Default: unset (clients use the bind address).
+	KeyRESTAddress = "rest.address"
+
+	// KeyRESTBindAddress is the address the REST server listens on. Default:
+	// localhost, so the API is reachable only from the local machine unless
+	// configured otherwise (Flink's default binds to all interfaces).
+	KeyRESTBindAddress = "rest.bind-address"
+
+	// KeyRESTPort is the port of the REST server; 0 picks a free port.
+	// Default: 8081. From 0 to 65535.
+	KeyRESTPort = "rest.port"
+
+	// KeyRESTAuthToken is a bearer token the REST API requires on every
+	// request; a weir option with no Flink counterpart. Default: unset (no
+	// authentication). The value is sensitive and should not be printed.
+	KeyRESTAuthToken = "rest.auth-token"
+
+	// KeyCheckpointHistory is the number of recent checkpoints whose
+	// statistics the REST API keeps. Default: 10. At least 0.
+	KeyCheckpointHistory = "web.checkpoints.history"
+)

@@ -1,0 +1,358 @@
+package config
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Kind is the type of an option's value.
+type Kind int
+
+// Option kinds.
+const (
+	KindString   Kind = iota // text such as a path, URL or address; never empty
+	KindBool                 // true or false
+	KindInt                  // a 32-bit decimal integer
+	KindFloat                // a decimal number
+	KindDuration             // a Flink duration such as "10 s"; see ParseDuration
+	KindEnum                 // one of a fixed set of names, case-insensitive
+)
+
+// String returns the kind's name as shown by Options listings: string, bool,
+// int, float, duration or enum.
+func (k Kind) String() string {
+	switch k {
+	case KindString:
+		return "string"
+	case KindBool:
+		return "bool"
+	case KindInt:
+		return "int"
+	case KindFloat:
+		return "float"
+	case KindDuration:
+		return "duration"
+	case KindEnum:
+		return "enum"
+	}
+	return fmt.Sprintf("Kind(%d)", int(k))
+}
+
+// OptionInfo describes one registered option. It is a copy: changing it has no
+// effect on the registry.
+type OptionInfo struct {
+	// Key is the option's key, Flink's name for it.
+	Key string
+	// Kind is the type of the option's value.
+	Kind Kind
+	// Default is the default value in canonical form, or "" when the option
+	// has no default; the Description then says what an unset option means.
+	Default string
+	// HasDefault reports whether the option has a default.
+	HasDefault bool
+	// Values lists the canonical enumeration values for KindEnum, the default
+	// first where there is one; nil for other kinds.
+	Values []string
+	// Allowed describes the accepted values in words, as error messages do:
+	// the syntax of the kind, the range, or the enumeration values with their
+	// alternative spellings.
+	Allowed string
+	// DeprecatedKeys lists older Flink keys still accepted for this option.
+	DeprecatedKeys []string
+	// Sensitive marks values that must not be printed or logged, such as
+	// credentials.
+	Sensitive bool
+	// Description says in one line what the option does.
+	Description string
+}
+
+// Options returns every registered option, sorted by key. The slice and its
+// elements are fresh copies the caller may keep or modify.
+func Options() []OptionInfo {
+	out := make([]OptionInfo, 0, len(registry.sorted))
+	for _, o := range registry.sorted {
+		info := OptionInfo{
+			Key:            o.key,
+			Kind:           o.kind,
+			Default:        o.def,
+			HasDefault:     o.def != "",
+			Allowed:        o.allowed(),
+			DeprecatedKeys: slices.Clone(o.deprecated),
+			Sensitive:      o.sensitive,
+			Description:    o.desc,
+		}
+		for _, v := range o.values {
+			info.Values = append(info.Values, v.name)
+		}
+		out = append(out, info)
+	}
+	return out
+}
+
+// option is one entry of the registry.
+type option struct {
+	key  string
+	kind Kind
+	// def is the default in canonical form; "" means no default.
+	def string
+	// values are the accepted values of a KindEnum option.
+	values []enumValue
+	// unsupported are values Flink accepts for a KindEnum option but weir does
+	// not implement.
+	unsupported []string
+	// check restricts the parsed value further; nil accepts every value of
+	// the kind.
+	check *constraint
+	// deprecated are older keys that still set this option.
+	deprecated []string
+	sensitive  bool
+	desc       string
+}
+
+// enumValue is one accepted value of an enumeration: its canonical spelling
+// and the alternative spellings that mean the same.
+type enumValue struct {
+	name    string
+	aliases []string
+}
+
+// constraint is a range or similar rule on a parsed value. ok receives the
+// parsed value: int, float64 or time.Duration as the option's kind dictates.
+type constraint struct {
+	desc string
+	ok   func(v any) bool
+}
+
+func intAtLeast(n int) *constraint {
+	return &constraint{
+		desc: fmt.Sprintf("at least %d", n),
+		ok:   func(v any) bool { return v.(int) >= n },
+	}
+}
+
+func intBetween(lo, hi int) *constraint {
+	return &constraint{
+		desc: fmt.Sprintf("from %d to %d", lo, hi),
+		ok:   func(v any) bool { return v.(int) >= lo && v.(int) <= hi },
+	}
+}
+
+func floatAtLeast(f float64) *constraint {
+	return &constraint{
+		desc: fmt.Sprintf("at least %g", f),
+		ok:   func(v any) bool { return v.(float64) >= f },
+	}
+}
+
+func floatBetween(lo, hi float64) *constraint {
+	return &constraint{
+		desc: fmt.Sprintf("from %g to %g", lo, hi),
+		ok:   func(v any) bool { return v.(float64) >= lo && v.(float64) <= hi },
+	}
+}
+
+func durationAtLeast(d time.Duration) *constraint {
+	return &constraint{
+		desc: "at least " + FormatDuration(d),
+		ok:   func(v any) bool { return v.(time.Duration) >= d },
+	}
+}
+
+// UpperBoundMaxParallelism is the largest maximum parallelism, and so the
+// largest number of key groups, a keyed operator may have: 32768, as in Flink.
+const UpperBoundMaxParallelism = 1 << 15
+
+// DefaultLowerBoundMaxParallelism is the smallest maximum parallelism
+// DefaultMaxParallelism derives: 128, as in Flink.
+const DefaultLowerBoundMaxParallelism = 1 << 7
+
+var maxParallelismRange = &constraint{
+	desc: fmt.Sprintf("that is -1 (derive from the parallelism) or from 1 to %d", UpperBoundMaxParallelism),
+	ok: func(v any) bool {
+		n := v.(int)
+		return n == -1 || (n >= 1 && n <= UpperBoundMaxParallelism)
+	},
+}
+
+// optionTable is the registry's source: every option weir understands. It is
+// read once, by newRegistry, and never modified.
+var optionTable = []option{
+	// Checkpointing (Flink's CheckpointingOptions and StateRecoveryOptions).
+	{key: KeyCheckpointingInterval, kind: KindDuration, check: durationAtLeast(10 * time.Millisecond),
+		desc: "Interval between checkpoint triggers; unset disables checkpointing."},
+	{key: KeyCheckpointingMode, kind: KindEnum, def: string(ExactlyOnce), values: checkpointingModes,
+		desc: "Consistency mode of checkpoints."},
+	{key: KeyCheckpointingTimeout, kind: KindDuration, def: "10 min", check: durationAtLeast(time.Millisecond),
+		desc: "Time after which a pending checkpoint is discarded."},
+	{key: KeyCheckpointingMinPause, kind: KindDuration, def: "0 ms",
+		desc: "Minimum pause between the end of one checkpoint and the next trigger; above zero allows one checkpoint at a time."},
+	{key: KeyCheckpointingMaxConcurrent, kind: KindInt, def: "1", check: intAtLeast(1),
+		desc: "Maximum number of checkpoints in flight at once."},
+	{key: KeyCheckpointingTolerableFailures, kind: KindInt, def: "0", check: intAtLeast(0),
+		desc: "Number of consecutive checkpoint failures tolerated before the job fails."},
+	{key: KeyCheckpointingDir, kind: KindString,
+		deprecated: []string{"state.checkpoints.dir", "state.backend.fs.checkpointdir"},
+		desc:       "Directory or URL checkpoints are written to; unset keeps them in job manager memory."},
+	{key: KeyCheckpointingStorage, kind: KindEnum, values: checkpointStorages,
+		deprecated: []string{"state.checkpoint-storage"},
+		desc:       "Checkpoint storage; unset means filesystem when a checkpoint directory is set, jobmanager otherwise."},
+	{key: KeyCheckpointingNumRetained, kind: KindInt, def: "1", check: intAtLeast(1),
+		deprecated: []string{"state.checkpoints.num-retained"},
+		desc:       "Number of completed checkpoints retained."},
+	{key: KeyCheckpointingExternalizedRetention, kind: KindEnum, def: string(NoExternalizedCheckpoints), values: retentionPolicies,
+		desc: "Whether retained checkpoints are kept when the job is cancelled or fails."},
+	{key: KeyCheckpointingIncremental, kind: KindBool, def: "false",
+		deprecated: []string{"state.backend.incremental"},
+		desc:       "Incremental checkpoints, on state backends that support them."},
+	{key: KeyCheckpointingUnaligned, kind: KindBool, def: "false",
+		deprecated: []string{"execution.checkpointing.unaligned"},
+		desc:       "Unaligned checkpoints; requires EXACTLY_ONCE and one concurrent checkpoint."},
+	{key: KeyCheckpointingAlignedTimeout, kind: KindDuration, def: "0 ms",
+		deprecated: []string{"execution.checkpointing.alignment-timeout"},
+		desc:       "With unaligned checkpoints, time a checkpoint stays aligned before switching; 0 starts unaligned."},
+	{key: KeyCheckpointingSavepointDir, kind: KindString,
+		deprecated: []string{"state.savepoints.dir"},
+		desc:       "Default directory or URL for savepoints."},
+	{key: KeyCheckpointingCreateSubdir, kind: KindBool, def: "true",
+		deprecated: []string{"state.checkpoints.create-subdir"},
+		desc:       "Write checkpoints under a subdirectory named after the job ID."},
+	{key: KeyStateRecoveryPath, kind: KindString,
+		deprecated: []string{"execution.savepoint.path"},
+		desc:       "Checkpoint or savepoint to resume the job from."},
+
+	// Restart and failover (Flink's RestartStrategyOptions and JobManagerOptions).
+	{key: KeyRestartStrategy, kind: KindEnum, values: restartStrategies,
+		deprecated: []string{"restart-strategy"},
+		desc:       "Restart strategy; unset means exponential-delay with checkpointing enabled, none otherwise."},
+	{key: KeyFixedDelayAttempts, kind: KindInt, def: "1", check: intAtLeast(0),
+		desc: "Restarts allowed by fixed-delay before the job fails."},
+	{key: KeyFixedDelayDelay, kind: KindDuration, def: "1 s",
+		desc: "Delay between restarts for fixed-delay."},
+	{key: KeyExponentialDelayInitialBackoff, kind: KindDuration, def: "1 s", check: durationAtLeast(time.Millisecond),
+		desc: "First restart delay for exponential-delay."},
+	{key: KeyExponentialDelayMaxBackoff, kind: KindDuration, def: "1 min", check: durationAtLeast(time.Millisecond),
+		desc: "Largest restart delay for exponential-delay."},
+	{key: KeyExponentialDelayBackoffMultiplier, kind: KindFloat, def: "1.5", check: floatAtLeast(1),
+		desc: "Factor the exponential-delay backoff grows by after each failure."},
+	{key: KeyExponentialDelayResetBackoffThreshold, kind: KindDuration, def: "1 h", check: durationAtLeast(time.Millisecond),
+		desc: "Failure-free running time after which the exponential-delay backoff resets."},
+	{key: KeyExponentialDelayJitterFactor, kind: KindFloat, def: "0.1", check: floatBetween(0, 1),
+		desc: "Fraction of the exponential-delay backoff added or subtracted at random."},
+	{key: KeyExponentialDelayAttemptsBeforeReset, kind: KindInt, def: "2147483647", check: intAtLeast(1),
+		desc: "Restarts allowed by exponential-delay before the backoff resets; 2147483647 means unlimited."},
+	{key: KeyFailureRateMaxFailures, kind: KindInt, def: "1", check: intAtLeast(1),
+		desc: "Failures within one interval after which failure-rate fails the job."},
+	{key: KeyFailureRateInterval, kind: KindDuration, def: "1 min", check: durationAtLeast(time.Millisecond),
+		desc: "Window over which failure-rate counts failures."},
+	{key: KeyFailureRateDelay, kind: KindDuration, def: "1 s",
+		desc: "Delay between restarts for failure-rate."},
+	{key: KeyFailoverStrategy, kind: KindEnum, def: string(FailoverRegion), values: failoverStrategies,
+		desc: "Which tasks restart after a failure: the failed pipelined region or all."},
+
+	// Pipeline (Flink's CoreOptions, PipelineOptions, ExecutionOptions and StateBackendOptions).
+	{key: KeyParallelism, kind: KindInt, def: "1", check: intBetween(1, UpperBoundMaxParallelism),
+		desc: "Parallelism of operators that do not set their own."},
+	{key: KeyMaxParallelism, kind: KindInt, def: "-1", check: maxParallelismRange,
+		desc: "Maximum parallelism (number of key groups) of keyed operators; -1 derives it from the parallelism."},
+	{key: KeyAutoWatermarkInterval, kind: KindDuration, def: "200 ms",
+		desc: "Interval of periodic watermark emission; 0 disables it."},
+	{key: KeyBufferTimeout, kind: KindDuration, def: "100 ms",
+		deprecated: []string{"execution.buffer-timeout"},
+		desc:       "Longest time a partly filled output batch waits before it is flushed."},
+	{key: KeyStateBackend, kind: KindEnum, def: string(BackendHashMap), values: stateBackends,
+		unsupported: flinkOnlyStateBackends,
+		deprecated:  []string{"state.backend"},
+		desc:        "Keyed-state backend."},
+
+	// Cluster and REST (Flink's HeartbeatManagerOptions, TaskManagerOptions, RestOptions, WebOptions).
+	{key: KeyHeartbeatInterval, kind: KindDuration, def: "10 s", check: durationAtLeast(time.Millisecond),
+		desc: "Interval between heartbeats of the job manager and task managers."},
+	{key: KeyHeartbeatTimeout, kind: KindDuration, def: "50 s", check: durationAtLeast(time.Millisecond),
+		desc: "Time without heartbeats after which a peer is considered lost."},
+	{key: KeyTaskSlots, kind: KindInt, def: "1", check: intAtLeast(1),
+		desc: "Number of slots a task manager offers."},
+	{key: KeyRESTAddress, kind: KindString,
+		desc: "Address clients use to reach the REST API."},
+	{key: KeyRESTBindAddress, kind: KindString, def: "localhost",
+		desc: "Address the REST server listens on; the default reaches only the local machine."},
+	{key: KeyRESTPort, kind: KindInt, def: "8081", check: intBetween(0, 65535),
+		desc: "Port of the REST server; 0 picks a free port."},
+	{key: KeyRESTAuthToken, kind: KindString, sensitive: true,
+		desc: "Bearer token required by the REST API (weir only); unset disables authentication."},
+	{key: KeyCheckpointHistory, kind: KindInt, def: "10", check: intAtLeast(0),
+		desc: "Number of recent checkpoints whose statistics the REST API keeps."},
+}
+
+// registry indexes optionTable. It is built once at package initialisation
+// and only read afterwards.
+var registry = newRegistry(optionTable)
+
+type optionRegistry struct {
+	byKey map[string]*option
+	// byAlias maps each deprecated key to the option it sets.
+	byAlias map[string]*option
+	sorted  []*option
+}
+
+// newRegistry indexes table and checks it for consistency; a malformed table
+// is a programming error and panics.
+func newRegistry(table []option) *optionRegistry {
+	r := &optionRegistry{
+		byKey:   make(map[string]*option, len(table)),
+		byAlias: make(map[string]*option),
+	}
+	for i := range table {
+		o := &table[i]
+		if _, dup := r.byKey[o.key]; dup {
+			panic("config: option " + o.key + " registered twice")
+		}
+		r.byKey[o.key] = o
+		r.sorted = append(r.sorted, o)
+	}
+	for _, o := range r.sorted {
+		for _, a := range o.deprecated {
+			if _, dup := r.byKey[a]; dup {
+				panic("config: deprecated key " + a + " is also a current key")
+			}
+			if _, dup := r.byAlias[a]; dup {
+				panic("config: deprecated key " + a + " registered twice")
+			}
+			r.byAlias[a] = o
+		}
+		if (o.kind == KindEnum) != (len(o.values) > 0) {
+			panic("config: option " + o.key + ": enumeration values must be given exactly for enums")
+		}
+		if o.def != "" {
+			canon, _, err := o.parse(o.def)
+			if err != nil || canon != o.def {
+				panic(fmt.Sprintf("config: option %s: default %q is not canonical (%q, %v)", o.key, o.def, canon, err))
+			}
+		}
+	}
+	slices.SortFunc(r.sorted, func(a, b *option) int { return strings.Compare(a.key, b.key) })
+	return r
+}
+
+// lookup finds the option for key, which may be a deprecated key; alias
+// reports whether it was one.
+func (r *optionRegistry) lookup(key string) (o *option, alias bool, ok bool) {
+	if o, ok := r.byKey[key]; ok {
+		return o, false, true
+	}
+	if o, ok := r.byAlias[key]; ok {
+		return o, true, true
+	}
+	return nil, false, false
+}
+
+// mustLookup is lookup for keys given by Go code, where an unknown key is a
+// programming error.
+func (r *optionRegistry) mustLookup(key string) *option {
+	o, _, ok := r.lookup(key)
+	if !ok {
+		panic(fmt.Sprintf("config: unknown key %q", key))
+	}
+	return o
+}

@@ -1,0 +1,347 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"math/bits"
+	"time"
+)
+
+// Checkpointing is the checkpointing configuration with defaults resolved,
+// as the checkpoint coordinator and the barrier handlers use it.
+type Checkpointing struct {
+	// Enabled reports whether checkpointing is on, which it is exactly when
+	// execution.checkpointing.interval is set.
+	Enabled bool
+	// Interval is the time between checkpoint triggers; 0 when disabled.
+	Interval time.Duration
+	// Mode is the consistency mode. Default: ExactlyOnce.
+	Mode CheckpointingMode
+	// Timeout is the time after which a pending checkpoint is discarded.
+	// Default: 10 min.
+	Timeout time.Duration
+	// MinPause is the minimum time between the end of one checkpoint and the
+	// next trigger. Default: 0.
+	MinPause time.Duration
+	// MaxConcurrent is the effective number of checkpoints allowed in flight:
+	// execution.checkpointing.max-concurrent-checkpoints, except that it is 1
+	// when MinPause is above zero, as in Flink. Default: 1.
+	MaxConcurrent int
+	// TolerableFailures is the number of consecutive checkpoint failures
+	// tolerated before the job fails. Default: 0.
+	TolerableFailures int
+	// Dir is the checkpoint directory or URL; "" when unset.
+	Dir string
+	// Storage is where checkpoints go: StorageFilesystem when set so or when
+	// Dir is set, otherwise StorageJobManager.
+	Storage CheckpointStorage
+	// NumRetained is the number of completed checkpoints kept. Default: 1.
+	NumRetained int
+	// ExternalizedRetention says whether retained checkpoints outlive a
+	// cancelled job. Default: NoExternalizedCheckpoints.
+	ExternalizedRetention ExternalizedRetention
+	// Incremental enables incremental checkpoints where the state backend
+	// supports them. Default: false.
+	Incremental bool
+	// Unaligned enables unaligned checkpoints. Default: false.
+	Unaligned bool
+	// AlignedTimeout is, with Unaligned, the time a checkpoint stays aligned
+	// before it switches to unaligned; 0 starts unaligned. Default: 0.
+	AlignedTimeout time.Duration
+	// SavepointDir is the default savepoint directory; "" when unset.
+	SavepointDir string
+	// CreateSubdir puts checkpoints under <Dir>/<job-id>/. Default: true.
+	CreateSubdir bool
+	// RecoveryPath is the checkpoint or savepoint to resume from; "" to start
+	// without state.
+	RecoveryPath string
+}
+
+// Checkpointing returns the checkpointing configuration with defaults
+// resolved. It returns a *ConflictError (several joined with errors.Join)
+// when unaligned checkpoints are enabled with AT_LEAST_ONCE mode or with more
+// than one concurrent checkpoint, or when filesystem storage is chosen without
+// a checkpoint directory.
+func (c *Configuration) Checkpointing() (Checkpointing, error) {
+	_, enabled := c.Get(KeyCheckpointingInterval)
+	cp := Checkpointing{
+		Enabled:               enabled,
+		Interval:              c.Duration(KeyCheckpointingInterval),
+		Mode:                  CheckpointingMode(c.String(KeyCheckpointingMode)),
+		Timeout:               c.Duration(KeyCheckpointingTimeout),
+		MinPause:              c.Duration(KeyCheckpointingMinPause),
+		MaxConcurrent:         c.Int(KeyCheckpointingMaxConcurrent),
+		TolerableFailures:     c.Int(KeyCheckpointingTolerableFailures),
+		Dir:                   c.String(KeyCheckpointingDir),
+		Storage:               CheckpointStorage(c.String(KeyCheckpointingStorage)),
+		NumRetained:           c.Int(KeyCheckpointingNumRetained),
+		ExternalizedRetention: ExternalizedRetention(c.String(KeyCheckpointingExternalizedRetention)),
+		Incremental:           c.Bool(KeyCheckpointingIncremental),
+		Unaligned:             c.Bool(KeyCheckpointingUnaligned),
+		AlignedTimeout:        c.Duration(KeyCheckpointingAlignedTimeout),
+		SavepointDir:          c.String(KeyCheckpointingSavepointDir),
+		CreateSubdir:          c.Bool(KeyCheckpointingCreateSubdir),
+		RecoveryPath:          c.String(KeyStateRecoveryPath),
+	}
+	if cp.MinPause > 0 {
+		cp.MaxConcurrent = 1
+	}
+
+	var errs []error
+	if cp.Storage == "" {
+		cp.Storage = StorageJobManager
+		if cp.Dir != "" {
+			cp.Storage = StorageFilesystem
+		}
+	} else if cp.Storage == StorageFilesystem && cp.Dir == "" {
+		errs = append(errs, &ConflictError{
+			Keys:   []string{KeyCheckpointingStorage, KeyCheckpointingDir},
+			Reason: fmt.Sprintf("%s=%s requires %s, which is not set", KeyCheckpointingStorage, cp.Storage, KeyCheckpointingDir),
+		})
+	}
+	if cp.Unaligned && cp.Mode != ExactlyOnce {
+		errs = append(errs, &ConflictError{
+			Keys: []string{KeyCheckpointingUnaligned, KeyCheckpointingMode},
+			Reason: fmt.Sprintf("%s=true requires %s=%s, but it is %s",
+				KeyCheckpointingUnaligned, KeyCheckpointingMode, ExactlyOnce, cp.Mode),
+		})
+	}
+	if cp.Unaligned && cp.MaxConcurrent > 1 {
+		errs = append(errs, &ConflictError{
+			Keys: []string{KeyCheckpointingUnaligned, KeyCheckpointingMaxConcurrent},
+			Reason: fmt.Sprintf("%s=true allows one checkpoint at a time, but %s is %d",
+				KeyCheckpointingUnaligned, KeyCheckpointingMaxConcurrent, cp.MaxConcurrent),
+		})
+	}
+	if len(errs) > 0 {
+		return Checkpointing{}, errors.Join(errs...)
+	}
+	return cp, nil
+}
+
+// Restart is the restart and failover configuration with defaults resolved.
+// The settings of every strategy are filled in, whichever is chosen.
+type Restart struct {
+	// Strategy is the restart strategy: restart-strategy.type if set, else
+	// RestartExponentialDelay when checkpointing is enabled and RestartNone
+	// when it is not, as in Flink.
+	Strategy RestartStrategy
+	// Failover selects which tasks restart. Default: FailoverRegion.
+	Failover FailoverStrategy
+	// FixedDelay configures RestartFixedDelay.
+	FixedDelay FixedDelay
+	// ExponentialDelay configures RestartExponentialDelay.
+	ExponentialDelay ExponentialDelay
+	// FailureRate configures RestartFailureRate.
+	FailureRate FailureRate
+}
+
+// FixedDelay configures the fixed-delay restart strategy.
+type FixedDelay struct {
+	// Attempts is the number of restarts before the job fails. Default: 1.
+	Attempts int
+	// Delay is the time between restarts. Default: 1 s.
+	Delay time.Duration
+}
+
+// ExponentialDelay configures the exponential-delay restart strategy.
+type ExponentialDelay struct {
+	// InitialBackoff is the first delay. Default: 1 s.
+	InitialBackoff time.Duration
+	// MaxBackoff caps the delay; not below InitialBackoff. Default: 1 min.
+	MaxBackoff time.Duration
+	// BackoffMultiplier is the factor the delay grows by after each failure;
+	// at least 1. Default: 1.5.
+	BackoffMultiplier float64
+	// ResetBackoffThreshold is the failure-free running time after which the
+	// delay returns to InitialBackoff. Default: 1 h.
+	ResetBackoffThreshold time.Duration
+	// JitterFactor is the fraction of the delay added or subtracted at
+	// random, from 0 to 1. Default: 0.1.
+	JitterFactor float64
+	// AttemptsBeforeResetBackoff is the number of restarts allowed before the
+	// backoff resets. Default: math.MaxInt32, in effect unlimited.
+	AttemptsBeforeResetBackoff int
+}
+
+// FailureRate configures the failure-rate restart strategy.
+type FailureRate struct {
+	// MaxFailuresPerInterval is the number of failures within Interval after
+	// which the job fails. Default: 1.
+	MaxFailuresPerInterval int
+	// Interval is the window failures are counted over. Default: 1 min.
+	Interval time.Duration
+	// Delay is the time between restarts. Default: 1 s.
+	Delay time.Duration
+}
+
+// Restart returns the restart and failover configuration with defaults
+// resolved. It returns a *ConflictError when the exponential-delay strategy
+// is chosen with an initial backoff above its maximum.
+func (c *Configuration) Restart() (Restart, error) {
+	r := Restart{
+		Strategy: RestartStrategy(c.String(KeyRestartStrategy)),
+		Failover: FailoverStrategy(c.String(KeyFailoverStrategy)),
+		FixedDelay: FixedDelay{
+			Attempts: c.Int(KeyFixedDelayAttempts),
+			Delay:    c.Duration(KeyFixedDelayDelay),
+		},
+		ExponentialDelay: ExponentialDelay{
+			InitialBackoff:             c.Duration(KeyExponentialDelayInitialBackoff),
+			MaxBackoff:                 c.Duration(KeyExponentialDelayMaxBackoff),
+			BackoffMultiplier:          c.Float(KeyExponentialDelayBackoffMultiplier),
+			ResetBackoffThreshold:      c.Duration(KeyExponentialDelayResetBackoffThreshold),
+			JitterFactor:               c.Float(KeyExponentialDelayJitterFactor),
+			AttemptsBeforeResetBackoff: c.Int(KeyExponentialDelayAttemptsBeforeReset),
+		},
+		FailureRate: FailureRate{
+			MaxFailuresPerInterval: c.Int(KeyFailureRateMaxFailures),
+			Interval:               c.Duration(KeyFailureRateInterval),
+			Delay:                  c.Duration(KeyFailureRateDelay),
+		},
+	}
+	if r.Strategy == "" {
+		r.Strategy = RestartNone
+		if _, checkpointing := c.Get(KeyCheckpointingInterval); checkpointing {
+			r.Strategy = RestartExponentialDelay
+		}
+	}
+	if ed := r.ExponentialDelay; r.Strategy == RestartExponentialDelay && ed.InitialBackoff > ed.MaxBackoff {
+		return Restart{}, &ConflictError{
+			Keys: []string{KeyExponentialDelayInitialBackoff, KeyExponentialDelayMaxBackoff},
+			Reason: fmt.Sprintf("%s (%s) must not exceed %s (%s)",
+				KeyExponentialDelayInitialBackoff, FormatDuration(ed.InitialBackoff),
+				KeyExponentialDelayMaxBackoff, FormatDuration(ed.MaxBackoff)),
+		}
+	}
+	return r, nil
+}
+
+// Pipeline is the job-wide execution configuration with defaults resolved.
+type Pipeline struct {
+	// Parallelism is the parallelism of operators that do not set their own.
+	// Default: 1.
+	Parallelism int
+	// MaxParallelism is the configured maximum parallelism of keyed
+	// operators, or -1 (the default) to derive it per operator; use
+	// MaxParallelismFor to resolve it.
+	MaxParallelism int
+	// AutoWatermarkInterval is the interval of periodic watermarks; 0
+	// disables them. Default: 200 ms.
+	AutoWatermarkInterval time.Duration
+	// BufferTimeout is the longest a partly filled output batch waits before
+	// it is flushed. Default: 100 ms.
+	BufferTimeout time.Duration
+	// StateBackend is the keyed-state backend. Default: BackendHashMap.
+	StateBackend StateBackend
+}
+
+// MaxParallelismFor returns the maximum parallelism, and so the number of key
+// groups, of a keyed operator running with the given parallelism: the
+// configured value, or DefaultMaxParallelism(parallelism) when it is -1.
+func (p Pipeline) MaxParallelismFor(parallelism int) int {
+	if p.MaxParallelism > 0 {
+		return p.MaxParallelism
+	}
+	return DefaultMaxParallelism(parallelism)
+}
+
+// Pipeline returns the job-wide execution configuration with defaults
+// resolved. It returns a *ConflictError when the default parallelism exceeds
+// a configured maximum parallelism.
+func (c *Configuration) Pipeline() (Pipeline, error) {
+	p := Pipeline{
+		Parallelism:           c.Int(KeyParallelism),
+		MaxParallelism:        c.Int(KeyMaxParallelism),
+		AutoWatermarkInterval: c.Duration(KeyAutoWatermarkInterval),
+		BufferTimeout:         c.Duration(KeyBufferTimeout),
+		StateBackend:          StateBackend(c.String(KeyStateBackend)),
+	}
+	if p.MaxParallelism > 0 && p.Parallelism > p.MaxParallelism {
+		return Pipeline{}, &ConflictError{
+			Keys: []string{KeyParallelism, KeyMaxParallelism},
+			Reason: fmt.Sprintf("%s (%d) must not exceed %s (%d)",
+				KeyParallelism, p.Parallelism, KeyMaxParallelism, p.MaxParallelism),
+		}
+	}
+	return p, nil
+}
+
+// DefaultMaxParallelism returns the maximum parallelism Flink derives for an
+// operator of parallelism p when pipeline.max-parallelism is -1: one and a half
+// times p rounded up to a power of two, but at least 128 and at most 32768,
+// that is min(max(roundUpToPowerOfTwo(p + p/2), 128), 32768). A p below 1 is
+// taken as 1.
+func DefaultMaxParallelism(p int) int {
+	p = min(max(p, 1), UpperBoundMaxParallelism)
+	return min(max(roundUpToPowerOfTwo(p+p/2), DefaultLowerBoundMaxParallelism), UpperBoundMaxParallelism)
+}
+
+// roundUpToPowerOfTwo returns the smallest power of two not below x, for x ≥ 1.
+func roundUpToPowerOfTwo(x int) int {
+	if x <= 1 {
+		return 1
+	}
+	return 1 << bits.Len(uint(x-1))
+}
+
+// Cluster is the configuration of the job manager, task managers and REST
+// server with defaults resolved.
+type Cluster struct {
+	// HeartbeatInterval is the time between heartbeats. Default: 10 s.
+	HeartbeatInterval time.Duration
+	// HeartbeatTimeout is the time without heartbeats after which a peer is
+	// lost; not below HeartbeatInterval. Default: 50 s.
+	HeartbeatTimeout time.Duration
+	// TaskSlots is the number of slots of a task manager. Default: 1.
+	TaskSlots int
+	// RESTAddress is the address clients use for the REST API; "" when unset.
+	RESTAddress string
+	// RESTBindAddress is the address the REST server listens on. Default:
+	// localhost.
+	RESTBindAddress string
+	// RESTPort is the REST server's port; 0 picks a free one. Default: 8081.
+	RESTPort int
+	// RESTAuthToken is the bearer token the REST API requires; "" when
+	// authentication is off (the default). It must not be logged.
+	RESTAuthToken string
+	// CheckpointHistory is the number of recent checkpoints whose statistics
+	// the REST API keeps. Default: 10.
+	CheckpointHistory int
+}
+
+// Cluster returns the cluster configuration with defaults resolved. It returns
+// a *ConflictError when the heartbeat timeout is below the heartbeat interval.
+func (c *Configuration) Cluster() (Cluster, error) {
+	cl := Cluster{
+		HeartbeatInterval: c.Duration(KeyHeartbeatInterval),
+		HeartbeatTimeout:  c.Duration(KeyHeartbeatTimeout),
+		TaskSlots:         c.Int(KeyTaskSlots),
+		RESTAddress:       c.String(KeyRESTAddress),
+		RESTBindAddress:   c.String(KeyRESTBindAddress),
+		RESTPort:          c.Int(KeyRESTPort),
+		RESTAuthToken:     c.String(KeyRESTAuthToken),
+		CheckpointHistory: c.Int(KeyCheckpointHistory),
+	}
+	if cl.HeartbeatTimeout < cl.HeartbeatInterval {
+		return Cluster{}, &ConflictError{
+			Keys: []string{KeyHeartbeatTimeout, KeyHeartbeatInterval},
+			Reason: fmt.Sprintf("%s (%s) must not be below %s (%s)",
+				KeyHeartbeatTimeout, FormatDuration(cl.HeartbeatTimeout),
+				KeyHeartbeatInterval, FormatDuration(cl.HeartbeatInterval)),
+		}
+	}
+	return cl, nil
+}
+
+// Validate checks the rules that involve several keys by building every view
+// (Checkpointing, Restart, Pipeline and Cluster) and returns their errors
+// joined with errors.Join, or nil. Rules on single values are checked
+// earlier, when the values are set.
+func (c *Configuration) Validate() error {
+	_, errC := c.Checkpointing()
+	_, errR := c.Restart()
+	_, errP := c.Pipeline()
+	_, errCl := c.Cluster()
+	return errors.Join(errC, errR, errP, errCl)
+}

@@ -1,0 +1,283 @@
+package config
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// with returns a configuration with the given key/value pairs set.
+func with(t *testing.T, kv ...string) *Configuration {
+	t.Helper()
+	c := New()
+	for i := 0; i+1 < len(kv); i += 2 {
+		if err := c.Set(kv[i], kv[i+1]); err != nil {
+			t.Fatalf("Set(%s, %s): %v", kv[i], kv[i+1], err)
+		}
+	}
+	return c
+}
+
+func TestRestartStrategyDefault(t *testing.T) {
+	tests := []struct {
+		name string
+		kv   []string
+		want RestartStrategy
+	}{
+		{"checkpointing disabled", nil, RestartNone},
+		{"checkpointing enabled", []string{KeyCheckpointingInterval, "10 s"}, RestartExponentialDelay},
+		{"explicit with checkpointing", []string{KeyCheckpointingInterval, "10 s", KeyRestartStrategy, "fixed-delay"}, RestartFixedDelay},
+		{"explicit none with checkpointing", []string{KeyCheckpointingInterval, "10 s", KeyRestartStrategy, "off"}, RestartNone},
+		{"explicit without checkpointing", []string{KeyRestartStrategy, "failurerate"}, RestartFailureRate},
+		{"deprecated key", []string{"restart-strategy", "exponentialdelay"}, RestartExponentialDelay},
+	}
+	for _, tt := range tests {
+		r, err := with(t, tt.kv...).Restart()
+		if err != nil {
+			t.Errorf("%s: %v", tt.name, err)
+			continue
+		}
+		if r.Strategy != tt.want {
+			t.Errorf("%s: strategy %q, want %q", tt.name, r.Strategy, tt.want)
+		}
+	}
+}
+
+func TestRestartSettings(t *testing.T) {
+	r, err := with(t,
+		KeyRestartStrategy, "fixed-delay",
+		KeyFixedDelayAttempts, "3",
+		KeyFixedDelayDelay, "10 s",
+		KeyExponentialDelayInitialBackoff, "2 s",
+		KeyExponentialDelayMaxBackoff, "2 s",
+		KeyExponentialDelayBackoffMultiplier, "1",
+		KeyExponentialDelayAttemptsBeforeReset, "10",
+		KeyFailureRateMaxFailures, "5",
+		KeyFailureRateInterval, "5 min",
+		KeyFailureRateDelay, "0",
+		KeyFailoverStrategy, "full",
+	).Restart()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.FixedDelay != (FixedDelay{Attempts: 3, Delay: 10 * time.Second}) ||
+		r.ExponentialDelay.InitialBackoff != 2*time.Second || r.ExponentialDelay.MaxBackoff != 2*time.Second ||
+		r.ExponentialDelay.BackoffMultiplier != 1 || r.ExponentialDelay.AttemptsBeforeResetBackoff != 10 ||
+		r.FailureRate != (FailureRate{MaxFailuresPerInterval: 5, Interval: 5 * time.Minute, Delay: 0}) ||
+		r.Failover != FailoverFull {
+		t.Errorf("Restart() = %+v", r)
+	}
+}
+
+func TestDefaultMaxParallelism(t *testing.T) {
+	tests := []struct{ p, want int }{
+		{-5, 128},
+		{0, 128},
+		{1, 128},
+		{2, 128},
+		{85, 128},  // 85+42 = 127 → 128
+		{86, 256},  // 86+43 = 129 → 256
+		{100, 256}, // 150 → 256
+		{171, 256}, // 171+85 = 256, already a power of two
+		{172, 512}, // 172+86 = 258 → 512
+		{1000, 2048},
+		{1365, 2048}, // 1365+682 = 2047 → 2048
+		{1366, 4096}, // 1366+683 = 2049 → 4096
+		{21845, 32768},
+		{21846, 32768}, // 32769 → 65536, capped
+		{32768, 32768},
+		{100000, 32768},
+	}
+	for _, tt := range tests {
+		if got := DefaultMaxParallelism(tt.p); got != tt.want {
+			t.Errorf("DefaultMaxParallelism(%d) = %d, want %d", tt.p, got, tt.want)
+		}
+	}
+}
+
+func TestMaxParallelismFor(t *testing.T) {
+	auto, err := with(t, KeyParallelism, "200").Pipeline()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if auto.MaxParallelism != -1 {
+		t.Errorf("MaxParallelism = %d, want -1", auto.MaxParallelism)
+	}
+	for p, want := range map[int]int{1: 128, 200: 512, 1000: 2048} {
+		if got := auto.MaxParallelismFor(p); got != want {
+			t.Errorf("auto MaxParallelismFor(%d) = %d, want %d", p, got, want)
+		}
+	}
+	fixed, err := with(t, KeyMaxParallelism, "720").Pipeline()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []int{1, 200, 720} {
+		if got := fixed.MaxParallelismFor(p); got != 720 {
+			t.Errorf("fixed MaxParallelismFor(%d) = %d, want 720", p, got)
+		}
+	}
+}
+
+func TestCheckpointingView(t *testing.T) {
+	tests := []struct {
+		name  string
+		kv    []string
+		check func(cp Checkpointing) bool
+	}{
+		{"interval enables", []string{KeyCheckpointingInterval, "30 s"},
+			func(cp Checkpointing) bool { return cp.Enabled && cp.Interval == 30*time.Second }},
+		{"dir implies filesystem", []string{KeyCheckpointingDir, "file:///tmp/chk"},
+			func(cp Checkpointing) bool { return cp.Storage == StorageFilesystem && cp.Dir == "file:///tmp/chk" }},
+		{"dir through deprecated key implies filesystem", []string{"state.checkpoints.dir", "/chk"},
+			func(cp Checkpointing) bool { return cp.Storage == StorageFilesystem }},
+		{"explicit jobmanager with dir", []string{KeyCheckpointingDir, "/chk", KeyCheckpointingStorage, "jobmanager"},
+			func(cp Checkpointing) bool { return cp.Storage == StorageJobManager }},
+		{"min-pause limits concurrency", []string{KeyCheckpointingMaxConcurrent, "4", KeyCheckpointingMinPause, "1 s"},
+			func(cp Checkpointing) bool { return cp.MaxConcurrent == 1 && cp.MinPause == time.Second }},
+		{"concurrency without min-pause", []string{KeyCheckpointingMaxConcurrent, "4"},
+			func(cp Checkpointing) bool { return cp.MaxConcurrent == 4 }},
+		{"unaligned with exactly-once", []string{KeyCheckpointingUnaligned, "true", KeyCheckpointingAlignedTimeout, "30 s"},
+			func(cp Checkpointing) bool { return cp.Unaligned && cp.AlignedTimeout == 30*time.Second }},
+		{"unaligned with min-pause and max-concurrent", []string{KeyCheckpointingUnaligned, "true",
+			KeyCheckpointingMaxConcurrent, "3", KeyCheckpointingMinPause, "10 s"},
+			func(cp Checkpointing) bool { return cp.Unaligned && cp.MaxConcurrent == 1 }},
+		{"everything else", []string{
+			KeyCheckpointingTimeout, "1 h", KeyCheckpointingTolerableFailures, "3",
+			KeyCheckpointingNumRetained, "5", KeyCheckpointingExternalizedRetention, "retain_on_cancellation",
+			KeyCheckpointingIncremental, "true", KeyCheckpointingSavepointDir, "/sp",
+			KeyCheckpointingCreateSubdir, "false", KeyStateRecoveryPath, "/sp/savepoint-1"},
+			func(cp Checkpointing) bool {
+				return cp.Timeout == time.Hour && cp.TolerableFailures == 3 && cp.NumRetained == 5 &&
+					cp.ExternalizedRetention == RetainOnCancellation && cp.Incremental &&
+					cp.SavepointDir == "/sp" && !cp.CreateSubdir && cp.RecoveryPath == "/sp/savepoint-1"
+			}},
+	}
+	for _, tt := range tests {
+		cp, err := with(t, tt.kv...).Checkpointing()
+		if err != nil {
+			t.Errorf("%s: %v", tt.name, err)
+			continue
+		}
+		if !tt.check(cp) {
+			t.Errorf("%s: %+v", tt.name, cp)
+		}
+	}
+}
+
+// TestConflicts checks every cross-key rule: the view and Validate both
+// return a *ConflictError naming every key involved.
+func TestConflicts(t *testing.T) {
+	tests := []struct {
+		name      string
+		kv        []string
+		view      func(c *Configuration) error
+		wantKeys  []string
+		wantInMsg []string
+	}{
+		{
+			name:     "unaligned with at-least-once",
+			kv:       []string{KeyCheckpointingInterval, "10 s", KeyCheckpointingUnaligned, "true", KeyCheckpointingMode, "AT_LEAST_ONCE"},
+			view:     func(c *Configuration) error { _, err := c.Checkpointing(); return err },
+			wantKeys: []string{KeyCheckpointingUnaligned, KeyCheckpointingMode},
+			wantInMsg: []string{"execution.checkpointing.unaligned.enabled=true requires execution.checkpointing.mode=EXACTLY_ONCE",
+				"AT_LEAST_ONCE"},
+		},
+		{
+			name:      "unaligned with concurrent checkpoints",
+			kv:        []string{KeyCheckpointingUnaligned, "true", KeyCheckpointingMaxConcurrent, "2"},
+			view:      func(c *Configuration) error { _, err := c.Checkpointing(); return err },
+			wantKeys:  []string{KeyCheckpointingUnaligned, KeyCheckpointingMaxConcurrent},
+			wantInMsg: []string{"one checkpoint at a time", "is 2"},
+		},
+		{
+			name:      "filesystem storage without dir",
+			kv:        []string{KeyCheckpointingStorage, "filesystem"},
+			view:      func(c *Configuration) error { _, err := c.Checkpointing(); return err },
+			wantKeys:  []string{KeyCheckpointingStorage, KeyCheckpointingDir},
+			wantInMsg: []string{"execution.checkpointing.storage=filesystem requires execution.checkpointing.dir"},
+		},
+		{
+			name: "initial backoff above max",
+			kv: []string{KeyCheckpointingInterval, "10 s",
+				KeyExponentialDelayInitialBackoff, "2 min", KeyExponentialDelayMaxBackoff, "1 min"},
+			view:      func(c *Configuration) error { _, err := c.Restart(); return err },
+			wantKeys:  []string{KeyExponentialDelayInitialBackoff, KeyExponentialDelayMaxBackoff},
+			wantInMsg: []string{"(2 min) must not exceed", "(1 min)"},
+		},
+		{
+			name:      "parallelism above max parallelism",
+			kv:        []string{KeyParallelism, "200", KeyMaxParallelism, "128"},
+			view:      func(c *Configuration) error { _, err := c.Pipeline(); return err },
+			wantKeys:  []string{KeyParallelism, KeyMaxParallelism},
+			wantInMsg: []string{"parallelism.default (200) must not exceed pipeline.max-parallelism (128)"},
+		},
+		{
+			name:      "heartbeat timeout below interval",
+			kv:        []string{KeyHeartbeatInterval, "10 s", KeyHeartbeatTimeout, "5 s"},
+			view:      func(c *Configuration) error { _, err := c.Cluster(); return err },
+			wantKeys:  []string{KeyHeartbeatTimeout, KeyHeartbeatInterval},
+			wantInMsg: []string{"heartbeat.timeout (5 s) must not be below heartbeat.interval (10 s)"},
+		},
+	}
+	for _, tt := range tests {
+		c := with(t, tt.kv...)
+		for which, err := range map[string]error{"view": tt.view(c), "Validate": c.Validate()} {
+			var ce *ConflictError
+			if !errors.As(err, &ce) {
+				t.Errorf("%s: %s returned %v, want *ConflictError", tt.name, which, err)
+				continue
+			}
+			if !slices.Equal(ce.Keys, tt.wantKeys) {
+				t.Errorf("%s: %s: Keys %q, want %q", tt.name, which, ce.Keys, tt.wantKeys)
+			}
+			for _, w := range append(slices.Clone(tt.wantKeys), tt.wantInMsg...) {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("%s: %s: error %q does not mention %q", tt.name, which, err, w)
+				}
+			}
+		}
+	}
+}
+
+func TestConflictsNotRaised(t *testing.T) {
+	tests := []struct {
+		name string
+		kv   []string
+	}{
+		// Flink checks the exponential-delay bounds only when that strategy
+		// is the one in use.
+		{"backoff bounds with another strategy", []string{KeyRestartStrategy, "fixed-delay",
+			KeyExponentialDelayInitialBackoff, "2 min", KeyExponentialDelayMaxBackoff, "1 min"}},
+		{"backoff bounds without checkpointing", []string{
+			KeyExponentialDelayInitialBackoff, "2 min", KeyExponentialDelayMaxBackoff, "1 min"}},
+		{"parallelism equal to max parallelism", []string{KeyParallelism, "128", KeyMaxParallelism, "128"}},
+		{"large parallelism with derived max parallelism", []string{KeyParallelism, "32768"}},
+		{"heartbeat timeout equal to interval", []string{KeyHeartbeatInterval, "10 s", KeyHeartbeatTimeout, "10 s"}},
+		{"at-least-once without unaligned", []string{KeyCheckpointingMode, "AT_LEAST_ONCE", KeyCheckpointingMaxConcurrent, "3"}},
+	}
+	for _, tt := range tests {
+		if err := with(t, tt.kv...).Validate(); err != nil {
+			t.Errorf("%s: %v", tt.name, err)
+		}
+	}
+}
+
+func TestValidateReportsEveryConflict(t *testing.T) {
+	c := with(t,
+		KeyCheckpointingUnaligned, "true", KeyCheckpointingMode, "AT_LEAST_ONCE", KeyCheckpointingMaxConcurrent, "2",
+		KeyParallelism, "10", KeyMaxParallelism, "5",
+		KeyHeartbeatTimeout, "1 s",
+	)
+	err := c.Validate()
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, k := range []string{KeyCheckpointingMode, KeyCheckpointingMaxConcurrent, KeyMaxParallelism, KeyHeartbeatTimeout} {
+		if !strings.Contains(err.Error(), k) {
+			t.Errorf("Validate() error %q does not mention %s", err, k)
+		}
+	}
+}
