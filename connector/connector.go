@@ -1,0 +1,127 @@
+// Package connector defines the contracts between weir and the systems it
+// reads from and writes to. A connector is a Source, a Sink, or both: the
+// engine drives them, keeps their positions and transactions in checkpoint
+// state, and calls them back when a checkpoint completes. Implementations
+// live in the subpackages (datagen, file, kafka) and in users' code.
+package connector
+
+import (
+	"context"
+	"errors"
+)
+
+// Source describes an input made of splits (Kafka partitions, files,
+// generator partitions). Each split is read by exactly one source subtask;
+// its position is a 64-bit offset that the engine records in every
+// checkpoint and hands back on restore.
+type Source[T any] interface {
+	// Splits lists the source's splits. Split i of the returned slice is
+	// assigned to subtask i mod parallelism.
+	Splits(ctx context.Context) ([]string, error)
+	// NewReader opens a reader for the given splits, each starting at its
+	// offset (or, with StartDefault, where the source's configuration says:
+	// earliest, latest, committed...).
+	NewReader(ctx context.Context, info ReaderInfo, splits []SplitStart) (Reader[T], error)
+	// Bounded reports whether the source ends (every split reaches an end);
+	// an unbounded source reads until the job is cancelled.
+	Bounded() bool
+}
+
+// ReaderInfo tells a reader where it runs.
+type ReaderInfo struct {
+	Subtask     int
+	Parallelism int
+	JobID       string
+}
+
+// StartDefault as a SplitStart offset means "no checkpointed position".
+const StartDefault int64 = -1
+
+// SplitStart is a split and the offset of the first record to read.
+type SplitStart struct {
+	Split  string
+	Offset int64
+}
+
+// Reader reads records from its splits. Fetch is called from one goroutine
+// (the subtask's fetcher); Close may be called from another once Fetch has
+// returned.
+type Reader[T any] interface {
+	// Fetch blocks until records are available, and returns them from one
+	// split. It returns ErrEndOfInput once every split of a bounded source
+	// is exhausted, and ctx's error when ctx is done.
+	Fetch(ctx context.Context) (Fetch[T], error)
+	Close() error
+}
+
+// Fetch is a batch of records from one split.
+type Fetch[T any] struct {
+	Split   string
+	Records []T
+	// Timestamps holds each record's timestamp (e.g. Kafka's record
+	// timestamp) in Unix milliseconds, or is nil when the source has none;
+	// the job's timestamp assigner may use it.
+	Timestamps []int64
+	// Next is the split's offset after the last record: where a restore
+	// resumes if the checkpoint is taken right after this fetch.
+	Next int64
+	// EndOfSplit reports that the split has no more records.
+	EndOfSplit bool
+}
+
+// ErrEndOfInput is returned by Reader.Fetch when a bounded source has
+// nothing more to read.
+var ErrEndOfInput = errors.New("connector: end of input")
+
+// CheckpointListener is implemented by readers and sink writers that act
+// when a checkpoint completes (the Kafka source commits offsets for
+// monitoring; a transactional sink commits).
+type CheckpointListener interface {
+	NotifyCheckpointComplete(ctx context.Context, checkpointID int64) error
+}
+
+// OffsetCommitter is implemented by readers that publish the positions of
+// a completed checkpoint (never read back for fault tolerance).
+type OffsetCommitter interface {
+	CommitOffsets(ctx context.Context, checkpointID int64, offsets map[string]int64) error
+}
+
+// Sink describes an output.
+type Sink[T any] interface {
+	NewWriter(ctx context.Context, info WriterInfo) (SinkWriter[T], error)
+}
+
+// WriterInfo tells a sink writer where it runs.
+type WriterInfo struct {
+	Subtask     int
+	Parallelism int
+	JobID       string
+	// UID is the sink operator's uid, stable across restarts: a prefix for
+	// transactional ids.
+	UID string
+	// ExactlyOnce is true when the job checkpoints in EXACTLY_ONCE mode.
+	ExactlyOnce bool
+}
+
+// SinkWriter writes records. All calls come from the subtask's goroutine.
+type SinkWriter[T any] interface {
+	Write(v T, ts int64) error
+	// PrepareCommit is called at every checkpoint barrier, before the
+	// snapshot: everything written so far must be flushed (at-least-once)
+	// or staged in a transaction that will be committed later
+	// (exactly-once). It returns the committables of checkpoint id — what
+	// Commit needs to make the staged records visible — which the engine
+	// stores in the checkpoint. A non-transactional writer returns nil.
+	PrepareCommit(ctx context.Context, checkpointID int64) ([][]byte, error)
+	// Close releases the writer; staged, uncommitted work is abandoned.
+	Close() error
+}
+
+// Committer is implemented by transactional sink writers. Commit makes
+// the committables' records visible. It is called after the checkpoint
+// that holds them completes, and again after a restore for the
+// committables of the restored checkpoint, so it must be idempotent:
+// committing twice is a no-op.
+type Committer interface {
+	Commit(ctx context.Context, committables [][]byte) error
+}

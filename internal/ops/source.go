@@ -1,0 +1,326 @@
+package ops
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/weirstream/weir/connector"
+	"github.com/weirstream/weir/internal/runtime"
+)
+
+// Watermarks says how a source assigns event time and generates
+// watermarks: Flink's WatermarkStrategy with bounded out-of-orderness and
+// idleness.
+type Watermarks[T any] struct {
+	// Timestamp returns a record's event time in Unix milliseconds, given
+	// the source's own timestamp (NoTimestamp if it has none). Nil uses the
+	// source's timestamp.
+	Timestamp func(v T, sourceTs int64) int64
+	// OutOfOrderness bounds how late a record may be relative to the
+	// latest timestamp seen on its split: the watermark trails it by this.
+	OutOfOrderness time.Duration
+	// Idleness marks a split idle, excluded from the watermark, after this
+	// long without records (0: never).
+	Idleness time.Duration
+	// Disabled turns watermark generation off (records keep timestamps).
+	Disabled bool
+}
+
+// splitState is what a source checkpoints per split.
+type splitState struct {
+	Offset int64 `json:"offset"`
+	Ended  bool  `json:"ended,omitempty"`
+}
+
+// Source is the head of a source vertex: it reads its splits through a
+// connector's reader on a fetcher goroutine, emits the records on the
+// subtask's goroutine, tracks a watermark per split, and checkpoints each
+// split's offset as operator state.
+type Source[T any] struct {
+	src  connector.Source[T]
+	wm   Watermarks[T]
+	out  runtime.Output[T]
+	info connector.ReaderInfo
+
+	ctx     *runtime.OperatorContext
+	splits  map[string]*splitState
+	maxTs   map[string]int64
+	lastAt  map[string]time.Time
+	idle    map[string]bool
+	emitted int64 // current watermark
+	// offsets of checkpoints not yet complete, for committing on complete
+	pending map[int64]map[string]int64
+
+	reader  connector.Reader[T]
+	fetched chan any
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+// NewSource returns the source operator for src.
+func NewSource[T any](src connector.Source[T], wm Watermarks[T], out runtime.Output[T]) *Source[T] {
+	return &Source[T]{src: src, wm: wm, out: out, emitted: runtime.MinWatermark}
+}
+
+// Positions returns each split's current offset, for logs and tests.
+func (s *Source[T]) Positions() map[string]int64 {
+	m := make(map[string]int64, len(s.splits))
+	for k, v := range s.splits {
+		m[k] = v.Offset
+	}
+	return m
+}
+
+func (s *Source[T]) Open(ctx *runtime.OperatorContext) error {
+	s.ctx = ctx
+	all, err := s.src.Splits(ctx)
+	if err != nil {
+		return fmt.Errorf("listing splits: %w", err)
+	}
+	restored, err := s.restore(ctx)
+	if err != nil {
+		return err
+	}
+	s.splits = make(map[string]*splitState)
+	s.maxTs = make(map[string]int64)
+	s.lastAt = make(map[string]time.Time)
+	s.idle = make(map[string]bool)
+	s.pending = make(map[int64]map[string]int64)
+	var starts []connector.SplitStart
+	for i, id := range all {
+		if i%ctx.Parallelism != ctx.Subtask {
+			continue
+		}
+		st := splitState{Offset: connector.StartDefault}
+		if r, ok := restored[id]; ok {
+			st = r
+		}
+		s.splits[id] = &st
+		s.maxTs[id] = runtime.MinWatermark
+		s.lastAt[id] = ctx.Now()
+		if !st.Ended {
+			starts = append(starts, connector.SplitStart{Split: id, Offset: st.Offset})
+		}
+	}
+	if ctx.Restored != nil {
+		ctx.Logger.Info("source restored", "checkpoint", ctx.Restored.CheckpointID, "positions", s.Positions())
+	}
+	s.info = connector.ReaderInfo{Subtask: ctx.Subtask, Parallelism: ctx.Parallelism}
+	s.fetched = make(chan any, 2)
+	s.done = make(chan struct{})
+	fctx, cancel := context.WithCancel(ctx)
+	s.cancel = cancel
+	if len(starts) == 0 {
+		go func() {
+			defer close(s.done)
+			if s.src.Bounded() {
+				s.send(fctx, connector.ErrEndOfInput)
+			}
+		}()
+		return nil
+	}
+	r, err := s.src.NewReader(ctx, s.info, starts)
+	if err != nil {
+		cancel()
+		return fmt.Errorf("opening reader: %w", err)
+	}
+	s.reader = r
+	go s.fetch(fctx)
+	return nil
+}
+
+// restore reads the split positions of every subtask of the restored
+// run: any split may now belong to this subtask.
+func (s *Source[T]) restore(ctx *runtime.OperatorContext) (map[string]splitState, error) {
+	out := make(map[string]splitState)
+	if ctx.Restored == nil || ctx.Restored.State == nil {
+		return out, nil
+	}
+	for _, st := range ctx.Restored.State.Subtasks {
+		for _, h := range st.Operator {
+			b, err := ctx.Restored.Store.ReadState(ctx, h)
+			if err != nil {
+				return nil, fmt.Errorf("reading source positions: %w", err)
+			}
+			var m map[string]splitState
+			if err := json.Unmarshal(b, &m); err != nil {
+				return nil, fmt.Errorf("decoding source positions: %w", err)
+			}
+			maps.Copy(out, m)
+		}
+	}
+	return out, nil
+}
+
+func (s *Source[T]) send(ctx context.Context, item any) bool {
+	select {
+	case s.fetched <- item:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (s *Source[T]) fetch(ctx context.Context) {
+	defer close(s.done)
+	for {
+		f, err := s.reader.Fetch(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			s.send(ctx, err)
+			return
+		}
+		if !s.send(ctx, f) {
+			return
+		}
+	}
+}
+
+// Fetched implements runtime.SourceDriver.
+func (s *Source[T]) Fetched() <-chan any { return s.fetched }
+
+// Emit implements runtime.SourceDriver.
+func (s *Source[T]) Emit(item any) (int, bool, error) {
+	switch it := item.(type) {
+	case error:
+		if errors.Is(it, connector.ErrEndOfInput) {
+			return 0, true, nil
+		}
+		return 0, false, fmt.Errorf("reading source: %w", it)
+	case connector.Fetch[T]:
+		return s.emit(it)
+	}
+	return 0, false, fmt.Errorf("source: unexpected fetch %T", item)
+}
+
+func (s *Source[T]) emit(f connector.Fetch[T]) (int, bool, error) {
+	st, ok := s.splits[f.Split]
+	if !ok {
+		return 0, false, fmt.Errorf("source: fetch from split %q that this subtask does not own", f.Split)
+	}
+	maxTs := s.maxTs[f.Split]
+	for i, v := range f.Records {
+		ts := runtime.NoTimestamp
+		if f.Timestamps != nil {
+			ts = f.Timestamps[i]
+		}
+		if s.wm.Timestamp != nil {
+			ts = s.wm.Timestamp(v, ts)
+		}
+		maxTs = max(maxTs, ts)
+		if err := s.out.Collect(v, ts); err != nil {
+			return i, false, err
+		}
+	}
+	s.maxTs[f.Split] = maxTs
+	st.Offset = f.Next
+	if f.EndOfSplit {
+		st.Ended = true
+	}
+	if len(f.Records) > 0 {
+		s.lastAt[f.Split] = s.ctx.Now()
+		s.idle[f.Split] = false
+	}
+	if err := s.advanceWatermark(); err != nil {
+		return len(f.Records), false, err
+	}
+	return len(f.Records), false, nil
+}
+
+// advanceWatermark emits the minimum over the active splits of each
+// split's max timestamp minus the out-of-orderness bound (minus 1 ms, as
+// Flink: a record exactly at the bound is not late).
+func (s *Source[T]) advanceWatermark() error {
+	if s.wm.Disabled {
+		return nil
+	}
+	lowest, any := runtime.MaxWatermark, false
+	for id, st := range s.splits {
+		if st.Ended || s.idle[id] {
+			continue
+		}
+		any = true
+		ts := s.maxTs[id]
+		w := runtime.MinWatermark
+		if ts != runtime.MinWatermark {
+			w = ts - s.wm.OutOfOrderness.Milliseconds() - 1
+		}
+		lowest = min(lowest, w)
+	}
+	if !any || lowest <= s.emitted || lowest == runtime.MaxWatermark {
+		return nil
+	}
+	s.emitted = lowest
+	return s.out.EmitWatermark(lowest)
+}
+
+// ProcessWatermark forwards the end-of-input watermark the task sends.
+func (s *Source[T]) ProcessWatermark(wm int64) error {
+	if wm <= s.emitted {
+		return nil
+	}
+	s.emitted = wm
+	return s.out.EmitWatermark(wm)
+}
+
+// Snapshot records every split's offset.
+func (s *Source[T]) Snapshot(id int64) (runtime.Snapshot, error) {
+	m := make(map[string]splitState, len(s.splits))
+	offsets := make(map[string]int64, len(s.splits))
+	for k, v := range s.splits {
+		m[k] = *v
+		offsets[k] = v.Offset
+	}
+	s.pending[id] = offsets
+	b, err := json.Marshal(m)
+	if err != nil {
+		return runtime.Snapshot{}, err
+	}
+	return runtime.Snapshot{Operator: b}, nil
+}
+
+// NotifyCheckpointComplete lets a reader publish the completed offsets
+// (Kafka commits them to the broker for monitoring).
+func (s *Source[T]) NotifyCheckpointComplete(id int64) error {
+	offsets, ok := s.pending[id]
+	for k := range s.pending {
+		if k <= id {
+			delete(s.pending, k)
+		}
+	}
+	if !ok {
+		return nil
+	}
+	if c, ok := s.reader.(connector.OffsetCommitter); ok {
+		if err := c.CommitOffsets(s.ctx, id, offsets); err != nil {
+			s.ctx.Logger.Warn("committing source offsets", "checkpoint", id, "err", err)
+		}
+	}
+	if l, ok := s.reader.(connector.CheckpointListener); ok {
+		return l.NotifyCheckpointComplete(s.ctx, id)
+	}
+	return nil
+}
+
+func (s *Source[T]) Finish() error { return nil }
+
+func (s *Source[T]) Close() error {
+	if s.cancel != nil {
+		s.cancel()
+		<-s.done
+	}
+	if s.reader != nil {
+		return s.reader.Close()
+	}
+	return nil
+}
+
+// SplitIDs returns the splits this subtask reads, sorted.
+func (s *Source[T]) SplitIDs() []string { return slices.Sorted(maps.Keys(s.splits)) }

@@ -1,0 +1,336 @@
+package runtime
+
+import (
+	"fmt"
+	"slices"
+	"time"
+)
+
+// CheckpointMode is how a task handles barriers on several inputs.
+type CheckpointMode uint8
+
+const (
+	// Aligned blocks an input that delivered barrier n until barrier n
+	// arrived on all inputs (EXACTLY_ONCE).
+	Aligned CheckpointMode = iota
+	// Tracked counts barriers without blocking (AT_LEAST_ONCE).
+	Tracked
+	// Unaligned is reserved for unaligned checkpoints: the first barrier
+	// overtakes in-flight data, which becomes channel state.
+)
+
+func (m CheckpointMode) String() string {
+	switch m {
+	case Aligned:
+		return "aligned"
+	case Tracked:
+		return "tracked"
+	}
+	return fmt.Sprintf("CheckpointMode(%d)", uint8(m))
+}
+
+// Barrier is the checkpoint barrier as it travels on a channel.
+type Barrier struct {
+	ID int64
+	// Timestamp is when the coordinator triggered the checkpoint, in Unix
+	// nanoseconds; a task's start delay is measured from it.
+	Timestamp int64
+	// Savepoint marks a savepoint, which is always aligned.
+	Savepoint bool
+}
+
+// BarrierEvent is one outcome of the barrier handler. The concrete types
+// are BlockInput, UnblockInput, BarrierCounted, TakeSnapshot,
+// AbortCheckpoint and IgnoreBarrier.
+type BarrierEvent interface{ barrierEvent() }
+
+// BlockInput: Input delivered the barrier of Checkpoint and is not to be
+// read until the alignment ends. Have and Waiting list the inputs that have
+// and have not delivered it.
+type BlockInput struct {
+	Input      int
+	Checkpoint int64
+	Have       []int
+	Waiting    []int
+}
+
+// UnblockInput: Input may be read again.
+type UnblockInput struct{ Input int }
+
+// BarrierCounted is BlockInput's at-least-once counterpart: the input keeps
+// flowing.
+type BarrierCounted struct {
+	Input      int
+	Checkpoint int64
+	Have       []int
+	Waiting    []int
+}
+
+// TakeSnapshot: the barrier of Checkpoint has arrived on every open input.
+// The task flushes its output, forwards the barrier, snapshots its
+// operators, and only then reads input again.
+type TakeSnapshot struct {
+	Barrier Barrier
+	// StartDelay is the time from the trigger to the first barrier.
+	StartDelay time.Duration
+	// Alignment is the time from the first barrier to the last.
+	Alignment time.Duration
+}
+
+// AbortCheckpoint: the handler gave up Checkpoint (subsumed by a newer
+// barrier, aborted by the coordinator, or the task failed).
+type AbortCheckpoint struct {
+	Checkpoint int64
+	Reason     string
+}
+
+// IgnoreBarrier: a barrier of a checkpoint that is no longer pending
+// arrived on Input and was dropped.
+type IgnoreBarrier struct {
+	Input   int
+	Barrier int64
+	Reason  string
+}
+
+func (BlockInput) barrierEvent()      {}
+func (UnblockInput) barrierEvent()    {}
+func (BarrierCounted) barrierEvent()  {}
+func (TakeSnapshot) barrierEvent()    {}
+func (AbortCheckpoint) barrierEvent() {}
+func (IgnoreBarrier) barrierEvent()   {}
+
+// BarrierHandler decides, for a task with several input channels, when a
+// checkpoint's barriers are aligned and which inputs may be read meanwhile.
+// It is an I/O-free state machine that the task's goroutine owns: the task
+// reports barriers and ended inputs, and reads no input for which Blocked
+// is true. Nothing is held inside: a blocked input's data stays in its
+// channel, which, being bounded, backpressures the producer.
+//
+// Aligned mode follows the rules of package mini's Handler (the reference
+// it is tested against, with the same transcripts): block an input once it
+// delivered barrier n; when the last open input delivers it, snapshot and
+// unblock everything. A newer barrier aborts an older alignment (subsumed);
+// a barrier of a checkpoint no longer pending is ignored; an ended input is
+// not waited for; the coordinator's abort releases the inputs. Tracked mode
+// counts barriers of several checkpoints at once without blocking, as
+// Flink's CheckpointBarrierTracker.
+type BarrierHandler struct {
+	mode  CheckpointMode
+	last  int64
+	ended []bool
+
+	pending  int64
+	barrier  Barrier
+	arrived  []bool
+	blocked  []bool
+	firstAt  time.Time
+	blockedN int
+
+	tracked []trackedCheckpoint
+
+	out []BarrierEvent
+}
+
+type trackedCheckpoint struct {
+	barrier Barrier
+	arrived []bool
+	firstAt time.Time
+}
+
+// NewBarrierHandler returns a handler for a task with inputs input channels.
+func NewBarrierHandler(inputs int, mode CheckpointMode) *BarrierHandler {
+	if inputs < 1 {
+		panic(fmt.Sprintf("runtime.NewBarrierHandler: inputs must be >= 1, got %d", inputs))
+	}
+	return &BarrierHandler{
+		mode:    mode,
+		ended:   make([]bool, inputs),
+		arrived: make([]bool, inputs),
+		blocked: make([]bool, inputs),
+	}
+}
+
+// Blocked reports whether input must not be read.
+func (h *BarrierHandler) Blocked(input int) bool { return h.blocked[input] }
+
+// AnyBlocked reports whether some input is blocked.
+func (h *BarrierHandler) AnyBlocked() bool { return h.blockedN > 0 }
+
+// Pending returns the checkpoint being aligned (in Tracked mode the oldest
+// one being counted), or 0.
+func (h *BarrierHandler) Pending() int64 {
+	if len(h.tracked) > 0 {
+		return h.tracked[0].barrier.ID
+	}
+	return h.pending
+}
+
+// OnBarrier reports barrier b on input at time now. The returned slice is
+// valid until the next call.
+func (h *BarrierHandler) OnBarrier(input int, b Barrier, now time.Time) []BarrierEvent {
+	h.out = h.out[:0]
+	if h.blocked[input] {
+		panic(fmt.Sprintf("runtime.BarrierHandler: barrier %d read from blocked input %d", b.ID, input))
+	}
+	if h.mode == Tracked && !b.Savepoint {
+		h.count(input, b, now)
+		return h.out
+	}
+	id := b.ID
+	switch {
+	case id == h.pending && h.arrived[input]:
+		h.out = append(h.out, IgnoreBarrier{Input: input, Barrier: id, Reason: "duplicate barrier"})
+		return h.out
+	case id != h.pending && id <= h.last:
+		h.out = append(h.out, IgnoreBarrier{Input: input, Barrier: id, Reason: fmt.Sprintf("checkpoint %d is not pending", id)})
+		return h.out
+	case h.pending != 0 && id > h.pending:
+		h.release(fmt.Sprintf("subsumed by checkpoint %d", id))
+	}
+	if h.pending == 0 {
+		h.pending, h.last, h.barrier, h.firstAt = id, id, b, now
+	}
+	h.arrived[input] = true
+	if h.allArrived(h.arrived) {
+		h.complete(now)
+		return h.out
+	}
+	have, waiting := h.progress(h.arrived)
+	h.blocked[input] = true
+	h.blockedN++
+	h.out = append(h.out, BlockInput{Input: input, Checkpoint: id, Have: have, Waiting: waiting})
+	return h.out
+}
+
+// OnEndOfInput reports that input has ended: it delivers nothing more, not
+// even barriers, and is no longer waited for.
+func (h *BarrierHandler) OnEndOfInput(input int, now time.Time) []BarrierEvent {
+	h.out = h.out[:0]
+	h.ended[input] = true
+	if h.mode == Tracked {
+		h.completeCounted(now)
+	} else if h.pending != 0 && h.allArrived(h.arrived) {
+		h.complete(now)
+	}
+	return h.out
+}
+
+// Abort applies the coordinator's abort of checkpoint id. Barriers of id
+// that arrive later are ignored.
+func (h *BarrierHandler) Abort(id int64, reason string) []BarrierEvent {
+	h.out = h.out[:0]
+	h.last = max(h.last, id)
+	if i := slices.IndexFunc(h.tracked, func(t trackedCheckpoint) bool { return t.barrier.ID == id }); i >= 0 {
+		h.tracked = slices.Delete(h.tracked, i, i+1)
+		h.out = append(h.out, AbortCheckpoint{Checkpoint: id, Reason: reason})
+		return h.out
+	}
+	if id == h.pending {
+		h.release(reason)
+	}
+	return h.out
+}
+
+// Reset abandons every pending checkpoint (the task is failing or
+// restarting) and unblocks all inputs.
+func (h *BarrierHandler) Reset(reason string) []BarrierEvent {
+	h.out = h.out[:0]
+	if h.pending != 0 {
+		h.release(reason)
+	}
+	for _, t := range h.tracked {
+		h.out = append(h.out, AbortCheckpoint{Checkpoint: t.barrier.ID, Reason: reason})
+	}
+	h.tracked = h.tracked[:0]
+	return h.out
+}
+
+func (h *BarrierHandler) count(input int, b Barrier, now time.Time) {
+	i := slices.IndexFunc(h.tracked, func(t trackedCheckpoint) bool { return t.barrier.ID == b.ID })
+	switch {
+	case i >= 0 && h.tracked[i].arrived[input]:
+		h.out = append(h.out, IgnoreBarrier{Input: input, Barrier: b.ID, Reason: "duplicate barrier"})
+		return
+	case i < 0 && b.ID <= h.last:
+		h.out = append(h.out, IgnoreBarrier{Input: input, Barrier: b.ID, Reason: fmt.Sprintf("checkpoint %d is not pending", b.ID)})
+		return
+	case i < 0:
+		h.last = b.ID
+		h.tracked = append(h.tracked, trackedCheckpoint{barrier: b, arrived: make([]bool, len(h.ended)), firstAt: now})
+		i = len(h.tracked) - 1
+	}
+	h.tracked[i].arrived[input] = true
+	if h.completeCounted(now) {
+		return
+	}
+	have, waiting := h.progress(h.tracked[i].arrived)
+	h.out = append(h.out, BarrierCounted{Input: input, Checkpoint: b.ID, Have: have, Waiting: waiting})
+}
+
+// completeCounted snapshots the newest counted checkpoint whose barrier
+// every open input delivered, aborting the older ones.
+func (h *BarrierHandler) completeCounted(now time.Time) bool {
+	for i := len(h.tracked) - 1; i >= 0; i-- {
+		t := h.tracked[i]
+		if !h.allArrived(t.arrived) {
+			continue
+		}
+		for _, old := range h.tracked[:i] {
+			h.out = append(h.out, AbortCheckpoint{Checkpoint: old.barrier.ID, Reason: fmt.Sprintf("subsumed by checkpoint %d", t.barrier.ID)})
+		}
+		h.out = append(h.out, TakeSnapshot{Barrier: t.barrier, StartDelay: startDelay(t.barrier, t.firstAt), Alignment: now.Sub(t.firstAt)})
+		h.tracked = slices.Delete(h.tracked, 0, i+1)
+		return true
+	}
+	return false
+}
+
+func (h *BarrierHandler) complete(now time.Time) {
+	h.out = append(h.out, TakeSnapshot{Barrier: h.barrier, StartDelay: startDelay(h.barrier, h.firstAt), Alignment: now.Sub(h.firstAt)})
+	h.pending = 0
+	h.unblockAll()
+}
+
+func (h *BarrierHandler) release(reason string) {
+	h.out = append(h.out, AbortCheckpoint{Checkpoint: h.pending, Reason: reason})
+	h.pending = 0
+	h.unblockAll()
+}
+
+func (h *BarrierHandler) unblockAll() {
+	for i := range h.blocked {
+		if h.blocked[i] {
+			h.out = append(h.out, UnblockInput{Input: i})
+		}
+		h.blocked[i], h.arrived[i] = false, false
+	}
+	h.blockedN = 0
+}
+
+func (h *BarrierHandler) allArrived(arrived []bool) bool {
+	for i := range arrived {
+		if !arrived[i] && !h.ended[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func (h *BarrierHandler) progress(arrived []bool) (have, waiting []int) {
+	for i := range arrived {
+		switch {
+		case arrived[i]:
+			have = append(have, i)
+		case !h.ended[i]:
+			waiting = append(waiting, i)
+		}
+	}
+	return have, waiting
+}
+
+func startDelay(b Barrier, first time.Time) time.Duration {
+	if b.Timestamp == 0 {
+		return 0
+	}
+	return max(0, first.Sub(time.Unix(0, b.Timestamp)))
+}

@@ -1,0 +1,199 @@
+package runtime
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"time"
+
+	"github.com/weirstream/weir/internal/checkpoint"
+)
+
+// Coordinator is the checkpoint coordinator as the job master drives it: an
+// I/O-free state machine whose methods return the actions to perform.
+type Coordinator interface {
+	Start(now time.Time) []CheckpointAction
+	Tick(now time.Time) []CheckpointAction
+	NextDeadline() (time.Time, bool)
+	// TriggerNow asks for a checkpoint as soon as allowed (the final
+	// checkpoint of a bounded job).
+	TriggerNow(now time.Time) []CheckpointAction
+	Ack(now time.Time, task checkpoint.TaskID, id int64, ack checkpoint.TaskAck) []CheckpointAction
+	Decline(now time.Time, task checkpoint.TaskID, id int64, err error, counted bool) []CheckpointAction
+	MetadataWritten(now time.Time, id int64, path string, err error) []CheckpointAction
+	TaskFinished(now time.Time, task checkpoint.TaskID) []CheckpointAction
+	// Failover aborts the pending checkpoints of a restarting job.
+	Failover(now time.Time) []CheckpointAction
+	Restored(now time.Time, md *checkpoint.Metadata)
+	Stop(now time.Time)
+}
+
+// CheckpointAction is an effect the coordinator asks for.
+type CheckpointAction interface{ checkpointAction() }
+
+// TriggerCheckpoint: inject barrier Barrier at the Tasks (the sources).
+type TriggerCheckpoint struct {
+	Barrier Barrier
+	Tasks   []checkpoint.TaskID
+}
+
+// WriteMetadata: every task acknowledged; persist the metadata, then report
+// MetadataWritten. Only then is the checkpoint complete.
+type WriteMetadata struct{ Metadata *checkpoint.Metadata }
+
+// NotifyComplete: checkpoint ID is complete.
+type NotifyComplete struct {
+	ID    int64
+	Tasks []checkpoint.TaskID
+}
+
+// NotifyAbort: checkpoint ID was aborted; tasks release its alignment.
+type NotifyAbort struct {
+	ID     int64
+	Reason string
+	Tasks  []checkpoint.TaskID
+}
+
+// DiscardCheckpoint: retention no longer keeps checkpoint ID.
+type DiscardCheckpoint struct{ ID int64 }
+
+// FailJob: checkpoint failures exceeded the tolerable number.
+type FailJob struct{ Err error }
+
+func (TriggerCheckpoint) checkpointAction() {}
+func (WriteMetadata) checkpointAction()     {}
+func (NotifyComplete) checkpointAction()    {}
+func (NotifyAbort) checkpointAction()       {}
+func (DiscardCheckpoint) checkpointAction() {}
+func (FailJob) checkpointAction()           {}
+
+// perform carries out the coordinator's actions.
+func (jm *JobMaster) perform(ctx context.Context, actions []CheckpointAction) error {
+	for len(actions) > 0 {
+		a := actions[0]
+		actions = actions[1:]
+		switch a := a.(type) {
+		case TriggerCheckpoint:
+			for _, id := range a.Tasks {
+				if r := jm.tasks[id]; r != nil && !jm.finished[id] {
+					t, b := r.task, a.Barrier
+					t.mailbox.post(func() error { return t.triggerCheckpoint(b) })
+				}
+			}
+		case WriteMetadata:
+			md := a.Metadata
+			md.JobID = jm.opts.JobID
+			var path string
+			var err error
+			if jm.storage != nil {
+				path, err = jm.storage.WriteMetadata(ctx, md)
+			}
+			actions = append(actions, jm.coord.MetadataWritten(jm.clock.Now(), md.CheckpointID, path, err)...)
+			if err == nil {
+				jm.mu.Lock()
+				if jm.latest == nil || md.CheckpointID > jm.latest.CheckpointID {
+					jm.latest = md
+				}
+				jm.mu.Unlock()
+			}
+		case NotifyComplete:
+			jm.emit(Event{Kind: EventCheckpointCompleted, Checkpoint: a.ID})
+			for _, id := range a.Tasks {
+				if r := jm.tasks[id]; r != nil {
+					t, cid := r.task, a.ID
+					t.mailbox.post(func() error { return t.notifyComplete(cid) })
+				}
+			}
+		case NotifyAbort:
+			jm.emit(Event{Kind: EventCheckpointFailed, Checkpoint: a.ID, Message: a.Reason})
+			for _, id := range a.Tasks {
+				if r := jm.tasks[id]; r != nil {
+					t, cid, reason := r.task, a.ID, a.Reason
+					t.mailbox.post(func() error { return t.notifyAbort(cid, reason) })
+				}
+			}
+		case DiscardCheckpoint:
+			if jm.storage != nil {
+				if err := jm.storage.Discard(ctx, a.ID); err != nil {
+					jm.log.Warn("discarding checkpoint", "checkpoint", a.ID, "err", err)
+				}
+			}
+		case FailJob:
+			// A checkpoint failure beyond the tolerable count fails the
+			// job over, through the restart strategy.
+			if len(jm.all) > 0 {
+				return jm.fail(jm.all[0], a.Err)
+			}
+		}
+	}
+	return nil
+}
+
+// acknowledge, decline and reachedEndOfData are called by subtasks, from
+// their goroutines.
+func (jm *JobMaster) acknowledge(task checkpoint.TaskID, id int64, ack checkpoint.TaskAck) {
+	jm.post(func() error {
+		if jm.coord == nil {
+			return nil
+		}
+		return jm.perform(jm.ctx, jm.coord.Ack(jm.clock.Now(), task, id, ack))
+	})
+}
+
+func (jm *JobMaster) decline(task checkpoint.TaskID, id int64, err error, counted bool) {
+	jm.post(func() error {
+		if jm.coord == nil {
+			return nil
+		}
+		return jm.perform(jm.ctx, jm.coord.Decline(jm.clock.Now(), task, id, err, counted))
+	})
+}
+
+func (jm *JobMaster) reachedEndOfData(task checkpoint.TaskID) {
+	jm.post(func() error {
+		jm.eod[task] = true
+		for _, s := range jm.sources {
+			if !jm.eod[s] {
+				return nil
+			}
+		}
+		return jm.perform(jm.ctx, jm.coord.TriggerNow(jm.clock.Now()))
+	})
+}
+
+func (jm *JobMaster) emitRestored(md *checkpoint.Metadata) {
+	if md == nil {
+		jm.log.Info("restarting without a completed checkpoint: sources start from their beginning")
+		jm.emit(Event{Kind: EventRestored})
+		return
+	}
+	jm.log.Info("restored from checkpoint", "checkpoint", md.CheckpointID)
+	jm.emit(Event{Kind: EventRestored, Checkpoint: md.CheckpointID})
+}
+
+// memoryStore keeps state inline in the handles: checkpoints live only in
+// the job master's memory (Flink's JobManagerCheckpointStorage).
+type memoryStore struct{}
+
+func (memoryStore) WriteState(_ context.Context, _ int64, _ string, write func(io.Writer) error) (checkpoint.StateHandle, error) {
+	var buf bytes.Buffer
+	if err := write(&buf); err != nil {
+		return checkpoint.StateHandle{}, err
+	}
+	b := buf.Bytes()
+	return checkpoint.StateHandle{Inline: b, Size: int64(len(b)), CRC32C: crc32.Checksum(b, castagnoli)}, nil
+}
+
+func (memoryStore) ReadState(_ context.Context, h checkpoint.StateHandle) ([]byte, error) {
+	if h.Inline == nil && h.Size > 0 {
+		return nil, fmt.Errorf("runtime: state handle %q is not inline and no checkpoint storage is configured", h.Path)
+	}
+	if got := crc32.Checksum(h.Inline, castagnoli); got != h.CRC32C {
+		return nil, fmt.Errorf("runtime: inline state checksum %08x, want %08x", got, h.CRC32C)
+	}
+	return h.Inline, nil
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)

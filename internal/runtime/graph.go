@@ -1,0 +1,155 @@
+package runtime
+
+import (
+	"fmt"
+
+	"github.com/weirstream/weir/internal/checkpoint"
+)
+
+// JobGraph is a job as the runtime executes it: vertices (chains of
+// operators run by one subtask each) and the edges between them.
+type JobGraph struct {
+	Name     string
+	Vertices []*Vertex // in topological order
+	Edges    []*Edge
+}
+
+// Vertex is a chain of operators and its parallelism.
+type Vertex struct {
+	ID   int
+	Name string
+	// UID identifies the vertex across runs: its head operator's uid.
+	UID            string
+	Parallelism    int
+	MaxParallelism int
+	// Inputs and Outputs are the vertex's edges, in order: a subtask's
+	// input channels are grouped by input edge, in this order.
+	Inputs  []*Edge
+	Outputs []*Edge
+	// Build constructs the chain of one subtask. It is called on every
+	// deployment, including redeployments after a failure.
+	Build func(tc *TaskContext) (*Chain, error)
+}
+
+// Source reports whether the vertex reads from a source (it has no input
+// edges).
+func (v *Vertex) Source() bool { return len(v.Inputs) == 0 }
+
+// Edge connects two vertices.
+type Edge struct {
+	ID          int
+	From, To    *Vertex
+	Partitioner PartitionerKind
+	// Input is the logical input of To's head operator the edge feeds: 0,
+	// or 1 for the second input of a two-input operator.
+	Input int
+}
+
+// Chain is one subtask's operators, head first, as a vertex's Build made
+// them, with the entry points the task drives.
+type Chain struct {
+	Operators []ChainedOperator
+	// Deliver hands a batch of the input's record type ([]Rec[T]) to the
+	// head operator's logical input. Nil for source vertices.
+	Deliver func(input int, batch any) error
+	// Source drives a source vertex's head. Nil otherwise.
+	Source SourceDriver
+}
+
+// ChainedOperator is an operator and its identity.
+type ChainedOperator struct {
+	UID  string
+	Name string
+	Op   Operator
+}
+
+// SourceDriver is the head of a source vertex, seen by its task. Fetching
+// runs on its own goroutine; emitting runs on the task's, between mails, so
+// a barrier goes out exactly between two fetched batches.
+type SourceDriver interface {
+	// Fetched delivers what the fetcher read.
+	Fetched() <-chan any
+	// Emit pushes one fetched item through the chain and returns the
+	// number of records it held. done reports that every split has ended.
+	Emit(item any) (n int, done bool, err error)
+}
+
+// DeliverTo returns a Chain.Deliver function for a head operator with one
+// typed input.
+func DeliverTo[T any](in Input[T]) func(input int, batch any) error {
+	return func(_ int, batch any) error {
+		for _, r := range batch.([]Rec[T]) {
+			if err := in.Process(r.V, r.Ts); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// DeliverTo2 is DeliverTo for a head operator with two typed inputs.
+func DeliverTo2[A, B any](a Input[A], b Input[B]) func(input int, batch any) error {
+	da, db := DeliverTo(a), DeliverTo(b)
+	return func(input int, batch any) error {
+		if input == 0 {
+			return da(0, batch)
+		}
+		return db(1, batch)
+	}
+}
+
+// TaskContext is what a vertex's Build gets to construct one subtask's
+// chain.
+type TaskContext struct {
+	ID             checkpoint.TaskID
+	Subtask        int
+	Parallelism    int
+	MaxParallelism int
+	task           *Task
+}
+
+// Writer returns the record writer of the subtask's output edge e. It
+// must be called once per output edge.
+func Writer[T any](tc *TaskContext, e *Edge, part Partitioner[T]) (*RecordWriter[T], error) {
+	chans, ok := tc.task.outChans[e]
+	if !ok {
+		return nil, fmt.Errorf("runtime: edge %d is not an output of %s", e.ID, tc.ID)
+	}
+	if e.Partitioner == Hash && part == nil {
+		return nil, fmt.Errorf("runtime: hash edge %d needs a partitioner", e.ID)
+	}
+	w := newRecordWriter(tc.task.ctx, chans, e.Partitioner, part, tc.task.opts.batchSize)
+	tc.task.writers = append(tc.task.writers, w)
+	return w, nil
+}
+
+// OperatorContext returns the context for the chain's operator uid.
+func (tc *TaskContext) OperatorContext(uid, name string) *OperatorContext {
+	t := tc.task
+	oc := &OperatorContext{
+		Context:        t.ctx,
+		UID:            uid,
+		Name:           name,
+		Subtask:        tc.Subtask,
+		Parallelism:    tc.Parallelism,
+		MaxParallelism: tc.MaxParallelism,
+		KeyGroups:      KeyGroupsFor(tc.MaxParallelism, tc.Parallelism, tc.Subtask),
+		Logger:         t.logger.With("operator", uid),
+		task:           t,
+	}
+	if t.restore != nil {
+		if st, ok := t.restore.Metadata.Operator(uid); ok {
+			oc.Restored = &Restored{CheckpointID: t.restore.Metadata.CheckpointID, State: st, Store: t.restore.Store}
+		}
+	}
+	return oc
+}
+
+// Checkpointing reports whether the job takes checkpoints, and in which
+// mode.
+func (tc *TaskContext) Checkpointing() (enabled bool, exactlyOnce bool) {
+	return tc.task.opts.checkpointing, tc.task.opts.mode == Aligned
+}
+
+// JobID returns the job's id.
+func (tc *TaskContext) JobID() string { return tc.task.opts.jobID }

@@ -1,0 +1,464 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/weirstream/weir/internal/checkpoint"
+	"github.com/weirstream/weir/internal/cluster/failover"
+	"github.com/weirstream/weir/internal/cluster/restart"
+)
+
+// Options configure a JobMaster.
+type Options struct {
+	JobID  string
+	Logger *slog.Logger
+	Clock  Clock
+	// Checkpointing is nil when the job takes no checkpoints.
+	Checkpointing *CheckpointingOptions
+	// Restart decides whether and when the job restarts after a failure.
+	Restart restart.Strategy
+	// Failover is "full" or "region".
+	Failover string
+	// Restore, if set, is the checkpoint or savepoint the job starts from.
+	Restore *checkpoint.Metadata
+	// Faults, if set, can fail subtasks (tests).
+	Faults FaultInjector
+	// BatchSize is the number of records per channel batch (default 1024).
+	BatchSize int
+	// ChannelCapacity is the number of batches a channel buffers (default 4).
+	ChannelCapacity int
+	// Events, if set, receives the job's lifecycle events (restores,
+	// failures, completed checkpoints) for status lines and tests.
+	Events func(Event)
+}
+
+// CheckpointingOptions are the checkpoint settings the runtime needs.
+type CheckpointingOptions struct {
+	Mode CheckpointMode
+	// NewCoordinator builds the checkpoint coordinator for the job's
+	// source subtasks and all its subtasks.
+	NewCoordinator func(sources, all []checkpoint.TaskID) (Coordinator, error)
+	// Storage persists state and metadata; nil keeps checkpoints in
+	// memory (lost with the process).
+	Storage CheckpointStorage
+}
+
+// CheckpointStorage persists state and completed checkpoints' metadata.
+type CheckpointStorage interface {
+	StateStore
+	WriteMetadata(ctx context.Context, m *checkpoint.Metadata) (string, error)
+	Discard(ctx context.Context, checkpointID int64) error
+}
+
+// Event is something that happened to the job.
+type Event struct {
+	Time       time.Time
+	Kind       EventKind
+	Checkpoint int64
+	Task       checkpoint.TaskID
+	Err        error
+	// Offsets are the restored source positions, by split (EventRestored).
+	Message string
+}
+
+// EventKind names an Event.
+type EventKind int
+
+const (
+	EventRunning EventKind = iota
+	EventCheckpointCompleted
+	EventCheckpointFailed
+	EventTaskFailed
+	EventRestarting
+	EventRestored
+	EventFinished
+	EventFailed
+)
+
+// JobMaster runs a JobGraph: it deploys the subtasks, coordinates
+// checkpoints, and recovers from failures.
+type JobMaster struct {
+	graph *JobGraph
+	opts  Options
+	log   *slog.Logger
+	clock Clock
+
+	regions  *failover.Regions
+	failover failover.Strategy
+	coord    Coordinator
+	storage  CheckpointStorage
+	ctx      context.Context
+
+	mu     sync.Mutex
+	inbox  []func() error
+	signal chan struct{}
+
+	tasks    map[checkpoint.TaskID]*taskRun
+	latest   *checkpoint.Metadata
+	attempt  int
+	finished map[checkpoint.TaskID]bool
+	eod      map[checkpoint.TaskID]bool
+	sources  []checkpoint.TaskID
+	all      []checkpoint.TaskID
+}
+
+type taskRun struct {
+	task     *Task
+	cancel   context.CancelCauseFunc
+	done     chan struct{}
+	err      error
+	attempt  int
+	canceled bool
+}
+
+// errRestart cancels subtasks that are being redeployed.
+var errRestart = errors.New("runtime: subtask canceled for a restart")
+
+// NewJobMaster prepares g for execution.
+func NewJobMaster(g *JobGraph, opts Options) (*JobMaster, error) {
+	if opts.Clock == nil {
+		opts.Clock = WallClock
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.BatchSize <= 0 {
+		opts.BatchSize = 1024
+	}
+	if opts.ChannelCapacity <= 0 {
+		opts.ChannelCapacity = 4
+	}
+	if opts.Restart == nil {
+		s, err := restart.New(restart.None{})
+		if err != nil {
+			return nil, err
+		}
+		opts.Restart = s
+	}
+	if opts.Failover == "" {
+		opts.Failover = failover.Default
+	}
+	jm := &JobMaster{
+		graph:    g,
+		opts:     opts,
+		log:      opts.Logger.With("job", g.Name, "job_id", opts.JobID),
+		clock:    opts.Clock,
+		signal:   make(chan struct{}, 1),
+		tasks:    make(map[checkpoint.TaskID]*taskRun),
+		finished: make(map[checkpoint.TaskID]bool),
+		eod:      make(map[checkpoint.TaskID]bool),
+		latest:   opts.Restore,
+	}
+	var fg failover.Graph
+	for _, v := range g.Vertices {
+		for i := range v.Parallelism {
+			id := checkpoint.TaskID{Vertex: v.UID, Subtask: i}
+			jm.all = append(jm.all, id)
+			if v.Source() {
+				jm.sources = append(jm.sources, id)
+			}
+			fg.Tasks = append(fg.Tasks, failover.TaskID{Vertex: v.UID, Subtask: i})
+		}
+	}
+	for _, e := range g.Edges {
+		for i := range e.From.Parallelism {
+			for j := range e.To.Parallelism {
+				if e.Partitioner == Forward && i != j {
+					continue
+				}
+				fg.Edges = append(fg.Edges, failover.Edge{
+					From: failover.TaskID{Vertex: e.From.UID, Subtask: i},
+					To:   failover.TaskID{Vertex: e.To.UID, Subtask: j},
+				})
+			}
+		}
+	}
+	regions, err := failover.NewRegions(fg)
+	if err != nil {
+		return nil, fmt.Errorf("runtime: %w", err)
+	}
+	jm.regions = regions
+	if jm.failover, err = failover.New(opts.Failover, regions, nil); err != nil {
+		return nil, fmt.Errorf("runtime: %w", err)
+	}
+	if c := opts.Checkpointing; c != nil {
+		jm.storage = c.Storage
+		if jm.coord, err = c.NewCoordinator(jm.sources, jm.all); err != nil {
+			return nil, fmt.Errorf("runtime: %w", err)
+		}
+	}
+	return jm, nil
+}
+
+// Latest returns the latest completed checkpoint, or nil.
+func (jm *JobMaster) Latest() *checkpoint.Metadata {
+	jm.mu.Lock()
+	defer jm.mu.Unlock()
+	return jm.latest
+}
+
+func (jm *JobMaster) post(f func() error) {
+	jm.mu.Lock()
+	jm.inbox = append(jm.inbox, f)
+	jm.mu.Unlock()
+	select {
+	case jm.signal <- struct{}{}:
+	default:
+	}
+}
+
+func (jm *JobMaster) emit(e Event) {
+	e.Time = jm.clock.Now()
+	if jm.opts.Events != nil {
+		jm.opts.Events(e)
+	}
+}
+
+// Run executes the job until it finishes, fails for good, or ctx is done.
+// On ctx's end the subtasks are canceled and Run returns ctx's cause.
+func (jm *JobMaster) Run(ctx context.Context) error {
+	jm.ctx = ctx
+	jm.deploy(ctx, jm.all, jm.latest)
+	if jm.latest != nil {
+		jm.emitRestored(jm.latest)
+	}
+	jm.emit(Event{Kind: EventRunning})
+	if jm.coord != nil {
+		if jm.latest != nil {
+			jm.coord.Restored(jm.clock.Now(), jm.latest)
+		}
+		if err := jm.perform(ctx, jm.coord.Start(jm.clock.Now())); err != nil {
+			return jm.abort(err)
+		}
+	}
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		var wake <-chan time.Time
+		if jm.coord != nil {
+			if at, ok := jm.coord.NextDeadline(); ok {
+				d := max(at.Sub(jm.clock.Now()), 0)
+				if timer == nil {
+					timer = time.NewTimer(d)
+				} else {
+					timer.Reset(d)
+				}
+				wake = timer.C
+			}
+		}
+		select {
+		case <-ctx.Done():
+			jm.cancelAll(context.Cause(ctx))
+			return context.Cause(ctx)
+		case <-jm.signal:
+		case <-wake:
+			if err := jm.perform(ctx, jm.coord.Tick(jm.clock.Now())); err != nil {
+				return jm.abort(err)
+			}
+		}
+		jm.mu.Lock()
+		inbox := jm.inbox
+		jm.inbox = nil
+		jm.mu.Unlock()
+		for _, f := range inbox {
+			if err := f(); err != nil {
+				return jm.abort(err)
+			}
+		}
+		if len(jm.finished) == len(jm.all) {
+			jm.emit(Event{Kind: EventFinished})
+			if jm.coord != nil {
+				jm.coord.Stop(jm.clock.Now())
+			}
+			return nil
+		}
+	}
+}
+
+// abort cancels every subtask and reports err as the job's failure.
+func (jm *JobMaster) abort(err error) error {
+	jm.cancelAll(err)
+	jm.emit(Event{Kind: EventFailed, Err: err})
+	if jm.coord != nil {
+		jm.coord.Stop(jm.clock.Now())
+	}
+	return err
+}
+
+func (jm *JobMaster) cancelAll(cause error) {
+	for _, r := range jm.tasks {
+		r.canceled = true
+		r.cancel(cause)
+	}
+	for _, r := range jm.tasks {
+		<-r.done
+	}
+}
+
+// deploy starts the given subtasks, with fresh channels among them,
+// restoring from md if it is not nil.
+func (jm *JobMaster) deploy(ctx context.Context, ids []checkpoint.TaskID, md *checkpoint.Metadata) {
+	set := make(map[checkpoint.TaskID]bool, len(ids))
+	for _, id := range ids {
+		set[id] = true
+	}
+	var restore *restoreInfo
+	if md != nil {
+		var store StateStore = memoryStore{}
+		if jm.storage != nil {
+			store = jm.storage
+		}
+		restore = &restoreInfo{Metadata: md, Store: store}
+	}
+	tasks := make(map[checkpoint.TaskID]*Task)
+	for _, v := range jm.graph.Vertices {
+		for i := range v.Parallelism {
+			id := checkpoint.TaskID{Vertex: v.UID, Subtask: i}
+			if !set[id] {
+				continue
+			}
+			tctx, cancel := context.WithCancelCause(ctx)
+			t := &Task{
+				id:       id,
+				vertex:   v,
+				ctx:      tctx,
+				logger:   jm.log.With("vertex", v.Name, "subtask", i),
+				clock:    jm.clock,
+				master:   jm,
+				restore:  restore,
+				mailbox:  newMailbox(),
+				outChans: make(map[*Edge][]*channel),
+				opts: taskOptions{
+					jobID:         jm.opts.JobID,
+					batchSize:     jm.opts.BatchSize,
+					checkpointing: jm.coord != nil,
+					faults:        jm.opts.Faults,
+					attempt:       jm.attempt,
+				},
+			}
+			t.store = memoryStore{}
+			if jm.storage != nil {
+				t.store = jm.storage
+			}
+			if c := jm.opts.Checkpointing; c != nil {
+				t.opts.mode = c.Mode
+			}
+			if !v.Source() {
+				t.gate = &inputGate{notify: make(chan struct{}, 1)}
+			}
+			tasks[id] = t
+			jm.tasks[id] = &taskRun{task: t, cancel: cancel, done: make(chan struct{}), attempt: jm.attempt}
+			delete(jm.finished, id)
+			delete(jm.eod, id)
+		}
+	}
+	// Channels: one per pair of producing and consuming subtask of each
+	// edge (forward edges: subtask i to subtask i only).
+	for _, e := range jm.graph.Edges {
+		for j := range e.To.Parallelism {
+			dst := tasks[checkpoint.TaskID{Vertex: e.To.UID, Subtask: j}]
+			if dst == nil {
+				continue
+			}
+			for i := range e.From.Parallelism {
+				if e.Partitioner == Forward && i != j {
+					continue
+				}
+				src := tasks[checkpoint.TaskID{Vertex: e.From.UID, Subtask: i}]
+				c := newChannel(jm.opts.ChannelCapacity, dst.gate.notify)
+				dst.gate.chans = append(dst.gate.chans, c)
+				dst.gate.logical = append(dst.gate.logical, e.Input)
+				src.outChans[e] = append(src.outChans[e], c)
+			}
+		}
+	}
+	for id, t := range tasks {
+		if t.gate != nil {
+			n := len(t.gate.chans)
+			mode := Aligned
+			if t.opts.mode == Tracked {
+				mode = Tracked
+			}
+			t.handler = NewBarrierHandler(n, mode)
+			t.valve = NewWatermarkValve(n)
+			t.endOfData, t.ended = make([]bool, n), make([]bool, n)
+		}
+		r := jm.tasks[id]
+		go func() {
+			err := t.run()
+			jm.post(func() error { return jm.taskExited(id, r, err) })
+			close(r.done)
+		}()
+	}
+}
+
+func (jm *JobMaster) taskExited(id checkpoint.TaskID, r *taskRun, err error) error {
+	if jm.tasks[id] != r || r.canceled {
+		return nil // an earlier attempt, canceled on purpose
+	}
+	if err == nil {
+		jm.finished[id] = true
+		if jm.coord != nil {
+			return jm.perform(jm.ctx, jm.coord.TaskFinished(jm.clock.Now(), id))
+		}
+		return nil
+	}
+	return jm.fail(id, err)
+}
+
+// fail handles a subtask's failure: restart or give up.
+func (jm *JobMaster) fail(id checkpoint.TaskID, cause error) error {
+	now := jm.clock.Now()
+	jm.log.Warn("subtask failed", "task", id.String(), "err", cause)
+	jm.emit(Event{Kind: EventTaskFailed, Task: id, Err: cause})
+	d := jm.opts.Restart.OnFailure(now, cause)
+	if !d.Restart {
+		return fmt.Errorf("job failed: %s failed: %w (%s)", id, cause, d.Reason)
+	}
+	ftasks, err := jm.failover.TasksToRestart(failover.TaskID{Vertex: id.Vertex, Subtask: id.Subtask}, cause)
+	if err != nil {
+		return err
+	}
+	ids := make([]checkpoint.TaskID, len(ftasks))
+	for i, t := range ftasks {
+		ids[i] = checkpoint.TaskID{Vertex: t.Vertex, Subtask: t.Subtask}
+	}
+	jm.emit(Event{Kind: EventRestarting, Task: id, Err: cause, Message: d.String()})
+	for _, tid := range ids {
+		if r := jm.tasks[tid]; r != nil {
+			r.canceled = true
+			r.cancel(errRestart)
+		}
+	}
+	for _, tid := range ids {
+		if r := jm.tasks[tid]; r != nil {
+			<-r.done
+		}
+	}
+	if jm.coord != nil {
+		if err := jm.perform(jm.ctx, jm.coord.Failover(now)); err != nil {
+			return err
+		}
+	}
+	jm.attempt++
+	redeploy := func() error {
+		md := jm.Latest()
+		jm.deploy(jm.ctx, ids, md)
+		jm.emitRestored(md)
+		return nil
+	}
+	if d.Delay <= 0 {
+		return redeploy()
+	}
+	jm.clock.AfterFunc(d.Delay, func() { jm.post(redeploy) })
+	return nil
+}

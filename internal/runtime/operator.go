@@ -1,0 +1,115 @@
+package runtime
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/weirstream/weir/internal/checkpoint"
+)
+
+// Operator is the lifecycle every operator of a chain implements. All calls
+// come from the subtask's goroutine. Records arrive through the operator's
+// typed Input(s), which the vertex's builder wires.
+type Operator interface {
+	// Open prepares the operator, restoring its state from ctx.Restored if
+	// the subtask is recovering.
+	Open(ctx *OperatorContext) error
+	// ProcessWatermark is called when the operator's event time advances.
+	// The operator fires its event-time timers and then forwards the
+	// watermark to its output.
+	ProcessWatermark(wm int64) error
+	// Snapshot takes the synchronous part of checkpoint id: it must not
+	// copy large state, and what it returns must not change when the
+	// operator goes on processing.
+	Snapshot(id int64) (Snapshot, error)
+	// NotifyCheckpointComplete tells the operator checkpoint id is complete
+	// (a transactional sink commits here).
+	NotifyCheckpointComplete(id int64) error
+	// Finish is called at the end of input: the operator emits what it
+	// still holds (e.g. fires all windows).
+	Finish() error
+	// Close releases resources; it is called on every exit path.
+	Close() error
+}
+
+// Snapshot is an operator's synchronous snapshot. The asynchronous part
+// writes Keyed and Operator to checkpoint storage while the subtask goes
+// on; Release is called back on the subtask's goroutine afterwards.
+type Snapshot struct {
+	// Keyed writes the keyed state; nil if the operator has none.
+	Keyed io.WriterTo
+	// KeyGroups is the range Keyed covers.
+	KeyGroups checkpoint.KeyGroupRange
+	// Operator is the non-keyed state, already serialized.
+	Operator []byte
+	// Release is called on the subtask's goroutine once the snapshot is
+	// written or abandoned (copy-on-write state stops preserving it).
+	Release func()
+}
+
+// StateStore writes and reads state in checkpoint storage.
+type StateStore interface {
+	WriteState(ctx context.Context, checkpointID int64, name string, write func(io.Writer) error) (checkpoint.StateHandle, error)
+	ReadState(ctx context.Context, h checkpoint.StateHandle) ([]byte, error)
+}
+
+// Restored is the state an operator restores from: its uid's state in the
+// checkpoint, for every subtask of the run that took it, so a rescaled
+// subtask can pick the key groups and splits it now owns.
+type Restored struct {
+	CheckpointID int64
+	State        *checkpoint.OperatorState
+	Store        StateStore
+}
+
+// KeyedHandles returns the keyed state handles that overlap kg.
+func (r *Restored) KeyedHandles(kg checkpoint.KeyGroupRange) []checkpoint.StateHandle {
+	if r == nil || r.State == nil {
+		return nil
+	}
+	var hs []checkpoint.StateHandle
+	for _, st := range r.State.Subtasks {
+		for _, h := range st.Keyed {
+			if h.KeyGroups == nil || h.KeyGroups.End < kg.Start || h.KeyGroups.Start > kg.End {
+				continue
+			}
+			hs = append(hs, h)
+		}
+	}
+	return hs
+}
+
+// OperatorContext is what an operator gets at Open.
+type OperatorContext struct {
+	context.Context
+	UID            string
+	Name           string
+	Subtask        int
+	Parallelism    int
+	MaxParallelism int
+	// KeyGroups is the range of key groups this subtask owns.
+	KeyGroups checkpoint.KeyGroupRange
+	// Restored is nil on a fresh start.
+	Restored *Restored
+	Logger   *slog.Logger
+
+	task *Task
+}
+
+// Now returns the processing time.
+func (c *OperatorContext) Now() time.Time { return c.task.clock.Now() }
+
+// AtProcessingTime runs f on the subtask's goroutine at or after t.
+func (c *OperatorContext) AtProcessingTime(t time.Time, f func() error) {
+	c.task.schedule(t, f)
+}
+
+// KeyGroupsFor returns the key groups subtask index owns among
+// parallelism subtasks: Flink's contiguous ranges.
+func KeyGroupsFor(maxParallelism, parallelism, index int) checkpoint.KeyGroupRange {
+	start := (index*maxParallelism + parallelism - 1) / parallelism
+	end := ((index+1)*maxParallelism - 1) / parallelism
+	return checkpoint.KeyGroupRange{Start: start, End: end}
+}

@@ -1,0 +1,201 @@
+package runtime
+
+import (
+	"context"
+)
+
+// Output receives the records an operator emits and the watermarks it
+// forwards. Within a chain it is the next operator's input; at the chain's
+// end it is a RecordWriter towards the next subtasks.
+type Output[T any] interface {
+	Collect(v T, ts int64) error
+	EmitWatermark(wm int64) error
+}
+
+// Input is an operator's typed record input.
+type Input[T any] interface {
+	Process(v T, ts int64) error
+}
+
+// ChainOutput hands records straight to the next operator of a chain and
+// watermarks to its ProcessWatermark.
+type ChainOutput[T any] struct {
+	In Input[T]
+	Op Operator
+}
+
+func (o ChainOutput[T]) Collect(v T, ts int64) error { return o.In.Process(v, ts) }
+func (o ChainOutput[T]) EmitWatermark(wm int64) error {
+	return o.Op.ProcessWatermark(wm)
+}
+
+// FanOut sends everything to several outputs, in order.
+type FanOut[T any] []Output[T]
+
+func (f FanOut[T]) Collect(v T, ts int64) error {
+	for _, o := range f {
+		if err := o.Collect(v, ts); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (f FanOut[T]) EmitWatermark(wm int64) error {
+	for _, o := range f {
+		if err := o.EmitWatermark(wm); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Discard drops everything.
+type Discard[T any] struct{}
+
+func (Discard[T]) Collect(T, int64) error    { return nil }
+func (Discard[T]) EmitWatermark(int64) error { return nil }
+
+// Partitioner picks the channel (index among numChannels) a record goes to.
+type Partitioner[T any] interface {
+	Channel(v T, numChannels int) int
+}
+
+// PartitionerKind names how an edge distributes records.
+type PartitionerKind uint8
+
+const (
+	// Forward sends subtask i's records to subtask i (equal parallelism).
+	Forward PartitionerKind = iota
+	// Hash sends a record to the subtask that owns its key's key group.
+	Hash
+	// Rebalance sends records round-robin.
+	Rebalance
+	// Broadcast sends every record to every subtask.
+	Broadcast
+)
+
+func (k PartitionerKind) String() string {
+	switch k {
+	case Forward:
+		return "FORWARD"
+	case Hash:
+		return "HASH"
+	case Rebalance:
+		return "REBALANCE"
+	case Broadcast:
+		return "BROADCAST"
+	}
+	return "UNKNOWN"
+}
+
+// HashPartitioner routes by key group: hash(key) picks one of
+// maxParallelism key groups, and key groups map to subtasks in contiguous
+// ranges (keyGroup·p/maxP), so that state can later move in whole groups.
+type HashPartitioner[T any] struct {
+	KeyGroup func(v T) int // the record's key group in [0, MaxParallelism)
+	MaxParallelism int
+}
+
+func (p HashPartitioner[T]) Channel(v T, n int) int {
+	return p.KeyGroup(v) * n / p.MaxParallelism
+}
+
+// writer is a RecordWriter without its record type: what the task needs to
+// flush it and to broadcast markers.
+type writer interface {
+	flush() error
+	broadcast(m message) error
+	numChannels() int
+}
+
+// RecordWriter is the end of a chain towards one downstream edge: it
+// partitions records into one batch per channel and sends a batch when it
+// is full, before any marker, and when the subtask runs out of input
+// (so batching adds no latency on an idle stream).
+type RecordWriter[T any] struct {
+	ctx       context.Context
+	chans     []*channel
+	kind      PartitionerKind
+	part      Partitioner[T]
+	bufs      [][]Rec[T]
+	batchSize int
+	rr        int
+	records   int64 // records written, for metrics
+}
+
+func newRecordWriter[T any](ctx context.Context, chans []*channel, kind PartitionerKind, part Partitioner[T], batchSize int) *RecordWriter[T] {
+	w := &RecordWriter[T]{ctx: ctx, chans: chans, kind: kind, part: part, batchSize: batchSize, bufs: make([][]Rec[T], len(chans))}
+	for i := range w.bufs {
+		w.bufs[i] = make([]Rec[T], 0, batchSize)
+	}
+	return w
+}
+
+func (w *RecordWriter[T]) numChannels() int { return len(w.chans) }
+
+// Collect implements Output.
+func (w *RecordWriter[T]) Collect(v T, ts int64) error {
+	w.records++
+	switch w.kind {
+	case Broadcast:
+		for c := range w.bufs {
+			if err := w.add(c, v, ts); err != nil {
+				return err
+			}
+		}
+		return nil
+	case Rebalance:
+		c := w.rr
+		w.rr++
+		if w.rr == len(w.chans) {
+			w.rr = 0
+		}
+		return w.add(c, v, ts)
+	case Forward:
+		return w.add(0, v, ts)
+	}
+	return w.add(w.part.Channel(v, len(w.chans)), v, ts)
+}
+
+func (w *RecordWriter[T]) add(c int, v T, ts int64) error {
+	w.bufs[c] = append(w.bufs[c], Rec[T]{V: v, Ts: ts})
+	if len(w.bufs[c]) >= w.batchSize {
+		return w.send(c)
+	}
+	return nil
+}
+
+func (w *RecordWriter[T]) send(c int) error {
+	b := w.bufs[c]
+	w.bufs[c] = make([]Rec[T], 0, w.batchSize)
+	return w.chans[c].send(w.ctx, message{kind: msgData, data: b, n: len(b)})
+}
+
+// EmitWatermark implements Output: pending records go first.
+func (w *RecordWriter[T]) EmitWatermark(wm int64) error {
+	return w.broadcast(message{kind: msgWatermark, wm: wm})
+}
+
+func (w *RecordWriter[T]) flush() error {
+	for c := range w.bufs {
+		if len(w.bufs[c]) > 0 {
+			if err := w.send(c); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (w *RecordWriter[T]) broadcast(m message) error {
+	if err := w.flush(); err != nil {
+		return err
+	}
+	for _, c := range w.chans {
+		if err := c.send(w.ctx, m); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,505 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"runtime/debug"
+	"sync/atomic"
+	"time"
+
+	"github.com/weirstream/weir/internal/checkpoint"
+)
+
+// Clock gives processing time; tests inject a manual one.
+type Clock interface {
+	Now() time.Time
+	AfterFunc(d time.Duration, f func()) (stop func() bool)
+}
+
+type wallClock struct{}
+
+func (wallClock) Now() time.Time { return time.Now() }
+func (wallClock) AfterFunc(d time.Duration, f func()) func() bool {
+	return time.AfterFunc(d, f).Stop
+}
+
+// WallClock is the real clock.
+var WallClock Clock = wallClock{}
+
+type taskOptions struct {
+	jobID         string
+	batchSize     int
+	checkpointing bool
+	mode          CheckpointMode
+	clock         Clock
+	faults        FaultInjector
+	attempt       int
+}
+
+// FaultInjector lets tests fail a subtask at a chosen moment: it is asked
+// before every input batch and may return an error that fails the task.
+type FaultInjector interface {
+	BeforeBatch(task checkpoint.TaskID, attempt int, recordsIn int64) error
+}
+
+type restoreInfo struct {
+	Metadata *checkpoint.Metadata
+	Store    StateStore
+}
+
+// taskMaster is the job master as a task sees it.
+type taskMaster interface {
+	acknowledge(task checkpoint.TaskID, id int64, ack checkpoint.TaskAck)
+	decline(task checkpoint.TaskID, id int64, err error, counted bool)
+	reachedEndOfData(task checkpoint.TaskID)
+}
+
+// Task is one subtask: a goroutine that runs a chain of operators.
+type Task struct {
+	id       checkpoint.TaskID
+	vertex   *Vertex
+	opts     taskOptions
+	ctx      context.Context
+	logger   *slog.Logger
+	clock    Clock
+	master   taskMaster
+	store    StateStore
+	restore  *restoreInfo
+	mailbox  *mailbox
+	gate     *inputGate
+	outChans map[*Edge][]*channel
+	writers  []writer
+	chain    *Chain
+	handler  *BarrierHandler
+	valve    *WatermarkValve
+
+	endOfData, ended   []bool
+	endOfDataN, endedN int
+	finished           bool  // operators finished: end of data
+	finalCheckpoint    int64 // first checkpoint snapshotted after finishing
+	completed          int64 // highest checkpoint notified complete
+	inputsEnded        bool
+	done               bool
+
+	recordsIn  atomic.Int64
+	watermark  atomic.Int64
+	lastCkptAt atomic.Int64
+}
+
+func (t *Task) head() Operator { return t.chain.Operators[0].Op }
+
+// schedule runs f on the task's goroutine at or after at.
+func (t *Task) schedule(at time.Time, f func() error) {
+	d := at.Sub(t.clock.Now())
+	t.clock.AfterFunc(max(d, 0), func() { t.mailbox.post(f) })
+}
+
+// run executes the subtask until it finishes, fails or ctx is done.
+func (t *Task) run() (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%s panicked: %v\n%s", t.id, r, debug.Stack())
+		}
+		for _, op := range t.chainOps() {
+			if cerr := op.Op.Close(); cerr != nil && err == nil {
+				err = fmt.Errorf("closing %s: %w", op.UID, cerr)
+			}
+		}
+	}()
+	tc := &TaskContext{ID: t.id, Subtask: t.id.Subtask, Parallelism: t.vertex.Parallelism, MaxParallelism: t.vertex.MaxParallelism, task: t}
+	chain, err := t.vertex.Build(tc)
+	if err != nil {
+		return fmt.Errorf("building %s: %w", t.id, err)
+	}
+	t.chain = chain
+	// Open tail first, so every operator's output is ready when it opens.
+	for i := len(chain.Operators) - 1; i >= 0; i-- {
+		op := chain.Operators[i]
+		if err := op.Op.Open(tc.OperatorContext(op.UID, op.Name)); err != nil {
+			return fmt.Errorf("opening %s: %w", op.UID, err)
+		}
+	}
+	if chain.Source != nil {
+		return t.runSource(chain.Source)
+	}
+	return t.runGate()
+}
+
+func (t *Task) chainOps() []ChainedOperator {
+	if t.chain == nil {
+		return nil
+	}
+	return t.chain.Operators
+}
+
+// runMails runs the queued mails if the mailbox was signalled.
+func (t *Task) runMails() error {
+	select {
+	case <-t.mailbox.signal:
+		return t.drainMails()
+	default:
+		return nil
+	}
+}
+
+// drainMails runs the queued mails, oldest first.
+func (t *Task) drainMails() error {
+	for _, m := range t.mailbox.take() {
+		if err := m(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (t *Task) runGate() error {
+	blocked := t.handler.Blocked
+	for {
+		if err := t.runMails(); err != nil {
+			return err
+		}
+		if t.done {
+			return nil
+		}
+		ch, m, ok := t.gate.poll(blocked)
+		if !ok {
+			if err := t.flushAll(); err != nil {
+				return err
+			}
+			select {
+			case <-t.gate.notify:
+			case <-t.mailbox.signal:
+				if err := t.drainMails(); err != nil {
+					return err
+				}
+			case <-t.ctx.Done():
+				return context.Cause(t.ctx)
+			}
+			continue
+		}
+		if err := t.onMessage(ch, m); err != nil {
+			return err
+		}
+	}
+}
+
+func (t *Task) onMessage(ch int, m message) error {
+	switch m.kind {
+	case msgData:
+		n := t.recordsIn.Add(int64(m.n))
+		if t.opts.faults != nil {
+			if err := t.opts.faults.BeforeBatch(t.id, t.opts.attempt, n); err != nil {
+				return err
+			}
+		}
+		return t.chain.Deliver(t.gate.logical[ch], m.data)
+	case msgWatermark:
+		if wm, ok := t.valve.OnWatermark(ch, m.wm); ok {
+			return t.advanceWatermark(wm)
+		}
+	case msgIdle, msgActive:
+		wasIdle := t.valve.Idle()
+		wm, ok := t.valve.SetIdle(ch, m.kind == msgIdle)
+		if ok {
+			if err := t.advanceWatermark(wm); err != nil {
+				return err
+			}
+		}
+		if idle := t.valve.Idle(); idle != wasIdle {
+			kind := msgActive
+			if idle {
+				kind = msgIdle
+			}
+			return t.broadcast(message{kind: kind})
+		}
+	case msgBarrier:
+		return t.onBarrierEvents(t.handler.OnBarrier(ch, m.barrier, t.clock.Now()))
+	case msgEndOfData:
+		if !t.endOfData[ch] {
+			t.endOfData[ch] = true
+			t.endOfDataN++
+		}
+		if t.endOfDataN == len(t.endOfData) {
+			return t.finish()
+		}
+	case msgEnd:
+		t.ended[ch] = true
+		t.endedN++
+		if wm, ok := t.valve.OnEnd(ch); ok {
+			if err := t.advanceWatermark(wm); err != nil {
+				return err
+			}
+		}
+		if err := t.onBarrierEvents(t.handler.OnEndOfInput(ch, t.clock.Now())); err != nil {
+			return err
+		}
+		if t.endedN == len(t.ended) {
+			t.inputsEnded = true
+			return t.maybeEnd()
+		}
+	}
+	return nil
+}
+
+func (t *Task) advanceWatermark(wm int64) error {
+	t.watermark.Store(wm)
+	return t.head().ProcessWatermark(wm)
+}
+
+func (t *Task) onBarrierEvents(events []BarrierEvent) error {
+	// Copy: checkpointing may not call the handler, but a decline could.
+	for _, ev := range append([]BarrierEvent(nil), events...) {
+		switch ev := ev.(type) {
+		case TakeSnapshot:
+			if err := t.checkpoint(ev.Barrier, ev.StartDelay, ev.Alignment); err != nil {
+				return err
+			}
+		case AbortCheckpoint:
+			t.master.decline(t.id, ev.Checkpoint, errors.New(ev.Reason), false)
+		}
+	}
+	return nil
+}
+
+// finish runs at the end of data: the operators emit what they hold, head
+// first, and downstream learns that no records follow.
+func (t *Task) finish() error {
+	if t.finished {
+		return nil
+	}
+	for _, op := range t.chain.Operators {
+		if err := op.Op.Finish(); err != nil {
+			return fmt.Errorf("finishing %s: %w", op.UID, err)
+		}
+	}
+	t.finished = true
+	return t.broadcast(message{kind: msgEndOfData})
+}
+
+// maybeEnd closes the subtask's outputs once its inputs have ended and, if
+// the job checkpoints, a checkpoint taken after the operators finished has
+// completed (so transactional sinks have committed everything).
+func (t *Task) maybeEnd() error {
+	if !t.inputsEnded || t.done {
+		return nil
+	}
+	if t.opts.checkpointing && (t.finalCheckpoint == 0 || t.completed < t.finalCheckpoint) {
+		return nil
+	}
+	if err := t.broadcast(message{kind: msgEnd}); err != nil {
+		return err
+	}
+	t.done = true
+	return nil
+}
+
+func (t *Task) flushAll() error {
+	for _, w := range t.writers {
+		if err := w.flush(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (t *Task) broadcast(m message) error {
+	for _, w := range t.writers {
+		if err := w.broadcast(m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// triggerCheckpoint is a source's part: the coordinator's trigger arrives
+// as a mail, and the barrier goes out right behind the last record emitted.
+func (t *Task) triggerCheckpoint(b Barrier) error {
+	if t.done {
+		return nil
+	}
+	delay := max(0, t.clock.Now().Sub(time.Unix(0, b.Timestamp)))
+	return t.checkpoint(b, delay, 0)
+}
+
+// checkpoint forwards barrier b, takes the synchronous snapshot of every
+// operator, and starts the asynchronous write, which acknowledges the
+// checkpoint when done.
+func (t *Task) checkpoint(b Barrier, startDelay, alignment time.Duration) error {
+	start := t.clock.Now()
+	if err := t.broadcast(message{kind: msgBarrier, barrier: b}); err != nil {
+		return err
+	}
+	ops := t.chain.Operators
+	snaps := make([]Snapshot, len(ops))
+	for i, op := range ops {
+		s, err := op.Op.Snapshot(b.ID)
+		if err != nil {
+			// A failure in the synchronous part fails the task.
+			return fmt.Errorf("snapshot of %s for checkpoint %d: %w", op.UID, b.ID, err)
+		}
+		snaps[i] = s
+	}
+	if t.finished && t.finalCheckpoint == 0 {
+		t.finalCheckpoint = b.ID
+	}
+	t.lastCkptAt.Store(b.ID)
+	stats := checkpoint.SubtaskStats{
+		SyncDuration:      t.clock.Now().Sub(start),
+		AlignmentDuration: alignment,
+		StartDelay:        startDelay,
+	}
+	go t.writeSnapshot(b.ID, ops, snaps, stats)
+	return nil
+}
+
+func (t *Task) writeSnapshot(id int64, ops []ChainedOperator, snaps []Snapshot, stats checkpoint.SubtaskStats) {
+	start := time.Now()
+	release := func() error {
+		for _, s := range snaps {
+			if s.Release != nil {
+				s.Release()
+			}
+		}
+		return nil
+	}
+	states := make(map[string]checkpoint.SubtaskState, len(ops))
+	var err error
+	for i, s := range snaps {
+		var st checkpoint.SubtaskState
+		uid := ops[i].UID
+		if s.Keyed != nil {
+			var h checkpoint.StateHandle
+			h, err = t.store.WriteState(t.ctx, id, fmt.Sprintf("%s-%d-keyed", uid, t.id.Subtask), func(w io.Writer) error {
+				_, err := s.Keyed.WriteTo(w)
+				return err
+			})
+			if err != nil {
+				break
+			}
+			kg := s.KeyGroups
+			h.KeyGroups = &kg
+			st.Keyed = append(st.Keyed, h)
+		}
+		if s.Operator != nil {
+			var h checkpoint.StateHandle
+			h, err = t.store.WriteState(t.ctx, id, fmt.Sprintf("%s-%d-op", uid, t.id.Subtask), func(w io.Writer) error {
+				_, err := w.Write(s.Operator)
+				return err
+			})
+			if err != nil {
+				break
+			}
+			st.Operator = append(st.Operator, h)
+		}
+		states[uid] = st
+	}
+	t.mailbox.post(release)
+	if err != nil {
+		if t.ctx.Err() == nil {
+			t.master.decline(t.id, id, fmt.Errorf("asynchronous part of checkpoint %d failed: %w", id, err), true)
+		}
+		return
+	}
+	stats.AsyncDuration = time.Since(start)
+	t.master.acknowledge(t.id, id, checkpoint.TaskAck{States: states, Stats: stats})
+}
+
+// notifyComplete is the coordinator's notification, as a mail.
+func (t *Task) notifyComplete(id int64) error {
+	if id <= t.completed {
+		return nil
+	}
+	t.completed = id
+	for _, op := range t.chain.Operators {
+		if err := op.Op.NotifyCheckpointComplete(id); err != nil {
+			return fmt.Errorf("%s on completion of checkpoint %d: %w", op.UID, id, err)
+		}
+	}
+	return t.maybeEnd()
+}
+
+// notifyAbort releases an alignment the coordinator gave up.
+func (t *Task) notifyAbort(id int64, reason string) error {
+	if t.handler == nil {
+		return nil
+	}
+	t.handler.Abort(id, reason)
+	return nil
+}
+
+func (t *Task) runSource(src SourceDriver) error {
+	fetched := src.Fetched()
+	for {
+		if err := t.runMails(); err != nil {
+			return err
+		}
+		if t.done {
+			return nil
+		}
+		if fetched == nil {
+			select {
+			case <-t.mailbox.signal:
+				if err := t.drainMails(); err != nil {
+					return err
+				}
+			case <-t.ctx.Done():
+				return context.Cause(t.ctx)
+			}
+			continue
+		}
+		var item any
+		select {
+		case item = <-fetched:
+		default:
+			if err := t.flushAll(); err != nil {
+				return err
+			}
+			select {
+			case item = <-fetched:
+			case <-t.mailbox.signal:
+				if err := t.drainMails(); err != nil {
+					return err
+				}
+				continue
+			case <-t.ctx.Done():
+				return context.Cause(t.ctx)
+			}
+		}
+		n, done, err := src.Emit(item)
+		if err != nil {
+			return err
+		}
+		total := t.recordsIn.Add(int64(n))
+		if t.opts.faults != nil {
+			if err := t.opts.faults.BeforeBatch(t.id, t.opts.attempt, total); err != nil {
+				return err
+			}
+		}
+		if done {
+			fetched = nil
+			if err := t.endSource(); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// endSource runs when every split of a bounded source has ended: event
+// time completes, the chain finishes, and the subtask waits for a final
+// checkpoint before it closes its outputs.
+func (t *Task) endSource() error {
+	if err := t.advanceWatermark(MaxWatermark); err != nil {
+		return err
+	}
+	if err := t.finish(); err != nil {
+		return err
+	}
+	t.inputsEnded = true
+	if t.opts.checkpointing {
+		t.master.reachedEndOfData(t.id)
+	}
+	return t.maybeEnd()
+}

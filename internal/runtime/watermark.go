@@ -1,0 +1,117 @@
+package runtime
+
+import (
+	"math"
+	"slices"
+)
+
+// MinWatermark is the watermark before any was received; MaxWatermark is
+// the watermark of an input that has ended: event time is complete.
+const (
+	MinWatermark int64 = math.MinInt64
+	MaxWatermark int64 = math.MaxInt64
+)
+
+// WatermarkValve combines the watermarks of a task's inputs into the task's
+// own: the minimum over the inputs that are active. An idle input (its
+// source has no data for a while) is excluded so it does not hold event
+// time back; when it becomes active again it rejoins once its watermark has
+// caught up with the combined one. An ended input is excluded too; sources
+// send MaxWatermark before they end when event time is complete. The valve
+// only ever moves the combined watermark forward.
+// It is an I/O-free state machine owned by the task's goroutine.
+type WatermarkValve struct {
+	wm      []int64
+	idle    []bool
+	ended   []bool
+	aligned []bool // takes part in the minimum
+	out     int64
+	outIdle bool
+}
+
+// NewWatermarkValve returns a valve for inputs inputs, all active, at
+// MinWatermark.
+func NewWatermarkValve(inputs int) *WatermarkValve {
+	v := &WatermarkValve{
+		wm:      make([]int64, inputs),
+		idle:    make([]bool, inputs),
+		ended:   make([]bool, inputs),
+		aligned: make([]bool, inputs),
+		out:     MinWatermark,
+	}
+	for i := range v.wm {
+		v.wm[i] = MinWatermark
+		v.aligned[i] = true
+	}
+	return v
+}
+
+// Current returns the combined watermark.
+func (v *WatermarkValve) Current() int64 { return v.out }
+
+// Idle reports whether every input is idle or ended, so the task itself is
+// idle downstream.
+func (v *WatermarkValve) Idle() bool { return v.outIdle }
+
+// OnWatermark records watermark ts on input and returns the new combined
+// watermark and true if it advanced. A watermark lower than one already
+// seen on the input is ignored.
+func (v *WatermarkValve) OnWatermark(input int, ts int64) (int64, bool) {
+	if ts <= v.wm[input] {
+		return v.out, false
+	}
+	v.wm[input] = ts
+	if v.idle[input] {
+		v.idle[input] = false
+	}
+	if !v.aligned[input] && ts >= v.out {
+		v.aligned[input] = true
+	}
+	return v.advance()
+}
+
+// OnEnd records that input has ended.
+func (v *WatermarkValve) OnEnd(input int) (int64, bool) {
+	v.ended[input] = true
+	return v.advance()
+}
+
+// SetIdle marks input idle or active again. It returns the combined
+// watermark and whether it advanced: an input going idle can release event
+// time held back by it.
+func (v *WatermarkValve) SetIdle(input int, idle bool) (int64, bool) {
+	if v.idle[input] == idle {
+		return v.out, false
+	}
+	v.idle[input] = idle
+	if idle {
+		v.aligned[input] = false
+	} else if v.wm[input] >= v.out {
+		v.aligned[input] = true
+	}
+	return v.advance()
+}
+
+func (v *WatermarkValve) advance() (int64, bool) {
+	lowest, included := MaxWatermark, false
+	v.outIdle = true
+	for i, w := range v.wm {
+		if v.ended[i] || v.idle[i] {
+			continue
+		}
+		v.outIdle = false
+		if !v.aligned[i] {
+			continue
+		}
+		included = true
+		lowest = min(lowest, w)
+	}
+	if v.outIdle && !slices.Contains(v.idle, true) {
+		v.outIdle = false // every input ended: finished, not idle
+	}
+	if !included || lowest <= v.out {
+		return v.out, false
+	}
+	v.out = lowest
+	return v.out, true
+}

@@ -1,0 +1,121 @@
+// Package stream is weir's job API: a job is written as transformations of
+// typed streams, from sources to sinks, and run by Environment.Execute.
+//
+//	env, _ := stream.NewEnvironment(stream.WithConfig(cfg))
+//	events := stream.FromSource(env, src, "events", stream.BoundedOutOfOrderness[Event](5*time.Second))
+//	sums := stream.Process(stream.KeyBy(events, Event.Key), sumFn{}, stream.Uid("sum"))
+//	stream.SinkTo(sums, sink, stream.Uid("sink"))
+//	err := env.Execute(ctx, "sums")
+//
+// Go has no type parameters on methods, so transformations are generic
+// functions that take a stream and return a new one. Configuration uses
+// Flink's option names (package config). Every stateful operator should
+// get a stable Uid: its state in a checkpoint is addressed by it.
+package stream
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+
+	"github.com/weirstream/weir/config"
+	"github.com/weirstream/weir/internal/checkpoint"
+	"github.com/weirstream/weir/internal/runtime"
+)
+
+// Environment collects a job's transformations and executes them.
+type Environment struct {
+	cfg    *config.Configuration
+	logger *slog.Logger
+	nodes  []*node
+	faults FaultFunc
+	events func(JobEvent)
+	jobID  string
+	err    error // first error from building the graph
+}
+
+// Option configures an Environment.
+type Option func(*Environment)
+
+// WithConfig sets the job's configuration (Flink option names). Later
+// WithConfig options are merged over earlier ones.
+func WithConfig(c *config.Configuration) Option {
+	return func(e *Environment) { e.cfg.Merge(c) }
+}
+
+// WithLogger sets the logger (default: slog.Default()).
+func WithLogger(l *slog.Logger) Option { return func(e *Environment) { e.logger = l } }
+
+// WithJobID sets the job's id (default: random). Checkpoints are stored
+// under it.
+func WithJobID(id string) Option { return func(e *Environment) { e.jobID = id } }
+
+// FaultFunc is asked before each batch a subtask processes; a non-nil
+// error fails that subtask. It exists to test recovery.
+type FaultFunc func(task TaskInfo, attempt int, records int64) error
+
+// TaskInfo names a subtask.
+type TaskInfo struct {
+	// Vertex is the uid of the chain's head operator.
+	Vertex  string
+	Subtask int
+}
+
+// WithFaults installs a fault injector (tests, chaos drills).
+func WithFaults(f FaultFunc) Option { return func(e *Environment) { e.faults = f } }
+
+// JobEvent is something that happened to a running job.
+type JobEvent = runtime.Event
+
+// WithEvents receives the job's events: running, checkpoint completed or
+// failed, task failed, restarting, restored, finished.
+func WithEvents(f func(JobEvent)) Option { return func(e *Environment) { e.events = f } }
+
+// NewEnvironment returns an environment with the given options.
+func NewEnvironment(opts ...Option) (*Environment, error) {
+	e := &Environment{cfg: config.New(), logger: slog.Default()}
+	for _, o := range opts {
+		o(e)
+	}
+	if err := e.cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if e.jobID == "" {
+		var b [16]byte
+		_, _ = rand.Read(b[:])
+		e.jobID = hex.EncodeToString(b[:])
+	}
+	return e, nil
+}
+
+// Config returns the environment's configuration.
+func (e *Environment) Config() *config.Configuration { return e.cfg }
+
+// JobID returns the job's id.
+func (e *Environment) JobID() string { return e.jobID }
+
+func (e *Environment) setErr(err error) {
+	if e.err == nil {
+		e.err = err
+	}
+}
+
+// Execute runs the job until it finishes (bounded sources), fails beyond
+// what the restart strategy allows, or ctx is done.
+func (e *Environment) Execute(ctx context.Context, name string) error {
+	jm, err := e.prepare(name)
+	if err != nil {
+		return err
+	}
+	return jm.Run(ctx)
+}
+
+type faultAdapter FaultFunc
+
+func (f faultAdapter) BeforeBatch(t checkpoint.TaskID, attempt int, records int64) error {
+	return f(TaskInfo{Vertex: t.Vertex, Subtask: t.Subtask}, attempt, records)
+}
+
+func errorf(format string, args ...any) error { return fmt.Errorf("stream: "+format, args...) }

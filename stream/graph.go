@@ -1,0 +1,297 @@
+package stream
+
+import (
+	"fmt"
+
+	"github.com/weirstream/weir/config"
+	"github.com/weirstream/weir/internal/runtime"
+)
+
+// OpOption configures one operator.
+type OpOption func(*opSettings)
+
+type opSettings struct {
+	uid, name     string
+	parallelism   int
+	noChain       bool
+	maxPar        int
+	slotSharingID string
+}
+
+// Uid sets the operator's stable id: its state in checkpoints and
+// savepoints is stored under it, so it must not change between versions of
+// a job. Set it on every stateful operator.
+func Uid(uid string) OpOption { return func(s *opSettings) { s.uid = uid } }
+
+// Name sets the operator's display name (default: its uid or kind).
+func Name(name string) OpOption { return func(s *opSettings) { s.name = name } }
+
+// Parallelism sets the operator's number of subtasks (default:
+// parallelism.default).
+func Parallelism(n int) OpOption { return func(s *opSettings) { s.parallelism = n } }
+
+// DisableChaining keeps the operator out of its predecessor's chain.
+func DisableChaining() OpOption { return func(s *opSettings) { s.noChain = true } }
+
+// node is one transformation. Its typed behaviour hides in closures made
+// by the generic function that created it.
+type node struct {
+	env      *Environment
+	id       int
+	kind     string
+	settings opSettings
+	inputs   []*edge
+	outputs  []*edge
+	source   bool
+
+	// build makes the operator for one subtask, writing to out (a
+	// runtime.Output[OUT]); it returns the operator and its typed inputs
+	// (runtime.Input[IN] per logical input).
+	build func(b *buildCtx, out any) (runtime.Operator, []any, error)
+	// fanOut turns []any of runtime.Output[OUT] into one.
+	fanOut func(outs []any) any
+	// chainOut wraps the next operator's input (a runtime.Input[OUT]).
+	chainOut func(in any, op runtime.Operator) any
+	// writer makes the record writer towards a network edge.
+	writer func(tc *runtime.TaskContext, e *runtime.Edge, part any) (any, error)
+	// deliver makes the vertex's Deliver from its head's inputs.
+	deliver func(inputs []any) func(int, any) error
+
+	// resolved by prepare
+	uid, name   string
+	parallelism int
+	maxPar      int
+}
+
+type edge struct {
+	from, to    *node
+	part        runtime.PartitionerKind
+	input       int
+	explicit    bool // a repartitioning the user asked for: never chained
+	partitioner func(maxParallelism int) any
+}
+
+// buildCtx is what an operator's build gets.
+type buildCtx struct {
+	tc             *runtime.TaskContext
+	checkpointing  bool
+	exactlyOnce    bool
+	maxParallelism int
+}
+
+func newNode[OUT any](env *Environment, kind string, opts []OpOption) *node {
+	n := &node{env: env, id: len(env.nodes), kind: kind}
+	for _, o := range opts {
+		o(&n.settings)
+	}
+	n.fanOut = func(outs []any) any {
+		switch len(outs) {
+		case 0:
+			return runtime.Output[OUT](runtime.Discard[OUT]{})
+		case 1:
+			return outs[0].(runtime.Output[OUT])
+		}
+		f := make(runtime.FanOut[OUT], len(outs))
+		for i, o := range outs {
+			f[i] = o.(runtime.Output[OUT])
+		}
+		return runtime.Output[OUT](f)
+	}
+	n.chainOut = func(in any, op runtime.Operator) any {
+		return runtime.Output[OUT](runtime.ChainOutput[OUT]{In: in.(runtime.Input[OUT]), Op: op})
+	}
+	n.writer = func(tc *runtime.TaskContext, e *runtime.Edge, part any) (any, error) {
+		var p runtime.Partitioner[OUT]
+		if part != nil {
+			p = part.(runtime.Partitioner[OUT])
+		}
+		w, err := runtime.Writer(tc, e, p)
+		if err != nil {
+			return nil, err
+		}
+		return runtime.Output[OUT](w), nil
+	}
+	env.nodes = append(env.nodes, n)
+	return n
+}
+
+// connect adds an edge from `from` into n's logical input.
+func connect(from, n *node, input int, part runtime.PartitionerKind, explicit bool, partitioner func(int) any) {
+	e := &edge{from: from, to: n, part: part, input: input, explicit: explicit, partitioner: partitioner}
+	from.outputs = append(from.outputs, e)
+	n.inputs = append(n.inputs, e)
+}
+
+// prepare resolves parallelism and uids, chains operators, and builds the
+// runtime's job graph.
+func (e *Environment) graph(name string, pipe config.Pipeline) (*runtime.JobGraph, error) {
+	if e.err != nil {
+		return nil, e.err
+	}
+	if len(e.nodes) == 0 {
+		return nil, errorf("job %q has no operators", name)
+	}
+	uids := map[string]*node{}
+	for _, n := range e.nodes {
+		n.parallelism = n.settings.parallelism
+		if n.parallelism <= 0 {
+			n.parallelism = pipe.Parallelism
+		}
+		n.maxPar = pipe.MaxParallelismFor(n.parallelism)
+		if n.parallelism > n.maxPar {
+			return nil, errorf("operator %s: parallelism %d exceeds max parallelism %d (pipeline.max-parallelism)", n.describe(), n.parallelism, n.maxPar)
+		}
+		n.uid = n.settings.uid
+		if n.uid == "" {
+			n.uid = fmt.Sprintf("%s-%d", n.kind, n.id)
+		}
+		if other, dup := uids[n.uid]; dup {
+			return nil, errorf("uid %q is used by two operators (%s and %s)", n.uid, other.describe(), n.describe())
+		}
+		uids[n.uid] = n
+		n.name = n.settings.name
+		if n.name == "" {
+			n.name = n.uid
+		}
+	}
+	// An edge between equal parallelisms that nobody repartitioned is a
+	// forward edge; otherwise records are rebalanced.
+	for _, n := range e.nodes {
+		for _, ed := range n.inputs {
+			if !ed.explicit {
+				ed.part = runtime.Forward
+				if ed.from.parallelism != n.parallelism {
+					ed.part = runtime.Rebalance
+				}
+			}
+		}
+	}
+	chained := func(ed *edge) bool {
+		return len(ed.to.inputs) == 1 && ed.part == runtime.Forward && !ed.explicit &&
+			!ed.to.settings.noChain && ed.from.parallelism == ed.to.parallelism
+	}
+	g := &runtime.JobGraph{Name: name}
+	vertexOf := map[*node]*runtime.Vertex{}
+	members := map[*runtime.Vertex][]*node{}
+	for _, n := range e.nodes { // nodes are in topological order
+		if len(n.inputs) == 1 && chained(n.inputs[0]) {
+			v := vertexOf[n.inputs[0].from]
+			vertexOf[n] = v
+			members[v] = append(members[v], n)
+			continue
+		}
+		v := &runtime.Vertex{ID: len(g.Vertices), Name: n.name, UID: n.uid, Parallelism: n.parallelism, MaxParallelism: n.maxPar}
+		g.Vertices = append(g.Vertices, v)
+		vertexOf[n] = v
+		members[v] = []*node{n}
+	}
+	netEdge := map[*edge]*runtime.Edge{}
+	for _, n := range e.nodes {
+		for _, ed := range n.inputs {
+			if chained(ed) {
+				continue
+			}
+			re := &runtime.Edge{ID: len(g.Edges), From: vertexOf[ed.from], To: vertexOf[n], Partitioner: ed.part, Input: ed.input}
+			g.Edges = append(g.Edges, re)
+			re.From.Outputs = append(re.From.Outputs, re)
+			re.To.Inputs = append(re.To.Inputs, re)
+			netEdge[ed] = re
+		}
+	}
+	for _, v := range g.Vertices {
+		chainNodes := members[v]
+		names := make([]string, len(chainNodes))
+		for i, n := range chainNodes {
+			names[i] = n.name
+		}
+		if len(names) > 1 {
+			v.Name = fmt.Sprint(names)
+		}
+		head := chainNodes[0]
+		v.Build = func(tc *runtime.TaskContext) (*runtime.Chain, error) {
+			return buildChain(tc, head, chained, netEdge)
+		}
+	}
+	return g, nil
+}
+
+func buildChain(tc *runtime.TaskContext, head *node, chained func(*edge) bool, netEdge map[*edge]*runtime.Edge) (*runtime.Chain, error) {
+	enabled, exactlyOnce := tc.Checkpointing()
+	b := &buildCtx{tc: tc, checkpointing: enabled, exactlyOnce: exactlyOnce, maxParallelism: tc.MaxParallelism}
+	built := map[*node]runtime.Operator{}
+	var build func(n *node) (runtime.Operator, []any, error)
+	build = func(n *node) (runtime.Operator, []any, error) {
+		var outs []any
+		for _, ed := range n.outputs {
+			if chained(ed) {
+				op, ins, err := build(ed.to)
+				if err != nil {
+					return nil, nil, err
+				}
+				outs = append(outs, n.chainOut(ins[ed.input], op))
+				continue
+			}
+			var part any
+			if ed.partitioner != nil {
+				part = ed.partitioner(ed.to.maxPar)
+			}
+			w, err := n.writer(tc, netEdge[ed], part)
+			if err != nil {
+				return nil, nil, err
+			}
+			outs = append(outs, w)
+		}
+		op, ins, err := n.build(b, n.fanOut(outs))
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", n.describe(), err)
+		}
+		built[n] = op
+		return op, ins, nil
+	}
+	op, ins, err := build(head)
+	if err != nil {
+		return nil, err
+	}
+	chain := &runtime.Chain{}
+	// Head first, then the chained operators in pre-order.
+	var order func(n *node)
+	order = func(n *node) {
+		chain.Operators = append(chain.Operators, runtime.ChainedOperator{UID: n.uid, Name: n.name, Op: built[n]})
+		for _, ed := range n.outputs {
+			if chained(ed) {
+				order(ed.to)
+			}
+		}
+	}
+	order(head)
+	if head.source {
+		d, ok := op.(runtime.SourceDriver)
+		if !ok {
+			return nil, fmt.Errorf("%s is not a source", head.describe())
+		}
+		chain.Source = d
+	} else {
+		chain.Deliver = head.deliver(ins)
+	}
+	return chain, nil
+}
+
+func (n *node) describe() string {
+	if n.settings.uid != "" {
+		return fmt.Sprintf("%s %q", n.kind, n.settings.uid)
+	}
+	return fmt.Sprintf("%s #%d", n.kind, n.id)
+}
+
+// Stream is a stream of records of type T.
+type Stream[T any] struct {
+	env  *Environment
+	node *node
+}
+
+// Env returns the stream's environment.
+func (s Stream[T]) Env() *Environment { return s.env }
+
+func oneInput[IN any](ins []any) func(int, any) error {
+	return runtime.DeliverTo(ins[0].(runtime.Input[IN]))
+}

@@ -1,0 +1,117 @@
+// Package streamtest helps test jobs: sinks that collect what a job
+// writes (transactionally, as an exactly-once sink would, or directly, as
+// an at-least-once one), and helpers to inject failures.
+package streamtest
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/weirstream/weir/connector"
+)
+
+// Collector is a sink that keeps what a job writes, in memory, shared by
+// all its subtasks and surviving their restarts, like an external system.
+//
+// In transactional mode each subtask stages its records in a transaction
+// per checkpoint; PrepareCommit names it in the committable, and Commit
+// makes it visible. Transactions that were never committed (the subtask
+// failed first) stay invisible. Otherwise every record is visible as soon
+// as it is written, and a restart writes records again.
+type Collector[T any] struct {
+	transactional bool
+
+	mu        sync.Mutex
+	committed []T
+	staged    map[string][]T
+	done      map[string]bool
+	writes    int
+}
+
+// NewCollector returns a Collector; transactional selects exactly-once
+// commits.
+func NewCollector[T any](transactional bool) *Collector[T] {
+	return &Collector[T]{transactional: transactional, staged: map[string][]T{}, done: map[string]bool{}}
+}
+
+// Results returns the visible records, in the order they became visible.
+func (c *Collector[T]) Results() []T {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.committed)
+}
+
+// Writes returns how many records were written, visible or not.
+func (c *Collector[T]) Writes() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.writes
+}
+
+// NewWriter implements connector.Sink.
+func (c *Collector[T]) NewWriter(_ context.Context, info connector.WriterInfo) (connector.SinkWriter[T], error) {
+	return &collectorWriter[T]{c: c, info: info}, nil
+}
+
+type collectorWriter[T any] struct {
+	c    *Collector[T]
+	info connector.WriterInfo
+	open []T
+}
+
+func (w *collectorWriter[T]) Write(v T, _ int64) error {
+	w.c.mu.Lock()
+	defer w.c.mu.Unlock()
+	w.c.writes++
+	if w.c.transactional {
+		w.open = append(w.open, v)
+		return nil
+	}
+	w.c.committed = append(w.c.committed, v)
+	return nil
+}
+
+// PrepareCommit stages the open transaction under a name unique to the
+// subtask and checkpoint, as Kafka's transactional ids are.
+func (w *collectorWriter[T]) PrepareCommit(_ context.Context, id int64) ([][]byte, error) {
+	if !w.c.transactional {
+		return nil, nil
+	}
+	txn := fmt.Sprintf("%s/%d/%d", w.info.UID, w.info.Subtask, id)
+	w.c.mu.Lock()
+	defer w.c.mu.Unlock()
+	if _, dup := w.c.staged[txn]; dup || w.c.done[txn] {
+		return nil, fmt.Errorf("streamtest: transaction %s prepared twice", txn)
+	}
+	w.c.staged[txn] = w.open
+	w.open = nil
+	return [][]byte{[]byte(txn)}, nil
+}
+
+// Commit makes staged transactions visible; committing one twice is a
+// no-op.
+func (w *collectorWriter[T]) Commit(_ context.Context, committables [][]byte) error {
+	w.c.mu.Lock()
+	defer w.c.mu.Unlock()
+	for _, b := range committables {
+		txn := string(b)
+		if w.c.done[txn] {
+			continue
+		}
+		recs, ok := w.c.staged[txn]
+		if !ok {
+			return fmt.Errorf("streamtest: commit of unknown transaction %s", txn)
+		}
+		w.c.committed = append(w.c.committed, recs...)
+		delete(w.c.staged, txn)
+		w.c.done[txn] = true
+	}
+	return nil
+}
+
+func (w *collectorWriter[T]) Close() error {
+	w.open = nil // an open transaction is abandoned
+	return nil
+}
