@@ -93,7 +93,7 @@ func (k PartitionerKind) String() string {
 // maxParallelism key groups, and key groups map to subtasks in contiguous
 // ranges (keyGroup·p/maxP), so that state can later move in whole groups.
 type HashPartitioner[T any] struct {
-	KeyGroup func(v T) int // the record's key group in [0, MaxParallelism)
+	KeyGroup       func(v T) int // the record's key group in [0, MaxParallelism)
 	MaxParallelism int
 }
 
