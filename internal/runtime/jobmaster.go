@@ -61,8 +61,10 @@ type Event struct {
 	Kind       EventKind
 	Checkpoint int64
 	Task       checkpoint.TaskID
-	Err        error
-	// Offsets are the restored source positions, by split (EventRestored).
+	// Tasks are the subtasks a restart redeploys (EventRestarting).
+	Tasks []checkpoint.TaskID
+	Err   error
+	// Message says more, in words (the restart decision, the abort reason).
 	Message string
 }
 
@@ -432,7 +434,7 @@ func (jm *JobMaster) fail(id checkpoint.TaskID, cause error) error {
 	for i, t := range ftasks {
 		ids[i] = checkpoint.TaskID{Vertex: t.Vertex, Subtask: t.Subtask}
 	}
-	jm.emit(Event{Kind: EventRestarting, Task: id, Err: cause, Message: d.String()})
+	jm.emit(Event{Kind: EventRestarting, Task: id, Tasks: ids, Err: cause, Message: d.String()})
 	for _, tid := range ids {
 		if r := jm.tasks[tid]; r != nil {
 			r.canceled = true
