@@ -36,9 +36,26 @@ func (k Kind) String() string {
 	return "CHECKPOINT"
 }
 
+// MarshalText writes the kind as CHECKPOINT or SAVEPOINT.
+func (k Kind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
+
+// UnmarshalText reads CHECKPOINT or SAVEPOINT.
+func (k *Kind) UnmarshalText(b []byte) error {
+	switch string(b) {
+	case "CHECKPOINT":
+		*k = KindCheckpoint
+	case "SAVEPOINT":
+		*k = KindSavepoint
+	default:
+		return fmt.Errorf("checkpoint: unknown kind %q (want CHECKPOINT or SAVEPOINT)", b)
+	}
+	return nil
+}
+
 // KeyGroupRange is an inclusive range of key groups [Start, End].
 type KeyGroupRange struct {
-	Start, End int
+	Start int `json:"start"`
+	End   int `json:"end"`
 }
 
 // StateHandle points at one piece of persisted state: a file in

@@ -1,0 +1,379 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/url"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"gocloud.dev/blob"
+	"gocloud.dev/blob/fileblob"
+	"gocloud.dev/gcerrors"
+)
+
+// location names a bucket: a local directory, or a bucket of a gocloud
+// driver. Two equal locations are the same bucket.
+type location struct {
+	scheme string // "file" for a local directory
+	dir    string // file: the absolute directory
+	host   string // other schemes: the URL's host (the bucket's name)
+	query  string // other schemes: the URL's query without "prefix"
+}
+
+// display returns the path or URL a person (or Resolve) would use for key.
+func (l location) display(key string) string {
+	if l.scheme == "file" {
+		return filepath.Join(l.dir, filepath.FromSlash(key))
+	}
+	s := l.scheme + "://" + l.host + "/" + key
+	if l.query != "" {
+		s += "?" + l.query
+	}
+	return s
+}
+
+func (l location) url() string {
+	s := l.scheme + "://" + l.host
+	if l.query != "" {
+		s += "?" + l.query
+	}
+	return s
+}
+
+// parseLocation splits a storage URL or plain path into the bucket it
+// names and the key inside that bucket, without leading or trailing "/".
+// A local directory is its own bucket, so its key is always "": the path
+// is in the location.
+func parseLocation(raw string) (location, string, error) {
+	if raw == "" {
+		return location{}, "", errors.New("storage: empty location")
+	}
+	if !strings.Contains(raw, "://") {
+		abs, err := filepath.Abs(raw)
+		if err != nil {
+			return location{}, "", fmt.Errorf("storage: %s: %w", raw, err)
+		}
+		return location{scheme: "file", dir: abs}, "", nil
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return location{}, "", fmt.Errorf("storage: %w", err)
+	}
+	if u.Scheme == "file" {
+		if u.RawQuery != "" {
+			return location{}, "", fmt.Errorf("storage: %s: file URLs take no query parameters", raw)
+		}
+		p := u.Path
+		switch u.Host {
+		case "", "localhost":
+		case ".":
+			p = strings.TrimPrefix(p, "/")
+		default:
+			return location{}, "", fmt.Errorf("storage: %s: file URL with host %q", raw, u.Host)
+		}
+		if p == "" {
+			return location{}, "", fmt.Errorf("storage: %s: no path", raw)
+		}
+		abs, err := filepath.Abs(filepath.FromSlash(p))
+		if err != nil {
+			return location{}, "", fmt.Errorf("storage: %s: %w", raw, err)
+		}
+		return location{scheme: "file", dir: abs}, "", nil
+	}
+	q := u.Query()
+	key := strings.Trim(q.Get("prefix"), "/")
+	q.Del("prefix")
+	if p := strings.Trim(u.Path, "/"); p != "" {
+		key = joinKey(key, p)
+	}
+	// Keys are paths: "a/../b" is "b", as in a local directory.
+	key = strings.Trim(path.Clean("/"+key), "/")
+	return location{scheme: u.Scheme, host: u.Host, query: q.Encode()}, key, nil
+}
+
+// joinKey joins key elements with "/", skipping empty ones.
+func joinKey(elems ...string) string {
+	var b strings.Builder
+	for _, e := range elems {
+		if e == "" {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte('/')
+		}
+		b.WriteString(e)
+	}
+	return b.String()
+}
+
+// parentKey returns the key of the directory holding key, "" at the root.
+func parentKey(key string) string {
+	if i := strings.LastIndexByte(key, '/'); i >= 0 {
+		return key[:i]
+	}
+	return ""
+}
+
+// store is one opened bucket plus what this package knows about it. It is
+// safe for concurrent use.
+type store struct {
+	bucket *blob.Bucket
+	owned  bool // Close closes bucket
+	loc    location
+	faults *Faults
+	// localDir is the directory a fileblob bucket this package opened is
+	// rooted at; "" for other buckets. It lets writes be synced to disk and
+	// emptied directories be removed.
+	localDir string
+}
+
+// openStore opens the bucket loc names. create makes a missing local
+// directory.
+func openStore(ctx context.Context, c *config, loc location, create bool) (*store, error) {
+	if loc.scheme == "file" {
+		b, err := fileblob.OpenBucket(loc.dir, &fileblob.Options{
+			CreateDir: create,
+			// Temporary files go next to the final file, so the rename
+			// that publishes a file never crosses a mount point.
+			NoTempDir: true,
+			// No ".attrs" sidecar files: a checkpoint directory holds
+			// exactly the state files and _metadata.
+			Metadata: fileblob.MetadataDontWrite,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("storage: open %s: %w", loc.dir, err)
+		}
+		return &store{bucket: b, owned: true, loc: loc, faults: c.faults, localDir: loc.dir}, nil
+	}
+	b, err := c.mux.OpenBucket(ctx, loc.url())
+	if err != nil {
+		return nil, fmt.Errorf("storage: open %s: %w", loc.url(), err)
+	}
+	return &store{bucket: b, owned: true, loc: loc, faults: c.faults}, nil
+}
+
+func (s *store) close() error {
+	if !s.owned {
+		return nil
+	}
+	return s.bucket.Close()
+}
+
+// errNotExist marks an object that is not there, whether the driver said
+// so or an injected fault did.
+var errNotExist = fs.ErrNotExist
+
+func isNotExist(err error) bool {
+	return errors.Is(err, errNotExist) || gcerrors.Code(err) == gcerrors.NotFound
+}
+
+// opError wraps err from op on key with the key's path.
+func (s *store) opError(op, key string, err error) error {
+	if isNotExist(err) && !errors.Is(err, errNotExist) {
+		err = fmt.Errorf("%w: %w", errNotExist, err)
+	}
+	return fmt.Errorf("storage: %s %s: %w", op, s.loc.display(key), err)
+}
+
+// objectWriter writes one object. Close publishes it; Abort discards it.
+// Either must be called, once.
+type objectWriter interface {
+	io.Writer
+	Close() error
+	Abort()
+}
+
+// newWriter starts writing key. The object appears, complete, only when
+// Close returns nil: every gocloud driver publishes a write on Close
+// (fileblob renames a temporary file, object stores complete the upload),
+// and cancelling the write's context before Close discards it.
+func (s *store) newWriter(ctx context.Context, key, contentType string) (objectWriter, error) {
+	f := s.faults.decide(OpWrite, key)
+	ctx, cancel := context.WithCancel(ctx)
+	bw := &bucketWriter{cancel: cancel}
+	w, err := s.bucket.NewWriter(ctx, key, &blob.WriterOptions{
+		ContentType: contentType,
+		BeforeWrite: func(as func(any) bool) error {
+			// fileblob hands out its temporary file; syncing it before
+			// Close makes the published file durable, not only visible.
+			var file *os.File
+			if as(&file) {
+				bw.file = file
+			}
+			return nil
+		},
+	})
+	if err != nil {
+		cancel()
+		return nil, s.opError("write", key, err)
+	}
+	bw.w = w
+	if f != nil {
+		return &faultWriter{under: bw, fault: f}, nil
+	}
+	return bw, nil
+}
+
+type bucketWriter struct {
+	w      *blob.Writer
+	file   *os.File
+	cancel context.CancelFunc
+}
+
+func (w *bucketWriter) Write(p []byte) (int, error) { return w.w.Write(p) }
+
+func (w *bucketWriter) Close() error {
+	defer w.cancel()
+	if w.file != nil {
+		if err := w.file.Sync(); err != nil {
+			w.Abort()
+			return err
+		}
+	}
+	return w.w.Close()
+}
+
+func (w *bucketWriter) Abort() {
+	w.cancel()
+	_ = w.w.Close()
+}
+
+// objectReader reads one object.
+type objectReader interface {
+	io.ReadCloser
+	// Size is the object's size as the bucket reports it.
+	Size() int64
+}
+
+func (s *store) newReader(ctx context.Context, key string) (objectReader, error) {
+	f := s.faults.decide(OpRead, key)
+	if f != nil {
+		switch f.Action {
+		case Fail:
+			return nil, s.opError("read", key, f.err())
+		case Drop:
+			return nil, s.opError("read", key, fmt.Errorf("%w (%w)", errNotExist, ErrInjected))
+		}
+	}
+	r, err := s.bucket.NewReader(ctx, key, nil)
+	if err != nil {
+		return nil, s.opError("read", key, err)
+	}
+	if f != nil {
+		fr, err := newFaultReader(r, f)
+		if err != nil {
+			return nil, s.opError("read", key, err)
+		}
+		return fr, nil
+	}
+	return r, nil
+}
+
+func (s *store) readAll(ctx context.Context, key string) ([]byte, error) {
+	r, err := s.newReader(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return nil, s.opError("read", key, err)
+	}
+	return b, nil
+}
+
+// object is one listed object, or a directory when listing with a
+// delimiter.
+type object struct {
+	Key     string
+	Size    int64
+	ModTime time.Time
+	IsDir   bool
+}
+
+func (s *store) stat(ctx context.Context, key string) (object, error) {
+	if f := s.faults.decide(OpStat, key); f != nil {
+		if f.Action == Drop {
+			return object{}, s.opError("stat", key, fmt.Errorf("%w (%w)", errNotExist, ErrInjected))
+		}
+		return object{}, s.opError("stat", key, f.err())
+	}
+	a, err := s.bucket.Attributes(ctx, key)
+	if err != nil {
+		return object{}, s.opError("stat", key, err)
+	}
+	return object{Key: key, Size: a.Size, ModTime: a.ModTime}, nil
+}
+
+// list returns the objects whose keys start with prefix, in key order.
+// With dirs, keys are cut at the first "/" after prefix and such
+// directories are listed once, with IsDir set.
+func (s *store) list(ctx context.Context, prefix string, dirs bool) ([]object, error) {
+	if f := s.faults.decide(OpList, prefix); f != nil {
+		if f.Action == Drop {
+			return nil, nil
+		}
+		return nil, s.opError("list", prefix, f.err())
+	}
+	opts := &blob.ListOptions{Prefix: prefix}
+	if dirs {
+		opts.Delimiter = "/"
+	}
+	var out []object
+	it := s.bucket.List(opts)
+	for {
+		o, err := it.Next(ctx)
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return nil, s.opError("list", prefix, err)
+		}
+		out = append(out, object{Key: o.Key, Size: o.Size, ModTime: o.ModTime, IsDir: o.IsDir})
+	}
+}
+
+// remove deletes key. A key that is not there is not an error.
+func (s *store) remove(ctx context.Context, key string) error {
+	if f := s.faults.decide(OpDelete, key); f != nil {
+		if f.Action == Drop {
+			return nil
+		}
+		return s.opError("delete", key, f.err())
+	}
+	if err := s.bucket.Delete(ctx, key); err != nil && !isNotExist(err) {
+		return s.opError("delete", key, err)
+	}
+	return nil
+}
+
+// syncDir makes the entries of directory dirKey durable, on local
+// directories; elsewhere a completed write is already durable. Errors are
+// ignored: some file systems cannot sync a directory.
+func (s *store) syncDir(dirKey string) {
+	if s.localDir == "" {
+		return
+	}
+	d, err := os.Open(filepath.Join(s.localDir, filepath.FromSlash(dirKey)))
+	if err != nil {
+		return
+	}
+	_ = d.Sync()
+	_ = d.Close()
+}
+
+// removeEmptyDir removes the directory dirKey if it is empty, on local
+// directories: fileblob deletes files but leaves their directories behind.
+func (s *store) removeEmptyDir(dirKey string) {
+	if s.localDir == "" || dirKey == "" {
+		return
+	}
+	_ = os.Remove(filepath.Join(s.localDir, filepath.FromSlash(dirKey)))
+}
