@@ -105,10 +105,11 @@ func (e *Environment) setErr(err error) {
 // Execute runs the job until it finishes (bounded sources), fails beyond
 // what the restart strategy allows, or ctx is done.
 func (e *Environment) Execute(ctx context.Context, name string) error {
-	jm, err := e.prepare(name)
+	jm, closer, err := e.prepare(ctx, name)
 	if err != nil {
 		return err
 	}
+	defer closer()
 	return jm.Run(ctx)
 }
 

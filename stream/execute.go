@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"context"
 	"math/rand/v2"
 
 	"github.com/weirstream/weir/config"
@@ -9,26 +10,28 @@ import (
 )
 
 // prepare turns the environment into a job master ready to run.
-func (e *Environment) prepare(name string) (*runtime.JobMaster, error) {
+// The returned function releases what the job master holds open.
+func (e *Environment) prepare(ctx context.Context, name string) (*runtime.JobMaster, func() error, error) {
+	nop := func() error { return nil }
 	pipe, err := e.cfg.Pipeline()
 	if err != nil {
-		return nil, err
+		return nil, nop, err
 	}
 	g, err := e.graph(name, pipe)
 	if err != nil {
-		return nil, err
+		return nil, nop, err
 	}
 	cp, err := e.cfg.Checkpointing()
 	if err != nil {
-		return nil, err
+		return nil, nop, err
 	}
 	rs, err := e.cfg.Restart()
 	if err != nil {
-		return nil, err
+		return nil, nop, err
 	}
 	strategy, err := restartStrategy(rs)
 	if err != nil {
-		return nil, err
+		return nil, nop, err
 	}
 	opts := runtime.Options{
 		JobID:    e.jobID,
@@ -40,15 +43,20 @@ func (e *Environment) prepare(name string) (*runtime.JobMaster, error) {
 	if e.faults != nil {
 		opts.Faults = faultAdapter(e.faults)
 	}
+	closer := nop
 	if cp.Enabled {
-		ckpt, restore, err := e.checkpointing(cp)
+		ckpt, restore, c, err := e.checkpointing(ctx, cp)
 		if err != nil {
-			return nil, err
+			return nil, nop, err
 		}
-		opts.Checkpointing = ckpt
-		opts.Restore = restore
+		opts.Checkpointing, opts.Restore, closer = ckpt, restore, c
 	}
-	return runtime.NewJobMaster(g, opts)
+	jm, err := runtime.NewJobMaster(g, opts)
+	if err != nil {
+		closer()
+		return nil, nop, err
+	}
+	return jm, closer, nil
 }
 
 // restartStrategy builds the restart strategy the configuration names.

@@ -2,12 +2,15 @@ package stream_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"testing"
 
 	"github.com/weirstream/weir/config"
 	"github.com/weirstream/weir/connector/datagen"
+	"github.com/weirstream/weir/internal/runtime"
 	"github.com/weirstream/weir/stream"
 	"github.com/weirstream/weir/streamtest"
 )
@@ -52,5 +55,60 @@ func TestMapFilterPipeline(t *testing.T) {
 	slices.Sort(want)
 	if !slices.Equal(got, want) {
 		t.Fatalf("got %d records, want %d", len(got), len(want))
+	}
+}
+
+// TestExactlyOnceSinkAcrossFailures: a bounded job with checkpoints and a
+// transactional sink, failed twice, writes every record exactly once.
+func TestExactlyOnceSinkAcrossFailures(t *testing.T) {
+	for _, dir := range []string{"", "file://" + t.TempDir()} {
+		kv := []string{"parallelism.default=2", "execution.checkpointing.interval=20 ms",
+			"restart-strategy.type=fixed-delay", "restart-strategy.fixed-delay.attempts=5", "restart-strategy.fixed-delay.delay=0 ms"}
+		if dir != "" {
+			kv = append(kv, "execution.checkpointing.dir="+dir)
+		}
+		var fails atomic.Int32
+		var ev events
+		env, err := stream.NewEnvironment(stream.WithConfig(mustConfig(t, kv...)), stream.WithLogger(quiet), stream.WithEvents(ev.add),
+			stream.WithFaults(func(task stream.TaskInfo, attempt int, records int64) error {
+				if task.Vertex == "numbers" && attempt < 2 && records > 3000 && fails.Load() == int32(attempt) {
+					fails.Add(1)
+					return errors.New("injected")
+				}
+				return nil
+			}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		src, _ := datagen.New(func(p int, seq int64) int64 { return int64(p)*1_000_000 + seq },
+			datagen.Partitions(4), datagen.Count(5000), datagen.BatchSize(50), datagen.RatePerSecond(50_000))
+		nums := stream.FromSource(env, src, "numbers", stream.NoWatermarks[int64]())
+		sink := streamtest.NewCollector[int64](true)
+		stream.SinkTo(stream.Rebalance(nums), sink, stream.Uid("sink"))
+		if err := env.Execute(context.Background(), "eo"); err != nil {
+			t.Fatal(err)
+		}
+		if fails.Load() != 2 {
+			t.Fatalf("dir %q: %d failures injected, want 2", dir, fails.Load())
+		}
+		restored := 0
+		for _, e := range ev.of(runtime.EventRestored) {
+			if e.Checkpoint > 0 {
+				restored++
+			}
+		}
+		if restored == 0 || sink.Writes() <= 20000 {
+			t.Fatalf("dir %q: %d restores from a checkpoint, %d writes: the failures did not exercise recovery", dir, restored, sink.Writes())
+		}
+		got := sink.Results()
+		slices.Sort(got)
+		if len(got) != 20000 {
+			t.Fatalf("dir %q: %d records, want 20000 (written %d)", dir, len(got), sink.Writes())
+		}
+		for i, v := range got {
+			if want := int64(i/5000)*1_000_000 + int64(i%5000); v != want {
+				t.Fatalf("dir %q: record %d is %d, want %d", dir, i, v, want)
+			}
+		}
 	}
 }

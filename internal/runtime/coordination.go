@@ -92,9 +92,13 @@ func (jm *JobMaster) perform(ctx context.Context, actions []CheckpointAction) er
 			}
 			actions = append(actions, jm.coord.MetadataWritten(jm.clock.Now(), md.CheckpointID, path, err)...)
 			if err == nil {
+				var store StateStore = memoryStore{}
+				if jm.storage != nil {
+					store = jm.storage
+				}
 				jm.mu.Lock()
-				if jm.latest == nil || md.CheckpointID > jm.latest.CheckpointID {
-					jm.latest = md
+				if jm.latest == nil || md.CheckpointID > jm.latest.Metadata.CheckpointID {
+					jm.latest = &Restore{Metadata: md, Store: store, Path: path}
 				}
 				jm.mu.Unlock()
 			}
@@ -163,14 +167,14 @@ func (jm *JobMaster) reachedEndOfData(task checkpoint.TaskID) {
 	})
 }
 
-func (jm *JobMaster) emitRestored(md *checkpoint.Metadata) {
-	if md == nil {
+func (jm *JobMaster) emitRestored(r *Restore) {
+	if r == nil {
 		jm.log.Info("restarting without a completed checkpoint: sources start from their beginning")
 		jm.emit(Event{Kind: EventRestored})
 		return
 	}
-	jm.log.Info("restored from checkpoint", "checkpoint", md.CheckpointID)
-	jm.emit(Event{Kind: EventRestored, Checkpoint: md.CheckpointID})
+	jm.log.Info("restoring from checkpoint", "checkpoint", r.Metadata.CheckpointID, "path", r.Path)
+	jm.emit(Event{Kind: EventRestored, Checkpoint: r.Metadata.CheckpointID, Message: r.Path})
 }
 
 // memoryStore keeps state inline in the handles: checkpoints live only in

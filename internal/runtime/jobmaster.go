@@ -24,8 +24,9 @@ type Options struct {
 	Restart restart.Strategy
 	// Failover is "full" or "region".
 	Failover string
-	// Restore, if set, is the checkpoint or savepoint the job starts from.
-	Restore *checkpoint.Metadata
+	// Restore, if set, is the checkpoint or savepoint the job starts from,
+	// and where its state is read.
+	Restore *Restore
 	// Faults, if set, can fail subtasks (tests).
 	Faults FaultInjector
 	// BatchSize is the number of records per channel batch (default 1024).
@@ -41,11 +42,19 @@ type Options struct {
 type CheckpointingOptions struct {
 	Mode CheckpointMode
 	// NewCoordinator builds the checkpoint coordinator for the job's
-	// source subtasks and all its subtasks.
-	NewCoordinator func(sources, all []checkpoint.TaskID) (Coordinator, error)
+	// graph, its source subtasks and all its subtasks.
+	NewCoordinator func(g *JobGraph, sources, all []checkpoint.TaskID) (Coordinator, error)
 	// Storage persists state and metadata; nil keeps checkpoints in
 	// memory (lost with the process).
 	Storage CheckpointStorage
+}
+
+// Restore is a completed checkpoint or savepoint to start from.
+type Restore struct {
+	Metadata *checkpoint.Metadata
+	Store    StateReader
+	// Path is where it was found, for logs.
+	Path string
 }
 
 // CheckpointStorage persists state and completed checkpoints' metadata.
@@ -101,7 +110,7 @@ type JobMaster struct {
 	signal chan struct{}
 
 	tasks    map[checkpoint.TaskID]*taskRun
-	latest   *checkpoint.Metadata
+	latest   *Restore
 	attempt  int
 	finished map[checkpoint.TaskID]bool
 	eod      map[checkpoint.TaskID]bool
@@ -190,15 +199,16 @@ func NewJobMaster(g *JobGraph, opts Options) (*JobMaster, error) {
 	}
 	if c := opts.Checkpointing; c != nil {
 		jm.storage = c.Storage
-		if jm.coord, err = c.NewCoordinator(jm.sources, jm.all); err != nil {
+		if jm.coord, err = c.NewCoordinator(g, jm.sources, jm.all); err != nil {
 			return nil, fmt.Errorf("runtime: %w", err)
 		}
 	}
 	return jm, nil
 }
 
-// Latest returns the latest completed checkpoint, or nil.
-func (jm *JobMaster) Latest() *checkpoint.Metadata {
+// Latest returns the latest completed checkpoint (or the one the job
+// started from), or nil.
+func (jm *JobMaster) Latest() *Restore {
 	jm.mu.Lock()
 	defer jm.mu.Unlock()
 	return jm.latest
@@ -232,7 +242,7 @@ func (jm *JobMaster) Run(ctx context.Context) error {
 	jm.emit(Event{Kind: EventRunning})
 	if jm.coord != nil {
 		if jm.latest != nil {
-			jm.coord.Restored(jm.clock.Now(), jm.latest)
+			jm.coord.Restored(jm.clock.Now(), jm.latest.Metadata)
 		}
 		if err := jm.perform(ctx, jm.coord.Start(jm.clock.Now())); err != nil {
 			return jm.abort(err)
@@ -308,18 +318,14 @@ func (jm *JobMaster) cancelAll(cause error) {
 
 // deploy starts the given subtasks, with fresh channels among them,
 // restoring from md if it is not nil.
-func (jm *JobMaster) deploy(ctx context.Context, ids []checkpoint.TaskID, md *checkpoint.Metadata) {
+func (jm *JobMaster) deploy(ctx context.Context, ids []checkpoint.TaskID, from *Restore) {
 	set := make(map[checkpoint.TaskID]bool, len(ids))
 	for _, id := range ids {
 		set[id] = true
 	}
 	var restore *restoreInfo
-	if md != nil {
-		var store StateStore = memoryStore{}
-		if jm.storage != nil {
-			store = jm.storage
-		}
-		restore = &restoreInfo{Metadata: md, Store: store}
+	if from != nil {
+		restore = &restoreInfo{Metadata: from.Metadata, Store: from.Store}
 	}
 	tasks := make(map[checkpoint.TaskID]*Task)
 	for _, v := range jm.graph.Vertices {

@@ -51,7 +51,12 @@ type Snapshot struct {
 
 // StateStore writes and reads state in checkpoint storage.
 type StateStore interface {
+	StateReader
 	WriteState(ctx context.Context, checkpointID int64, name string, write func(io.Writer) error) (checkpoint.StateHandle, error)
+}
+
+// StateReader reads state, verifying its checksum.
+type StateReader interface {
 	ReadState(ctx context.Context, h checkpoint.StateHandle) ([]byte, error)
 }
 
@@ -61,7 +66,7 @@ type StateStore interface {
 type Restored struct {
 	CheckpointID int64
 	State        *checkpoint.OperatorState
-	Store        StateStore
+	Store        StateReader
 }
 
 // KeyedHandles returns the keyed state handles that overlap kg.

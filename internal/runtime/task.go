@@ -47,7 +47,7 @@ type FaultInjector interface {
 
 type restoreInfo struct {
 	Metadata *checkpoint.Metadata
-	Store    StateStore
+	Store    StateReader
 }
 
 // taskMaster is the job master as a task sees it.
