@@ -115,7 +115,17 @@ func (s *Source[T]) Open(ctx *runtime.OperatorContext) error {
 	s.done = make(chan struct{})
 	fctx, cancel := context.WithCancel(ctx)
 	s.cancel = cancel
+	if s.wm.Idleness > 0 {
+		s.scheduleIdleCheck()
+	}
 	if len(starts) == 0 {
+		if !s.src.Bounded() {
+			// Nothing to read, ever: do not hold back event time downstream.
+			if err := ctx.SetIdle(true); err != nil {
+				cancel()
+				return err
+			}
+		}
 		go func() {
 			defer close(s.done)
 			if s.src.Bounded() {
@@ -226,12 +236,57 @@ func (s *Source[T]) emit(f connector.Fetch[T]) (int, bool, error) {
 	}
 	if len(f.Records) > 0 {
 		s.lastAt[f.Split] = s.ctx.Now()
-		s.idle[f.Split] = false
+		if s.idle[f.Split] {
+			s.idle[f.Split] = false
+			if err := s.ctx.SetIdle(false); err != nil {
+				return len(f.Records), false, err
+			}
+		}
 	}
 	if err := s.advanceWatermark(); err != nil {
 		return len(f.Records), false, err
 	}
 	return len(f.Records), false, nil
+}
+
+// scheduleIdleCheck marks splits idle that have had no records for the
+// idleness timeout, checking a few times per timeout; when every split is
+// idle the subtask tells downstream it is idle.
+func (s *Source[T]) scheduleIdleCheck() {
+	every := max(s.wm.Idleness/4, time.Millisecond)
+	s.ctx.AtProcessingTime(s.ctx.Now().Add(every), func() error {
+		now := s.ctx.Now()
+		changed := false
+		for id, st := range s.splits {
+			if !st.Ended && !s.idle[id] && now.Sub(s.lastAt[id]) >= s.wm.Idleness {
+				s.idle[id] = true
+				changed = true
+			}
+		}
+		if changed {
+			if err := s.advanceWatermark(); err != nil {
+				return err
+			}
+			if s.allIdle() {
+				if err := s.ctx.SetIdle(true); err != nil {
+					return err
+				}
+			}
+		}
+		if s.ctx.Err() == nil {
+			s.scheduleIdleCheck()
+		}
+		return nil
+	})
+}
+
+func (s *Source[T]) allIdle() bool {
+	for id, st := range s.splits {
+		if !st.Ended && !s.idle[id] {
+			return false
+		}
+	}
+	return true
 }
 
 // advanceWatermark emits the minimum over the active splits of each

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"bytes"
+	"errors"
 	"context"
 	"fmt"
 	"hash/crc32"
@@ -21,7 +22,7 @@ type Coordinator interface {
 	// checkpoint of a bounded job).
 	TriggerNow(now time.Time) []CheckpointAction
 	Ack(now time.Time, task checkpoint.TaskID, id int64, ack checkpoint.TaskAck) []CheckpointAction
-	Decline(now time.Time, task checkpoint.TaskID, id int64, err error, counted bool) []CheckpointAction
+	Decline(now time.Time, task checkpoint.TaskID, id int64, why DeclineReason, err error) []CheckpointAction
 	MetadataWritten(now time.Time, id int64, path string, err error) []CheckpointAction
 	TaskFinished(now time.Time, task checkpoint.TaskID) []CheckpointAction
 	// Failover aborts the pending checkpoints of a restarting job.
@@ -29,6 +30,20 @@ type Coordinator interface {
 	Restored(now time.Time, md *checkpoint.Metadata)
 	Stop(now time.Time)
 }
+
+// DeclineReason says why a subtask declined a checkpoint; only an
+// asynchronous failure counts towards the tolerable failures.
+type DeclineReason int
+
+const (
+	// DeclineSubsumed: a newer barrier arrived first, or the coordinator
+	// aborted the checkpoint.
+	DeclineSubsumed DeclineReason = iota
+	// DeclineAsyncFailure: writing the snapshot failed.
+	DeclineAsyncFailure
+	// DeclineTaskClosing: the subtask had finished when the trigger came.
+	DeclineTaskClosing
+)
 
 // CheckpointAction is an effect the coordinator asks for.
 type CheckpointAction interface{ checkpointAction() }
@@ -77,10 +92,14 @@ func (jm *JobMaster) perform(ctx context.Context, actions []CheckpointAction) er
 		switch a := a.(type) {
 		case TriggerCheckpoint:
 			for _, id := range a.Tasks {
-				if r := jm.tasks[id]; r != nil && !jm.finished[id] {
-					t, b := r.task, a.Barrier
-					t.mailbox.post(func() error { return t.triggerCheckpoint(b) })
+				r := jm.tasks[id]
+				if r == nil || jm.finished[id] {
+					actions = append(actions, jm.coord.Decline(jm.clock.Now(), id, a.Barrier.ID, DeclineTaskClosing, errors.New("the subtask has finished"))...)
+					continue
 				}
+				r.triggered = max(r.triggered, a.Barrier.ID)
+				t, b := r.task, a.Barrier
+				t.mailbox.post(func() error { return t.triggerCheckpoint(b) })
 			}
 		case WriteMetadata:
 			md := a.Metadata
@@ -142,16 +161,19 @@ func (jm *JobMaster) acknowledge(task checkpoint.TaskID, id int64, ack checkpoin
 		if jm.coord == nil {
 			return nil
 		}
+		if r := jm.tasks[task]; r != nil {
+			r.acked = max(r.acked, id)
+		}
 		return jm.perform(jm.ctx, jm.coord.Ack(jm.clock.Now(), task, id, ack))
 	})
 }
 
-func (jm *JobMaster) decline(task checkpoint.TaskID, id int64, err error, counted bool) {
+func (jm *JobMaster) decline(task checkpoint.TaskID, id int64, why DeclineReason, err error) {
 	jm.post(func() error {
 		if jm.coord == nil {
 			return nil
 		}
-		return jm.perform(jm.ctx, jm.coord.Decline(jm.clock.Now(), task, id, err, counted))
+		return jm.perform(jm.ctx, jm.coord.Decline(jm.clock.Now(), task, id, why, err))
 	})
 }
 

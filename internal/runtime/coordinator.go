@@ -65,10 +65,13 @@ func (a *coordinatorAdapter) Ack(now time.Time, task checkpoint.TaskID, id int64
 	return a.actions(out)
 }
 
-func (a *coordinatorAdapter) Decline(now time.Time, task checkpoint.TaskID, id int64, err error, counted bool) []CheckpointAction {
+func (a *coordinatorAdapter) Decline(now time.Time, task checkpoint.TaskID, id int64, why DeclineReason, err error) []CheckpointAction {
 	reason := coordinator.ReasonNewerBarrier
-	if counted {
+	switch why {
+	case DeclineAsyncFailure:
 		reason = coordinator.ReasonAsyncFailure
+	case DeclineTaskClosing:
+		reason = coordinator.ReasonTaskClosing
 	}
 	out, _ := a.c.Decline(now, task, id, fmt.Errorf("%w: %w", reason, err))
 	return a.actions(out)

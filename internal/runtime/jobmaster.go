@@ -125,6 +125,9 @@ type taskRun struct {
 	err      error
 	attempt  int
 	canceled bool
+	// triggered and acked are the newest checkpoints triggered at and
+	// acknowledged by the subtask (sources).
+	triggered, acked int64
 }
 
 // errRestart cancels subtasks that are being redeployed.
@@ -415,10 +418,17 @@ func (jm *JobMaster) taskExited(id checkpoint.TaskID, r *taskRun, err error) err
 	}
 	if err == nil {
 		jm.finished[id] = true
-		if jm.coord != nil {
-			return jm.perform(jm.ctx, jm.coord.TaskFinished(jm.clock.Now(), id))
+		if jm.coord == nil {
+			return nil
 		}
-		return nil
+		now := jm.clock.Now()
+		acts := jm.coord.TaskFinished(now, id)
+		if r.triggered > r.acked {
+			// A trigger reached the subtask after it had finished: it will
+			// never acknowledge, so the checkpoint must not wait for it.
+			acts = append(acts, jm.coord.Decline(now, id, r.triggered, DeclineTaskClosing, errors.New("the subtask finished"))...)
+		}
+		return jm.perform(jm.ctx, acts)
 	}
 	return jm.fail(id, err)
 }

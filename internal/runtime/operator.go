@@ -111,6 +111,21 @@ func (c *OperatorContext) AtProcessingTime(t time.Time, f func() error) {
 	c.task.schedule(t, f)
 }
 
+// SetIdle tells downstream subtasks that this subtask has no data for now
+// (idle: its watermark must not hold event time back) or has again.
+func (c *OperatorContext) SetIdle(idle bool) error {
+	t := c.task
+	if t.idle == idle {
+		return nil
+	}
+	t.idle = idle
+	kind := msgActive
+	if idle {
+		kind = msgIdle
+	}
+	return t.broadcast(message{kind: kind})
+}
+
 // KeyGroupsFor returns the key groups subtask index owns among
 // parallelism subtasks: Flink's contiguous ranges.
 func KeyGroupsFor(maxParallelism, parallelism, index int) checkpoint.KeyGroupRange {

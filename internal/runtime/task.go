@@ -53,7 +53,7 @@ type restoreInfo struct {
 // taskMaster is the job master as a task sees it.
 type taskMaster interface {
 	acknowledge(task checkpoint.TaskID, id int64, ack checkpoint.TaskAck)
-	decline(task checkpoint.TaskID, id int64, err error, counted bool)
+	decline(task checkpoint.TaskID, id int64, why DeclineReason, err error)
 	reachedEndOfData(task checkpoint.TaskID)
 }
 
@@ -83,6 +83,7 @@ type Task struct {
 	completed          int64 // highest checkpoint notified complete
 	inputsEnded        bool
 	done               bool
+	idle               bool // announced idle downstream (sources)
 
 	recordsIn  atomic.Int64
 	watermark  atomic.Int64
@@ -258,7 +259,7 @@ func (t *Task) onBarrierEvents(events []BarrierEvent) error {
 				return err
 			}
 		case AbortCheckpoint:
-			t.master.decline(t.id, ev.Checkpoint, errors.New(ev.Reason), false)
+			t.master.decline(t.id, ev.Checkpoint, DeclineSubsumed, errors.New(ev.Reason))
 		}
 	}
 	return nil
@@ -318,6 +319,7 @@ func (t *Task) broadcast(m message) error {
 // as a mail, and the barrier goes out right behind the last record emitted.
 func (t *Task) triggerCheckpoint(b Barrier) error {
 	if t.done {
+		t.master.decline(t.id, b.ID, DeclineTaskClosing, errors.New("the subtask has finished"))
 		return nil
 	}
 	delay := max(0, t.clock.Now().Sub(time.Unix(0, b.Timestamp)))
@@ -399,7 +401,7 @@ func (t *Task) writeSnapshot(id int64, ops []ChainedOperator, snaps []Snapshot, 
 	t.mailbox.post(release)
 	if err != nil {
 		if t.ctx.Err() == nil {
-			t.master.decline(t.id, id, fmt.Errorf("asynchronous part of checkpoint %d failed: %w", id, err), true)
+			t.master.decline(t.id, id, DeclineAsyncFailure, fmt.Errorf("asynchronous part of checkpoint %d failed: %w", id, err))
 		}
 		return
 	}
