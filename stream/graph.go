@@ -45,15 +45,12 @@ type node struct {
 	source   bool
 
 	// build makes the operator for one subtask, writing to out (a
-	// runtime.Output[OUT]); it returns the operator and its typed inputs
-	// (runtime.Input[IN] per logical input).
+	// runtime.Output[OUT]; side outputs are in b.side); it returns the
+	// operator and its typed inputs (runtime.Input[IN] per logical input).
 	build func(b *buildCtx, out any) (runtime.Operator, []any, error)
-	// fanOut turns []any of runtime.Output[OUT] into one.
-	fanOut func(outs []any) any
-	// chainOut wraps the next operator's input (a runtime.Input[OUT]).
-	chainOut func(in any, op runtime.Operator) any
-	// writer makes the record writer towards a network edge.
-	writer func(tc *runtime.TaskContext, e *runtime.Edge, part any) (any, error)
+	// outs holds the typed plumbing of the main output ("") and of each
+	// side output, by tag.
+	outs map[string]*outType
 	// deliver makes the vertex's Deliver from its head's inputs.
 	deliver func(inputs []any) func(int, any) error
 
@@ -63,8 +60,19 @@ type node struct {
 	maxPar      int
 }
 
+// outType is the typed plumbing of one output of a node.
+type outType struct {
+	// fanOut turns []any of runtime.Output[T] into one.
+	fanOut func(outs []any) any
+	// chainOut wraps the next operator's input (a runtime.Input[T]).
+	chainOut func(in any, op runtime.Operator) any
+	// writer makes the record writer towards a network edge.
+	writer func(tc *runtime.TaskContext, e *runtime.Edge, part any) (any, error)
+}
+
 type edge struct {
 	from, to    *node
+	tag         string // the producer's output: "" main, else a side output
 	part        runtime.PartitionerKind
 	input       int
 	explicit    bool // a repartitioning the user asked for: never chained
@@ -77,14 +85,22 @@ type buildCtx struct {
 	checkpointing  bool
 	exactlyOnce    bool
 	maxParallelism int
+	// side holds the node being built's side outputs, by tag.
+	side map[string]any
 }
 
 func newNode[OUT any](env *Environment, kind string, opts []OpOption) *node {
-	n := &node{env: env, id: len(env.nodes), kind: kind}
+	n := &node{env: env, id: len(env.nodes), kind: kind, outs: map[string]*outType{"": newOutType[OUT]()}}
 	for _, o := range opts {
 		o(&n.settings)
 	}
-	n.fanOut = func(outs []any) any {
+	env.nodes = append(env.nodes, n)
+	return n
+}
+
+func newOutType[OUT any]() *outType {
+	var t outType
+	t.fanOut = func(outs []any) any {
 		switch len(outs) {
 		case 0:
 			return runtime.Output[OUT](runtime.Discard[OUT]{})
@@ -97,10 +113,10 @@ func newNode[OUT any](env *Environment, kind string, opts []OpOption) *node {
 		}
 		return runtime.Output[OUT](f)
 	}
-	n.chainOut = func(in any, op runtime.Operator) any {
+	t.chainOut = func(in any, op runtime.Operator) any {
 		return runtime.Output[OUT](runtime.ChainOutput[OUT]{In: in.(runtime.Input[OUT]), Op: op})
 	}
-	n.writer = func(tc *runtime.TaskContext, e *runtime.Edge, part any) (any, error) {
+	t.writer = func(tc *runtime.TaskContext, e *runtime.Edge, part any) (any, error) {
 		var p runtime.Partitioner[OUT]
 		if part != nil {
 			p = part.(runtime.Partitioner[OUT])
@@ -111,13 +127,12 @@ func newNode[OUT any](env *Environment, kind string, opts []OpOption) *node {
 		}
 		return runtime.Output[OUT](w), nil
 	}
-	env.nodes = append(env.nodes, n)
-	return n
+	return &t
 }
 
-// connect adds an edge from `from` into n's logical input.
-func connect(from, n *node, input int, part runtime.PartitionerKind, explicit bool, partitioner func(int) any) {
-	e := &edge{from: from, to: n, part: part, input: input, explicit: explicit, partitioner: partitioner}
+// connect adds an edge from output tag of `from` into n's logical input.
+func connect(from *node, tag string, n *node, input int, part runtime.PartitionerKind, explicit bool, partitioner func(int) any) {
+	e := &edge{from: from, tag: tag, to: n, part: part, input: input, explicit: explicit, partitioner: partitioner}
 	from.outputs = append(from.outputs, e)
 	n.inputs = append(n.inputs, e)
 }
@@ -221,27 +236,34 @@ func buildChain(tc *runtime.TaskContext, head *node, chained func(*edge) bool, n
 	built := map[*node]runtime.Operator{}
 	var build func(n *node) (runtime.Operator, []any, error)
 	build = func(n *node) (runtime.Operator, []any, error) {
-		var outs []any
+		outs := map[string][]any{}
 		for _, ed := range n.outputs {
+			ot := n.outs[ed.tag]
 			if chained(ed) {
 				op, ins, err := build(ed.to)
 				if err != nil {
 					return nil, nil, err
 				}
-				outs = append(outs, n.chainOut(ins[ed.input], op))
+				outs[ed.tag] = append(outs[ed.tag], ot.chainOut(ins[ed.input], op))
 				continue
 			}
 			var part any
 			if ed.partitioner != nil {
 				part = ed.partitioner(ed.to.maxPar)
 			}
-			w, err := n.writer(tc, netEdge[ed], part)
+			w, err := ot.writer(tc, netEdge[ed], part)
 			if err != nil {
 				return nil, nil, err
 			}
-			outs = append(outs, w)
+			outs[ed.tag] = append(outs[ed.tag], w)
 		}
-		op, ins, err := n.build(b, n.fanOut(outs))
+		b.side = map[string]any{}
+		for tag, os := range outs {
+			if tag != "" {
+				b.side[tag] = n.outs[tag].fanOut(os)
+			}
+		}
+		op, ins, err := n.build(b, n.outs[""].fanOut(outs[""]))
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s: %w", n.describe(), err)
 		}
@@ -287,6 +309,7 @@ func (n *node) describe() string {
 type Stream[T any] struct {
 	env  *Environment
 	node *node
+	tag  string // a side output of node, or "" for its main output
 }
 
 // Env returns the stream's environment.

@@ -66,7 +66,7 @@ func Map[IN, OUT any](s Stream[IN], f func(IN) OUT, opts ...OpOption) Stream[OUT
 // (and the restart strategy decides what happens next).
 func MapErr[IN, OUT any](s Stream[IN], f func(IN) (OUT, error), opts ...OpOption) Stream[OUT] {
 	n := newNode[OUT](s.env, "map", opts)
-	connect(s.node, n, 0, runtime.Forward, false, nil)
+	connect(s.node, s.tag, n, 0, runtime.Forward, false, nil)
 	n.deliver = oneInput[IN]
 	n.build = func(_ *buildCtx, out any) (runtime.Operator, []any, error) {
 		op := ops.NewMap(f, out.(runtime.Output[OUT]))
@@ -78,7 +78,7 @@ func MapErr[IN, OUT any](s Stream[IN], f func(IN) (OUT, error), opts ...OpOption
 // Filter keeps the records for which f returns true.
 func Filter[T any](s Stream[T], f func(T) bool, opts ...OpOption) Stream[T] {
 	n := newNode[T](s.env, "filter", opts)
-	connect(s.node, n, 0, runtime.Forward, false, nil)
+	connect(s.node, s.tag, n, 0, runtime.Forward, false, nil)
 	n.deliver = oneInput[T]
 	n.build = func(_ *buildCtx, out any) (runtime.Operator, []any, error) {
 		op := ops.NewFilter(func(v T) (bool, error) { return f(v), nil }, out.(runtime.Output[T]))
@@ -90,7 +90,7 @@ func Filter[T any](s Stream[T], f func(T) bool, opts ...OpOption) Stream[T] {
 // FlatMap calls f for every record; f emits any number of records.
 func FlatMap[IN, OUT any](s Stream[IN], f func(v IN, emit func(OUT)) error, opts ...OpOption) Stream[OUT] {
 	n := newNode[OUT](s.env, "flatmap", opts)
-	connect(s.node, n, 0, runtime.Forward, false, nil)
+	connect(s.node, s.tag, n, 0, runtime.Forward, false, nil)
 	n.deliver = oneInput[IN]
 	n.build = func(_ *buildCtx, out any) (runtime.Operator, []any, error) {
 		op := ops.NewFlatMap(f, out.(runtime.Output[OUT]))
@@ -104,7 +104,7 @@ func Union[T any](first Stream[T], more ...Stream[T]) Stream[T] {
 	n := newNode[T](first.env, "union", nil)
 	n.settings.noChain = true
 	for _, s := range append([]Stream[T]{first}, more...) {
-		connect(s.node, n, 0, runtime.Rebalance, false, nil)
+		connect(s.node, s.tag, n, 0, runtime.Rebalance, false, nil)
 	}
 	n.deliver = oneInput[T]
 	n.build = func(_ *buildCtx, out any) (runtime.Operator, []any, error) {
@@ -127,7 +127,7 @@ func Broadcast[T any](s Stream[T], opts ...OpOption) Stream[T] {
 
 func repartition[T any](s Stream[T], kind runtime.PartitionerKind, name string, opts []OpOption) Stream[T] {
 	n := newNode[T](s.env, name, opts)
-	connect(s.node, n, 0, kind, true, nil)
+	connect(s.node, s.tag, n, 0, kind, true, nil)
 	n.deliver = oneInput[T]
 	n.build = func(_ *buildCtx, out any) (runtime.Operator, []any, error) {
 		op := ops.NewIdentity(out.(runtime.Output[T]))
@@ -142,7 +142,7 @@ func repartition[T any](s Stream[T], kind runtime.PartitionerKind, name string, 
 // that covers it completes.
 func SinkTo[T any](s Stream[T], sink connector.Sink[T], opts ...OpOption) {
 	n := newNode[T](s.env, "sink", opts)
-	connect(s.node, n, 0, runtime.Forward, false, nil)
+	connect(s.node, s.tag, n, 0, runtime.Forward, false, nil)
 	n.deliver = oneInput[T]
 	n.build = func(b *buildCtx, _ any) (runtime.Operator, []any, error) {
 		op := ops.NewSink(sink, b.checkpointing, b.exactlyOnce)
