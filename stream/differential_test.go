@@ -199,4 +199,3 @@ func TestDifferentialKeyedSum(t *testing.T) {
 		t.Fatal("no injected failure struck: the test proves nothing about recovery")
 	}
 }
-

@@ -1,7 +1,5 @@
 package stream
 
-
-
 // OutputTag names a side output of type S: an operator emits to it with
 // SideOutput, and SideOutputOf turns it into a stream.
 type OutputTag[S any] struct {
@@ -26,4 +24,3 @@ func SideOutputOf[S, T any](s Stream[T], tag OutputTag[S]) Stream[S] {
 	}
 	return Stream[S]{env: s.env, node: s.node, tag: tag.id}
 }
-

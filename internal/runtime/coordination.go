@@ -2,8 +2,8 @@ package runtime
 
 import (
 	"bytes"
-	"errors"
 	"context"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"

@@ -46,9 +46,11 @@ type coordinatorAdapter struct {
 // Stats returns the coordinator's statistics.
 func (a *coordinatorAdapter) Stats() coordinator.Snapshot { return a.c.Stats() }
 
-func (a *coordinatorAdapter) Start(now time.Time) []CheckpointAction { return a.actions(a.c.Start(now)) }
-func (a *coordinatorAdapter) Tick(now time.Time) []CheckpointAction  { return a.actions(a.c.Tick(now)) }
-func (a *coordinatorAdapter) NextDeadline() (time.Time, bool)        { return a.c.NextDeadline() }
+func (a *coordinatorAdapter) Start(now time.Time) []CheckpointAction {
+	return a.actions(a.c.Start(now))
+}
+func (a *coordinatorAdapter) Tick(now time.Time) []CheckpointAction { return a.actions(a.c.Tick(now)) }
+func (a *coordinatorAdapter) NextDeadline() (time.Time, bool)       { return a.c.NextDeadline() }
 
 func (a *coordinatorAdapter) TriggerNow(now time.Time) []CheckpointAction {
 	_, out, err := a.c.TriggerManual(now, checkpoint.KindCheckpoint)
