@@ -1,4 +1,4 @@
-package ops
+package stream
 
 import (
 	"fmt"
@@ -6,29 +6,30 @@ import (
 	"time"
 )
 
-// TimeWindow is the half-open event-time interval [Start, End) in Unix
-// milliseconds.
-type TimeWindow struct {
+// Window is a time window: the half-open event-time interval [Start, End)
+// in Unix milliseconds.
+type Window struct {
 	Start, End int64
 }
 
 // MaxTimestamp is the last timestamp that belongs to the window; the
 // window fires when the watermark reaches it.
-func (w TimeWindow) MaxTimestamp() int64 { return w.End - 1 }
+func (w Window) MaxTimestamp() int64 { return w.End - 1 }
 
 // Intersects reports whether w and o overlap or touch, which is when two
 // session windows merge.
-func (w TimeWindow) Intersects(o TimeWindow) bool { return w.Start <= o.End && o.Start <= w.End }
+func (w Window) Intersects(o Window) bool { return w.Start <= o.End && o.Start <= w.End }
 
 // Cover returns the smallest window containing w and o.
-func (w TimeWindow) Cover(o TimeWindow) TimeWindow {
-	return TimeWindow{Start: min(w.Start, o.Start), End: max(w.End, o.End)}
+func (w Window) Cover(o Window) Window {
+	return Window{Start: min(w.Start, o.Start), End: max(w.End, o.End)}
 }
 
-func (w TimeWindow) String() string { return fmt.Sprintf("[%d, %d)", w.Start, w.End) }
+func (w Window) String() string { return fmt.Sprintf("[%d, %d)", w.Start, w.End) }
 
 // WindowAssigner places a record's timestamp into windows.
 type WindowAssigner struct {
+	err    error
 	kind   windowKind
 	size   int64
 	slide  int64
@@ -43,6 +44,32 @@ const (
 	sliding
 	session
 )
+
+// TumblingEventTimeWindows returns fixed, non-overlapping windows of the
+// given size, aligned to the epoch.
+func TumblingEventTimeWindows(size time.Duration) WindowAssigner {
+	return mustAssigner(Tumbling(size, 0))
+}
+
+// SlidingEventTimeWindows returns windows of the given size starting
+// every slide.
+func SlidingEventTimeWindows(size, slide time.Duration) WindowAssigner {
+	return mustAssigner(Sliding(size, slide, 0))
+}
+
+// EventTimeSessionWindows returns per-key sessions that close after gap
+// without records.
+func EventTimeSessionWindows(gap time.Duration) WindowAssigner {
+	return mustAssigner(Session(gap))
+}
+
+// mustAssigner keeps an invalid assigner's error for Window to report.
+func mustAssigner(a WindowAssigner, err error) WindowAssigner {
+	if err != nil {
+		return WindowAssigner{err: err}
+	}
+	return a
+}
 
 // Tumbling returns fixed, non-overlapping windows of the given size,
 // aligned to the epoch plus offset.
@@ -73,7 +100,7 @@ func Session(gap time.Duration) (WindowAssigner, error) {
 // Merging reports whether windows of this assigner merge (sessions).
 func (a WindowAssigner) Merging() bool { return a.kind == session }
 
-// windowStart is Flink's TimeWindow.getWindowStartWithOffset.
+// windowStart is Flink's Window.getWindowStartWithOffset.
 func windowStart(ts, offset, size int64) int64 {
 	r := (ts - offset) % size
 	if r < 0 {
@@ -83,27 +110,27 @@ func windowStart(ts, offset, size int64) int64 {
 }
 
 // Assign appends the windows ts belongs to and returns the slice.
-func (a WindowAssigner) Assign(dst []TimeWindow, ts int64) []TimeWindow {
+func (a WindowAssigner) Assign(dst []Window, ts int64) []Window {
 	switch a.kind {
 	case tumbling:
 		start := windowStart(ts, a.offset, a.size)
-		return append(dst, TimeWindow{start, start + a.size})
+		return append(dst, Window{start, start + a.size})
 	case sliding:
 		last := windowStart(ts, a.offset, a.slide)
 		for start := last; start > ts-a.size; start -= a.slide {
-			dst = append(dst, TimeWindow{start, start + a.size})
+			dst = append(dst, Window{start, start + a.size})
 		}
 		return dst
 	}
-	return append(dst, TimeWindow{ts, ts + a.gap})
+	return append(dst, Window{ts, ts + a.gap})
 }
 
 // MergeWindows merges a sorted-or-not set of session windows: each result
 // is the cover of windows that intersect (transitively), with the windows
 // it absorbed. Results are sorted by start.
-func MergeWindows(ws []TimeWindow) []MergeResult {
+func MergeWindows(ws []Window) []MergeResult {
 	s := slices.Clone(ws)
-	slices.SortFunc(s, func(a, b TimeWindow) int {
+	slices.SortFunc(s, func(a, b Window) int {
 		if a.Start != b.Start {
 			return int(a.Start - b.Start)
 		}
@@ -116,13 +143,13 @@ func MergeWindows(ws []TimeWindow) []MergeResult {
 			out[n-1].Merged = append(out[n-1].Merged, w)
 			continue
 		}
-		out = append(out, MergeResult{Window: w, Merged: []TimeWindow{w}})
+		out = append(out, MergeResult{Window: w, Merged: []Window{w}})
 	}
 	return out
 }
 
 // MergeResult is one window after merging and the windows it covers.
 type MergeResult struct {
-	Window TimeWindow
-	Merged []TimeWindow
+	Window Window
+	Merged []Window
 }

@@ -1,4 +1,4 @@
-package ops
+package stream
 
 import (
 	"reflect"
@@ -15,16 +15,16 @@ func TestAssign(t *testing.T) {
 		name string
 		a    WindowAssigner
 		ts   int64
-		want []TimeWindow
+		want []Window
 	}{
-		{"tumbling start", tum, 60_000, []TimeWindow{{60_000, 120_000}}},
-		{"tumbling end", tum, 119_999, []TimeWindow{{60_000, 120_000}}},
-		{"tumbling negative", tum, -1, []TimeWindow{{-60_000, 0}}},
-		{"tumbling offset", tumOff, 12, []TimeWindow{{3, 13}}},
-		{"tumbling offset below", tumOff, 2, []TimeWindow{{-7, 3}}},
-		{"sliding", sl, 25, []TimeWindow{{20, 50}, {10, 40}, {0, 30}}},
-		{"sliding on boundary", sl, 30, []TimeWindow{{30, 60}, {20, 50}, {10, 40}}},
-		{"session", ses, 7, []TimeWindow{{7, 12}}},
+		{"tumbling start", tum, 60_000, []Window{{60_000, 120_000}}},
+		{"tumbling end", tum, 119_999, []Window{{60_000, 120_000}}},
+		{"tumbling negative", tum, -1, []Window{{-60_000, 0}}},
+		{"tumbling offset", tumOff, 12, []Window{{3, 13}}},
+		{"tumbling offset below", tumOff, 2, []Window{{-7, 3}}},
+		{"sliding", sl, 25, []Window{{20, 50}, {10, 40}, {0, 30}}},
+		{"sliding on boundary", sl, 30, []Window{{30, 60}, {20, 50}, {10, 40}}},
+		{"session", ses, 7, []Window{{7, 12}}},
 	} {
 		if got := tc.a.Assign(nil, tc.ts); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s: Assign(%d) = %v, want %v", tc.name, tc.ts, got, tc.want)
@@ -48,11 +48,11 @@ func TestAssignerValidation(t *testing.T) {
 }
 
 func TestMergeWindows(t *testing.T) {
-	got := MergeWindows([]TimeWindow{{10, 15}, {1, 6}, {5, 9}, {20, 25}, {15, 18}})
+	got := MergeWindows([]Window{{10, 15}, {1, 6}, {5, 9}, {20, 25}, {15, 18}})
 	want := []MergeResult{
-		{TimeWindow{1, 9}, []TimeWindow{{1, 6}, {5, 9}}},
-		{TimeWindow{10, 18}, []TimeWindow{{10, 15}, {15, 18}}},
-		{TimeWindow{20, 25}, []TimeWindow{{20, 25}}},
+		{Window{1, 9}, []Window{{1, 6}, {5, 9}}},
+		{Window{10, 18}, []Window{{10, 15}, {15, 18}}},
+		{Window{20, 25}, []Window{{20, 25}}},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("MergeWindows = %v, want %v", got, want)
