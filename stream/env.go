@@ -19,6 +19,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/weirstream/weir/config"
 	"github.com/weirstream/weir/internal/checkpoint"
@@ -31,6 +32,7 @@ type Environment struct {
 	logger *slog.Logger
 	nodes  []*node
 	faults FaultFunc
+	clock  Clock
 	events func(JobEvent)
 	jobID  string
 	err    error // first error from building the graph
@@ -72,6 +74,15 @@ type JobEvent = runtime.Event
 // WithEvents receives the job's events: running, checkpoint completed or
 // failed, task failed, restarting, restored, finished.
 func WithEvents(f func(JobEvent)) Option { return func(e *Environment) { e.events = f } }
+
+// Clock is the processing-time clock (streamtest.ManualClock in tests).
+type Clock interface {
+	Now() time.Time
+	AfterFunc(d time.Duration, f func()) (stop func() bool)
+}
+
+// WithClock replaces the processing-time clock (default: the wall clock).
+func WithClock(c Clock) Option { return func(e *Environment) { e.clock = c } }
 
 // NewEnvironment returns an environment with the given options.
 func NewEnvironment(opts ...Option) (*Environment, error) {

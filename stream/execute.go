@@ -40,6 +40,9 @@ func (e *Environment) prepare(ctx context.Context, name string) (*runtime.JobMas
 		Failover: string(rs.Failover),
 		Events:   e.events,
 	}
+	if e.clock != nil {
+		opts.Clock = e.clock
+	}
 	if e.faults != nil {
 		opts.Faults = faultAdapter(e.faults)
 	}

@@ -1,0 +1,735 @@
+package gatewaymeter
+
+import (
+	"fmt"
+	"strconv"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// MaxTokens bounds input_tokens and output_tokens, so that no cost, nor any
+// sum of costs over fewer than ten million requests, can overflow an int64.
+const MaxTokens int64 = 1_000_000_000
+
+// maxDepth bounds the nesting of values under unknown fields.
+const maxDepth = 64
+
+// ParseError is why ParseEvent rejected a line. Its text is the dead
+// letter's reason; it is a pure function of the line, so the job and the
+// oracle agree on it.
+type ParseError struct {
+	Reason string
+	syntax bool // the line is not valid JSON
+}
+
+func (e *ParseError) Error() string { return e.Reason }
+
+// fail is a valid JSON line that is not a valid event.
+func fail(format string, args ...any) error {
+	return &ParseError{Reason: fmt.Sprintf(format, args...)}
+}
+
+// invalid is a line that is not valid JSON.
+func invalid(format string, args ...any) error {
+	return &ParseError{Reason: fmt.Sprintf(format, args...), syntax: true}
+}
+
+func isSyntax(err error) bool {
+	pe, ok := err.(*ParseError)
+	return !ok || pe.syntax
+}
+
+// ParseEvent parses one line of gateway-events (without its newline). It
+// accepts exactly one JSON object, with optional JSON whitespace around it,
+// and rejects, with the reason as a *ParseError:
+//
+//   - anything that is not valid JSON: truncated lines, syntax errors,
+//     invalid UTF-8, trailing data after the object;
+//   - a known field with a value of the wrong type (a string for ts, a
+//     fraction for a token count, null for model, ...) or given twice;
+//   - a type other than "request" or "response", a model outside the price
+//     table, an empty request_id or tenant_id;
+//   - a missing field: a request needs type, request_id, tenant_id, model,
+//     ts and input_tokens; a response needs type, request_id, ts,
+//     output_tokens and status;
+//   - a field of the other type (a status on a request, a model on a
+//     response);
+//   - a negative ts, a token count outside [0, MaxTokens], a status outside
+//     [100, 599].
+//
+// Unknown fields are skipped (their values must still be valid JSON), so
+// that the gateway may add fields without breaking the job.
+//
+// It is written for the hot path: a single pass without reflection, and no
+// allocation on a valid line beyond the request_id and tenant_id strings.
+func ParseEvent(line []byte) (Event, error) {
+	p := parser{b: line}
+	e, err := p.event()
+	if err != nil {
+		return Event{}, err
+	}
+	return e, nil
+}
+
+// Field bits, in the canonical order of Event.AppendJSON.
+const (
+	fType uint = 1 << iota
+	fRequestID
+	fTenantID
+	fModel
+	fTS
+	fInputTokens
+	fOutputTokens
+	fStatus
+)
+
+const (
+	requestFields  = fType | fRequestID | fTenantID | fModel | fTS | fInputTokens
+	responseFields = fType | fRequestID | fTS | fOutputTokens | fStatus
+)
+
+func fieldName(f uint) string {
+	switch f {
+	case fType:
+		return "type"
+	case fRequestID:
+		return "request_id"
+	case fTenantID:
+		return "tenant_id"
+	case fModel:
+		return "model"
+	case fTS:
+		return "ts"
+	case fInputTokens:
+		return "input_tokens"
+	case fOutputTokens:
+		return "output_tokens"
+	case fStatus:
+		return "status"
+	}
+	return "?"
+}
+
+func fieldOf(name []byte) uint {
+	switch string(name) {
+	case "type":
+		return fType
+	case "request_id":
+		return fRequestID
+	case "tenant_id":
+		return fTenantID
+	case "model":
+		return fModel
+	case "ts":
+		return fTS
+	case "input_tokens":
+		return fInputTokens
+	case "output_tokens":
+		return fOutputTokens
+	case "status":
+		return fStatus
+	}
+	return 0
+}
+
+type parser struct {
+	b []byte
+	i int
+}
+
+func (p *parser) ws() {
+	for p.i < len(p.b) {
+		switch p.b[p.i] {
+		case ' ', '\t', '\n', '\r':
+			p.i++
+		default:
+			return
+		}
+	}
+}
+
+func (p *parser) truncated() error {
+	return invalid("truncated JSON: the line ends at byte %d inside the object", len(p.b))
+}
+
+// unexpected reports the byte at p.i, or truncation at the end of the line.
+func (p *parser) unexpected(want string) error {
+	if p.i >= len(p.b) {
+		return p.truncated()
+	}
+	c := p.b[p.i]
+	if c >= 0x20 && c < 0x7f {
+		return invalid("invalid JSON at byte %d: want %s, got %q", p.i, want, rune(c))
+	}
+	return invalid("invalid JSON at byte %d: want %s, got byte %#02x", p.i, want, c)
+}
+
+func (p *parser) event() (Event, error) {
+	var e Event
+	p.ws()
+	if p.i == len(p.b) {
+		return e, fail("empty line")
+	}
+	if p.b[p.i] != '{' {
+		if k := p.kind(); k != "" {
+			if err := p.skipValue(0); err != nil {
+				return e, err
+			}
+			return e, fail("not a JSON object: the line is %s", k)
+		}
+		return e, p.unexpected("a JSON object")
+	}
+	p.i++
+	p.ws()
+	// A line that is not valid JSON is rejected as such, even if a field
+	// before the syntax error was already wrong: the first error that is
+	// not a syntax error waits in bad until the whole line has been read.
+	var seen uint
+	var bad error
+	if p.i < len(p.b) && p.b[p.i] == '}' {
+		p.i++
+	} else {
+		for {
+			if p.i >= len(p.b) || p.b[p.i] != '"' {
+				return e, p.unexpected("a field name")
+			}
+			key, err := p.str()
+			if err != nil {
+				return e, err
+			}
+			p.ws()
+			if p.i >= len(p.b) || p.b[p.i] != ':' {
+				return e, p.unexpected("':'")
+			}
+			p.i++
+			p.ws()
+			f := fieldOf(key)
+			if f != 0 {
+				if seen&f != 0 && bad == nil {
+					bad = fail("duplicate field %q", fieldName(f))
+				}
+				seen |= f
+			}
+			if err := p.field(f, &e); err != nil {
+				if isSyntax(err) {
+					return e, err
+				}
+				if bad == nil {
+					bad = err
+				}
+			}
+			p.ws()
+			if p.i >= len(p.b) {
+				return e, p.truncated()
+			}
+			if c := p.b[p.i]; c == ',' {
+				p.i++
+				p.ws()
+				continue
+			} else if c == '}' {
+				p.i++
+				break
+			}
+			return e, p.unexpected("',' or '}'")
+		}
+	}
+	p.ws()
+	if p.i < len(p.b) {
+		return e, p.unexpected("the end of the line after the object")
+	}
+	if bad != nil {
+		return e, bad
+	}
+
+	if seen&fType == 0 {
+		return e, fail("missing field %q", "type")
+	}
+	need, allowed := uint(requestFields), uint(requestFields)
+	if e.Type == Response {
+		need, allowed = responseFields, responseFields
+	}
+	if missing := need &^ seen; missing != 0 {
+		return e, fail("missing field %q in a %s", fieldName(missing&-missing), e.Type)
+	}
+	if extra := seen &^ allowed; extra != 0 {
+		return e, fail("field %q does not belong in a %s", fieldName(extra&-extra), e.Type)
+	}
+	return e, nil
+}
+
+// field parses the value of field f (0: an unknown field) into e.
+func (p *parser) field(f uint, e *Event) error {
+	switch f {
+	case 0:
+		return p.skipValue(0)
+	case fType:
+		s, err := p.strField(f)
+		if err != nil {
+			return err
+		}
+		switch string(s) {
+		case "request":
+			e.Type = Request
+		case "response":
+			e.Type = Response
+		default:
+			return fail("unknown type %q", s)
+		}
+	case fRequestID, fTenantID:
+		s, err := p.strField(f)
+		if err != nil {
+			return err
+		}
+		if len(s) == 0 {
+			return fail("field %q is empty", fieldName(f))
+		}
+		if f == fRequestID {
+			e.RequestID = string(s)
+		} else {
+			e.TenantID = string(s)
+		}
+	case fModel:
+		s, err := p.strField(f)
+		if err != nil {
+			return err
+		}
+		switch string(s) {
+		case ModelSmall:
+			e.Model = ModelSmall
+		case ModelMedium:
+			e.Model = ModelMedium
+		case ModelLarge:
+			e.Model = ModelLarge
+		default:
+			return fail("unknown model %q", s)
+		}
+	case fTS:
+		v, err := p.intField(f)
+		if err != nil {
+			return err
+		}
+		if v < 0 {
+			return fail("field %q is negative (%d)", "ts", v)
+		}
+		e.TS = v
+	case fInputTokens, fOutputTokens:
+		v, err := p.intField(f)
+		if err != nil {
+			return err
+		}
+		if v < 0 {
+			return fail("field %q is negative (%d)", fieldName(f), v)
+		}
+		if v > MaxTokens {
+			return fail("field %q is %d, above the maximum %d", fieldName(f), v, MaxTokens)
+		}
+		if f == fInputTokens {
+			e.InputTokens = v
+		} else {
+			e.OutputTokens = v
+		}
+	case fStatus:
+		v, err := p.intField(f)
+		if err != nil {
+			return err
+		}
+		if v < 100 || v > 599 {
+			return fail("field %q is %d, not an HTTP status", "status", v)
+		}
+		e.Status = int(v)
+	}
+	return nil
+}
+
+// kind names the JSON value starting at p.i, or returns "" if none can
+// start there.
+func (p *parser) kind() string {
+	if p.i >= len(p.b) {
+		return ""
+	}
+	switch c := p.b[p.i]; {
+	case c == '"':
+		return "a string"
+	case c == '{':
+		return "an object"
+	case c == '[':
+		return "an array"
+	case c == 't' || c == 'f':
+		return "a boolean"
+	case c == 'n':
+		return "null"
+	case c == '-' || c >= '0' && c <= '9':
+		return "a number"
+	}
+	return ""
+}
+
+// wrongType rejects the value at p.i for field f, after checking that it
+// is valid JSON (a syntax error is the better reason).
+func (p *parser) wrongType(f uint, want string) error {
+	k := p.kind()
+	if k == "" {
+		return p.unexpected("a value")
+	}
+	start := p.i
+	if err := p.skipValue(0); err != nil {
+		return err
+	}
+	if k == "a number" {
+		return fail("field %q: want %s, got the number %s", fieldName(f), want, p.b[start:p.i])
+	}
+	return fail("field %q: want %s, got %s", fieldName(f), want, k)
+}
+
+func (p *parser) strField(f uint) ([]byte, error) {
+	if p.i >= len(p.b) || p.b[p.i] != '"' {
+		return nil, p.wrongType(f, "a string")
+	}
+	return p.str()
+}
+
+// intField parses an integer; a fraction or an exponent is a wrong type.
+func (p *parser) intField(f uint) (int64, error) {
+	start := p.i
+	neg := false
+	if p.i < len(p.b) && p.b[p.i] == '-' {
+		neg = true
+		p.i++
+	}
+	if p.i >= len(p.b) {
+		return 0, p.truncated()
+	}
+	c := p.b[p.i]
+	if c < '0' || c > '9' {
+		if neg {
+			return 0, p.unexpected("a digit")
+		}
+		return 0, p.wrongType(f, "an integer")
+	}
+	var v uint64
+	overflow := false
+	if c == '0' {
+		p.i++
+	} else {
+		for p.i < len(p.b) {
+			c := p.b[p.i]
+			if c < '0' || c > '9' {
+				break
+			}
+			if v > (1<<63-1-uint64(c-'0'))/10 {
+				overflow = true
+			}
+			v = v*10 + uint64(c-'0')
+			p.i++
+		}
+	}
+	if p.i >= len(p.b) {
+		return 0, p.truncated() // the number may go on
+	}
+	if c := p.b[p.i]; c == '.' || c == 'e' || c == 'E' {
+		p.i = start
+		return 0, p.wrongType(f, "an integer")
+	}
+	if overflow {
+		return 0, fail("field %q: %s is out of range", fieldName(f), p.b[start:p.i])
+	}
+	if neg {
+		return -int64(v), nil
+	}
+	return int64(v), nil
+}
+
+// plainASCII holds the bytes a string may hold without a closer look:
+// printable ASCII except '"' and '\\'.
+const plainASCII = "" +
+	"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
+	"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
+	"\x01\x01\x00\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01" +
+	"\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01" +
+	"\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01" +
+	"\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x00\x01\x01\x01" +
+	"\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01" +
+	"\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01"
+
+// str parses the string at p.i (an opening quote) and returns its content,
+// unescaped. Without escapes the content aliases the line.
+func (p *parser) str() ([]byte, error) {
+	// Fast path: plain ASCII up to the closing quote, as every identifier
+	// the gateway writes.
+	b, i := p.b, p.i+1
+	start := i
+	for i < len(b) && b[i] < 0x80 && plainASCII[b[i]] != 0 {
+		i++
+	}
+	if i < len(b) && b[i] == '"' {
+		p.i = i + 1
+		return b[start:i], nil
+	}
+	p.i = i
+	escaped, ascii := false, true
+	for p.i < len(p.b) {
+		c := p.b[p.i]
+		switch {
+		case c == '"':
+			s := p.b[start:p.i]
+			p.i++
+			if !ascii && !utf8.Valid(s) {
+				return nil, invalid("invalid UTF-8 in the string at byte %d", start-1)
+			}
+			if escaped {
+				s = unescape(s)
+			}
+			return s, nil
+		case c == '\\':
+			escaped = true
+			p.i++
+			if p.i >= len(p.b) {
+				return nil, p.truncated()
+			}
+			switch p.b[p.i] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				p.i++
+			case 'u':
+				p.i++
+				for range 4 {
+					if p.i >= len(p.b) {
+						return nil, p.truncated()
+					}
+					if !isHex(p.b[p.i]) {
+						return nil, p.unexpected("a hexadecimal digit")
+					}
+					p.i++
+				}
+			default:
+				return nil, p.unexpected("an escape character")
+			}
+		case c < 0x20:
+			return nil, p.unexpected("a string character")
+		default:
+			if c >= 0x80 {
+				ascii = false
+			}
+			p.i++
+		}
+	}
+	return nil, p.truncated()
+}
+
+func isHex(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
+}
+
+func hexVal(b []byte) rune {
+	var r rune
+	for _, c := range b {
+		r <<= 4
+		switch {
+		case c >= '0' && c <= '9':
+			r |= rune(c - '0')
+		case c >= 'a' && c <= 'f':
+			r |= rune(c - 'a' + 10)
+		default:
+			r |= rune(c - 'A' + 10)
+		}
+	}
+	return r
+}
+
+// unescape decodes the escapes of a string content that str validated.
+// Unpaired surrogates become U+FFFD, as in encoding/json.
+func unescape(s []byte) []byte {
+	out := make([]byte, 0, len(s))
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c != '\\' {
+			out = append(out, c)
+			i++
+			continue
+		}
+		switch s[i+1] {
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		case 'u':
+			r := hexVal(s[i+2 : i+6])
+			i += 6
+			if utf16.IsSurrogate(r) {
+				r2 := utf8.RuneError
+				if i+6 <= len(s) && s[i] == '\\' && s[i+1] == 'u' {
+					r2 = hexVal(s[i+2 : i+6])
+				}
+				if d := utf16.DecodeRune(r, r2); d != utf8.RuneError {
+					r = d
+					i += 6
+				} else {
+					r = utf8.RuneError
+				}
+			}
+			out = utf8.AppendRune(out, r)
+			continue
+		default: // '"', '\\', '/'
+			out = append(out, s[i+1])
+		}
+		i += 2
+	}
+	return out
+}
+
+// skipValue validates and skips one JSON value.
+func (p *parser) skipValue(depth int) error {
+	if depth > maxDepth {
+		return invalid("invalid JSON at byte %d: nested deeper than %d", p.i, maxDepth)
+	}
+	if p.i >= len(p.b) {
+		return p.truncated()
+	}
+	switch c := p.b[p.i]; {
+	case c == '"':
+		_, err := p.str()
+		return err
+	case c == '{':
+		p.i++
+		p.ws()
+		if p.i < len(p.b) && p.b[p.i] == '}' {
+			p.i++
+			return nil
+		}
+		for {
+			if p.i >= len(p.b) || p.b[p.i] != '"' {
+				return p.unexpected("a field name")
+			}
+			if _, err := p.str(); err != nil {
+				return err
+			}
+			p.ws()
+			if p.i >= len(p.b) || p.b[p.i] != ':' {
+				return p.unexpected("':'")
+			}
+			p.i++
+			p.ws()
+			if err := p.skipValue(depth + 1); err != nil {
+				return err
+			}
+			p.ws()
+			if p.i >= len(p.b) {
+				return p.truncated()
+			}
+			switch p.b[p.i] {
+			case ',':
+				p.i++
+				p.ws()
+			case '}':
+				p.i++
+				return nil
+			default:
+				return p.unexpected("',' or '}'")
+			}
+		}
+	case c == '[':
+		p.i++
+		p.ws()
+		if p.i < len(p.b) && p.b[p.i] == ']' {
+			p.i++
+			return nil
+		}
+		for {
+			if err := p.skipValue(depth + 1); err != nil {
+				return err
+			}
+			p.ws()
+			if p.i >= len(p.b) {
+				return p.truncated()
+			}
+			switch p.b[p.i] {
+			case ',':
+				p.i++
+				p.ws()
+			case ']':
+				p.i++
+				return nil
+			default:
+				return p.unexpected("',' or ']'")
+			}
+		}
+	case c == 't':
+		return p.literal("true")
+	case c == 'f':
+		return p.literal("false")
+	case c == 'n':
+		return p.literal("null")
+	case c == '-' || c >= '0' && c <= '9':
+		return p.number()
+	}
+	return p.unexpected("a value")
+}
+
+func (p *parser) literal(lit string) error {
+	for j := 0; j < len(lit); j++ {
+		if p.i >= len(p.b) {
+			return p.truncated()
+		}
+		if p.b[p.i] != lit[j] {
+			return p.unexpected(strconv.Quote(lit))
+		}
+		p.i++
+	}
+	return nil
+}
+
+// number skips a JSON number: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+func (p *parser) number() error {
+	if p.b[p.i] == '-' {
+		p.i++
+	}
+	if p.i >= len(p.b) {
+		return p.truncated()
+	}
+	switch c := p.b[p.i]; {
+	case c == '0':
+		p.i++
+	case c >= '1' && c <= '9':
+		p.digits()
+	default:
+		return p.unexpected("a digit")
+	}
+	if p.i < len(p.b) && p.b[p.i] == '.' {
+		p.i++
+		if err := p.someDigits(); err != nil {
+			return err
+		}
+	}
+	if p.i < len(p.b) && (p.b[p.i] == 'e' || p.b[p.i] == 'E') {
+		p.i++
+		if p.i < len(p.b) && (p.b[p.i] == '+' || p.b[p.i] == '-') {
+			p.i++
+		}
+		if err := p.someDigits(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *parser) digits() {
+	for p.i < len(p.b) && p.b[p.i] >= '0' && p.b[p.i] <= '9' {
+		p.i++
+	}
+}
+
+func (p *parser) someDigits() error {
+	if p.i >= len(p.b) {
+		return p.truncated()
+	}
+	if c := p.b[p.i]; c < '0' || c > '9' {
+		return p.unexpected("a digit")
+	}
+	p.digits()
+	return nil
+}

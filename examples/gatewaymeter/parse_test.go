@@ -1,0 +1,283 @@
+package gatewaymeter
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+)
+
+const (
+	specRequest  = `{"type":"request","request_id":"r-000000001","tenant_id":"acme","model":"medium","ts":1764504000123,"input_tokens":812}`
+	specResponse = `{"type":"response","request_id":"r-000000001","ts":1764504001567,"output_tokens":233,"status":200}`
+)
+
+func TestParseSpecExamples(t *testing.T) {
+	req, err := ParseEvent([]byte(specRequest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Event{Type: Request, RequestID: "r-000000001", TenantID: "acme", Model: ModelMedium, TS: 1764504000123, InputTokens: 812}
+	if req != want {
+		t.Fatalf("request: got %+v, want %+v", req, want)
+	}
+	resp, err := ParseEvent([]byte(specResponse))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = Event{Type: Response, RequestID: "r-000000001", TS: 1764504001567, OutputTokens: 233, Status: 200}
+	if resp != want {
+		t.Fatalf("response: got %+v, want %+v", resp, want)
+	}
+	for _, line := range []string{specRequest, specResponse} {
+		e, _ := ParseEvent([]byte(line))
+		if got := string(e.AppendJSON(nil)); got != line {
+			t.Errorf("AppendJSON round trip:\n got %s\nwant %s", got, line)
+		}
+	}
+	rec, err := Join(resp, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 812 × 3 + 233 × 15 = 2436 + 3495.
+	if rec.CostMicros != 5931 || rec.LatencyMS != 1444 || rec.StartTS != req.TS || rec.EndTS != resp.TS {
+		t.Fatalf("join: %+v", rec)
+	}
+}
+
+func TestParseAccepts(t *testing.T) {
+	for _, tc := range []struct {
+		line string
+		want Event
+	}{
+		{"  {\"ts\" : 5 ,\t\"type\":\"response\",\"status\":503,\"output_tokens\":0,\"request_id\":\"x\"}\r",
+			Event{Type: Response, RequestID: "x", TS: 5, Status: 503}},
+		{`{"type":"request","request_id":"a\"b\\c\u00e9\ud83d\ude00","tenant_id":"t\/1","model":"large","ts":0,"input_tokens":0}`,
+			Event{Type: Request, RequestID: "a\"b\\cé😀", TenantID: "t/1", Model: ModelLarge}},
+		{`{"type":"request","request_id":"r","tenant_id":"ü","model":"small","ts":7,"input_tokens":1000000000,"region":"eu","trace":{"a":[1,2.5e-3,true,null,{"b":"c"}]}}`,
+			Event{Type: Request, RequestID: "r", TenantID: "ü", Model: ModelSmall, TS: 7, InputTokens: MaxTokens}},
+		{`{"t\u0079pe":"response","request_id":"r","ts":9,"output_tokens":-0,"status":100}`,
+			Event{Type: Response, RequestID: "r", TS: 9, Status: 100}},
+	} {
+		got, err := ParseEvent([]byte(tc.line))
+		if err != nil {
+			t.Errorf("%s: %v", tc.line, err)
+			continue
+		}
+		if got != tc.want {
+			t.Errorf("%s:\n got %+v\nwant %+v", tc.line, got, tc.want)
+		}
+	}
+}
+
+// TestParseRejects covers every kind of malformed line the generator writes
+// and more; each must be rejected with a reason that names the problem.
+func TestParseRejects(t *testing.T) {
+	for _, tc := range []struct{ line, reason string }{
+		// Truncated JSON.
+		{`{"type":"request","request_id":"r-1","tenant_id":"acme","model":"small","ts":1,"input_tokens":5`, "truncated JSON"},
+		{`{"type":"request","request_id":"r-1","tenant_id":"ac`, "truncated JSON"},
+		{`{"type":"request",`, "truncated JSON"},
+		{`{"type":"request"`, "truncated JSON"},
+		{`{"type`, "truncated JSON"},
+		{`{`, "truncated JSON"},
+		{`{"type":"request","x":{"y":[1,`, "truncated JSON"},
+		{`{"type":"request","x":tr`, "truncated JSON"},
+		{`{"type":"request","x":"\u12`, "truncated JSON"},
+		{`{"type":"response","request_id":"r","ts":-`, "truncated JSON"},
+		// Wrong types.
+		{`{"type":"request","request_id":"r","tenant_id":"a","model":"small","ts":"1764504000123","input_tokens":5}`, `field "ts": want an integer, got a string`},
+		{`{"type":"request","request_id":"r","tenant_id":"a","model":"small","ts":1,"input_tokens":5.5}`, `field "input_tokens": want an integer, got the number 5.5`},
+		{`{"type":"request","request_id":"r","tenant_id":"a","model":"small","ts":1e3,"input_tokens":5}`, `field "ts": want an integer, got the number 1e3`},
+		{`{"type":"request","request_id":42,"tenant_id":"a","model":"small","ts":1,"input_tokens":5}`, `field "request_id": want a string, got the number 42`},
+		{`{"type":"request","request_id":"r","tenant_id":true,"model":"small","ts":1,"input_tokens":5}`, `field "tenant_id": want a string, got a boolean`},
+		{`{"type":"request","request_id":"r","tenant_id":"a","model":null,"ts":1,"input_tokens":5}`, `field "model": want a string, got null`},
+		{`{"type":["request"],"request_id":"r"}`, `field "type": want a string, got an array`},
+		{`{"type":"response","request_id":"r","ts":1,"output_tokens":{},"status":200}`, `field "output_tokens": want an integer, got an object`},
+		{`{"type":"response","request_id":"r","ts":1,"output_tokens":1,"status":"OK"}`, `field "status": want an integer, got a string`},
+		{`{"type":"response","request_id":"r","ts":1,"output_tokens":1,"status":nul}`, `want "null"`},
+		// Unknown type, unknown model, empty identifiers.
+		{`{"type":"retry","request_id":"r","ts":1}`, `unknown type "retry"`},
+		{`{"type":"","request_id":"r","ts":1}`, `unknown type ""`},
+		{`{"type":"Request","request_id":"r","ts":1}`, `unknown type "Request"`},
+		{`{"type":"request","request_id":"r","tenant_id":"a","model":"xl","ts":1,"input_tokens":5}`, `unknown model "xl"`},
+		{`{"type":"request","request_id":"","tenant_id":"a","model":"small","ts":1,"input_tokens":5}`, `field "request_id" is empty`},
+		{`{"type":"request","request_id":"r","tenant_id":"","model":"small","ts":1,"input_tokens":5}`, `field "tenant_id" is empty`},
+		// Missing fields.
+		{`{"type":"request","request_id":"r","tenant_id":"a","model":"small","input_tokens":5}`, `missing field "ts" in a request`},
+		{`{"type":"response","request_id":"r","output_tokens":1,"status":200}`, `missing field "ts" in a response`},
+		{`{"type":"request","tenant_id":"a","model":"small","ts":1,"input_tokens":5}`, `missing field "request_id" in a request`},
+		{`{"type":"request","request_id":"r","model":"small","ts":1,"input_tokens":5}`, `missing field "tenant_id" in a request`},
+		{`{"type":"request","request_id":"r","tenant_id":"a","ts":1,"input_tokens":5}`, `missing field "model" in a request`},
+		{`{"type":"request","request_id":"r","tenant_id":"a","model":"small","ts":1}`, `missing field "input_tokens" in a request`},
+		{`{"type":"response","request_id":"r","ts":1,"status":200}`, `missing field "output_tokens" in a response`},
+		{`{"type":"response","request_id":"r","ts":1,"output_tokens":1}`, `missing field "status" in a response`},
+		{`{"request_id":"r","ts":1,"output_tokens":1,"status":200}`, `missing field "type"`},
+		{`{}`, `missing field "type"`},
+		// Fields of the other type, duplicates.
+		{`{"type":"request","request_id":"r","tenant_id":"a","model":"small","ts":1,"input_tokens":5,"status":200}`, `field "status" does not belong in a request`},
+		{`{"type":"response","request_id":"r","model":"small","ts":1,"output_tokens":1,"status":200}`, `field "model" does not belong in a response`},
+		{`{"type":"response","request_id":"r","ts":1,"ts":2,"output_tokens":1,"status":200}`, `duplicate field "ts"`},
+		// Out of range.
+		{`{"type":"request","request_id":"r","tenant_id":"a","model":"small","ts":1,"input_tokens":-5}`, `field "input_tokens" is negative (-5)`},
+		{`{"type":"response","request_id":"r","ts":1,"output_tokens":-1,"status":200}`, `field "output_tokens" is negative (-1)`},
+		{`{"type":"response","request_id":"r","ts":-1,"output_tokens":1,"status":200}`, `field "ts" is negative (-1)`},
+		{`{"type":"response","request_id":"r","ts":1,"output_tokens":1000000001,"status":200}`, `above the maximum`},
+		{`{"type":"response","request_id":"r","ts":99999999999999999999,"output_tokens":1,"status":200}`, `field "ts": 99999999999999999999 is out of range`},
+		{`{"type":"response","request_id":"r","ts":1,"output_tokens":1,"status":42}`, `not an HTTP status`},
+		// Not JSON, not an object, trailing data, bad strings.
+		{``, "empty line"},
+		{"  \t", "empty line"},
+		{`<html><body>502 Bad Gateway</body></html>`, "invalid JSON at byte 0"},
+		{`null`, "not a JSON object: the line is null"},
+		{`[]`, "not a JSON object: the line is an array"},
+		{`"request"`, "not a JSON object: the line is a string"},
+		{specResponse + `}`, "invalid JSON at byte 98: want the end of the line"},
+		{specResponse + specResponse, "want the end of the line"},
+		{`{"type":"response",}`, "want a field name"},
+		{`{"type":"response" "ts":1}`, "want ',' or '}'"},
+		{`{"type" "response"}`, "want ':'"},
+		{`{type:"response"}`, "want a field name"},
+		{`{"type":"response","ts":01}`, "want ',' or '}'"},
+		{`{"type":"response","x":+1}`, "want a value"},
+		{`{"type":"response","x":"\q"}`, "want an escape character"},
+		{"{\"type\":\"response\",\"x\":\"a\tb\"}", "want a string character"},
+		{"{\"type\":\"response\",\"request_id\":\"\xff\"}", "invalid UTF-8"},
+		{`{"x":` + strings.Repeat("[", 100) + strings.Repeat("]", 100) + `}`, "nested deeper"},
+	} {
+		_, err := ParseEvent([]byte(tc.line))
+		if err == nil {
+			t.Errorf("accepted %s", tc.line)
+			continue
+		}
+		var pe *ParseError
+		if !errors.As(err, &pe) {
+			t.Errorf("%s: error %T, want *ParseError", tc.line, err)
+		}
+		if !strings.Contains(err.Error(), tc.reason) {
+			t.Errorf("%s:\n got reason %q\nwant one containing %q", tc.line, err, tc.reason)
+		}
+	}
+}
+
+// TestParseRejectsEveryPrefix checks that every proper prefix of a valid
+// line is rejected: a truncated line never parses.
+func TestParseRejectsEveryPrefix(t *testing.T) {
+	for _, line := range []string{specRequest, specResponse, `{"type":"request","request_id":"r","tenant_id":"é\u00e9","model":"small","ts":1,"input_tokens":5,"x":[1.5e+3,{"y":null}]}`} {
+		if _, err := ParseEvent([]byte(line)); err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+		for i := range len(line) {
+			if e, err := ParseEvent([]byte(line[:i])); err == nil {
+				t.Errorf("prefix %q accepted as %+v", line[:i], e)
+			}
+		}
+	}
+}
+
+func TestPlainASCIITable(t *testing.T) {
+	for c := range 0x80 {
+		want := c >= 0x20 && c != '"' && c != '\\'
+		if got := plainASCII[c] != 0; got != want {
+			t.Errorf("plainASCII[%#02x] = %v, want %v", c, got, want)
+		}
+	}
+	if len(plainASCII) != 0x80 {
+		t.Errorf("plainASCII has %d entries", len(plainASCII))
+	}
+}
+
+// FuzzParseEvent checks ParseEvent against encoding/json: whatever it
+// accepts is valid JSON and decodes to the same fields.
+func FuzzParseEvent(f *testing.F) {
+	for _, s := range []string{specRequest, specResponse, `{"type":"request","x":[1,{"y":"\u00e9"}]}`, `{"ts":1e3}`, `null`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		e, err := ParseEvent(line)
+		if err != nil {
+			return
+		}
+		if !json.Valid(line) {
+			t.Fatalf("accepted invalid JSON %q", line)
+		}
+		var raw map[string]any
+		dec := json.NewDecoder(bytes.NewReader(line))
+		dec.UseNumber()
+		if err := dec.Decode(&raw); err != nil {
+			t.Fatalf("accepted %q, which encoding/json rejects: %v", line, err)
+		}
+		if raw["type"] != string(e.Type) || raw["request_id"] != e.RequestID {
+			t.Fatalf("%q: parsed %+v, encoding/json %v", line, e, raw)
+		}
+		if ts, _ := raw["ts"].(json.Number).Int64(); ts != e.TS {
+			t.Fatalf("%q: ts %d, encoding/json %v", line, e.TS, raw["ts"])
+		}
+		again, err := ParseEvent(e.AppendJSON(nil))
+		if err != nil || again != e {
+			t.Fatalf("%q: canonical form %s parses to %+v, %v", line, e.AppendJSON(nil), again, err)
+		}
+	})
+}
+
+func TestParseDoesNotAllocateBeyondIdentifiers(t *testing.T) {
+	req, resp := []byte(specRequest), []byte(specResponse)
+	if n := testing.AllocsPerRun(100, func() { _, _ = ParseEvent(req) }); n > 2 {
+		t.Errorf("request: %v allocations, want at most 2 (request_id, tenant_id)", n)
+	}
+	if n := testing.AllocsPerRun(100, func() { _, _ = ParseEvent(resp) }); n > 1 {
+		t.Errorf("response: %v allocations, want at most 1 (request_id)", n)
+	}
+}
+
+// BenchmarkParseEvent parses a generated trace; ns/op is per line.
+func BenchmarkParseEvent(b *testing.B) {
+	cfg := DefaultGenConfig()
+	cfg.Requests = 10_000
+	var buf bytes.Buffer
+	if _, err := Generate(cfg, func(int) io.Writer { return &buf }); err != nil {
+		b.Fatal(err)
+	}
+	lines := bytes.Split(bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}), []byte{'\n'})
+	b.SetBytes(int64(buf.Len() / len(lines)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		if _, err := ParseEvent(lines[i%len(lines)]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkParseEventEncodingJSON is the baseline: encoding/json into a
+// struct, with none of ParseEvent's validation.
+func BenchmarkParseEventEncodingJSON(b *testing.B) {
+	cfg := DefaultGenConfig()
+	cfg.Requests = 10_000
+	var buf bytes.Buffer
+	if _, err := Generate(cfg, func(int) io.Writer { return &buf }); err != nil {
+		b.Fatal(err)
+	}
+	lines := bytes.Split(bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}), []byte{'\n'})
+	type plain struct {
+		Type         string `json:"type"`
+		RequestID    string `json:"request_id"`
+		TenantID     string `json:"tenant_id"`
+		Model        string `json:"model"`
+		TS           int64  `json:"ts"`
+		InputTokens  int64  `json:"input_tokens"`
+		OutputTokens int64  `json:"output_tokens"`
+		Status       int    `json:"status"`
+	}
+	b.SetBytes(int64(buf.Len() / len(lines)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		var e plain
+		if err := json.Unmarshal(lines[i%len(lines)], &e); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
