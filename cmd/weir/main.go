@@ -28,6 +28,6 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newDemoCmd())
+	root.AddCommand(newDemoCmd(), newBenchCmd())
 	return root
 }

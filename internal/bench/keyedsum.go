@@ -1,0 +1,167 @@
+// Package bench holds weir's benchmarks as library code, shared by
+// `weir bench` and `go test -bench`.
+package bench
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"sync/atomic"
+	"time"
+
+	"github.com/weirstream/weir/config"
+	"github.com/weirstream/weir/connector"
+	"github.com/weirstream/weir/connector/datagen"
+	weirrt "github.com/weirstream/weir/internal/runtime"
+	"github.com/weirstream/weir/state"
+	"github.com/weirstream/weir/stream"
+)
+
+// KeyedSumConfig configures the keyed-sum benchmark.
+type KeyedSumConfig struct {
+	Records     int64         // total records
+	Keys        int64         // distinct keys
+	Parallelism int           // of the keyed operator and the source
+	Checkpoint  time.Duration // interval; 0 disables checkpoints
+	Partitions  int
+}
+
+// DefaultKeyedSum is the configuration `weir bench keyed-sum` runs.
+func DefaultKeyedSum() KeyedSumConfig {
+	return KeyedSumConfig{Records: 20_000_000, Keys: 10_000, Parallelism: 2, Checkpoint: time.Second, Partitions: 2}
+}
+
+// Record is what the benchmark's source generates.
+type Record struct {
+	Key   int64
+	Value int64
+}
+
+func (c KeyedSumConfig) gen() func(p int, seq int64) Record {
+	keys := uint64(c.Keys)
+	return func(p int, seq int64) Record {
+		m := datagen.Mix(1, p, seq)
+		return Record{Key: int64(m % keys), Value: int64(m>>32) & 0xff}
+	}
+}
+
+// Result is one measured run.
+type Result struct {
+	Records     int64
+	Elapsed     time.Duration
+	Checkpoints int
+}
+
+// PerSecond is the throughput in records per second.
+func (r Result) PerSecond() float64 { return float64(r.Records) / r.Elapsed.Seconds() }
+
+type summer struct {
+	sum state.ValueState[int64]
+}
+
+func (s *summer) Open(rc *stream.RuntimeContext[int64]) error {
+	var err error
+	s.sum, err = stream.ValueState[int64](rc, "sum")
+	return err
+}
+
+func (s *summer) ProcessElement(ctx *stream.Context[int64, struct{}], r Record) error {
+	v, _ := s.sum.Value()
+	s.sum.Update(v + r.Value)
+	return nil
+}
+
+// discard is a sink that drops what it gets.
+type discard[T any] struct{}
+
+func (discard[T]) NewWriter(context.Context, connector.WriterInfo) (connector.SinkWriter[T], error) {
+	return discardWriter[T]{}, nil
+}
+
+type discardWriter[T any] struct{}
+
+func (discardWriter[T]) Write(T, int64) error                                   { return nil }
+func (discardWriter[T]) PrepareCommit(context.Context, int64) ([][]byte, error) { return nil, nil }
+func (discardWriter[T]) Close() error                                           { return nil }
+
+// RunEngine runs datagen → keyBy → running sum (keyed value state) →
+// discarding sink on the engine.
+func RunEngine(ctx context.Context, c KeyedSumConfig) (Result, error) {
+	kv := []string{fmt.Sprintf("parallelism.default=%d", c.Parallelism)}
+	if c.Checkpoint > 0 {
+		kv = append(kv, "execution.checkpointing.interval="+c.Checkpoint.String())
+	}
+	cfg, err := config.ParseDynamic(kv)
+	if err != nil {
+		return Result{}, err
+	}
+	var completed atomic.Int64
+	env, err := stream.NewEnvironment(stream.WithConfig(cfg), stream.WithLogger(slog.New(slog.DiscardHandler)),
+		stream.WithEvents(func(e stream.JobEvent) {
+			if e.Kind == weirrt.EventCheckpointCompleted {
+				completed.Add(1)
+			}
+		}))
+	if err != nil {
+		return Result{}, err
+	}
+	per := c.Records / int64(c.Partitions)
+	src, err := datagen.New(c.gen(), datagen.Partitions(c.Partitions), datagen.Count(per), datagen.BatchSize(1024))
+	if err != nil {
+		return Result{}, err
+	}
+	in := stream.FromSource(env, src, "datagen", stream.NoWatermarks[Record]())
+	sums := stream.Process(stream.KeyBy(in, func(r Record) int64 { return r.Key }), stream.KeyedProcessFunction[int64, Record, struct{}](&summer{}), stream.Uid("sum"))
+	stream.SinkTo(sums, discard[struct{}]{}, stream.Uid("sink"))
+	runtime.GC()
+	start := time.Now()
+	if err := env.Execute(ctx, "keyed-sum"); err != nil {
+		return Result{}, err
+	}
+	return Result{Records: per * int64(c.Partitions), Elapsed: time.Since(start), Checkpoints: int(completed.Load())}, nil
+}
+
+// RunLoop is the practical limit: one goroutine generating the same
+// records and folding them into a Go map.
+func RunLoop(c KeyedSumConfig) Result {
+	gen := c.gen()
+	sums := make(map[int64]int64, c.Keys)
+	per := c.Records / int64(c.Partitions)
+	runtime.GC()
+	start := time.Now()
+	for p := range c.Partitions {
+		for seq := range per {
+			r := gen(p, seq)
+			sums[r.Key] += r.Value
+		}
+	}
+	elapsed := time.Since(start)
+	if len(sums) == 0 && per > 0 {
+		panic("bench: empty fold")
+	}
+	return Result{Records: per * int64(c.Partitions), Elapsed: elapsed}
+}
+
+// SnapshotSync measures the synchronous part of a checkpoint of a keyed
+// value state holding keys keys: the time Snapshot takes to return.
+func SnapshotSync(keys int) (time.Duration, error) {
+	b, err := state.NewHeapKeyed[int64](nil, 128, state.KeyGroupRange{Start: 0, End: 127})
+	if err != nil {
+		return 0, err
+	}
+	v, err := state.Value(b, state.ValueDescriptor[int64]{Name: "sum"})
+	if err != nil {
+		return 0, err
+	}
+	for k := range int64(keys) {
+		b.SetCurrentKey(k)
+		v.Update(k)
+	}
+	runtime.GC()
+	start := time.Now()
+	s := b.Snapshot(1)
+	d := time.Since(start)
+	s.Release()
+	return d, nil
+}
