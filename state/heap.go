@@ -1,0 +1,305 @@
+package state
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+
+	"github.com/weirstream/weir/codec"
+)
+
+// HeapKeyed is the heap keyed-state backend of one subtask: every keyed
+// state of an operator, for the key groups the subtask owns, in Go maps.
+//
+// A HeapKeyed belongs to the goroutine of its subtask: SetCurrentKey, the
+// state handles, Snapshot, KeyedSnapshot.Release and Restore must all be
+// called from it, one at a time. Only KeyedSnapshot.WriteTo runs on another
+// goroutine, concurrently with the owner.
+//
+// Values are stored as given, not copied. A value passed to Update, Add,
+// Put or AddAll belongs to the state from then on and must not be modified
+// by the caller; a value returned by Value, Get or All must not be modified
+// in place (modify a copy and Update it). Containers that the state builds
+// itself (the list of a ListState, the map of a MapState, accumulators) are
+// copied on write whenever a pending snapshot shares them, so mutating
+// through the state API is always safe.
+type HeapKeyed[K comparable] struct {
+	keyCodec  codec.Codec[K]
+	hasher    func(K) uint32
+	maxP      int
+	kgs       KeyGroupRange
+	shardSize int
+	ep        *epochs
+
+	// The current key, its hash and its key group relative to kgs.Start
+	// (-1 before the first SetCurrentKey).
+	key   K
+	hash  uint32
+	kgIdx int
+
+	states []keyedState
+	byName map[string]int
+	// restored marks the key groups that a Restore has filled.
+	restored []bool
+}
+
+// HeapOption configures NewHeapKeyed.
+type HeapOption func(*heapConfig)
+
+type heapConfig struct {
+	hasher    any
+	shardSize int
+}
+
+// WithKeyHasher sets the function that hashes keys to key groups. The
+// default is HasherFor[K]() when K has a codec.For codec, and otherwise a
+// hash of the key codec's bytes. Whatever partitions records between
+// subtasks must use the same function (see HeapKeyed.KeyHasher).
+func WithKeyHasher[K comparable](h func(K) uint32) HeapOption {
+	return func(c *heapConfig) { c.hasher = h }
+}
+
+// WithShardSize sets the number of entries at which a shard of a state
+// table splits in two. Smaller shards make the first write after a snapshot
+// cheaper (it copies one shard) at the cost of more shards to capture.
+// Default 1024.
+func WithShardSize(n int) HeapOption {
+	return func(c *heapConfig) { c.shardSize = n }
+}
+
+// NewHeapKeyed returns an empty backend for the key groups kgs out of
+// maxParallelism. A nil keyCodec means codec.For[K]().
+func NewHeapKeyed[K comparable](keyCodec codec.Codec[K], maxParallelism int, kgs KeyGroupRange, opts ...HeapOption) (*HeapKeyed[K], error) {
+	cfg := heapConfig{shardSize: defaultShardSize}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if maxParallelism <= 0 || maxParallelism > UpperBoundMaxParallelism {
+		return nil, fmt.Errorf("state: maxParallelism %d out of (0, %d]", maxParallelism, UpperBoundMaxParallelism)
+	}
+	if kgs.Len() == 0 || kgs.Start < 0 || kgs.End >= maxParallelism {
+		return nil, fmt.Errorf("state: key group range %v is empty or outside [0, %d)", kgs, maxParallelism)
+	}
+	if cfg.shardSize < 1 {
+		return nil, fmt.Errorf("state: shard size %d must be positive", cfg.shardSize)
+	}
+	if keyCodec == nil {
+		c, err := codec.For[K]()
+		if err != nil {
+			return nil, fmt.Errorf("state: key codec: %w", err)
+		}
+		keyCodec = c
+	}
+	b := &HeapKeyed[K]{
+		keyCodec:  keyCodec,
+		maxP:      maxParallelism,
+		kgs:       kgs,
+		shardSize: cfg.shardSize,
+		ep:        newEpochs(),
+		kgIdx:     -1,
+		byName:    make(map[string]int),
+		restored:  make([]bool, kgs.Len()),
+	}
+	switch h := cfg.hasher.(type) {
+	case nil:
+		b.hasher = scalarHasher[K]()
+		if b.hasher == nil {
+			if c, err := codec.For[K](); err == nil {
+				b.hasher = HasherFromCodec(c)
+			} else {
+				b.hasher = HasherFromCodec(keyCodec)
+			}
+		}
+	case func(K) uint32:
+		b.hasher = h
+	default:
+		return nil, fmt.Errorf("state: WithKeyHasher got %T, want func(%v) uint32", h, reflect.TypeFor[K]())
+	}
+	return b, nil
+}
+
+// KeyHasher returns the function the backend hashes keys with.
+func (b *HeapKeyed[K]) KeyHasher() func(K) uint32 { return b.hasher }
+
+// KeyCodec returns the codec of the backend's keys.
+func (b *HeapKeyed[K]) KeyCodec() codec.Codec[K] { return b.keyCodec }
+
+// MaxParallelism returns the number of key groups.
+func (b *HeapKeyed[K]) MaxParallelism() int { return b.maxP }
+
+// KeyGroups returns the key groups the backend holds.
+func (b *HeapKeyed[K]) KeyGroups() KeyGroupRange { return b.kgs }
+
+// SetCurrentKey sets the key that state handles read and write. It hashes
+// k once; every state access until the next SetCurrentKey uses that hash.
+// It panics if k belongs to a key group outside the backend's range, which
+// means records were partitioned with another hash or key group layout.
+func (b *HeapKeyed[K]) SetCurrentKey(k K) {
+	b.SetCurrentKeyWithHash(k, b.hasher(k))
+}
+
+// SetCurrentKeyWithHash is SetCurrentKey for a caller that has already
+// computed hash = KeyHasher()(k), for instance to partition the record.
+func (b *HeapKeyed[K]) SetCurrentKeyWithHash(k K, hash uint32) {
+	kg := KeyGroupFor(hash, b.maxP)
+	if kg < b.kgs.Start || kg > b.kgs.End {
+		panic(fmt.Sprintf("state: key %v is in key group %d, outside this backend's range %v (of %d): records were partitioned with a different key hash or parallelism",
+			k, kg, b.kgs, b.maxP))
+	}
+	b.key, b.hash, b.kgIdx = k, hash, kg-b.kgs.Start
+}
+
+// CurrentKey returns the current key (the zero K before SetCurrentKey).
+func (b *HeapKeyed[K]) CurrentKey() K { return b.key }
+
+// CurrentKeyGroup returns the current key's key group, or -1 before
+// SetCurrentKey.
+func (b *HeapKeyed[K]) CurrentKeyGroup() int {
+	if b.kgIdx < 0 {
+		return -1
+	}
+	return b.kgIdx + b.kgs.Start
+}
+
+// pos returns the current key's position, panicking if there is none.
+func (b *HeapKeyed[K]) pos() (kgIdx int, hash uint32) {
+	if b.kgIdx < 0 {
+		panic("state: keyed state accessed before SetCurrentKey")
+	}
+	return b.kgIdx, b.hash
+}
+
+// PendingSnapshots returns the number of snapshots taken and not yet
+// released.
+func (b *HeapKeyed[K]) PendingSnapshots() int { return len(b.ep.pending) }
+
+// StateNames returns the names of the states the backend holds, registered
+// or restored, in registration order.
+func (b *HeapKeyed[K]) StateNames() []string {
+	names := make([]string, len(b.states))
+	for i, s := range b.states {
+		names[i] = s.info().name
+	}
+	return names
+}
+
+// stateKind is the kind of a keyed state, as recorded in snapshots.
+type stateKind uint8
+
+const (
+	kindValue stateKind = iota + 1
+	kindList
+	kindMap
+	kindReducing
+	kindAggregating
+	kindTimers
+)
+
+func (k stateKind) String() string {
+	switch k {
+	case kindValue:
+		return "value"
+	case kindList:
+		return "list"
+	case kindMap:
+		return "map"
+	case kindReducing:
+		return "reducing"
+	case kindAggregating:
+		return "aggregating"
+	case kindTimers:
+		return "timers"
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
+type stateInfo struct {
+	name       string
+	kind       stateKind
+	namespaced bool
+}
+
+func (i stateInfo) String() string {
+	if i.namespaced {
+		return fmt.Sprintf("%s state %q (namespaced)", i.kind, i.name)
+	}
+	return fmt.Sprintf("%s state %q", i.kind, i.name)
+}
+
+// keyedState is a state as the backend sees it: something to snapshot and
+// to restore into.
+type keyedState interface {
+	info() stateInfo
+	// capture returns an immutable view of the state for a snapshot. It is
+	// called on the owner goroutine and must not copy entries.
+	capture() stateView
+	// restoreGroup adds n entries of key group kgIdx (relative to the
+	// backend's range), laid out in data as in a snapshot block (each a
+	// length-prefixed key, namespace and value).
+	restoreGroup(kgIdx, n int, data []byte) error
+}
+
+// stateView is a snapshot of one state; its methods run on the goroutine
+// that serializes the snapshot.
+type stateView interface {
+	groupLen(kgIdx int) int
+	// appendGroup appends the entries of key group kgIdx, each as
+	// length-prefixed key, namespace and value bytes.
+	appendGroup(dst []byte, kgIdx int) []byte
+}
+
+var errRegistered = errors.New("state: registered with a different kind or types")
+
+// register returns the state named info.name, creating it with build if
+// needed and filling it with entries restored for it.
+func register[K comparable, S keyedState](b *HeapKeyed[K], info stateInfo, build func() S) (S, error) {
+	var zero S
+	if info.name == "" {
+		return zero, errors.New("state: a state needs a name")
+	}
+	i, ok := b.byName[info.name]
+	if ok {
+		if s, ok := b.states[i].(S); ok && s.info() == info {
+			return s, nil
+		}
+		if raw, ok := b.states[i].(*rawState); !ok {
+			return zero, fmt.Errorf("%w: %v is already a %v", errRegistered, info, b.states[i].info())
+		} else if raw.inf != info {
+			return zero, fmt.Errorf("state: %v was restored as a %v", info, raw.inf)
+		}
+	}
+	s := build()
+	if ok {
+		raw := b.states[i].(*rawState)
+		for kgIdx, segs := range raw.groups {
+			for _, seg := range segs {
+				if err := s.restoreGroup(kgIdx, seg.n, seg.data); err != nil {
+					return zero, fmt.Errorf("state: restoring %v in key group %d: %w", info, kgIdx+b.kgs.Start, err)
+				}
+			}
+		}
+		b.states[i] = s
+		return s, nil
+	}
+	b.byName[info.name] = len(b.states)
+	b.states = append(b.states, s)
+	return s, nil
+}
+
+// orFor returns c, or codec.For[T]() if c is nil.
+func orFor[T any](c codec.Codec[T]) (codec.Codec[T], error) {
+	if c != nil {
+		return c, nil
+	}
+	return codec.For[T]()
+}
+
+// checkKeyGroup verifies that a restored key hashes to the key group it was
+// stored under; a mismatch means the key hash function changed.
+func (b *HeapKeyed[K]) checkKeyGroup(kgIdx int, h uint32) error {
+	if kg := KeyGroupFor(h, b.maxP); kg != kgIdx+b.kgs.Start {
+		return fmt.Errorf("%w: key stored in key group %d hashes to key group %d (did the key type or its hash change?)",
+			ErrCorrupt, kgIdx+b.kgs.Start, kg)
+	}
+	return nil
+}

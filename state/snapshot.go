@@ -1,0 +1,351 @@
+package state
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"sync/atomic"
+)
+
+// KeyedSnapshot is a consistent view of a HeapKeyed backend at the moment
+// Snapshot returned. It shares the backend's data: the backend copies what
+// it would otherwise modify (see table.go) until Release.
+//
+// WriteTo may run on any goroutine, concurrently with the owner modifying
+// the backend. Release must run on the owner's goroutine (deliver it as a
+// mail once WriteTo has returned, or when the checkpoint is aborted).
+type KeyedSnapshot struct {
+	checkpointID int64
+	epoch        uint64
+	maxP         int
+	kgs          KeyGroupRange
+	infos        []stateInfo
+	views        []stateView
+	release      func(uint64)
+	released     bool
+
+	stats atomic.Pointer[SnapshotStats]
+}
+
+// SnapshotStats describes a serialized snapshot.
+type SnapshotStats struct {
+	// Bytes is the size of the serialized snapshot.
+	Bytes int64
+	// Entries is the number of entries written (for a list or map state,
+	// one per key and namespace).
+	Entries int64
+	// KeyGroupOffsets[i] is the offset of the block of key group
+	// KeyGroups.Start+i in the blob.
+	KeyGroupOffsets []int64
+	KeyGroups       KeyGroupRange
+}
+
+// Snapshot captures the backend's state for checkpoint checkpointID. It
+// copies no entries: it records each state's shard pointers and advances
+// the epoch, so it takes time proportional to the number of shards (about
+// one per thousand entries), not to the number of entries. The owner may
+// continue to modify state as soon as it returns.
+//
+// Several snapshots may be pending at once. Each must be released.
+func (b *HeapKeyed[K]) Snapshot(checkpointID int64) *KeyedSnapshot {
+	s := &KeyedSnapshot{
+		checkpointID: checkpointID,
+		maxP:         b.maxP,
+		kgs:          b.kgs,
+		infos:        make([]stateInfo, len(b.states)),
+		views:        make([]stateView, len(b.states)),
+		release:      func(ep uint64) { b.ep.end(ep) },
+	}
+	for i, st := range b.states {
+		s.infos[i] = st.info()
+		s.views[i] = st.capture()
+	}
+	s.epoch = b.ep.begin()
+	return s
+}
+
+// CheckpointID returns the checkpoint the snapshot belongs to.
+func (s *KeyedSnapshot) CheckpointID() int64 { return s.checkpointID }
+
+// KeyGroups returns the key groups in the snapshot.
+func (s *KeyedSnapshot) KeyGroups() KeyGroupRange { return s.kgs }
+
+// Release tells the backend that the snapshot will not be read again, so
+// that it can modify in place what the snapshot shared. It must be called
+// on the backend's goroutine, after WriteTo has returned; calling it again
+// does nothing.
+func (s *KeyedSnapshot) Release() {
+	if s.released {
+		return
+	}
+	s.released = true
+	s.release(s.epoch)
+	s.views = nil
+}
+
+// Stats returns the statistics of the last completed WriteTo, or nil.
+func (s *KeyedSnapshot) Stats() *SnapshotStats { return s.stats.Load() }
+
+// WriteTo serializes the snapshot: a header naming the states, then one
+// checksummed block per key group holding every state's entries in that
+// key group, so a restore can take any subset of key groups. It may run
+// concurrently with the backend's owner, but not after Release.
+func (s *KeyedSnapshot) WriteTo(w io.Writer) (int64, error) {
+	if s.views == nil {
+		return 0, fmt.Errorf("state: snapshot of checkpoint %d written after Release", s.checkpointID)
+	}
+	bw := newBlobWriter(w)
+	hdr := binary.AppendVarint(nil, s.checkpointID)
+	hdr = binary.AppendUvarint(hdr, uint64(s.maxP))
+	hdr = binary.AppendUvarint(hdr, uint64(s.kgs.Start))
+	hdr = binary.AppendUvarint(hdr, uint64(s.kgs.End))
+	hdr = binary.AppendUvarint(hdr, uint64(len(s.infos)))
+	for _, inf := range s.infos {
+		hdr = appendStateInfo(hdr, inf)
+	}
+	bw.header(blobKeyed, hdr)
+
+	stats := &SnapshotStats{KeyGroups: s.kgs, KeyGroupOffsets: make([]int64, s.kgs.Len())}
+	var buf []byte
+	for kgIdx := range s.kgs.Len() {
+		buf = buf[:0]
+		for i, v := range s.views {
+			n := v.groupLen(kgIdx)
+			if n == 0 {
+				continue
+			}
+			stats.Entries += int64(n)
+			buf = binary.AppendUvarint(buf, uint64(i))
+			buf = binary.AppendUvarint(buf, uint64(n))
+			buf = v.appendGroup(buf, kgIdx)
+		}
+		stats.KeyGroupOffsets[kgIdx] = bw.block(s.kgs.Start+kgIdx, buf)
+		if bw.err != nil {
+			break
+		}
+	}
+	n, err := bw.end()
+	if err != nil {
+		return n, fmt.Errorf("state: writing snapshot of checkpoint %d: %w", s.checkpointID, err)
+	}
+	stats.Bytes = n
+	s.stats.Store(stats)
+	return n, nil
+}
+
+func appendStateInfo(dst []byte, inf stateInfo) []byte {
+	dst = appendString(dst, inf.name)
+	var flags byte
+	if inf.namespaced {
+		flags |= 1
+	}
+	return append(dst, byte(inf.kind), flags)
+}
+
+func (d *decoder) stateInfo() stateInfo {
+	name := string(d.bytes())
+	kind := stateKind(d.byte())
+	flags := d.byte()
+	if d.err == nil && (kind < kindValue || kind > kindTimers || flags > 1) {
+		d.err = corrupt("state %q has kind %d, flags %#x", name, kind, flags)
+	}
+	return stateInfo{name: name, kind: kind, namespaced: flags&1 != 0}
+}
+
+// KeyedSnapshotInfo describes a serialized keyed snapshot, as read from its
+// header.
+type KeyedSnapshotInfo struct {
+	CheckpointID   int64
+	MaxParallelism int
+	KeyGroups      KeyGroupRange
+	// States names the states in the snapshot.
+	States []string
+}
+
+type keyedHeader struct {
+	KeyedSnapshotInfo
+	infos []stateInfo
+}
+
+func readKeyedHeader(br *blobReader) (*keyedHeader, error) {
+	p, err := br.header(blobKeyed)
+	if err != nil {
+		return nil, err
+	}
+	d := &decoder{b: p}
+	h := &keyedHeader{}
+	h.CheckpointID = d.varint()
+	h.MaxParallelism = d.int(UpperBoundMaxParallelism, "maxParallelism")
+	h.KeyGroups.Start = d.int(UpperBoundMaxParallelism, "key group")
+	h.KeyGroups.End = d.int(UpperBoundMaxParallelism, "key group")
+	n := d.int(len(d.b), "state count")
+	for range n {
+		if d.err != nil {
+			break
+		}
+		inf := d.stateInfo()
+		h.infos = append(h.infos, inf)
+		h.States = append(h.States, inf.name)
+	}
+	switch {
+	case d.err != nil:
+		return nil, fmt.Errorf("header: %w", d.err)
+	case len(d.b) != 0:
+		return nil, corrupt("header has %d trailing bytes", len(d.b))
+	case h.MaxParallelism == 0 || h.KeyGroups.Len() == 0 || h.KeyGroups.End >= h.MaxParallelism:
+		return nil, corrupt("header has key groups %v of %d", h.KeyGroups, h.MaxParallelism)
+	}
+	seen := make(map[string]bool, len(h.infos))
+	for _, inf := range h.infos {
+		if seen[inf.name] {
+			return nil, corrupt("header names state %q twice", inf.name)
+		}
+		seen[inf.name] = true
+	}
+	return h, nil
+}
+
+// ReadKeyedSnapshotInfo reads the header of a serialized keyed snapshot.
+func ReadKeyedSnapshotInfo(r io.Reader) (KeyedSnapshotInfo, error) {
+	h, err := readKeyedHeader(newBlobReader(r))
+	if err != nil {
+		return KeyedSnapshotInfo{}, err
+	}
+	return h.KeyedSnapshotInfo, nil
+}
+
+// Restore loads the key groups of the backend's range from a serialized
+// keyed snapshot. After a rescale, a subtask calls it once for each old
+// snapshot whose key groups overlap its own; each key group may be restored
+// only once. Restore before processing any record.
+//
+// The whole blob is read and verified (checksums, block sequence, block
+// count, entry structure) before anything is loaded, so a corrupt or
+// truncated blob changes nothing. Entries of registered states are decoded
+// with their codecs during the load; entries of states not registered yet
+// are kept as bytes and decoded when the state is registered. If decoding
+// fails during the load, the error is returned and the backend, partly
+// loaded, must be discarded.
+func (b *HeapKeyed[K]) Restore(r io.Reader) error {
+	return b.RestoreKeyGroups(r, b.kgs)
+}
+
+// RestoreKeyGroups is Restore limited to the key groups in kgs.
+func (b *HeapKeyed[K]) RestoreKeyGroups(r io.Reader, kgs KeyGroupRange) error {
+	if err := b.restore(r, kgs.Intersect(b.kgs)); err != nil {
+		return fmt.Errorf("state: restoring keyed state: %w", err)
+	}
+	return nil
+}
+
+type keyedBlock struct {
+	kgIdx int
+	segs  []blockSegment
+}
+
+// blockSegment is the part of a key group block holding one state's
+// entries.
+type blockSegment struct {
+	state int
+	rawSegment
+}
+
+func (b *HeapKeyed[K]) restore(r io.Reader, want KeyGroupRange) error {
+	br := newBlobReader(r)
+	h, err := readKeyedHeader(br)
+	if err != nil {
+		return err
+	}
+	if h.MaxParallelism != b.maxP {
+		return fmt.Errorf("snapshot of checkpoint %d has %d key groups, this backend %d: maxParallelism cannot change",
+			h.CheckpointID, h.MaxParallelism, b.maxP)
+	}
+	var blocks []keyedBlock
+	next := h.KeyGroups.Start
+	for {
+		kg, payload, ok, err := br.next()
+		if err != nil {
+			return err
+		}
+		if !ok {
+			break
+		}
+		if kg != next || kg > h.KeyGroups.End {
+			return corrupt("block for key group %d where %d was expected (snapshot range %v)", kg, next, h.KeyGroups)
+		}
+		next++
+		if !want.Contains(kg) {
+			continue
+		}
+		segs, err := parseKeyedBlock(payload, len(h.infos))
+		if err != nil {
+			return fmt.Errorf("key group %d: %w", kg, err)
+		}
+		if b.restored[kg-b.kgs.Start] {
+			return fmt.Errorf("key group %d restored twice", kg)
+		}
+		blocks = append(blocks, keyedBlock{kg - b.kgs.Start, segs})
+	}
+	if next != h.KeyGroups.End+1 {
+		return corrupt("snapshot ends after key group %d of %v", next-1, h.KeyGroups)
+	}
+
+	// Verified: load.
+	targets := make([]keyedState, len(h.infos))
+	for i, inf := range h.infos {
+		j, ok := b.byName[inf.name]
+		if !ok {
+			j = len(b.states)
+			b.byName[inf.name] = j
+			b.states = append(b.states, &rawState{inf: inf, groups: make([][]rawSegment, b.kgs.Len())})
+		}
+		if got := b.states[j].info(); got != inf {
+			return fmt.Errorf("snapshot has %v, backend has %v", inf, got)
+		}
+		targets[i] = b.states[j]
+	}
+	for _, blk := range blocks {
+		b.restored[blk.kgIdx] = true
+		for _, seg := range blk.segs {
+			st := targets[seg.state]
+			if err := st.restoreGroup(blk.kgIdx, seg.n, seg.data); err != nil {
+				return fmt.Errorf("%v, key group %d: %w", st.info(), blk.kgIdx+b.kgs.Start, err)
+			}
+		}
+	}
+	return nil
+}
+
+// parseKeyedBlock splits a key group's payload into the segments of each
+// state, verifying its structure.
+func parseKeyedBlock(p []byte, states int) ([]blockSegment, error) {
+	if states == 0 && len(p) > 0 {
+		return nil, corrupt("entries in a snapshot without states")
+	}
+	var segs []blockSegment
+	d := &decoder{b: p}
+	last := -1
+	for len(d.b) > 0 {
+		i := d.int(states-1, "state index")
+		if d.err == nil && i <= last {
+			return nil, corrupt("state %d after state %d", i, last)
+		}
+		last = i
+		n := d.int(len(d.b), "entry count")
+		start := d.b
+		for range n {
+			d.bytes()
+			d.bytes()
+			d.bytes()
+			if d.err != nil {
+				break
+			}
+		}
+		if d.err != nil {
+			return nil, d.err
+		}
+		used := len(start) - len(d.b)
+		segs = append(segs, blockSegment{i, rawSegment{n, start[:used:used]}})
+	}
+	return segs, nil
+}

@@ -1,0 +1,255 @@
+package state
+
+import (
+	"bytes"
+	"errors"
+	"math/rand/v2"
+	"testing"
+)
+
+// serialize takes a snapshot of b, writes it and releases it.
+func serialize(t testing.TB, b *HeapKeyed[string], id int64) []byte {
+	t.Helper()
+	snap := b.Snapshot(id)
+	defer snap.Release()
+	var buf bytes.Buffer
+	n, err := snap.WriteTo(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := snap.Stats(); st == nil || st.Bytes != n || n != int64(buf.Len()) {
+		t.Fatalf("stats %+v for %d bytes written", st, buf.Len())
+	}
+	return buf.Bytes()
+}
+
+// filled returns a backend for kgs filled by n random operations, and its
+// model.
+func filled(t testing.TB, seed uint64, n int, kgs KeyGroupRange, opts ...HeapOption) (*handles, *model) {
+	t.Helper()
+	b, err := NewHeapKeyed[string](nil, 128, kgs, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := registerAll(t, b)
+	m := newModel()
+	r := rand.New(rand.NewPCG(seed, 0))
+	hash := b.KeyHasher()
+	keys := func(r *rand.Rand) string {
+		for {
+			k := uniformKeys(r)
+			if kgs.Contains(KeyGroupFor(hash(k), 128)) {
+				return k
+			}
+		}
+	}
+	for range n {
+		h.step(r, m, keys)
+	}
+	return h, m
+}
+
+func restored(t testing.TB, kgs KeyGroupRange, blobs ...[]byte) *handles {
+	t.Helper()
+	b, err := NewHeapKeyed[string](nil, 128, kgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, blob := range blobs {
+		if err := b.Restore(bytes.NewReader(blob)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return registerAll(t, b)
+}
+
+func TestSnapshotRoundTrip(t *testing.T) {
+	all := KeyGroupRange{0, 127}
+	h, m := filled(t, 1, 5000, all, WithShardSize(16))
+	blob := serialize(t, h.b, 7)
+	info, err := ReadKeyedSnapshotInfo(bytes.NewReader(blob))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.CheckpointID != 7 || info.MaxParallelism != 128 || info.KeyGroups != all || len(info.States) != 8 {
+		t.Fatalf("info %+v", info)
+	}
+	t.Logf("%d entries in %d bytes", m.entries(), len(blob))
+
+	// Restore before registering (the entries wait as bytes) ...
+	r := restored(t, all, blob)
+	if err := r.check(m); err != nil {
+		t.Fatal(err)
+	}
+	// ... and after registering.
+	b2, _ := NewHeapKeyed[string](nil, 128, all)
+	r2 := registerAll(t, b2)
+	if err := b2.Restore(bytes.NewReader(blob)); err != nil {
+		t.Fatal(err)
+	}
+	if err := r2.check(m); err != nil {
+		t.Fatal(err)
+	}
+	// The original is unchanged by snapshotting and still equal.
+	if err := h.check(m); err != nil {
+		t.Fatal(err)
+	}
+	// A restored backend snapshots to an equivalent blob, also for states
+	// still waiting for registration.
+	b3, _ := NewHeapKeyed[string](nil, 128, all)
+	if err := b3.Restore(bytes.NewReader(blob)); err != nil {
+		t.Fatal(err)
+	}
+	again := serialize(t, b3, 8)
+	if err := restored(t, all, again).check(m); err != nil {
+		t.Fatalf("snapshot of unregistered restored state: %v", err)
+	}
+}
+
+func TestRestoreSubset(t *testing.T) {
+	all := KeyGroupRange{0, 127}
+	h, m := filled(t, 2, 3000, all)
+	blob := serialize(t, h.b, 1)
+	sub := KeyGroupRange{10, 40}
+	b, _ := NewHeapKeyed[string](nil, 128, all)
+	if err := b.RestoreKeyGroups(bytes.NewReader(blob), sub); err != nil {
+		t.Fatal(err)
+	}
+	r := registerAll(t, b)
+	if err := r.check(m.restrict(b.KeyHasher(), 128, sub)); err != nil {
+		t.Fatal(err)
+	}
+	// The rest can be restored afterwards, but no key group twice.
+	if err := b.RestoreKeyGroups(bytes.NewReader(blob), KeyGroupRange{41, 127}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.RestoreKeyGroups(bytes.NewReader(blob), KeyGroupRange{0, 10}); err == nil {
+		t.Fatal("restored key group 10 twice")
+	}
+}
+
+// TestRescale scales 2 subtasks to 1 and to 3, and checks that every new
+// subtask holds exactly its part of the old state.
+func TestRescale(t *testing.T) {
+	a, ma := filled(t, 3, 3000, RangeForSubtask(128, 2, 0))
+	b, mb := filled(t, 4, 3000, RangeForSubtask(128, 2, 1))
+	blobA, blobB := serialize(t, a.b, 5), serialize(t, b.b, 5)
+
+	union := ma.clone()
+	for k, v := range mb.clone().value {
+		union.value[k] = v
+	}
+	mbc := mb.clone()
+	for k, v := range mbc.list {
+		union.list[k] = v
+	}
+	for k, v := range mbc.mp {
+		union.mp[k] = v
+	}
+	for k, v := range mbc.sum {
+		union.sum[k] = v
+	}
+	for k, v := range mbc.avg {
+		union.avg[k] = v
+	}
+	for k, v := range mbc.vns {
+		union.vns[k] = v
+	}
+	for k, v := range mbc.lns {
+		union.lns[k] = v
+	}
+	for k, v := range mbc.tim {
+		union.tim[k] = v
+	}
+
+	one := restored(t, KeyGroupRange{0, 127}, blobA, blobB)
+	if err := one.check(union); err != nil {
+		t.Fatalf("2 -> 1: %v", err)
+	}
+	for i := range 3 {
+		kgs := RangeForSubtask(128, 3, i)
+		r := restored(t, kgs, blobA, blobB)
+		if err := r.check(union.restrict(r.b.KeyHasher(), 128, kgs)); err != nil {
+			t.Fatalf("2 -> 3, subtask %d: %v", i, err)
+		}
+		snap := r.b.Snapshot(9)
+		var buf bytes.Buffer
+		if _, err := snap.WriteTo(&buf); err != nil {
+			t.Fatal(err)
+		}
+		snap.Release()
+		if got, want := snap.Stats().Entries, union.restrict(r.b.KeyHasher(), 128, kgs).entries(); got != want {
+			t.Fatalf("2 -> 3, subtask %d: %d entries, want %d", i, got, want)
+		}
+	}
+}
+
+func TestRestoreMismatch(t *testing.T) {
+	h, _ := filled(t, 5, 500, KeyGroupRange{0, 127})
+	blob := serialize(t, h.b, 1)
+
+	b256, _ := NewHeapKeyed[string](nil, 256, KeyGroupRange{0, 255})
+	if err := b256.Restore(bytes.NewReader(blob)); err == nil {
+		t.Fatal("restored into a different maxParallelism")
+	}
+	// A state registered as another kind before the restore.
+	b, _ := NewHeapKeyed[string](nil, 128, KeyGroupRange{0, 127})
+	must(List(b, ListDescriptor[int64]{Name: "value"}))
+	if err := b.Restore(bytes.NewReader(blob)); err == nil {
+		t.Fatal("restored a value state into a list state")
+	}
+	// Registered as another kind after the restore.
+	b, _ = NewHeapKeyed[string](nil, 128, KeyGroupRange{0, 127})
+	if err := b.Restore(bytes.NewReader(blob)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := List(b, ListDescriptor[int64]{Name: "value"}); err == nil {
+		t.Fatal("registered a restored value state as a list")
+	}
+	// Registered with a value codec that cannot read the entries.
+	if _, err := Value(b, ValueDescriptor[bool]{Name: "value"}); err == nil {
+		t.Fatal("decoded int64 values as bools")
+	}
+	// Keys that hash elsewhere: a different key hash function.
+	b, _ = NewHeapKeyed[string](nil, 128, KeyGroupRange{0, 127}, WithKeyHasher(func(k string) uint32 { return uint32(len(k)) }))
+	if err := b.Restore(bytes.NewReader(blob)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Value(b, ValueDescriptor[int64]{Name: "value"}); err == nil || !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("restored keys into the wrong key groups: %v", err)
+	}
+}
+
+// TestCorruption flips every byte of a snapshot in turn, and truncates it
+// at every length: each must fail to restore with ErrCorrupt and leave the
+// backend empty.
+func TestCorruption(t *testing.T) {
+	h, m := filled(t, 6, 300, KeyGroupRange{0, 127})
+	blob := serialize(t, h.b, 1)
+	b, _ := NewHeapKeyed[string](nil, 128, KeyGroupRange{0, 127})
+	for i := range blob {
+		bad := bytes.Clone(blob)
+		bad[i] ^= byte(1 + i%255)
+		err := b.Restore(bytes.NewReader(bad))
+		if err == nil {
+			t.Fatalf("flipping byte %d of %d restored without error", i, len(blob))
+		}
+		if !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("flipping byte %d: error %v does not wrap ErrCorrupt", i, err)
+		}
+	}
+	for n := range len(blob) {
+		if err := b.Restore(bytes.NewReader(blob[:n])); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("truncation to %d bytes: %v", n, err)
+		}
+	}
+	if err := b.Restore(bytes.NewReader(append(bytes.Clone(blob), 0))); err != nil {
+		// Trailing bytes after the end section are not read.
+		t.Fatalf("trailing byte: %v", err)
+	}
+	// Nothing was loaded by the failures: the good blob restores fully.
+	r := registerAll(t, b)
+	if err := r.check(m); err != nil {
+		t.Fatal(err)
+	}
+}

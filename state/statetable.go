@@ -1,0 +1,219 @@
+package state
+
+import (
+	"fmt"
+
+	"github.com/weirstream/weir/codec"
+)
+
+// nsKey is the table key of namespaced state.
+type nsKey[K, N comparable] struct {
+	key K
+	ns  N
+}
+
+// stateTable is a registered keyed state: its table and the encoding of
+// its entries. MK is K for state in the void namespace (so lookups hash
+// only the key) and nsKey[K, N] for namespaced state.
+type stateTable[MK comparable, E any] struct {
+	*table[MK, E]
+	inf stateInfo
+	// appendEntry appends an entry as length-prefixed key, namespace and
+	// value bytes. It runs on the serializing goroutine.
+	appendEntry func(dst []byte, mk MK, e E) []byte
+	// decodeEntry decodes an entry and returns the hash of its key.
+	decodeEntry func(key, ns, val []byte) (MK, uint32, E, error)
+	checkKG     func(kgIdx int, h uint32) error
+}
+
+// valueEncoding is how a state kind encodes the E it stores per entry.
+type valueEncoding[E any] struct {
+	append func(dst []byte, e E) []byte
+	decode func(src []byte) (E, error)
+}
+
+// newVoidTable returns a table for state in the void namespace.
+func newVoidTable[K comparable, E any](b *HeapKeyed[K], inf stateInfo, ve valueEncoding[E]) *stateTable[K, E] {
+	kc := b.keyCodec
+	return &stateTable[K, E]{
+		table: newTable[K, E](b.ep, b.kgs.Len(), b.shardSize, b.hasher),
+		inf:   inf,
+		appendEntry: func(dst []byte, k K, e E) []byte {
+			dst = appendPrefixed(dst, kc, k)
+			dst = append(dst, 0) // no namespace
+			dst, m := codec.ReserveLength(dst)
+			return codec.FinishLength(ve.append(dst, e), m)
+		},
+		decodeEntry: func(key, ns, val []byte) (K, uint32, E, error) {
+			var e E
+			k, err := decodeExactly(kc, key, "key")
+			if err != nil {
+				return k, 0, e, err
+			}
+			if len(ns) != 0 {
+				return k, 0, e, fmt.Errorf("%w: %d namespace bytes in state without namespace", ErrCorrupt, len(ns))
+			}
+			e, err = ve.decode(val)
+			return k, b.hasher(k), e, err
+		},
+		checkKG: b.checkKeyGroup,
+	}
+}
+
+// newNSTable returns a table for namespaced state.
+func newNSTable[K, N comparable, E any](b *HeapKeyed[K], inf stateInfo, nc codec.Codec[N], ve valueEncoding[E]) *stateTable[nsKey[K, N], E] {
+	kc, hasher := b.keyCodec, b.hasher
+	return &stateTable[nsKey[K, N], E]{
+		table: newTable[nsKey[K, N], E](b.ep, b.kgs.Len(), b.shardSize, func(mk nsKey[K, N]) uint32 { return hasher(mk.key) }),
+		inf:   inf,
+		appendEntry: func(dst []byte, mk nsKey[K, N], e E) []byte {
+			dst = appendPrefixed(dst, kc, mk.key)
+			dst = appendPrefixed(dst, nc, mk.ns)
+			dst, m := codec.ReserveLength(dst)
+			return codec.FinishLength(ve.append(dst, e), m)
+		},
+		decodeEntry: func(key, ns, val []byte) (nsKey[K, N], uint32, E, error) {
+			var (
+				mk  nsKey[K, N]
+				e   E
+				err error
+			)
+			if mk.key, err = decodeExactly(kc, key, "key"); err != nil {
+				return mk, 0, e, err
+			}
+			if mk.ns, err = decodeExactly(nc, ns, "namespace"); err != nil {
+				return mk, 0, e, err
+			}
+			e, err = ve.decode(val)
+			return mk, hasher(mk.key), e, err
+		},
+		checkKG: b.checkKeyGroup,
+	}
+}
+
+func appendPrefixed[T any](dst []byte, c codec.Codec[T], v T) []byte {
+	dst, m := codec.ReserveLength(dst)
+	return codec.FinishLength(c.Append(dst, v), m)
+}
+
+// decodeExactly decodes a value that must fill src.
+func decodeExactly[T any](c codec.Codec[T], src []byte, what string) (T, error) {
+	v, n, err := c.Decode(src)
+	if err != nil {
+		return v, fmt.Errorf("%w: %s: %w", ErrCorrupt, what, err)
+	}
+	if n != len(src) {
+		return v, fmt.Errorf("%w: %s used %d of %d bytes", ErrCorrupt, what, n, len(src))
+	}
+	return v, nil
+}
+
+func (s *stateTable[MK, E]) info() stateInfo { return s.inf }
+
+func (s *stateTable[MK, E]) capture() stateView {
+	shards, start := s.table.capture()
+	return &tableView[MK, E]{shards: shards, start: start, appendEntry: s.appendEntry}
+}
+
+func (s *stateTable[MK, E]) restoreGroup(kgIdx, n int, data []byte) error {
+	s.reserve(kgIdx, n)
+	return eachEntry(n, data, func(key, ns, val []byte) error {
+		mk, h, e, err := s.decodeEntry(key, ns, val)
+		if err != nil {
+			return err
+		}
+		if err := s.checkKG(kgIdx, h); err != nil {
+			return err
+		}
+		s.set(kgIdx, h, mk, e)
+		return nil
+	})
+}
+
+// eachEntry calls fn for each of the n entries in data.
+func eachEntry(n int, data []byte, fn func(key, ns, val []byte) error) error {
+	d := &decoder{b: data}
+	for range n {
+		key, ns, val := d.bytes(), d.bytes(), d.bytes()
+		if d.err != nil {
+			return d.err
+		}
+		if err := fn(key, ns, val); err != nil {
+			return err
+		}
+	}
+	if len(d.b) != 0 {
+		return corrupt("%d bytes after %d entries", len(d.b), n)
+	}
+	return nil
+}
+
+// tableView is the snapshot of a stateTable: the shards it had when the
+// snapshot was taken, which the owner no longer modifies.
+type tableView[MK comparable, E any] struct {
+	shards      []*shard[MK, E]
+	start       []int
+	appendEntry func(dst []byte, mk MK, e E) []byte
+}
+
+func (v *tableView[MK, E]) groupLen(kgIdx int) int {
+	n := 0
+	for _, s := range v.shards[v.start[kgIdx]:v.start[kgIdx+1]] {
+		n += len(s.m)
+	}
+	return n
+}
+
+func (v *tableView[MK, E]) appendGroup(dst []byte, kgIdx int) []byte {
+	for _, s := range v.shards[v.start[kgIdx]:v.start[kgIdx+1]] {
+		for mk, e := range s.m {
+			dst = v.appendEntry(dst, mk, e)
+		}
+	}
+	return dst
+}
+
+// rawSegment holds n entries of one state in one key group, as they
+// appear in a snapshot block.
+type rawSegment struct {
+	n    int
+	data []byte
+}
+
+// rawState holds the restored entries of a state until it is registered;
+// it is snapshotted as it is, so that checkpoints taken before the state is
+// registered keep it.
+type rawState struct {
+	inf    stateInfo
+	groups [][]rawSegment // by key group index
+}
+
+func (r *rawState) info() stateInfo { return r.inf }
+
+func (r *rawState) capture() stateView {
+	// Segments are only ever appended, so capturing the slice headers
+	// freezes the view.
+	return &rawView{groups: append([][]rawSegment(nil), r.groups...)}
+}
+
+func (r *rawState) restoreGroup(kgIdx, n int, data []byte) error {
+	r.groups[kgIdx] = append(r.groups[kgIdx], rawSegment{n, data})
+	return nil
+}
+
+type rawView struct{ groups [][]rawSegment }
+
+func (v *rawView) groupLen(kgIdx int) int {
+	n := 0
+	for _, seg := range v.groups[kgIdx] {
+		n += seg.n
+	}
+	return n
+}
+
+func (v *rawView) appendGroup(dst []byte, kgIdx int) []byte {
+	for _, seg := range v.groups[kgIdx] {
+		dst = append(dst, seg.data...)
+	}
+	return dst
+}
