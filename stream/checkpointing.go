@@ -2,7 +2,10 @@ package stream
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
+	"strings"
 
 	"github.com/weirstream/weir/config"
 	"github.com/weirstream/weir/internal/checkpoint"
@@ -37,15 +40,69 @@ func (e *Environment) checkpointing(ctx context.Context, cp config.Checkpointing
 		if opts.Storage == nil {
 			return nil, nil, nil, errorf("execution.state-recovery.path %s needs execution.checkpointing.dir to be set", cp.RecoveryPath)
 		}
-		snap, err := opts.Storage.(blobStorage).Resolve(ctx, cp.RecoveryPath)
+		r, c, err := e.resolve(ctx, opts.Storage.(blobStorage).Storage, cp.RecoveryPath)
 		if err != nil {
+			closer()
 			return nil, nil, nil, errorf("resuming from %s (execution.state-recovery.path): %w", cp.RecoveryPath, err)
 		}
-		restore = &runtime.Restore{Metadata: snap.Metadata, Store: snap, Path: snap.Path}
+		restore = r
 		prev := closer
-		closer = func() error { snap.Close(); return prev() }
+		closer = func() error { c(); return prev() }
 	}
 	return opts, restore, closer, nil
+}
+
+// resolve finds what to resume from at p: a checkpoint or savepoint
+// directory, its _metadata file, or a job's checkpoint directory
+// (<dir>/<job-id>), whose newest completed checkpoint that verifies is
+// taken, skipping corrupt or incomplete ones for the previous one.
+func (e *Environment) resolve(ctx context.Context, st *storage.Storage, p string) (*runtime.Restore, func() error, error) {
+	snap, err := st.Resolve(ctx, p)
+	if err == nil {
+		return &runtime.Restore{Metadata: snap.Metadata, Store: snap, Path: snap.Path}, snap.Close, nil
+	}
+	trimmed := strings.TrimSuffix(p, "/")
+	i := strings.LastIndex(trimmed, "/")
+	if i <= 0 {
+		return nil, nil, err
+	}
+	parent, jobID := trimmed[:i], trimmed[i+1:]
+	js, jerr := storage.Open(ctx, parent, jobID)
+	if jerr != nil {
+		return nil, nil, err
+	}
+	md, skipped, lerr := js.Latest(ctx)
+	for _, s := range skipped {
+		e.logger.Warn("skipping a checkpoint that does not verify", "skipped", s)
+	}
+	if lerr != nil {
+		js.Close()
+		if errors.Is(lerr, storage.ErrNoCheckpoint) {
+			return nil, nil, fmt.Errorf("%w (and as a job directory: %w)", err, lerr)
+		}
+		return nil, nil, lerr
+	}
+	return &runtime.Restore{Metadata: md, Store: blobStorage{js}, Path: js.CheckpointPath(md.CheckpointID)}, js.Close, nil
+}
+
+// retain applies execution.checkpointing.externalized-checkpoint-retention
+// when the job ends: checkpoints are kept only with RETAIN_ON_CANCELLATION,
+// or, with DELETE_ON_CANCELLATION, when the job failed.
+func retain(ctx context.Context, cp config.Checkpointing, st runtime.CheckpointStorage, runErr error, canceled bool, log interface {
+	Warn(msg string, args ...any)
+}) {
+	bs, ok := st.(blobStorage)
+	if !ok {
+		return
+	}
+	keep := cp.ExternalizedRetention == config.RetainOnCancellation ||
+		(cp.ExternalizedRetention == config.DeleteOnCancellation && runErr != nil && !canceled)
+	if keep {
+		return
+	}
+	if err := bs.DiscardAll(context.WithoutCancel(ctx)); err != nil {
+		log.Warn("discarding checkpoints at the end of the job", "err", err)
+	}
 }
 
 // blobStorage adapts the checkpoint storage to the runtime.

@@ -36,6 +36,10 @@ type Environment struct {
 	events func(JobEvent)
 	jobID  string
 	err    error // first error from building the graph
+
+	// set by prepare, for the end of the job
+	ckpt    config.Checkpointing
+	storage runtime.CheckpointStorage
 }
 
 // Option configures an Environment.
@@ -121,7 +125,11 @@ func (e *Environment) Execute(ctx context.Context, name string) error {
 		return err
 	}
 	defer closer()
-	return jm.Run(ctx)
+	err = jm.Run(ctx)
+	if e.storage != nil {
+		retain(ctx, e.ckpt, e.storage, err, ctx.Err() != nil, e.logger)
+	}
+	return err
 }
 
 type faultAdapter FaultFunc

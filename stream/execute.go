@@ -59,6 +59,10 @@ func (e *Environment) prepare(ctx context.Context, name string) (*runtime.JobMas
 		closer()
 		return nil, nop, err
 	}
+	e.ckpt, e.storage = cp, nil
+	if opts.Checkpointing != nil {
+		e.storage = opts.Checkpointing.Storage
+	}
 	return jm, closer, nil
 }
 

@@ -28,6 +28,7 @@ type Collector[T any] struct {
 	staged    map[string][]T
 	done      map[string]bool
 	writes    int
+	writers   int
 }
 
 // NewCollector returns a Collector; transactional selects exactly-once
@@ -52,13 +53,17 @@ func (c *Collector[T]) Writes() int {
 
 // NewWriter implements connector.Sink.
 func (c *Collector[T]) NewWriter(_ context.Context, info connector.WriterInfo) (connector.SinkWriter[T], error) {
-	return &collectorWriter[T]{c: c, info: info}, nil
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.writers++
+	return &collectorWriter[T]{c: c, info: info, nonce: c.writers}, nil
 }
 
 type collectorWriter[T any] struct {
-	c    *Collector[T]
-	info connector.WriterInfo
-	open []T
+	c     *Collector[T]
+	info  connector.WriterInfo
+	nonce int
+	open  []T
 }
 
 func (w *collectorWriter[T]) Write(v T, _ int64) error {
@@ -74,12 +79,14 @@ func (w *collectorWriter[T]) Write(v T, _ int64) error {
 }
 
 // PrepareCommit stages the open transaction under a name unique to the
-// subtask and checkpoint, as Kafka's transactional ids are.
+// writer and checkpoint: a job resumed from an older checkpoint reuses
+// checkpoint ids, and its transactions must not be mistaken for the
+// earlier run's.
 func (w *collectorWriter[T]) PrepareCommit(_ context.Context, id int64) ([][]byte, error) {
 	if !w.c.transactional {
 		return nil, nil
 	}
-	txn := fmt.Sprintf("%s/%d/%d", w.info.UID, w.info.Subtask, id)
+	txn := fmt.Sprintf("%s/%d/%d/w%d", w.info.UID, w.info.Subtask, id, w.nonce)
 	w.c.mu.Lock()
 	defer w.c.mu.Unlock()
 	if _, dup := w.c.staged[txn]; dup || w.c.done[txn] {
