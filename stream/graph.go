@@ -68,6 +68,27 @@ type outType struct {
 	chainOut func(in any, op runtime.Operator) any
 	// writer makes the record writer towards a network edge.
 	writer func(tc *runtime.TaskContext, e *runtime.Edge, part any) (any, error)
+	// withSides makes the main output (a runtime.Output[T]) forward its
+	// watermarks to the side outputs too.
+	withSides func(main any, sides []watermarker) any
+}
+
+type watermarker interface{ EmitWatermark(wm int64) error }
+
+// sidesOutput is a main output whose watermarks also go to the side
+// outputs, so that event time advances downstream of them.
+type sidesOutput[T any] struct {
+	runtime.Output[T]
+	sides []watermarker
+}
+
+func (o sidesOutput[T]) EmitWatermark(wm int64) error {
+	for _, s := range o.sides {
+		if err := s.EmitWatermark(wm); err != nil {
+			return err
+		}
+	}
+	return o.Output.EmitWatermark(wm)
 }
 
 type edge struct {
@@ -126,6 +147,12 @@ func newOutType[OUT any]() *outType {
 			return nil, err
 		}
 		return runtime.Output[OUT](w), nil
+	}
+	t.withSides = func(main any, sides []watermarker) any {
+		if len(sides) == 0 {
+			return main
+		}
+		return runtime.Output[OUT](sidesOutput[OUT]{Output: main.(runtime.Output[OUT]), sides: sides})
 	}
 	return &t
 }
@@ -258,12 +285,16 @@ func buildChain(tc *runtime.TaskContext, head *node, chained func(*edge) bool, n
 			outs[ed.tag] = append(outs[ed.tag], w)
 		}
 		b.side = map[string]any{}
+		var sides []watermarker
 		for tag, os := range outs {
 			if tag != "" {
-				b.side[tag] = n.outs[tag].fanOut(os)
+				o := n.outs[tag].fanOut(os)
+				b.side[tag] = o
+				sides = append(sides, o.(watermarker))
 			}
 		}
-		op, ins, err := n.build(b, n.outs[""].fanOut(outs[""]))
+		main := n.outs[""].withSides(n.outs[""].fanOut(outs[""]), sides)
+		op, ins, err := n.build(b, main)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s: %w", n.describe(), err)
 		}

@@ -129,14 +129,7 @@ func (c *Context[K, OUT]) DeleteProcessingTimeTimer(ts int64) {
 	c.op.keyed.DeleteProcessingTimer(state.VoidNamespace{}, ts)
 }
 
-// SideOutput sends v to the side output tag (see SideOutputOf).
-func SideOutput[S any, K comparable, OUT any](c *Context[K, OUT], tag OutputTag[S], v S) error {
-	o, ok := c.op.side[tag.id]
-	if !ok {
-		return nil // nobody consumes this side output
-	}
-	return o.(runtime.Output[S]).Collect(v, c.ts)
-}
+func (c *Context[K, OUT]) sideOutput(id string) (any, int64) { return c.op.side[id], c.ts }
 
 // cloneFunc gives each subtask its own copy of a function: a pointer to a
 // struct is copied shallowly (fields set in Open then belong to one

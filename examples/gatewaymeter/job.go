@@ -1,0 +1,231 @@
+package gatewaymeter
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/weirstream/weir/connector"
+	"github.com/weirstream/weir/connector/file"
+	"github.com/weirstream/weir/state"
+	"github.com/weirstream/weir/stream"
+)
+
+// Operator uids: state in checkpoints is stored under them.
+const (
+	UIDSource       = "gateway-events"
+	UIDParse        = "parse"
+	UIDAssemble     = "assemble"
+	UIDTenantCost   = "tenant-cost"
+	UIDModelLatency = "model-latency"
+	UIDAlerts       = "alerts"
+)
+
+// Sinks are where the job writes its five outputs.
+type Sinks struct {
+	TenantCost   connector.Sink[TenantCostMinute]
+	ModelLatency connector.Sink[ModelLatencyMinute]
+	Alerts       connector.Sink[Alert]
+	Orphans      connector.Sink[Orphan]
+	DeadLetters  connector.Sink[DeadLetter]
+}
+
+// FileSinks returns exactly-once JSON-lines sinks under dir, one
+// subdirectory per output (the layout ReadOutputs reads).
+func FileSinks(dir string, opts ...file.SinkOption) (Sinks, error) {
+	var s Sinks
+	var err error
+	sub := func(name string) string { return dir + "/" + name }
+	if s.TenantCost, err = jsonSink[TenantCostMinute](sub(OutTenantCost), opts); err != nil {
+		return s, err
+	}
+	if s.ModelLatency, err = jsonSink[ModelLatencyMinute](sub(OutModelLatency), opts); err != nil {
+		return s, err
+	}
+	if s.Alerts, err = jsonSink[Alert](sub(OutAlerts), opts); err != nil {
+		return s, err
+	}
+	if s.Orphans, err = jsonSink[Orphan](sub(OutOrphans), opts); err != nil {
+		return s, err
+	}
+	s.DeadLetters, err = jsonSink[DeadLetter](sub(OutDeadLetters), opts)
+	return s, err
+}
+
+func jsonSink[T any](dir string, opts []file.SinkOption) (connector.Sink[T], error) {
+	s, err := file.JSONLines[T](dir, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Build adds GatewayMeter to env: source → parse (chained) →
+// keyBy(request_id) → assemble → keyBy(tenant_id) → tenant-cost → sink,
+// with the alerts, model-latency, orphans and dead-letter branches. src
+// yields the raw lines of gateway-events, one split per partition, whose
+// split ids name the partition (part-NNNNN.jsonl).
+func Build(env *stream.Environment, src connector.Source[file.Line], sinks Sinks) {
+	wm := stream.BoundedOutOfOrderness[file.Line](time.Duration(OutOfOrderness) * time.Millisecond).
+		WithTimestamps(func(l file.Line, _ int64) int64 {
+			if ts, ok := ScanTS(l.Text); ok {
+				return ts
+			}
+			return stream.NoTimestamp // a malformed line: the parser routes it away
+		})
+	lines := stream.FromSource(env, src, UIDSource, wm, stream.Uid(UIDSource))
+
+	deadTag := stream.NewOutputTag[DeadLetter]("dead-letters")
+	events := stream.ProcessRecords(lines, stream.ProcessFunction[file.Line, Event](lineParser{dead: deadTag}), stream.Uid(UIDParse))
+	stream.SinkTo(stream.SideOutputOf(events, deadTag), sinks.DeadLetters, stream.Uid("dead-letters-sink"), stream.Parallelism(1))
+
+	orphanTag := stream.NewOutputTag[Orphan]("orphans")
+	byRequest := stream.KeyBy(events, func(e Event) string { return e.RequestID })
+	requests := stream.Process(byRequest, stream.KeyedProcessFunction[string, Event, RequestRecord](&assembler{orphans: orphanTag}), stream.Uid(UIDAssemble))
+	stream.SinkTo(stream.SideOutputOf(requests, orphanTag), sinks.Orphans, stream.Uid("orphans-sink"), stream.Parallelism(1))
+
+	minute := stream.TumblingEventTimeWindows(time.Duration(WindowSize) * time.Millisecond)
+	byTenant := stream.KeyBy(requests, func(r RequestRecord) string { return r.TenantID })
+	costs := stream.Aggregate(stream.Windowed(byTenant, minute), stream.AggregateFunction[RequestRecord, costAcc, costAcc](costAgg{}),
+		func(tenant string, w stream.Window, a costAcc) TenantCostMinute {
+			return TenantCostMinute{TenantID: tenant, WindowStart: w.Start, WindowEnd: w.End, CostMicros: a.Cost, Requests: a.Requests}
+		}, stream.Uid(UIDTenantCost))
+	stream.SinkTo(costs, sinks.TenantCost, stream.Uid("tenant-cost-sink"))
+
+	alerts := stream.Process(stream.KeyBy(costs, func(m TenantCostMinute) string { return m.TenantID }),
+		stream.KeyedProcessFunction[string, TenantCostMinute, Alert](&alerter{}), stream.Uid(UIDAlerts))
+	stream.SinkTo(alerts, sinks.Alerts, stream.Uid("alerts-sink"))
+
+	byModel := stream.KeyBy(requests, func(r RequestRecord) string { return r.Model })
+	latency := stream.ProcessWindow(stream.Windowed(byModel, minute),
+		func(model string, w stream.Window, recs []RequestRecord, emit func(ModelLatencyMinute) error) error {
+			lat := make([]int64, len(recs))
+			for i, r := range recs {
+				lat[i] = r.LatencyMS
+			}
+			return emit(NewModelLatencyMinute(model, w.Start, lat))
+		}, stream.Uid(UIDModelLatency))
+	stream.SinkTo(latency, sinks.ModelLatency, stream.Uid("model-latency-sink"))
+}
+
+// lineParser turns raw lines into events; a malformed line goes to the dead
+// letters with the partition and byte offset it came from.
+type lineParser struct {
+	dead stream.OutputTag[DeadLetter]
+}
+
+func (p lineParser) ProcessElement(ctx *stream.RecordContext[Event], l file.Line) error {
+	e, err := ParseEvent(l.Text)
+	if err == nil {
+		return ctx.Emit(e)
+	}
+	part, perr := PartitionOf(l.File)
+	if perr != nil {
+		return perr
+	}
+	return stream.SideOutput(ctx, p.dead, DeadLetter{Partition: part, Offset: l.Offset, Line: jsonString(l.Text), Reason: err.Error()})
+}
+
+// assembler holds the first event of a request until its partner arrives
+// and emits the joined RequestRecord at the response's event time; a
+// request without a partner OrphanTimeout after its first event becomes an
+// orphan.
+type assembler struct {
+	orphans stream.OutputTag[Orphan]
+	first   state.ValueState[Event]
+}
+
+func (a *assembler) Open(rc *stream.RuntimeContext[string]) error {
+	var err error
+	a.first, err = stream.ValueState[Event](rc, "first")
+	return err
+}
+
+func (a *assembler) ProcessElement(ctx *stream.Context[string, RequestRecord], e Event) error {
+	first, ok := a.first.Value()
+	if !ok || first.Type == e.Type {
+		a.first.Update(e)
+		ctx.RegisterEventTimeTimer(e.TS + OrphanTimeout)
+		return nil
+	}
+	rec, err := Join(first, e)
+	if err != nil {
+		return err
+	}
+	a.first.Clear()
+	ctx.DeleteEventTimeTimer(first.TS + OrphanTimeout)
+	return ctx.EmitAt(rec, rec.EndTS)
+}
+
+func (a *assembler) OnTimer(ctx *stream.Context[string, RequestRecord], t stream.Timer) error {
+	first, ok := a.first.Value()
+	if !ok || first.TS+OrphanTimeout != t.Timestamp {
+		return nil
+	}
+	a.first.Clear()
+	return stream.SideOutput(ctx, a.orphans, OrphanOf(first))
+}
+
+type costAcc struct {
+	Cost, Requests int64
+}
+
+type costAgg struct{}
+
+func (costAgg) CreateAccumulator() costAcc { return costAcc{} }
+func (costAgg) Add(r RequestRecord, a costAcc) costAcc {
+	return costAcc{a.Cost + r.CostMicros, a.Requests + 1}
+}
+func (costAgg) GetResult(a costAcc) costAcc { return a }
+func (costAgg) Merge(a, b costAcc) costAcc  { return costAcc{a.Cost + b.Cost, a.Requests + b.Requests} }
+
+// alerter remembers a tenant's recent minutes and raises cost-spike
+// alerts (see CostHistory).
+type alerter struct {
+	history state.ValueState[CostHistory]
+}
+
+func (a *alerter) Open(rc *stream.RuntimeContext[string]) error {
+	var err error
+	a.history, err = stream.ValueState[CostHistory](rc, "history")
+	return err
+}
+
+func (a *alerter) ProcessElement(ctx *stream.Context[string, Alert], m TenantCostMinute) error {
+	h, _ := a.history.Value()
+	h.Costs = append([]int64(nil), h.Costs...) // state values are not mutated in place
+	alert, fire := h.Observe(m)
+	a.history.Update(h)
+	if fire {
+		return ctx.Emit(alert)
+	}
+	return nil
+}
+
+// ScanTS finds the value of the "ts" field in a JSON line without decoding
+// it; the source uses it to assign event time before the parser runs.
+func ScanTS(line []byte) (int64, bool) {
+	s := string(line)
+	i := strings.Index(s, `"ts":`)
+	if i < 0 {
+		return 0, false
+	}
+	s = strings.TrimLeft(s[i+5:], " ")
+	j := 0
+	for j < len(s) && (s[j] == '-' || s[j] >= '0' && s[j] <= '9') {
+		j++
+	}
+	ts, err := strconv.ParseInt(s[:j], 10, 64)
+	return ts, err == nil
+}
+
+// PartitionOf returns the partition a split id (part-NNNNN.jsonl) names.
+func PartitionOf(split string) (int, error) {
+	n, ok := strings.CutPrefix(split, "part-")
+	n, ok2 := strings.CutSuffix(n, ".jsonl")
+	if !ok || !ok2 {
+		return 0, fmt.Errorf("gatewaymeter: split %q is not named part-NNNNN.jsonl", split)
+	}
+	return strconv.Atoi(n)
+}
