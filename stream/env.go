@@ -120,16 +120,11 @@ func (e *Environment) setErr(err error) {
 // Execute runs the job until it finishes (bounded sources), fails beyond
 // what the restart strategy allows, or ctx is done.
 func (e *Environment) Execute(ctx context.Context, name string) error {
-	jm, closer, err := e.prepare(ctx, name)
+	c, err := e.ExecuteAsync(ctx, name)
 	if err != nil {
 		return err
 	}
-	defer closer()
-	err = jm.Run(ctx)
-	if e.storage != nil {
-		retain(ctx, e.ckpt, e.storage, err, ctx.Err() != nil, e.logger)
-	}
-	return err
+	return c.Wait()
 }
 
 type faultAdapter FaultFunc

@@ -28,6 +28,6 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newDemoCmd(), newBenchCmd())
+	root.AddCommand(newDemoCmd(), newBenchCmd(), newRunCmd(), newGenCmd(), newVerifyCmd(), newCheckpointsCmd())
 	return root
 }

@@ -93,7 +93,7 @@ func (jm *JobMaster) perform(ctx context.Context, actions []CheckpointAction) er
 		case TriggerCheckpoint:
 			for _, id := range a.Tasks {
 				r := jm.tasks[id]
-				if r == nil || jm.finished[id] {
+				if r == nil || r.canceled || jm.finished[id] {
 					actions = append(actions, jm.coord.Decline(jm.clock.Now(), id, a.Barrier.ID, DeclineTaskClosing, errors.New("the subtask has finished"))...)
 					continue
 				}
@@ -104,6 +104,7 @@ func (jm *JobMaster) perform(ctx context.Context, actions []CheckpointAction) er
 		case WriteMetadata:
 			md := a.Metadata
 			md.JobID = jm.opts.JobID
+			jm.addFinished(md)
 			var path string
 			var err error
 			if jm.storage != nil {
@@ -118,6 +119,8 @@ func (jm *JobMaster) perform(ctx context.Context, actions []CheckpointAction) er
 				jm.mu.Lock()
 				if jm.latest == nil || md.CheckpointID > jm.latest.Metadata.CheckpointID {
 					jm.latest = &Restore{Metadata: md, Store: store, Path: path}
+					now := jm.clock.Now()
+					jm.completed = CompletedCheckpoint{ID: md.CheckpointID, Duration: now.Sub(md.TriggerTime), Size: md.Size(), At: now}
 				}
 				jm.mu.Unlock()
 			}
@@ -147,7 +150,7 @@ func (jm *JobMaster) perform(ctx context.Context, actions []CheckpointAction) er
 			// A checkpoint failure beyond the tolerable count fails the
 			// job over, through the restart strategy.
 			if len(jm.all) > 0 {
-				return jm.fail(jm.all[0], a.Err)
+				return jm.fail(jm.all[0], a.Err, true)
 			}
 		}
 	}
@@ -161,8 +164,11 @@ func (jm *JobMaster) acknowledge(task checkpoint.TaskID, id int64, ack checkpoin
 		if jm.coord == nil {
 			return nil
 		}
-		if r := jm.tasks[task]; r != nil {
+		if r := jm.tasks[task]; r != nil && !r.canceled {
 			r.acked = max(r.acked, id)
+			if id > r.lastID {
+				r.lastID, r.lastAck = id, &ack
+			}
 		}
 		return jm.perform(jm.ctx, jm.coord.Ack(jm.clock.Now(), task, id, ack))
 	})
@@ -179,7 +185,13 @@ func (jm *JobMaster) decline(task checkpoint.TaskID, id int64, why DeclineReason
 
 func (jm *JobMaster) reachedEndOfData(task checkpoint.TaskID) {
 	jm.post(func() error {
+		if r := jm.tasks[task]; r == nil || r.canceled {
+			return nil
+		}
 		jm.eod[task] = true
+		if jm.restarting > 0 {
+			return nil // the redeploy triggers checkpoints again
+		}
 		for _, s := range jm.sources {
 			if !jm.eod[s] {
 				return nil
@@ -223,3 +235,57 @@ func (memoryStore) ReadState(_ context.Context, h checkpoint.StateHandle) ([]byt
 }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// addFinished puts the last acknowledged state of finished subtasks into a
+// checkpoint's metadata: a finished source's positions say its splits have
+// ended, so a restore does not read them again. Only state held inline is
+// carried: files belong to the checkpoint that wrote them, and retention
+// may delete them. A finished subtask's other state is quiescent (its
+// inputs have ended) and restores empty.
+func (jm *JobMaster) addFinished(md *checkpoint.Metadata) {
+	for id, ack := range jm.finishedAcks {
+		v := jm.vertex(id.Vertex)
+		if v == nil {
+			continue
+		}
+		for uid, st := range ack.States {
+			if !inline(st) {
+				continue
+			}
+			op, ok := md.Operator(uid)
+			if !ok {
+				md.Operators = append(md.Operators, checkpoint.OperatorState{
+					UID: uid, Parallelism: v.Parallelism, MaxParallelism: v.MaxParallelism,
+					Subtasks: make([]checkpoint.SubtaskState, v.Parallelism),
+				})
+				op = &md.Operators[len(md.Operators)-1]
+			}
+			if id.Subtask < len(op.Subtasks) && len(op.Subtasks[id.Subtask].Keyed) == 0 && len(op.Subtasks[id.Subtask].Operator) == 0 {
+				op.Subtasks[id.Subtask] = st
+			}
+		}
+	}
+}
+
+func inline(st checkpoint.SubtaskState) bool {
+	for _, h := range st.Keyed {
+		if h.Path != "" {
+			return false
+		}
+	}
+	for _, h := range st.Operator {
+		if h.Path != "" {
+			return false
+		}
+	}
+	return true
+}
+
+func (jm *JobMaster) vertex(uid string) *Vertex {
+	for _, v := range jm.graph.Vertices {
+		if v.UID == uid {
+			return v
+		}
+	}
+	return nil
+}

@@ -109,13 +109,21 @@ type JobMaster struct {
 	inbox  []func() error
 	signal chan struct{}
 
-	tasks    map[checkpoint.TaskID]*taskRun
-	latest   *Restore
-	attempt  int
-	finished map[checkpoint.TaskID]bool
-	eod      map[checkpoint.TaskID]bool
-	sources  []checkpoint.TaskID
-	all      []checkpoint.TaskID
+	tasks  map[checkpoint.TaskID]*taskRun
+	latest *Restore
+	// guarded by mu, for Metrics
+	live      []*Task
+	restarts  int
+	completed CompletedCheckpoint
+	attempt   int
+	finished  map[checkpoint.TaskID]bool
+	// finishedAcks are the last acknowledgements of finished subtasks,
+	// carried into later checkpoints so a restore does not run them again.
+	finishedAcks map[checkpoint.TaskID]checkpoint.TaskAck
+	restarting   int // redeploys scheduled and not yet done
+	eod          map[checkpoint.TaskID]bool
+	sources      []checkpoint.TaskID
+	all          []checkpoint.TaskID
 }
 
 type taskRun struct {
@@ -128,6 +136,9 @@ type taskRun struct {
 	// triggered and acked are the newest checkpoints triggered at and
 	// acknowledged by the subtask (sources).
 	triggered, acked int64
+	// lastAck is the subtask's newest acknowledgement.
+	lastAck *checkpoint.TaskAck
+	lastID  int64
 }
 
 // errRestart cancels subtasks that are being redeployed.
@@ -158,15 +169,16 @@ func NewJobMaster(g *JobGraph, opts Options) (*JobMaster, error) {
 		opts.Failover = failover.Default
 	}
 	jm := &JobMaster{
-		graph:    g,
-		opts:     opts,
-		log:      opts.Logger.With("job", g.Name, "job_id", opts.JobID),
-		clock:    opts.Clock,
-		signal:   make(chan struct{}, 1),
-		tasks:    make(map[checkpoint.TaskID]*taskRun),
-		finished: make(map[checkpoint.TaskID]bool),
-		eod:      make(map[checkpoint.TaskID]bool),
-		latest:   opts.Restore,
+		graph:        g,
+		opts:         opts,
+		log:          opts.Logger.With("job", g.Name, "job_id", opts.JobID),
+		clock:        opts.Clock,
+		signal:       make(chan struct{}, 1),
+		tasks:        make(map[checkpoint.TaskID]*taskRun),
+		finished:     make(map[checkpoint.TaskID]bool),
+		finishedAcks: make(map[checkpoint.TaskID]checkpoint.TaskAck),
+		eod:          make(map[checkpoint.TaskID]bool),
+		latest:       opts.Restore,
 	}
 	var fg failover.Graph
 	for _, v := range g.Vertices {
@@ -207,6 +219,53 @@ func NewJobMaster(g *JobGraph, opts Options) (*JobMaster, error) {
 		}
 	}
 	return jm, nil
+}
+
+// CompletedCheckpoint summarises a completed checkpoint.
+type CompletedCheckpoint struct {
+	ID       int64
+	Duration time.Duration // trigger to completion
+	Size     int64         // bytes of state
+	At       time.Time
+}
+
+// Metrics is a point-in-time view of a running job.
+type Metrics struct {
+	// RecordsIn counts the records the sources emitted, RecordsOut those
+	// the sinks received, over the current deployment.
+	RecordsIn, RecordsOut int64
+	// Watermark is the lowest event time of the subtasks that have
+	// inputs (MinWatermark before any).
+	Watermark int64
+	Restarts  int
+	// LastCheckpoint is the latest completed checkpoint (ID 0: none).
+	LastCheckpoint CompletedCheckpoint
+}
+
+// Metrics returns the job's current metrics. It may be called from any
+// goroutine.
+func (jm *JobMaster) Metrics() Metrics {
+	jm.mu.Lock()
+	m := Metrics{Restarts: jm.restarts, LastCheckpoint: jm.completed, Watermark: MaxWatermark}
+	live := jm.live
+	jm.mu.Unlock()
+	any := false
+	for _, t := range live {
+		switch {
+		case t.vertex.Source():
+			m.RecordsIn += t.recordsIn.Load()
+		default:
+			if len(t.vertex.Outputs) == 0 {
+				m.RecordsOut += t.recordsIn.Load()
+			}
+			m.Watermark = min(m.Watermark, t.watermark.Load())
+			any = true
+		}
+	}
+	if !any {
+		m.Watermark = MinWatermark
+	}
+	return m
 }
 
 // Latest returns the latest completed checkpoint (or the one the job
@@ -259,7 +318,7 @@ func (jm *JobMaster) Run(ctx context.Context) error {
 	}()
 	for {
 		var wake <-chan time.Time
-		if jm.coord != nil {
+		if jm.coord != nil && jm.restarting == 0 {
 			if at, ok := jm.coord.NextDeadline(); ok {
 				d := max(at.Sub(jm.clock.Now()), 0)
 				if timer == nil {
@@ -276,6 +335,9 @@ func (jm *JobMaster) Run(ctx context.Context) error {
 			return context.Cause(ctx)
 		case <-jm.signal:
 		case <-wake:
+			if jm.restarting > 0 {
+				break
+			}
 			if err := jm.perform(ctx, jm.coord.Tick(jm.clock.Now())); err != nil {
 				return jm.abort(err)
 			}
@@ -309,15 +371,7 @@ func (jm *JobMaster) abort(err error) error {
 	return err
 }
 
-func (jm *JobMaster) cancelAll(cause error) {
-	for _, r := range jm.tasks {
-		r.canceled = true
-		r.cancel(cause)
-	}
-	for _, r := range jm.tasks {
-		<-r.done
-	}
-}
+func (jm *JobMaster) cancelAll(cause error) { jm.stop(jm.all, cause) }
 
 // deploy starts the given subtasks, with fresh channels among them,
 // restoring from md if it is not nil.
@@ -369,6 +423,7 @@ func (jm *JobMaster) deploy(ctx context.Context, ids []checkpoint.TaskID, from *
 			tasks[id] = t
 			jm.tasks[id] = &taskRun{task: t, cancel: cancel, done: make(chan struct{}), attempt: jm.attempt}
 			delete(jm.finished, id)
+			delete(jm.finishedAcks, id)
 			delete(jm.eod, id)
 		}
 	}
@@ -392,7 +447,19 @@ func (jm *JobMaster) deploy(ctx context.Context, ids []checkpoint.TaskID, from *
 			}
 		}
 	}
+	jm.mu.Lock()
+	live := make([]*Task, 0, len(jm.tasks))
+	for id, r := range jm.tasks {
+		if t, ok := tasks[id]; ok {
+			live = append(live, t)
+		} else {
+			live = append(live, r.task)
+		}
+	}
+	jm.live = live
+	jm.mu.Unlock()
 	for id, t := range tasks {
+		t.watermark.Store(MinWatermark)
 		if t.gate != nil {
 			n := len(t.gate.chans)
 			mode := Aligned
@@ -418,6 +485,9 @@ func (jm *JobMaster) taskExited(id checkpoint.TaskID, r *taskRun, err error) err
 	}
 	if err == nil {
 		jm.finished[id] = true
+		if r.lastAck != nil {
+			jm.finishedAcks[id] = *r.lastAck
+		}
 		if jm.coord == nil {
 			return nil
 		}
@@ -430,11 +500,13 @@ func (jm *JobMaster) taskExited(id checkpoint.TaskID, r *taskRun, err error) err
 		}
 		return jm.perform(jm.ctx, acts)
 	}
-	return jm.fail(id, err)
+	return jm.fail(id, err, false)
 }
 
-// fail handles a subtask's failure: restart or give up.
-func (jm *JobMaster) fail(id checkpoint.TaskID, cause error) error {
+// fail handles a subtask's failure: restart or give up. A global failure
+// (checkpoint failures beyond the tolerable number) restarts every subtask
+// whatever the failover strategy.
+func (jm *JobMaster) fail(id checkpoint.TaskID, cause error, global bool) error {
 	now := jm.clock.Now()
 	jm.log.Warn("subtask failed", "task", id.String(), "err", cause)
 	jm.emit(Event{Kind: EventTaskFailed, Task: id, Err: cause})
@@ -442,41 +514,67 @@ func (jm *JobMaster) fail(id checkpoint.TaskID, cause error) error {
 	if !d.Restart {
 		return fmt.Errorf("job failed: %s failed: %w (%s)", id, cause, d.Reason)
 	}
-	ftasks, err := jm.failover.TasksToRestart(failover.TaskID{Vertex: id.Vertex, Subtask: id.Subtask}, cause)
-	if err != nil {
-		return err
-	}
-	ids := make([]checkpoint.TaskID, len(ftasks))
-	for i, t := range ftasks {
-		ids[i] = checkpoint.TaskID{Vertex: t.Vertex, Subtask: t.Subtask}
+	ids := jm.all
+	if !global {
+		ftasks, err := jm.failover.TasksToRestart(failover.TaskID{Vertex: id.Vertex, Subtask: id.Subtask}, cause)
+		if err != nil {
+			return err
+		}
+		ids = make([]checkpoint.TaskID, len(ftasks))
+		for i, t := range ftasks {
+			ids[i] = checkpoint.TaskID{Vertex: t.Vertex, Subtask: t.Subtask}
+		}
 	}
 	jm.emit(Event{Kind: EventRestarting, Task: id, Tasks: ids, Err: cause, Message: d.String()})
-	for _, tid := range ids {
-		if r := jm.tasks[tid]; r != nil {
-			r.canceled = true
-			r.cancel(errRestart)
-		}
-	}
-	for _, tid := range ids {
-		if r := jm.tasks[tid]; r != nil {
-			<-r.done
-		}
-	}
+	jm.stop(ids, errRestart)
+	// Checkpointing stays suspended until the subtasks are back: a trigger
+	// now would reach only canceled subtasks and wait for its timeout.
+	jm.restarting++
 	if jm.coord != nil {
 		if err := jm.perform(jm.ctx, jm.coord.Failover(now)); err != nil {
 			return err
 		}
 	}
 	jm.attempt++
+	jm.mu.Lock()
+	jm.restarts++
+	jm.mu.Unlock()
 	redeploy := func() error {
+		jm.restarting--
+		jm.stop(ids, errRestart) // a later failure may have redeployed some already
 		md := jm.Latest()
 		jm.deploy(jm.ctx, ids, md)
 		jm.emitRestored(md)
-		return nil
+		if jm.coord == nil || jm.restarting > 0 {
+			return nil
+		}
+		now := jm.clock.Now()
+		acts := jm.coord.Failover(now)
+		// The coordinator forgets finished subtasks on a failover; those
+		// that were not redeployed are still finished.
+		for tid := range jm.finished {
+			acts = append(acts, jm.coord.TaskFinished(now, tid)...)
+		}
+		return jm.perform(jm.ctx, acts)
 	}
 	if d.Delay <= 0 {
 		return redeploy()
 	}
 	jm.clock.AfterFunc(d.Delay, func() { jm.post(redeploy) })
 	return nil
+}
+
+// stop cancels the running subtasks among ids and waits for them to exit.
+func (jm *JobMaster) stop(ids []checkpoint.TaskID, cause error) {
+	var stopped []*taskRun
+	for _, tid := range ids {
+		if r := jm.tasks[tid]; r != nil && !r.canceled {
+			r.canceled = true
+			r.cancel(cause)
+			stopped = append(stopped, r)
+		}
+	}
+	for _, r := range stopped {
+		<-r.done
+	}
 }

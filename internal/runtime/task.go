@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"runtime/debug"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -85,6 +86,9 @@ type Task struct {
 	done               bool
 	idle               bool // announced idle downstream (sources)
 
+	timers    []*pendingTimer // processing-time timers, to stop on exit
+	snapshots sync.WaitGroup  // asynchronous snapshot writes
+
 	recordsIn  atomic.Int64
 	watermark  atomic.Int64
 	lastCkptAt atomic.Int64
@@ -92,10 +96,36 @@ type Task struct {
 
 func (t *Task) head() Operator { return t.chain.Operators[0].Op }
 
-// schedule runs f on the task's goroutine at or after at.
+type pendingTimer struct {
+	stop  func() bool
+	fired atomic.Bool
+}
+
+// schedule runs f on the task's goroutine at or after at, unless the
+// operators have finished by then (processing-time timers do not fire
+// after the end of input). Timers still pending when the subtask exits are
+// stopped.
 func (t *Task) schedule(at time.Time, f func() error) {
-	d := at.Sub(t.clock.Now())
-	t.clock.AfterFunc(max(d, 0), func() { t.mailbox.post(f) })
+	pt := &pendingTimer{}
+	pt.stop = t.clock.AfterFunc(max(at.Sub(t.clock.Now()), 0), func() {
+		pt.fired.Store(true)
+		t.mailbox.post(func() error {
+			if t.finished {
+				return nil
+			}
+			return f()
+		})
+	})
+	if len(t.timers) >= 64 {
+		live := t.timers[:0]
+		for _, p := range t.timers {
+			if !p.fired.Load() {
+				live = append(live, p)
+			}
+		}
+		t.timers = live
+	}
+	t.timers = append(t.timers, pt)
 }
 
 // run executes the subtask until it finishes, fails or ctx is done.
@@ -104,6 +134,10 @@ func (t *Task) run() (err error) {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("%s panicked: %v\n%s", t.id, r, debug.Stack())
 		}
+		for _, pt := range t.timers {
+			pt.stop()
+		}
+		t.snapshots.Wait()
 		for _, op := range t.chainOps() {
 			if cerr := op.Op.Close(); cerr != nil && err == nil {
 				err = fmt.Errorf("closing %s: %w", op.UID, cerr)
@@ -353,7 +387,11 @@ func (t *Task) checkpoint(b Barrier, startDelay, alignment time.Duration) error 
 		AlignmentDuration: alignment,
 		StartDelay:        startDelay,
 	}
-	go t.writeSnapshot(b.ID, ops, snaps, stats)
+	t.snapshots.Add(1)
+	go func() {
+		defer t.snapshots.Done()
+		t.writeSnapshot(b.ID, ops, snaps, stats)
+	}()
 	return nil
 }
 
