@@ -134,6 +134,13 @@ func (jm *JobMaster) perform(ctx context.Context, actions []CheckpointAction) er
 			}
 		case NotifyAbort:
 			jm.emit(Event{Kind: EventCheckpointFailed, Checkpoint: a.ID, Message: a.Reason})
+			if jm.storage != nil {
+				// Best effort: a snapshot still being written may add files
+				// later; those stay as an incomplete checkpoint, never used.
+				if err := jm.storage.Discard(ctx, a.ID); err != nil {
+					jm.log.Warn("discarding aborted checkpoint", "checkpoint", a.ID, "err", err)
+				}
+			}
 			for _, id := range a.Tasks {
 				if r := jm.tasks[id]; r != nil {
 					t, cid, reason := r.task, a.ID, a.Reason
