@@ -33,8 +33,13 @@ func (c *ManualClock) Now() time.Time {
 	return c.now
 }
 
-// AfterFunc runs f once the clock has advanced by d.
+// AfterFunc runs f once the clock has advanced by d; with d <= 0 it runs f
+// at once, on its own goroutine, as time.AfterFunc does.
 func (c *ManualClock) AfterFunc(d time.Duration, f func()) (stop func() bool) {
+	if d <= 0 {
+		go f()
+		return func() bool { return false }
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.seq++
