@@ -37,7 +37,8 @@ const (
 type message struct {
 	kind    msgKind
 	data    any
-	n       int // records in data
+	n       int        // records in data
+	pool    *sync.Pool // where the consumer returns data once processed
 	wm      int64
 	barrier Barrier
 }

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"sync"
 )
 
 // Output receives the records an operator emits and the watermarks it
@@ -120,6 +121,9 @@ type RecordWriter[T any] struct {
 	part      Partitioner[T]
 	bufs      [][]Rec[T]
 	batchSize int
+	// pool recycles batches: the consumer puts a batch back once it has
+	// processed it, so steady state allocates no batches.
+	pool sync.Pool
 	rr        int
 	records   int64 // records written, for metrics
 }
@@ -168,8 +172,12 @@ func (w *RecordWriter[T]) add(c int, v T, ts int64) error {
 
 func (w *RecordWriter[T]) send(c int) error {
 	b := w.bufs[c]
-	w.bufs[c] = make([]Rec[T], 0, w.batchSize)
-	return w.chans[c].send(w.ctx, message{kind: msgData, data: b, n: len(b)})
+	if r, ok := w.pool.Get().([]Rec[T]); ok {
+		w.bufs[c] = r[:0]
+	} else {
+		w.bufs[c] = make([]Rec[T], 0, w.batchSize)
+	}
+	return w.chans[c].send(w.ctx, message{kind: msgData, data: b, n: len(b), pool: &w.pool})
 }
 
 // EmitWatermark implements Output: pending records go first.

@@ -230,7 +230,13 @@ func (t *Task) onMessage(ch int, m message) error {
 				return err
 			}
 		}
-		return t.chain.Deliver(t.gate.logical[ch], m.data)
+		if err := t.chain.Deliver(t.gate.logical[ch], m.data); err != nil {
+			return err
+		}
+		if m.pool != nil {
+			m.pool.Put(m.data) // operators copy what they keep
+		}
+		return nil
 	case msgWatermark:
 		if wm, ok := t.valve.OnWatermark(ch, m.wm); ok {
 			return t.advanceWatermark(wm)
