@@ -46,3 +46,7 @@ func (c *JobClient) Done() <-chan struct{} { return c.done }
 
 // Metrics returns the job's current metrics.
 func (c *JobClient) Metrics() JobMetrics { return c.jm.Metrics() }
+
+// Master returns the job's job master, for weir's own tools (the REST API
+// and the web UI); its type is internal to weir.
+func (c *JobClient) Master() *runtime.JobMaster { return c.jm }

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/weirstream/weir/internal/checkpoint"
+	"github.com/weirstream/weir/internal/checkpoint/coordinator"
 	"github.com/weirstream/weir/internal/cluster/failover"
 	"github.com/weirstream/weir/internal/cluster/restart"
 )
@@ -98,6 +100,10 @@ type JobMaster struct {
 	opts  Options
 	log   *slog.Logger
 	clock Clock
+
+	stopped   chan struct{} // closed when Run returns
+	final     atomic.Pointer[coordinator.Snapshot]
+	startedAt time.Time
 
 	regions  *failover.Regions
 	failover failover.Strategy
@@ -297,6 +303,9 @@ func (jm *JobMaster) emit(e Event) {
 // On ctx's end the subtasks are canceled and Run returns ctx's cause.
 func (jm *JobMaster) Run(ctx context.Context) error {
 	jm.ctx = ctx
+	jm.startedAt = jm.clock.Now()
+	defer close(jm.stopped)
+	defer jm.keepFinalStats()
 	jm.deploy(ctx, jm.all, jm.latest)
 	if jm.latest != nil {
 		jm.emitRestored(jm.latest)

@@ -123,9 +123,9 @@ type RecordWriter[T any] struct {
 	batchSize int
 	// pool recycles batches: the consumer puts a batch back once it has
 	// processed it, so steady state allocates no batches.
-	pool sync.Pool
-	rr        int
-	records   int64 // records written, for metrics
+	pool    sync.Pool
+	rr      int
+	records int64 // records written, for metrics
 }
 
 func newRecordWriter[T any](ctx context.Context, chans []*channel, kind PartitionerKind, part Partitioner[T], batchSize int) *RecordWriter[T] {

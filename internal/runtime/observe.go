@@ -1,0 +1,102 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/weirstream/weir/internal/checkpoint"
+	"github.com/weirstream/weir/internal/checkpoint/coordinator"
+)
+
+// SubtaskMetrics are one subtask's counters, read while it runs.
+type SubtaskMetrics struct {
+	Task checkpoint.TaskID
+	// RecordsIn counts records received (sources: records emitted).
+	RecordsIn int64
+	// Watermark is the subtask's event time (MinWatermark before any).
+	Watermark int64
+	// BackpressuredNanos is how long the subtask's producers waited on
+	// its input channels (time its upstream was backpressured by it).
+	BackpressuredNanos int64
+	// OutBackpressuredNanos is how long this subtask waited on its output
+	// channels: its own backpressured time.
+	OutBackpressuredNanos int64
+	// LastCheckpoint is the newest checkpoint the subtask snapshotted.
+	LastCheckpoint int64
+	Attempt        int
+}
+
+// Graph returns the job graph (not to be modified).
+func (jm *JobMaster) Graph() *JobGraph { return jm.graph }
+
+// JobID returns the job's id.
+func (jm *JobMaster) JobID() string { return jm.opts.JobID }
+
+// SubtaskMetrics returns every current subtask's counters. It may be
+// called from any goroutine.
+func (jm *JobMaster) SubtaskMetrics() []SubtaskMetrics {
+	jm.mu.Lock()
+	live := jm.live
+	jm.mu.Unlock()
+	out := make([]SubtaskMetrics, 0, len(live))
+	for _, t := range live {
+		m := SubtaskMetrics{Task: t.id, RecordsIn: t.recordsIn.Load(), Watermark: t.watermark.Load(), LastCheckpoint: t.lastCkptAt.Load(), Attempt: t.opts.attempt}
+		if t.gate != nil {
+			for _, c := range t.gate.chans {
+				m.BackpressuredNanos += c.backpressured.Load()
+			}
+		}
+		for _, cs := range t.outChans {
+			for _, c := range cs {
+				m.OutBackpressuredNanos += c.backpressured.Load()
+			}
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// ErrNotRunning is returned by queries to a job master that has stopped.
+var ErrNotRunning = errors.New("runtime: the job is not running")
+
+// query runs f on the job master's goroutine and waits for it.
+func (jm *JobMaster) query(ctx context.Context, f func()) error {
+	done := make(chan struct{})
+	jm.post(func() error { f(); close(done); return nil })
+	select {
+	case <-done:
+		return nil
+	case <-jm.stopped:
+		return ErrNotRunning
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// CheckpointStats returns the coordinator's statistics: counts, summary,
+// latest and history with per-subtask details, in Flink's REST terms. It
+// is nil-safe: a job without checkpointing returns ok=false.
+func (jm *JobMaster) CheckpointStats(ctx context.Context) (s coordinator.Snapshot, ok bool, err error) {
+	a, isAdapter := jm.coord.(*coordinatorAdapter)
+	if !isAdapter {
+		return s, false, nil
+	}
+	if jm.final.Load() != nil {
+		return *jm.final.Load(), true, nil
+	}
+	err = jm.query(ctx, func() { s = a.Stats() })
+	return s, err == nil, err
+}
+
+// keepFinalStats keeps the last statistics once the job master stops, so
+// that they can still be read.
+func (jm *JobMaster) keepFinalStats() {
+	if a, ok := jm.coord.(*coordinatorAdapter); ok {
+		s := a.Stats()
+		jm.final.Store(&s)
+	}
+}
+
+// Started returns when the job started running.
+func (jm *JobMaster) Started() time.Time { return jm.startedAt }
