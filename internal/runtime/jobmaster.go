@@ -180,6 +180,7 @@ func NewJobMaster(g *JobGraph, opts Options) (*JobMaster, error) {
 		log:          opts.Logger.With("job", g.Name, "job_id", opts.JobID),
 		clock:        opts.Clock,
 		signal:       make(chan struct{}, 1),
+		stopped:      make(chan struct{}),
 		tasks:        make(map[checkpoint.TaskID]*taskRun),
 		finished:     make(map[checkpoint.TaskID]bool),
 		finishedAcks: make(map[checkpoint.TaskID]checkpoint.TaskAck),
