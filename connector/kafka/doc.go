@@ -1,0 +1,126 @@
+// Package kafka reads and writes Apache Kafka topics with franz-go
+// (github.com/twmb/franz-go): a source whose positions live in weir's
+// checkpoints, and a sink with Flink's three delivery guarantees, the
+// strongest of which writes each checkpoint's records in a Kafka
+// transaction that commits when the checkpoint completes.
+//
+// # Source
+//
+// NewSource reads the partitions of one or more topics. Each partition is
+// a split named "<topic>-<partition>" (SplitID); the engine assigns split
+// i of the sorted list to subtask i mod parallelism, statically, as Flink
+// does: readers consume their partitions directly and never join a
+// consumer group. A split's offset is a Kafka offset: a Fetch's Next is
+// the offset after its last record, the engine stores it in every
+// checkpoint, and a restore seeks each partition exactly there. A
+// partition without a checkpointed offset starts where StartingOffsets
+// says (Earliest by default, Latest, Committed or Timestamp). Record
+// timestamps become the fetch's timestamps (Unix milliseconds).
+//
+// Transaction markers (control records) are never returned, but a Fetch
+// moves Next past them, so a restore does not read them again and a
+// bounded reader of a transactional topic reaches its end. With Bounded
+// the source stops at the offsets that were the partitions' ends when it
+// first listed them (the last stable offsets with read_committed
+// isolation), and the job ends when every split has.
+//
+// With a GroupID, the offsets of every completed checkpoint are committed
+// to the group, so that Kafka's tools show the job's lag. They are for
+// monitoring only: a restore uses the checkpoint's offsets, and the group's
+// are read only by Committed starting offsets, for partitions that have no
+// checkpointed offset.
+//
+// Partitions are discovered when the job starts and whenever it restarts
+// (Splits lists them anew), not while it runs: the engine's static
+// assignment has no way to hand a running job a new split. A partition
+// added while the job runs is read from its next restart on, starting
+// where StartingOffsets says — with Latest, records written to it before
+// that restart are skipped, so topics that grow want Earliest or
+// Committed(Earliest()).
+//
+// A missing topic, or brokers that refuse connections or do not answer
+// within RequestTimeout, fail the source's start with an error that names
+// them; the job's restart strategy decides what happens next.
+//
+// # Sink
+//
+// NewSink writes one Kafka record per stream record, with a
+// DeliveryGuarantee:
+//
+//   - None produces asynchronously and never waits (it flushes only when
+//     the writer closes). A failure may lose or duplicate records.
+//   - AtLeastOnce, the default, flushes at every checkpoint barrier and
+//     fails the checkpoint if a record was not acknowledged, so everything
+//     written before a completed checkpoint is in Kafka. A restart writes
+//     the replayed records again. (Flink's default is None; weir's is the
+//     weakest guarantee that loses nothing.)
+//   - ExactlyOnce writes in Kafka transactions, below, so that a consumer
+//     with isolation level read_committed sees every record once, at the
+//     cost of seeing them only after the checkpoint that covers them
+//     completes.
+//
+// # Exactly-once
+//
+// Each subtask writes the records between two checkpoint barriers in one
+// transaction, with its own franz-go producer whose transactional id is
+//
+//	<prefix>-<subtask>-<n>
+//
+// (TransactionalID), where prefix is TransactionalIDPrefix and n is one
+// more than the id of the last checkpoint before the transaction began
+// (the restored one after a restore; 0 on a fresh start) — so without
+// failures transaction n is the one checkpoint n commits, as with Flink's
+// INCREMENTING naming. At the barrier of checkpoint c,
+// PrepareCommit flushes the producer, fails if any record was not
+// acknowledged, and returns a committable holding the transactional id,
+// the producer id and the epoch; the producer is closed, and the
+// transaction stays open on the brokers. When c completes, Commit sends
+// Kafka's EndTxn request with those three values. The transaction
+// coordinator accepts it from any client, so a writer restored after a
+// failure commits a transaction that a writer now gone prepared, which is
+// what Flink's FlinkKafkaInternalProducer.resumeTransaction does.
+// Committing a transaction that is already committed succeeds again and
+// changes nothing (the engine commits the restored checkpoint's
+// committables once more after every restore); committing one that was
+// aborted is an error, because its records are lost.
+//
+// A failure leaves transactions open that no completed checkpoint holds:
+// the one being written, and those prepared for checkpoints that did not
+// complete. Their records never become visible, but until they end they
+// hold back the last stable offset, and so every read_committed consumer
+// of their partitions. Before its first transaction, a restored writer
+// (after the engine has committed the restored checkpoint's transactions)
+// lists the open transactions (ListTransactions) and aborts those of its
+// prefix that belong to its subtask, or to a subtask s of an earlier run
+// with s mod parallelism equal to its own — by initializing a producer for
+// their transactional ids, which fences the old producer and aborts its
+// transaction (Flink's LISTING abort strategy). A writer that closes
+// after a failure aborts its open transaction itself. An exactly-once
+// writer's idle checkpoints also return a committable, naming no
+// transaction, so that a restored writer always learns the checkpoint it
+// resumes from and names its transactions after it.
+//
+// What exactly-once needs from Kafka and from the job:
+//
+//   - Brokers of Kafka 3.0 or newer (ListTransactions), and, with ACLs,
+//     WRITE and DESCRIBE on the transactional ids <prefix>-*.
+//   - A prefix unique to the sink across every job writing to the
+//     cluster: two sinks with one prefix fence and abort each other.
+//   - TransactionTimeout (transaction.timeout.ms, default 15 minutes, the
+//     brokers' default maximum) longer than the longest time from a
+//     transaction's first record to its commit: the checkpoint interval,
+//     plus the checkpoint's duration, plus — after a failure — the time to
+//     restart and restore. A transaction that times out is aborted by the
+//     brokers, and its commit fails loudly.
+//   - Consumers that read with isolation level read_committed
+//     (IsolationLevel(kgo.ReadCommitted()) on this package's source).
+//   - Checkpointing: without it, records become visible only when a
+//     bounded input ends, and an unbounded job's transactions time out.
+//
+// Every checkpoint creates a producer per subtask, and every transactional
+// id the brokers have seen costs them a little memory until
+// transactional.id.expiration.ms (7 days by default) after its last use.
+//
+// ReadCommitted reads a whole topic as a read_committed consumer, for
+// verifying an exactly-once job's output.
+package kafka

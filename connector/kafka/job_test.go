@@ -1,0 +1,204 @@
+package kafka_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/weirstream/weir/config"
+	"github.com/weirstream/weir/connector/kafka"
+	"github.com/weirstream/weir/internal/runtime"
+	"github.com/weirstream/weir/state"
+	"github.com/weirstream/weir/stream"
+)
+
+type payment struct {
+	Account string `json:"account"`
+	Amount  int64  `json:"amount"`
+	Seq     int    `json:"seq"`
+}
+
+type balance struct {
+	Account string `json:"account"`
+	Seq     int    `json:"seq"` // of the payment that produced it
+	Balance int64  `json:"balance"`
+}
+
+// runningBalance sums each account's payments, emitting the balance after
+// each one.
+type runningBalance struct{ sum state.ValueState[int64] }
+
+func (f *runningBalance) Open(rc *stream.RuntimeContext[string]) (err error) {
+	f.sum, err = stream.ValueState[int64](rc, "balance")
+	return err
+}
+
+func (f *runningBalance) ProcessElement(ctx *stream.Context[string, balance], p payment) error {
+	s, _ := f.sum.Value()
+	s += p.Amount
+	f.sum.Update(s)
+	return ctx.Emit(balance{Account: p.Account, Seq: p.Seq, Balance: s})
+}
+
+// seedPayments writes n payments to each of the topic's partitions, the
+// accounts of partition p being a<p>-0..a<p>-4, and returns the balances
+// a failure-free run emits.
+func seedPayments(t *testing.T, brokers []string, topic string, partitions, n int) []balance {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var recs []*kgo.Record
+	var want []balance
+	sums := map[string]int64{}
+	for p := range partitions {
+		for i := range n {
+			pay := payment{Account: fmt.Sprintf("a%d-%d", p, i%5), Amount: int64(i%7 + 1), Seq: p*n + i}
+			b, _ := json.Marshal(pay)
+			recs = append(recs, &kgo.Record{Topic: topic, Partition: int32(p), Key: []byte(pay.Account), Value: b})
+			sums[pay.Account] += pay.Amount
+			want = append(want, balance{Account: pay.Account, Seq: pay.Seq, Balance: sums[pay.Account]})
+		}
+	}
+	if err := cl.ProduceSync(testCtx(t), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	return want
+}
+
+func decodePayment(r *kgo.Record) (payment, error) {
+	var p payment
+	err := json.Unmarshal(r.Value, &p)
+	return p, err
+}
+
+func encodeBalance(b balance) (*kgo.Record, error) {
+	v, err := json.Marshal(b)
+	return &kgo.Record{Key: []byte(b.Account), Value: v}, err
+}
+
+func decodeBalance(r *kgo.Record) (balance, error) {
+	var b balance
+	err := json.Unmarshal(r.Value, &b)
+	return b, err
+}
+
+// TestJobKafkaToKafkaExactlyOnce runs Kafka source → keyBy → running sum
+// → exactly-once Kafka sink on the engine, fails the source twice after
+// checkpoints completed, and checks with a read_committed consumer that
+// the output holds every balance of a failure-free run exactly once.
+func TestJobKafkaToKafkaExactlyOnce(t *testing.T) {
+	brokers := newCluster(t, 4, []string{"payments", "balances"})
+	balancesJob(t, brokers, "payments", "balances", "balances-job")
+}
+
+// balancesJob runs the job of TestJobKafkaToKafkaExactlyOnce from topic in
+// (of 4 partitions) to topic out, with name as its consumer group and
+// transactional id prefix.
+func balancesJob(t *testing.T, brokers []string, in, out, name string) {
+	want := seedPayments(t, brokers, in, 4, 500)
+
+	cfg, err := config.ParseDynamic([]string{"parallelism.default=2", "execution.checkpointing.interval=10 ms",
+		"restart-strategy.type=fixed-delay", "restart-strategy.fixed-delay.attempts=5", "restart-strategy.fixed-delay.delay=0 ms"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var completed, restored, fails atomic.Int32
+	env, err := stream.NewEnvironment(stream.WithConfig(cfg), stream.WithLogger(slog.New(slog.DiscardHandler)),
+		stream.WithEvents(func(e stream.JobEvent) {
+			switch {
+			case e.Kind == runtime.EventCheckpointCompleted:
+				completed.Add(1)
+			case e.Kind == runtime.EventRestored && e.Checkpoint > 0:
+				restored.Add(1)
+			}
+		}),
+		stream.WithFaults(func(task stream.TaskInfo, attempt int, records int64) error {
+			if task.Vertex == "payments" && attempt < 2 && records > 300 && fails.Load() == int32(attempt) && completed.Load() > int32(attempt) {
+				fails.Add(1)
+				return errors.New("injected")
+			}
+			return nil
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := kafka.NewSource(decodePayment, kafka.BootstrapServers(brokers...), kafka.Topics(in),
+		kafka.GroupID(name), kafka.Bounded(), kafka.MaxPollRecords(50))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink, err := kafka.NewSink(encodeBalance, kafka.BootstrapServers(brokers...), kafka.Topic(out),
+		kafka.ExactlyOnce, kafka.TransactionalIDPrefix(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n atomic.Int64
+	payments := stream.Map(stream.FromSource(env, src, "payments", stream.NoWatermarks[payment]()), func(p payment) payment {
+		if n.Add(1)%10 == 0 {
+			time.Sleep(time.Millisecond) // let checkpoints happen while the source reads
+		}
+		return p
+	})
+	balances := stream.Process(stream.KeyBy(payments, func(p payment) string { return p.Account }),
+		stream.KeyedProcessFunction[string, payment, balance](&runningBalance{}), stream.Uid("balance"))
+	stream.SinkTo(balances, sink, stream.Uid("balances-sink"))
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+	defer cancel()
+	if err := env.Execute(ctx, "balances"); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d failures, %d checkpoints completed, %d restores from a checkpoint, %d payments processed",
+		fails.Load(), completed.Load(), restored.Load(), n.Load())
+	if fails.Load() != 2 || restored.Load() == 0 || n.Load() <= int64(len(want)) {
+		t.Fatalf("%d failures, %d restores, %d payments processed: the failures did not exercise recovery", fails.Load(), restored.Load(), n.Load())
+	}
+
+	settle(t, brokers, out)
+	got, err := kafka.ReadCommitted(ctx, brokers, out, decodeBalance)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmp := func(a, b balance) int { return a.Seq - b.Seq }
+	slices.SortFunc(got, cmp)
+	slices.SortFunc(want, cmp)
+	if !slices.Equal(got, want) {
+		for i := range min(len(got), len(want)) {
+			if got[i] != want[i] {
+				t.Fatalf("%d balances committed, want %d; first difference at %d: %+v, want %+v", len(got), len(want), i, got[i], want[i])
+			}
+		}
+		t.Fatalf("%d balances committed, want %d", len(got), len(want))
+	}
+
+	// The source committed completed checkpoints' offsets to its group.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	offs, err := kadm.NewClient(cl).FetchOffsets(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	committed := 0
+	offs.Each(func(o kadm.OffsetResponse) {
+		if o.Err != nil || o.At < 0 || o.At > 500 {
+			t.Errorf("committed offset %+v", o)
+		}
+		committed++
+	})
+	if committed == 0 {
+		t.Error("the source committed no offsets")
+	}
+}

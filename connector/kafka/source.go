@@ -1,0 +1,607 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/weirstream/weir/connector"
+)
+
+// SourceOption configures a Source: Topics, GroupID, StartingOffsets,
+// Bounded, IsolationLevel, MaxPollRecords and every ClientOption.
+type SourceOption interface{ applySource(*sourceConfig) }
+
+type sourceOptionFunc func(*sourceConfig)
+
+func (f sourceOptionFunc) applySource(c *sourceConfig) { f(c) }
+
+type sourceConfig struct {
+	client        clientConfig
+	topics        []string
+	group         string
+	start         Offsets
+	bounded       bool
+	readCommitted bool
+	maxPoll       int
+}
+
+// Topics sets the topics to read (Flink's setTopics). Required.
+func Topics(topics ...string) SourceOption {
+	return sourceOptionFunc(func(c *sourceConfig) { c.topics = append(c.topics, topics...) })
+}
+
+// GroupID sets the consumer group under which the source commits the
+// offsets of completed checkpoints (Flink's setGroupId), and from which
+// Committed starting offsets are read. The source never joins the group:
+// partitions are assigned statically. Default: none, and no offsets are
+// committed.
+func GroupID(id string) SourceOption {
+	return sourceOptionFunc(func(c *sourceConfig) { c.group = id })
+}
+
+// StartingOffsets sets where a partition without a checkpointed offset
+// starts (Flink's setStartingOffsets). Default Earliest().
+func StartingOffsets(o Offsets) SourceOption {
+	return sourceOptionFunc(func(c *sourceConfig) { c.start = o })
+}
+
+// Bounded makes the source stop at the offsets that were the partitions'
+// latest when the source first listed them (Flink's
+// setBounded(OffsetsInitializer.latest())): the high watermark, or with
+// read_committed isolation the last stable offset. Default: unbounded.
+func Bounded() SourceOption {
+	return sourceOptionFunc(func(c *sourceConfig) { c.bounded = true })
+}
+
+// IsolationLevel sets Kafka's isolation.level: kgo.ReadUncommitted() (the
+// default, as in Kafka and Flink) or kgo.ReadCommitted(), which returns
+// only records of committed transactions; use it to read the output of
+// an exactly-once sink.
+func IsolationLevel(level kgo.IsolationLevel) SourceOption {
+	return sourceOptionFunc(func(c *sourceConfig) { c.readCommitted = level == kgo.ReadCommitted() })
+}
+
+// MaxPollRecords bounds the records returned per fetch (Kafka's
+// max.poll.records). Default 500.
+func MaxPollRecords(n int) SourceOption {
+	return sourceOptionFunc(func(c *sourceConfig) { c.maxPoll = n })
+}
+
+// Offsets says where a partition starts when it has no checkpointed
+// offset: Earliest, Latest, Committed or Timestamp (Flink's
+// OffsetsInitializer).
+type Offsets struct {
+	kind  offsetKind
+	ts    int64      // Timestamp: Unix milliseconds
+	reset offsetKind // Committed: where to start without a committed offset
+}
+
+type offsetKind uint8
+
+const (
+	earliest offsetKind = iota
+	latest
+	committed
+	timestamp
+)
+
+// Earliest starts at each partition's log start offset.
+func Earliest() Offsets { return Offsets{kind: earliest} }
+
+// Latest starts at each partition's end when the reader opens (with
+// read_committed isolation, its last stable offset).
+func Latest() Offsets { return Offsets{kind: latest} }
+
+// Committed starts at the group's committed offset (GroupID is required),
+// and where reset says (Earliest or Latest) for partitions without one.
+func Committed(reset Offsets) Offsets { return Offsets{kind: committed, reset: reset.kind} }
+
+// Timestamp starts at the first record whose timestamp is at or after t,
+// or at the end if there is none.
+func Timestamp(t time.Time) Offsets { return Offsets{kind: timestamp, ts: t.UnixMilli()} }
+
+func (o Offsets) String() string {
+	switch o.kind {
+	case earliest:
+		return "earliest"
+	case latest:
+		return "latest"
+	case committed:
+		return "committed(" + Offsets{kind: o.reset}.String() + ")"
+	case timestamp:
+		return "timestamp(" + time.UnixMilli(o.ts).UTC().Format(time.RFC3339Nano) + ")"
+	}
+	return "Offsets(" + strconv.Itoa(int(o.kind)) + ")"
+}
+
+// Source reads Kafka topics. It implements connector.Source[T]; the
+// package comment describes splits, offsets and their commits.
+type Source[T any] struct {
+	cfg         sourceConfig
+	deserialize func(*kgo.Record) (T, error)
+
+	mu    sync.Mutex
+	stops map[topicPartition]int64 // bounded: where each partition ends, fixed when first listed
+}
+
+type topicPartition struct {
+	topic     string
+	partition int32
+}
+
+// NewSource returns a source that turns each record into a T with
+// deserialize. A record that deserialize fails on fails the reader, and
+// the job's restart strategy decides what happens (a restart reads it
+// again). A job that must skip or divert bad records makes deserialize
+// return a T that carries the error, and routes those values itself (to a
+// side output, say) instead of returning an error.
+//
+// NewSource does not contact the brokers; a source's first listing of its
+// partitions does.
+func NewSource[T any](deserialize func(*kgo.Record) (T, error), opts ...SourceOption) (*Source[T], error) {
+	c := sourceConfig{client: defaultClientConfig(), start: Earliest(), maxPoll: 500}
+	for _, o := range opts {
+		o.applySource(&c)
+	}
+	if err := c.client.validate(); err != nil {
+		return nil, err
+	}
+	switch {
+	case deserialize == nil:
+		return nil, errors.New("kafka: the deserialize function is nil")
+	case len(c.topics) == 0:
+		return nil, errors.New("kafka: the source has no topics (Topics)")
+	case slices.Contains(c.topics, ""):
+		return nil, errors.New("kafka: empty topic name")
+	case c.maxPoll < 1:
+		return nil, fmt.Errorf("kafka: max poll records must be at least 1, got %d", c.maxPoll)
+	case c.start.kind > timestamp || c.start.kind == committed && c.start.reset > latest:
+		return nil, fmt.Errorf("kafka: invalid starting offsets %v", c.start)
+	case c.start.kind == committed && c.group == "":
+		return nil, errors.New("kafka: committed starting offsets need a group id (GroupID)")
+	}
+	slices.Sort(c.topics)
+	c.topics = slices.Compact(c.topics)
+	return &Source[T]{cfg: c, deserialize: deserialize, stops: make(map[topicPartition]int64)}, nil
+}
+
+// Topics returns the topics the source reads, sorted.
+func (s *Source[T]) Topics() []string { return slices.Clone(s.cfg.topics) }
+
+// Bounded implements connector.Source.
+func (s *Source[T]) Bounded() bool { return s.cfg.bounded }
+
+// SplitID returns the split id of a topic partition: "<topic>-<partition>".
+func SplitID(topic string, partition int32) string {
+	return topic + "-" + strconv.FormatInt(int64(partition), 10)
+}
+
+// parseSplit parses a split id made by SplitID.
+func parseSplit(id string) (topicPartition, error) {
+	i := strings.LastIndexByte(id, '-')
+	if i <= 0 {
+		return topicPartition{}, fmt.Errorf("kafka: split %q is not <topic>-<partition>", id)
+	}
+	p, err := strconv.ParseInt(id[i+1:], 10, 32)
+	if err != nil || !digits(id[i+1:]) {
+		return topicPartition{}, fmt.Errorf("kafka: split %q is not <topic>-<partition>", id)
+	}
+	return topicPartition{id[:i], int32(p)}, nil
+}
+
+// Splits implements connector.Source: every partition of every topic,
+// topics in name order and partitions in number order. The partitions are
+// listed anew each time a job (re)starts, so partitions added to a topic
+// are read from the next restart on. A missing topic, or brokers that do
+// not answer within the request timeout, is an error that names them.
+func (s *Source[T]) Splits(ctx context.Context) ([]string, error) {
+	cl, err := s.cfg.client.newClient()
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	parts, err := s.partitions(ctx, cl)
+	if err != nil {
+		return nil, err
+	}
+	if s.cfg.bounded {
+		if err := s.fixStops(ctx, cl, parts); err != nil {
+			return nil, err
+		}
+	}
+	ids := make([]string, len(parts))
+	for i, tp := range parts {
+		ids[i] = SplitID(tp.topic, tp.partition)
+	}
+	return ids, nil
+}
+
+// partitions lists the source's partitions in split order.
+func (s *Source[T]) partitions(ctx context.Context, cl *client) ([]topicPartition, error) {
+	rctx, cancel := cl.withTimeout(ctx)
+	defer cancel()
+	tds, err := kadm.NewClient(cl.Client).ListTopics(rctx, s.cfg.topics...)
+	if err != nil {
+		return nil, cl.describe(err, "listing the partitions of "+strings.Join(s.cfg.topics, ","))
+	}
+	var parts []topicPartition
+	for _, t := range s.cfg.topics {
+		td, ok := tds[t]
+		if !ok || errors.Is(td.Err, kerr.UnknownTopicOrPartition) {
+			return nil, fmt.Errorf("kafka: topic %q does not exist (brokers %s)", t, cl.cfg.brokerList())
+		}
+		if td.Err != nil {
+			return nil, cl.describe(td.Err, fmt.Sprintf("listing the partitions of topic %q", t))
+		}
+		for _, p := range td.Partitions.Numbers() {
+			parts = append(parts, topicPartition{t, p})
+		}
+	}
+	slices.SortFunc(parts, func(a, b topicPartition) int {
+		if c := strings.Compare(a.topic, b.topic); c != 0 {
+			return c
+		}
+		return int(a.partition - b.partition)
+	})
+	return parts, nil
+}
+
+// fixStops records the end offsets of the partitions that have none yet.
+func (s *Source[T]) fixStops(ctx context.Context, cl *client, parts []topicPartition) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var missing []topicPartition
+	for _, tp := range parts {
+		if _, ok := s.stops[tp]; !ok {
+			missing = append(missing, tp)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	ends, err := listOffsets(ctx, cl, Latest(), s.cfg.readCommitted, missing)
+	if err != nil {
+		return err
+	}
+	maps.Copy(s.stops, ends)
+	return nil
+}
+
+// stopsOf returns the stop offsets of parts.
+func (s *Source[T]) stopsOf(parts []topicPartition) map[topicPartition]int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := make(map[topicPartition]int64, len(parts))
+	for _, tp := range parts {
+		m[tp] = s.stops[tp]
+	}
+	return m
+}
+
+// listOffsets resolves o (Earliest, Latest or Timestamp) for parts.
+func listOffsets(ctx context.Context, cl *client, o Offsets, readCommitted bool, parts []topicPartition) (map[topicPartition]int64, error) {
+	topics := make([]string, 0, len(parts))
+	for _, tp := range parts {
+		topics = append(topics, tp.topic)
+	}
+	slices.Sort(topics)
+	topics = slices.Compact(topics)
+	rctx, cancel := cl.withTimeout(ctx)
+	defer cancel()
+	adm := kadm.NewClient(cl.Client)
+	var (
+		listed kadm.ListedOffsets
+		err    error
+		what   string
+	)
+	switch {
+	case o.kind == earliest:
+		listed, err = adm.ListStartOffsets(rctx, topics...)
+		what = "start"
+	case o.kind == latest && readCommitted:
+		listed, err = adm.ListCommittedOffsets(rctx, topics...)
+		what = "last stable"
+	case o.kind == latest:
+		listed, err = adm.ListEndOffsets(rctx, topics...)
+		what = "end"
+	case o.kind == timestamp:
+		listed, err = adm.ListOffsetsAfterMilli(rctx, o.ts, topics...)
+		what = "timestamp"
+	default:
+		return nil, fmt.Errorf("kafka: cannot list %v offsets", o)
+	}
+	if err != nil {
+		return nil, cl.describe(err, "listing "+what+" offsets of "+strings.Join(topics, ","))
+	}
+	out := make(map[topicPartition]int64, len(parts))
+	for _, tp := range parts {
+		lo, ok := listed.Lookup(tp.topic, tp.partition)
+		switch {
+		case !ok:
+			if lo, ok := listed.Lookup(tp.topic, -1); ok && lo.Err != nil || listed[tp.topic] == nil {
+				return nil, fmt.Errorf("kafka: topic %q does not exist (brokers %s)", tp.topic, cl.cfg.brokerList())
+			}
+			return nil, fmt.Errorf("kafka: partition %s does not exist (brokers %s)", SplitID(tp.topic, tp.partition), cl.cfg.brokerList())
+		case lo.Err != nil:
+			return nil, cl.describe(lo.Err, "listing "+what+" offset of "+SplitID(tp.topic, tp.partition))
+		}
+		out[tp] = lo.Offset
+	}
+	return out, nil
+}
+
+// NewReader implements connector.Source. Splits with a checkpointed
+// offset start exactly there; the others start where StartingOffsets says,
+// resolved now. The reader is a franz-go client that consumes its
+// partitions directly, without joining a consumer group.
+func (s *Source[T]) NewReader(ctx context.Context, info connector.ReaderInfo, splits []connector.SplitStart) (connector.Reader[T], error) {
+	r := &reader[T]{src: s, parts: make(map[topicPartition]*partState, len(splits))}
+	var all, unset []topicPartition
+	for _, sp := range splits {
+		tp, err := parseSplit(sp.Split)
+		if err != nil {
+			return nil, err
+		}
+		if !slices.Contains(s.cfg.topics, tp.topic) {
+			return nil, fmt.Errorf("kafka: split %q is not a partition of topics %s", sp.Split, strings.Join(s.cfg.topics, ","))
+		}
+		if _, dup := r.parts[tp]; dup {
+			return nil, fmt.Errorf("kafka: split %q given twice", sp.Split)
+		}
+		switch {
+		case sp.Offset == connector.StartDefault:
+			unset = append(unset, tp)
+		case sp.Offset < 0:
+			return nil, fmt.Errorf("kafka: split %q has invalid offset %d", sp.Split, sp.Offset)
+		}
+		r.parts[tp] = &partState{split: sp.Split, next: sp.Offset}
+		all = append(all, tp)
+	}
+	admin, err := s.cfg.client.newClient()
+	if err != nil {
+		return nil, err
+	}
+	defer admin.Close()
+	if len(unset) > 0 {
+		starts, err := s.startOffsets(ctx, admin, unset)
+		if err != nil {
+			return nil, err
+		}
+		for tp, off := range starts {
+			r.parts[tp].next = off
+		}
+	}
+	if s.cfg.bounded {
+		if err := s.fixStops(ctx, admin, all); err != nil {
+			return nil, err
+		}
+		for tp, stop := range s.stopsOf(all) {
+			r.parts[tp].stop = stop
+		}
+	} else {
+		for _, st := range r.parts {
+			st.stop = -1
+		}
+	}
+	consume := make(map[string]map[int32]kgo.Offset)
+	for _, tp := range all {
+		st := r.parts[tp]
+		if st.stop >= 0 && st.next >= st.stop {
+			st.ended = true
+			r.ready = append(r.ready, connector.Fetch[T]{Split: st.split, Next: st.next, EndOfSplit: true})
+			continue
+		}
+		r.active++
+		if consume[tp.topic] == nil {
+			consume[tp.topic] = make(map[int32]kgo.Offset)
+		}
+		consume[tp.topic][tp.partition] = kgo.NewOffset().At(st.next)
+	}
+	opts := []kgo.Opt{kgo.KeepControlRecords()}
+	if s.cfg.readCommitted {
+		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	}
+	if len(consume) > 0 {
+		opts = append(opts, kgo.ConsumePartitions(consume))
+	}
+	if r.cl, err = s.cfg.client.newClient(opts...); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// startOffsets resolves the starting offsets of partitions without a
+// checkpointed offset.
+func (s *Source[T]) startOffsets(ctx context.Context, cl *client, parts []topicPartition) (map[topicPartition]int64, error) {
+	o := s.cfg.start
+	if o.kind != committed {
+		return listOffsets(ctx, cl, o, s.cfg.readCommitted, parts)
+	}
+	rctx, cancel := cl.withTimeout(ctx)
+	defer cancel()
+	resps, err := kadm.NewClient(cl.Client).FetchOffsets(rctx, s.cfg.group)
+	if err == nil {
+		err = resps.Error()
+	}
+	if err != nil {
+		return nil, cl.describe(err, fmt.Sprintf("fetching the committed offsets of group %q", s.cfg.group))
+	}
+	out := make(map[topicPartition]int64, len(parts))
+	var rest []topicPartition
+	for _, tp := range parts {
+		if r, ok := resps.Lookup(tp.topic, tp.partition); ok && r.Err == nil && r.At >= 0 {
+			out[tp] = r.At
+		} else {
+			rest = append(rest, tp)
+		}
+	}
+	if len(rest) > 0 {
+		reset, err := listOffsets(ctx, cl, Offsets{kind: o.reset}, s.cfg.readCommitted, rest)
+		if err != nil {
+			return nil, err
+		}
+		maps.Copy(out, reset)
+	}
+	return out, nil
+}
+
+// partState is a reader's position in one partition.
+type partState struct {
+	split string
+	next  int64 // offset of the next record to return
+	stop  int64 // bounded: the offset to stop at; -1: unbounded
+	ended bool
+}
+
+// reader consumes its partitions with one franz-go client. Fetch runs on
+// the engine's fetcher goroutine; CommitOffsets on the subtask's
+// goroutine only uses the client, which is safe for concurrent use.
+type reader[T any] struct {
+	src    *Source[T]
+	cl     *client
+	parts  map[topicPartition]*partState
+	ready  []connector.Fetch[T] // fetched, not yet returned
+	active int                  // partitions not ended
+}
+
+// Fetch implements connector.Reader. A poll may return records of several
+// partitions; they are returned one partition per Fetch. Control records
+// (transaction markers) are not returned, but move Next past them, so
+// that a bounded reader reaches its stop offset and a restore does not
+// read them again.
+func (r *reader[T]) Fetch(ctx context.Context) (connector.Fetch[T], error) {
+	for {
+		if len(r.ready) > 0 {
+			f := r.ready[0]
+			r.ready[0] = connector.Fetch[T]{}
+			r.ready = r.ready[1:]
+			return f, nil
+		}
+		if r.active == 0 {
+			return connector.Fetch[T]{}, connector.ErrEndOfInput
+		}
+		fs := r.cl.PollRecords(ctx, r.src.cfg.maxPoll)
+		if err := ctx.Err(); err != nil {
+			return connector.Fetch[T]{}, err
+		}
+		if fs.IsClientClosed() {
+			return connector.Fetch[T]{}, errors.New("kafka: the reader is closed")
+		}
+		var err error
+		fs.EachError(func(t string, p int32, e error) {
+			if err == nil {
+				err = fmt.Errorf("kafka: reading %s (brokers %s): %w", SplitID(t, p), r.cl.cfg.brokerList(), e)
+			}
+		})
+		if err != nil {
+			return connector.Fetch[T]{}, err
+		}
+		fs.EachPartition(func(p kgo.FetchTopicPartition) {
+			if err == nil {
+				err = r.add(p)
+			}
+		})
+		if err != nil {
+			return connector.Fetch[T]{}, err
+		}
+	}
+}
+
+// add turns one partition's polled records into a Fetch.
+func (r *reader[T]) add(p kgo.FetchTopicPartition) error {
+	tp := topicPartition{p.Topic, p.Partition}
+	st := r.parts[tp]
+	if st == nil || st.ended {
+		return nil
+	}
+	f := connector.Fetch[T]{Split: st.split, Next: st.next}
+	for _, rec := range p.Records {
+		if rec.Offset < st.next {
+			continue
+		}
+		if st.stop >= 0 && rec.Offset >= st.stop {
+			f.EndOfSplit = true
+			break
+		}
+		f.Next = rec.Offset + 1
+		if rec.Attrs.IsControl() {
+			continue
+		}
+		v, err := r.src.deserialize(rec)
+		if err != nil {
+			return fmt.Errorf("kafka: deserializing the record at offset %d of %s: %w", rec.Offset, st.split, err)
+		}
+		f.Records = append(f.Records, v)
+		f.Timestamps = append(f.Timestamps, rec.Timestamp.UnixMilli())
+	}
+	if st.stop >= 0 && f.Next >= st.stop {
+		f.EndOfSplit = true
+	}
+	if f.EndOfSplit {
+		// Offsets between the last record and the stop offset were
+		// compacted away or belonged to aborted transactions.
+		f.Next = max(f.Next, st.stop)
+		st.ended = true
+		r.active--
+		r.cl.RemoveConsumePartitions(map[string][]int32{tp.topic: {tp.partition}})
+	}
+	if len(f.Records) == 0 && f.Next == st.next && !f.EndOfSplit {
+		return nil
+	}
+	st.next = f.Next
+	r.ready = append(r.ready, f)
+	return nil
+}
+
+// CommitOffsets implements connector.OffsetCommitter: it commits the
+// offsets of a completed checkpoint to the source's consumer group, if it
+// has one, for monitoring (consumer lag). They are never read back for
+// fault tolerance; a Committed starting offset only applies to
+// partitions without a checkpointed offset.
+func (r *reader[T]) CommitOffsets(ctx context.Context, checkpointID int64, offsets map[string]int64) error {
+	group := r.src.cfg.group
+	if group == "" {
+		return nil
+	}
+	commits := make(kadm.Offsets)
+	for split, off := range offsets {
+		tp, err := parseSplit(split)
+		if err != nil {
+			return err
+		}
+		if off < 0 {
+			continue
+		}
+		commits.Add(kadm.Offset{Topic: tp.topic, Partition: tp.partition, At: off, LeaderEpoch: -1})
+	}
+	if len(commits) == 0 {
+		return nil
+	}
+	rctx, cancel := r.cl.withTimeout(ctx)
+	defer cancel()
+	resps, err := kadm.NewClient(r.cl.Client).CommitOffsets(rctx, group, commits)
+	if err == nil {
+		err = resps.Error()
+	}
+	if err != nil {
+		return r.cl.describe(err, fmt.Sprintf("committing the offsets of checkpoint %d to group %q", checkpointID, group))
+	}
+	return nil
+}
+
+// Close implements connector.Reader.
+func (r *reader[T]) Close() error {
+	r.cl.Close()
+	return nil
+}
