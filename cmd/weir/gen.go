@@ -39,6 +39,10 @@ type genOptions struct {
 	cfg   gatewaymeter.GenConfig
 	out   string
 	force bool
+	// toKafka, if set, lists brokers to produce the trace to, into the
+	// topic <topicPrefix>gateway-events.
+	toKafka     string
+	topicPrefix string
 	// progress receives the progress line; nil draws none.
 	progress io.Writer
 }
@@ -67,7 +71,10 @@ previous trace (a directory holding only part-*.jsonl and manifest.json).`,
 			if cmd.ErrOrStderr() == os.Stderr && isCharDevice(os.Stderr) {
 				o.progress = os.Stderr
 			}
-			return runGen(cmd.Context(), cmd.OutOrStdout(), o)
+			if o.toKafka == "" {
+				return runGen(cmd.Context(), cmd.OutOrStdout(), o)
+			}
+			return genToKafka(cmd.Context(), cmd.OutOrStdout(), o)
 		},
 	}
 	f := cmd.Flags()
@@ -79,6 +86,8 @@ previous trace (a directory holding only part-*.jsonl and manifest.json).`,
 	f.Float64Var(&o.cfg.RequestsPerSecond, "rate", o.cfg.RequestsPerSecond, "requests per second of event time, over all partitions")
 	f.StringVar(&o.out, "out", "", "directory to write the trace into (required)")
 	f.BoolVar(&o.force, "force", false, "replace a previous trace in --out")
+	f.StringVar(&o.toKafka, "to-kafka", "", "produce the trace into Kafka (comma-separated brokers), topic <prefix>gateway-events, one partition per trace partition")
+	f.StringVar(&o.topicPrefix, "topic-prefix", "", "prefix of the Kafka topics")
 	return cmd
 }
 
@@ -97,8 +106,8 @@ func (o genOptions) validate() error {
 		return fmt.Errorf("--bad-rate must be in [0, 1], got %g", c.BadRate)
 	case !(c.RequestsPerSecond >= 0.001 && c.RequestsPerSecond <= 1e6):
 		return fmt.Errorf("--rate must be in [0.001, 1000000] requests per second, got %g", c.RequestsPerSecond)
-	case o.out == "":
-		return errors.New("--out is required: the directory to write the trace into")
+	case o.out == "" && o.toKafka == "":
+		return errors.New("--out is required: the directory to write the trace into (or --to-kafka)")
 	}
 	return c.Validate()
 }

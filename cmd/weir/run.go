@@ -19,6 +19,7 @@ import (
 	"github.com/weirstream/weir/config"
 	"github.com/weirstream/weir/connector"
 	"github.com/weirstream/weir/connector/file"
+	"github.com/weirstream/weir/connector/kafka"
 	gm "github.com/weirstream/weir/examples/gatewaymeter"
 	"github.com/weirstream/weir/internal/runtime"
 	"github.com/weirstream/weir/stream"
@@ -29,6 +30,8 @@ type runOptions struct {
 	dynamic                                        []string
 	failAfter                                      []string
 	seed                                           uint64
+	kafka, topicPrefix, delivery                   string
+	bounded                                        bool
 	rate                                           float64
 	status                                         time.Duration
 }
@@ -70,6 +73,10 @@ Options use Flink's names: -D execution.checkpointing.interval=1s,
 	f.Uint64Var(&o.seed, "seed", 1, "seed of the live generator")
 	f.Float64Var(&o.rate, "rate", 24, "events per second per partition of the live generator")
 	f.DurationVar(&o.status, "status-interval", time.Second, "how often the status line refreshes (0: never)")
+	f.StringVar(&o.kafka, "kafka", "", "read gateway-events from and write the outputs to Kafka (comma-separated brokers)")
+	f.StringVar(&o.topicPrefix, "topic-prefix", "", "prefix of the Kafka topics")
+	f.StringVar(&o.delivery, "delivery", "exactly-once", "Kafka sink delivery guarantee: exactly-once, at-least-once or none")
+	f.BoolVar(&o.bounded, "bounded", false, "with --kafka: stop at the offsets that were latest at start")
 	return cmd
 }
 
@@ -120,7 +127,26 @@ func runGatewayMeter(ctx context.Context, stdout, stderr io.Writer, o runOptions
 		return err
 	}
 	var src connector.Source[file.Line]
-	if o.input != "" {
+	var kafkaSinks *gm.Sinks
+	if o.kafka != "" {
+		if o.input != "" {
+			return fmt.Errorf("--input and --kafka are exclusive: the job reads one or the other")
+		}
+		brokers := brokerList(o.kafka)
+		g, err := kafka.ParseDeliveryGuarantee(o.delivery)
+		if err != nil {
+			return fmt.Errorf("--delivery: %w", err)
+		}
+		topics := gm.DefaultKafkaTopics(o.topicPrefix)
+		if src, err = gm.KafkaSource(brokers, topics.Events, "weir-"+o.topicPrefix+"gatewaymeter", o.bounded); err != nil {
+			return fmt.Errorf("--kafka: %w", err)
+		}
+		s, err := gm.KafkaSinks(brokers, topics, g, "weir-"+o.topicPrefix+"gatewaymeter")
+		if err != nil {
+			return fmt.Errorf("--kafka: %w", err)
+		}
+		kafkaSinks = &s
+	} else if o.input != "" {
 		if _, err := gm.TraceFiles(o.input); err != nil {
 			return fmt.Errorf("--input: %w", err)
 		}
@@ -148,15 +174,19 @@ func runGatewayMeter(ctx context.Context, stdout, stderr io.Writer, o runOptions
 		return err
 	}
 	out := o.output
-	if out == "" {
-		out = filepath.Join("weir-data", "out", env.JobID())
-	}
-	if err := checkOutputDir(out, o.from != ""); err != nil {
-		return err
-	}
-	sinks, err := gm.FileSinks(out)
-	if err != nil {
-		return fmt.Errorf("--output: %w", err)
+	var sinks gm.Sinks
+	if kafkaSinks != nil {
+		sinks, out = *kafkaSinks, "Kafka topics "+o.topicPrefix+"tenant-cost, ... on "+o.kafka
+	} else {
+		if out == "" {
+			out = filepath.Join("weir-data", "out", env.JobID())
+		}
+		if err := checkOutputDir(out, o.from != ""); err != nil {
+			return err
+		}
+		if sinks, err = gm.FileSinks(out); err != nil {
+			return fmt.Errorf("--output: %w", err)
+		}
 	}
 	gm.Build(env, src, sinks)
 
@@ -189,6 +219,9 @@ func runGatewayMeter(ctx context.Context, stdout, stderr io.Writer, o runOptions
 	err = client.Wait()
 	last := client.Metrics().LastCheckpoint
 	switch {
+	case err == nil && o.kafka != "":
+		fmt.Fprintf(stdout, "weir: finished; verify with: weir verify gatewaymeter --kafka %s --topic-prefix '%s'\n", o.kafka, o.topicPrefix)
+		return nil
 	case err == nil:
 		fmt.Fprintf(stdout, "weir: finished; verify with: weir verify gatewaymeter --input %s --output %s\n", o.input, out)
 		return nil

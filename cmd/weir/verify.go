@@ -16,6 +16,9 @@ import (
 
 type verifyOptions struct {
 	input, output string
+	// kafka, if set, lists brokers: the trace and the outputs are read
+	// from the topics <topicPrefix>gateway-events, tenant-cost, ...
+	kafka, topicPrefix string
 	atLeastOnce   bool
 	max           int
 }
@@ -54,10 +57,18 @@ number is printed.`,
 	f.StringVar(&o.output, "output", "", "directory of the run's outputs (required)")
 	f.BoolVar(&o.atLeastOnce, "at-least-once", false, "tolerate keys written more than once if every copy equals the expected record")
 	f.IntVar(&o.max, "max", o.max, "differences listed per output and kind")
+	f.StringVar(&o.kafka, "kafka", "", "read the trace and the outputs from Kafka (comma-separated brokers) with read_committed instead of directories")
+	f.StringVar(&o.topicPrefix, "topic-prefix", "", "prefix of the Kafka topics")
 	return cmd
 }
 
 func (o verifyOptions) validate() error {
+	if o.kafka != "" {
+		if o.max < 0 {
+			return fmt.Errorf("--max must be at least 0, got %d", o.max)
+		}
+		return nil
+	}
 	switch {
 	case o.input == "":
 		return errors.New("--input is required: the directory of the input trace")
@@ -88,19 +99,29 @@ func checkDir(flag, dir string) error {
 }
 
 func runVerify(w io.Writer, o verifyOptions) error {
-	if err := checkTrace(o.input); err != nil {
-		return err
+	var expected, actual gatewaymeter.Outputs
+	var err error
+	if o.kafka != "" {
+		expected, actual, err = verifyKafkaInputs(o)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "verify gatewaymeter: the oracle of topic %sgateway-events against the output topics on %s\n", o.topicPrefix, o.kafka)
+	} else {
+		if err := checkTrace(o.input); err != nil {
+			return err
+		}
+		expected, err = gatewaymeter.OracleFiles(o.input)
+		if err != nil {
+			return fmt.Errorf("oracle of --input %s: %w", o.input, err)
+		}
+		actual, err = gatewaymeter.ReadOutputs(o.output)
+		if err != nil {
+			return fmt.Errorf("reading --output %s: %w", o.output, err)
+		}
+		fmt.Fprintf(w, "verify gatewaymeter: the oracle of %s against the outputs in %s\n", o.input, o.output)
 	}
-	expected, err := gatewaymeter.OracleFiles(o.input)
-	if err != nil {
-		return fmt.Errorf("oracle of --input %s: %w", o.input, err)
-	}
-	actual, err := gatewaymeter.ReadOutputs(o.output)
-	if err != nil {
-		return fmt.Errorf("reading --output %s: %w", o.output, err)
-	}
-	fmt.Fprintf(w, "verify gatewaymeter: the oracle of %s against the outputs in %s\n", o.input, o.output)
-	if missing := missingOutputs(o.output); len(missing) == len(gatewaymeter.OutputNames()) {
+	if missing := missingOutputs(o.output); o.kafka == "" && len(missing) == len(gatewaymeter.OutputNames()) {
 		fmt.Fprintf(w, "warning: %s has none of the output directories %s/: every record will be missing\n",
 			o.output, strings.Join(missing, "/, "))
 	}
