@@ -19,8 +19,8 @@ type verifyOptions struct {
 	// kafka, if set, lists brokers: the trace and the outputs are read
 	// from the topics <topicPrefix>gateway-events, tenant-cost, ...
 	kafka, topicPrefix string
-	atLeastOnce   bool
-	max           int
+	atLeastOnce        bool
+	max                int
 }
 
 func newVerifyCmd() *cobra.Command {
