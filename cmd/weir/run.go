@@ -197,7 +197,14 @@ func runGatewayMeter(ctx context.Context, stdout, stderr io.Writer, o runOptions
 		return err
 	}
 	faults.start(client)
-	fmt.Fprintf(stdout, "weir: running gatewaymeter as job %s; outputs in %s, checkpoints in %s\n", env.JobID(), out, o.checkpointDir)
+	addr, stopREST, err := startREST(ctx, client, cfg, logger)
+	if err != nil {
+		stop(err)
+		client.Wait()
+		return err
+	}
+	defer stopREST()
+	fmt.Fprintf(stdout, "weir: running gatewaymeter as job %s; outputs in %s, checkpoints in %s; REST API at http://%s\n", env.JobID(), out, o.checkpointDir, addr)
 	st := newStatusLine(stdout, client)
 	var tick <-chan time.Time
 	if o.status > 0 {

@@ -94,7 +94,7 @@ func (a *coordinatorAdapter) Failover(now time.Time) []CheckpointAction {
 }
 
 func (a *coordinatorAdapter) Restored(now time.Time, md *checkpoint.Metadata) {
-	a.c.Restored(now, md.CheckpointID, "")
+	a.c.Restored(now, md.CheckpointID, fmt.Sprintf("chk-%d", md.CheckpointID))
 }
 
 func (a *coordinatorAdapter) Stop(now time.Time) { a.c.Stop(now) }

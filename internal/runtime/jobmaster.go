@@ -103,7 +103,7 @@ type JobMaster struct {
 
 	stopped   chan struct{} // closed when Run returns
 	final     atomic.Pointer[coordinator.Snapshot]
-	startedAt time.Time
+	startedAt atomic.Int64 // Unix nanoseconds
 
 	regions  *failover.Regions
 	failover failover.Strategy
@@ -304,7 +304,7 @@ func (jm *JobMaster) emit(e Event) {
 // On ctx's end the subtasks are canceled and Run returns ctx's cause.
 func (jm *JobMaster) Run(ctx context.Context) error {
 	jm.ctx = ctx
-	jm.startedAt = jm.clock.Now()
+	jm.startedAt.Store(jm.clock.Now().UnixNano())
 	defer close(jm.stopped)
 	defer jm.keepFinalStats()
 	jm.deploy(ctx, jm.all, jm.latest)
@@ -559,6 +559,9 @@ func (jm *JobMaster) fail(id checkpoint.TaskID, cause error, global bool) error 
 			return nil
 		}
 		now := jm.clock.Now()
+		if md != nil {
+			jm.coord.Restored(now, md.Metadata)
+		}
 		acts := jm.coord.Failover(now)
 		// The coordinator forgets finished subtasks on a failover; those
 		// that were not redeployed are still finished.

@@ -98,5 +98,10 @@ func (jm *JobMaster) keepFinalStats() {
 	}
 }
 
-// Started returns when the job started running.
-func (jm *JobMaster) Started() time.Time { return jm.startedAt }
+// Started returns when the job started running (the zero time before).
+func (jm *JobMaster) Started() time.Time {
+	if n := jm.startedAt.Load(); n != 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
+}

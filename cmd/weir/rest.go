@@ -1,0 +1,45 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/weirstream/weir/config"
+	"github.com/weirstream/weir/internal/web"
+	"github.com/weirstream/weir/stream"
+)
+
+// startREST serves the REST API and /metrics of the job client runs, as
+// the configuration says: rest.bind-address (default localhost), rest.port
+// (default 8081; 0 picks a free port) and rest.auth-token (required to
+// bind anything but a loopback address). It returns the address it
+// listens on and a function that stops it; it also stops when ctx is
+// done. The API keeps answering after the job ends, until stopped.
+func startREST(ctx context.Context, client *stream.JobClient, cfg *config.Configuration, logger *slog.Logger) (addr string, stop func(), err error) {
+	cl, err := cfg.Cluster()
+	if err != nil {
+		return "", nil, err
+	}
+	if err := web.CheckBind(cl.RESTBindAddress, cl.RESTAuthToken); err != nil {
+		return "", nil, err
+	}
+	srv, err := web.New(web.Job{
+		Master: client.Master(),
+		Done:   client.Done(),
+		Err:    client.Wait,
+		Config: cfg,
+	}, web.WithAuthToken(cl.RESTAuthToken), web.WithLogger(logger))
+	if err != nil {
+		return "", nil, err
+	}
+	addr, stopListening, err := srv.Listen(ctx, cl.RESTBindAddress, cl.RESTPort)
+	if err != nil {
+		srv.Close()
+		return "", nil, err
+	}
+	logger.Info("REST API listening", "addr", addr, "auth", cl.RESTAuthToken != "")
+	return addr, func() {
+		stopListening()
+		srv.Close()
+	}, nil
+}

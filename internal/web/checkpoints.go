@@ -1,0 +1,298 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/weirstream/weir/config"
+	"github.com/weirstream/weir/internal/checkpoint/coordinator"
+	"github.com/weirstream/weir/internal/checkpoint/storage"
+)
+
+// queryTimeout bounds a wait for the job master's statistics.
+const queryTimeout = 10 * time.Second
+
+// notExternalized is Flink's external_path of a checkpoint kept in the job
+// manager's memory.
+const notExternalized = "<checkpoint-not-externalized>"
+
+// stats returns the checkpoint statistics, or a 404 when the job takes no
+// checkpoints (Flink's answer).
+func (s *Server) stats(ctx context.Context) (coordinator.Snapshot, error) {
+	ctx, cancel := context.WithTimeout(ctx, queryTimeout)
+	defer cancel()
+	snap, ok, err := s.jm.CheckpointStats(ctx)
+	if err != nil {
+		return snap, err
+	}
+	if !ok {
+		return snap, notFoundf("checkpointing is not enabled for job %s (execution.checkpointing.interval is not set)", s.jm.JobID())
+	}
+	return snap, nil
+}
+
+// checkpointDir returns the job's checkpoint directory, "" when
+// checkpoints are kept in memory.
+func (s *Server) checkpointDir() string {
+	cp, err := s.cfg.Checkpointing()
+	if err != nil {
+		return ""
+	}
+	return cp.Dir
+}
+
+// storage opens the job's checkpoint storage once, for reading retained
+// checkpoints; nil when checkpoints are kept in memory.
+func (s *Server) storage(ctx context.Context) (*storage.Storage, error) {
+	dir := s.checkpointDir()
+	if dir == "" {
+		return nil, nil
+	}
+	s.storeOnce.Do(func() {
+		s.store, s.storeErr = storage.Open(context.WithoutCancel(ctx), dir, s.jm.JobID())
+	})
+	return s.store, s.storeErr
+}
+
+// externalPath returns where completed checkpoint id lives: its directory
+// in checkpoint storage, or Flink's marker for a checkpoint in memory.
+func (s *Server) externalPath(ctx context.Context, id int64) string {
+	st, err := s.storage(ctx)
+	if err != nil || st == nil {
+		return notExternalized
+	}
+	return st.CheckpointPath(id)
+}
+
+// withPath fills in the external path of a completed checkpoint.
+func (s *Server) withPath(ctx context.Context, c coordinator.CheckpointStats) coordinator.CheckpointStats {
+	if c.Status == coordinator.StatusCompleted && c.ExternalPath == "" {
+		c.ExternalPath = s.externalPath(ctx, c.ID)
+	}
+	return c
+}
+
+// checkpointJSON writes a checkpoint as Flink does: a completed one always
+// has "discarded", false included.
+type checkpointJSON struct{ coordinator.CheckpointStats }
+
+func (c checkpointJSON) MarshalJSON() ([]byte, error) {
+	b, err := json.Marshal(c.CheckpointStats)
+	if err != nil || c.Status != coordinator.StatusCompleted || c.Discarded {
+		return b, err
+	}
+	return append(b[:len(b)-1], `,"discarded":false}`...), nil
+}
+
+// checkpointsInfo is Flink's CheckpointingStatistics.
+type checkpointsInfo struct {
+	Counts  coordinator.Counts  `json:"counts"`
+	Summary coordinator.Summary `json:"summary"`
+	Latest  latestInfo          `json:"latest"`
+	History []checkpointJSON    `json:"history"`
+}
+
+type latestInfo struct {
+	Completed *checkpointJSON            `json:"completed"`
+	Savepoint *checkpointJSON            `json:"savepoint"`
+	Failed    *checkpointJSON            `json:"failed"`
+	Restored  *coordinator.RestoredStats `json:"restored"`
+}
+
+// listed is a checkpoint as Flink's list shows it: without per-task
+// statistics.
+func (s *Server) listed(ctx context.Context, c *coordinator.CheckpointStats) *checkpointJSON {
+	if c == nil {
+		return nil
+	}
+	l := s.withPath(ctx, *c)
+	l.Tasks = map[string]coordinator.TaskStats{}
+	return &checkpointJSON{l}
+}
+
+func (s *Server) checkpoints(ctx context.Context) (checkpointsInfo, error) {
+	snap, err := s.stats(ctx)
+	if err != nil {
+		return checkpointsInfo{}, err
+	}
+	info := checkpointsInfo{
+		Counts:  snap.Counts,
+		Summary: snap.Summary,
+		History: make([]checkpointJSON, 0, len(snap.History)),
+		Latest: latestInfo{
+			Completed: s.listed(ctx, snap.Latest.Completed),
+			Savepoint: s.listed(ctx, snap.Latest.Savepoint),
+			Failed:    s.listed(ctx, snap.Latest.Failed),
+			Restored:  snap.Latest.Restored,
+		},
+	}
+	for i := range snap.History {
+		info.History = append(info.History, *s.listed(ctx, &snap.History[i]))
+	}
+	return info, nil
+}
+
+// find returns checkpoint id from the history or the latest of each
+// outcome.
+func find(snap coordinator.Snapshot, id int64) (coordinator.CheckpointStats, bool) {
+	for _, c := range snap.History {
+		if c.ID == id {
+			return c, true
+		}
+	}
+	for _, c := range []*coordinator.CheckpointStats{snap.Latest.Completed, snap.Latest.Savepoint, snap.Latest.Failed} {
+		if c != nil && c.ID == id {
+			return *c, true
+		}
+	}
+	return coordinator.CheckpointStats{}, false
+}
+
+// checkpointDetail is Flink's CheckpointStatistics for one checkpoint:
+// its tasks, by vertex id, without their summary and subtasks.
+type checkpointDetail struct {
+	coordinator.CheckpointStats
+	Tasks map[string]taskCheckpoint `json:"tasks"`
+	// Discarded is written on every completed checkpoint, as in Flink.
+	Discarded *bool `json:"discarded,omitempty"`
+}
+
+// taskCheckpoint is Flink's TaskCheckpointStatistics.
+type taskCheckpoint struct {
+	ID                      int64              `json:"id"`
+	Status                  coordinator.Status `json:"status"`
+	LatestAckTimestamp      int64              `json:"latest_ack_timestamp"`
+	CheckpointedSize        int64              `json:"checkpointed_size"`
+	StateSize               int64              `json:"state_size"`
+	EndToEndDuration        int64              `json:"end_to_end_duration"`
+	AlignmentBuffered       int64              `json:"alignment_buffered"`
+	ProcessedData           int64              `json:"processed_data"`
+	PersistedData           int64              `json:"persisted_data"`
+	NumSubtasks             int                `json:"num_subtasks"`
+	NumAcknowledgedSubtasks int                `json:"num_acknowledged_subtasks"`
+}
+
+func (s *Server) lookup(ctx context.Context, cid string) (coordinator.CheckpointStats, error) {
+	id, err := checkpointID(cid)
+	if err != nil {
+		return coordinator.CheckpointStats{}, err
+	}
+	snap, err := s.stats(ctx)
+	if err != nil {
+		return coordinator.CheckpointStats{}, err
+	}
+	c, ok := find(snap, id)
+	if !ok {
+		return c, notFoundf("checkpoint %d not found: it is not in the statistics of the last %d checkpoints (web.checkpoints.history)", id, len(snap.History))
+	}
+	return s.withPath(ctx, c), nil
+}
+
+func (s *Server) checkpointDetails(ctx context.Context, cid string) (checkpointDetail, error) {
+	c, err := s.lookup(ctx, cid)
+	if err != nil {
+		return checkpointDetail{}, err
+	}
+	d := checkpointDetail{CheckpointStats: c, Tasks: map[string]taskCheckpoint{}}
+	if c.Status == coordinator.StatusCompleted {
+		d.Discarded = &c.Discarded
+	}
+	for uid, t := range c.Tasks {
+		d.Tasks[VertexID(uid)] = taskCheckpoint{
+			ID: t.ID, Status: t.Status, LatestAckTimestamp: t.LatestAckTimestamp,
+			CheckpointedSize: t.CheckpointedSize, StateSize: t.StateSize, EndToEndDuration: t.EndToEndDuration,
+			AlignmentBuffered: t.AlignmentBuffered, ProcessedData: t.ProcessedData, PersistedData: t.PersistedData,
+			NumSubtasks: t.NumSubtasks, NumAcknowledgedSubtasks: t.NumAcknowledgedSubtasks,
+		}
+	}
+	return d, nil
+}
+
+func (s *Server) checkpointSubtasks(ctx context.Context, cid, vid string) (coordinator.TaskStats, error) {
+	if _, err := checkpointID(cid); err != nil {
+		return coordinator.TaskStats{}, err
+	}
+	v, err := s.vertex(vid)
+	if err != nil {
+		return coordinator.TaskStats{}, err
+	}
+	c, err := s.lookup(ctx, cid)
+	if err != nil {
+		return coordinator.TaskStats{}, err
+	}
+	t, ok := c.Tasks[v.UID]
+	if !ok {
+		return t, notFoundf("checkpoint %d has no statistics for vertex %s (%s)", c.ID, vid, v.Name)
+	}
+	t.Subtasks = append([]coordinator.SubtaskStats{}, t.Subtasks...)
+	return t, nil
+}
+
+// checkpointConfigInfo is Flink's CheckpointConfigInfo. Flink's changelog
+// settings are reduced to state_changelog_enabled: weir has no changelog
+// state backend.
+type checkpointConfigInfo struct {
+	Mode                        string              `json:"mode"`
+	Interval                    int64               `json:"interval"`
+	Timeout                     int64               `json:"timeout"`
+	MinPause                    int64               `json:"min_pause"`
+	MaxConcurrent               int                 `json:"max_concurrent"`
+	Externalization             externalizationInfo `json:"externalization"`
+	StateBackend                string              `json:"state_backend"`
+	CheckpointStorage           string              `json:"checkpoint_storage"`
+	UnalignedCheckpoints        bool                `json:"unaligned_checkpoints"`
+	TolerableFailedCheckpoints  int                 `json:"tolerable_failed_checkpoints"`
+	AlignedCheckpointTimeout    int64               `json:"aligned_checkpoint_timeout"`
+	CheckpointsAfterTasksFinish bool                `json:"checkpoints_after_tasks_finish"`
+	StateChangelogEnabled       bool                `json:"state_changelog_enabled"`
+}
+
+type externalizationInfo struct {
+	Enabled              bool `json:"enabled"`
+	DeleteOnCancellation bool `json:"delete_on_cancellation"`
+}
+
+// Flink's class names for the state backend and checkpoint storage.
+var (
+	backendNames = map[config.StateBackend]string{config.BackendHashMap: "HashMapStateBackend"}
+	storageNames = map[config.CheckpointStorage]string{
+		config.StorageJobManager: "JobManagerCheckpointStorage",
+		config.StorageFilesystem: "FileSystemCheckpointStorage",
+	}
+)
+
+func (s *Server) checkpointConfig(ctx context.Context) (checkpointConfigInfo, error) {
+	snap, err := s.stats(ctx)
+	if err != nil {
+		return checkpointConfigInfo{}, err
+	}
+	cp, err := s.cfg.Checkpointing()
+	if err != nil {
+		return checkpointConfigInfo{}, fmt.Errorf("checkpoint configuration: %w", err)
+	}
+	c := snap.Config
+	info := checkpointConfigInfo{
+		Mode: c.Mode, Interval: c.Interval, Timeout: c.Timeout, MinPause: c.MinPause, MaxConcurrent: c.MaxConcurrent,
+		Externalization: externalizationInfo{
+			Enabled:              cp.ExternalizedRetention != config.NoExternalizedCheckpoints,
+			DeleteOnCancellation: cp.ExternalizedRetention == config.DeleteOnCancellation,
+		},
+		StateBackend:               string(config.StateBackend(s.cfg.String(config.KeyStateBackend))),
+		CheckpointStorage:          string(cp.Storage),
+		UnalignedCheckpoints:       c.UnalignedCheckpoints,
+		TolerableFailedCheckpoints: c.TolerableFailedCheckpoints,
+		AlignedCheckpointTimeout:   cp.AlignedTimeout.Milliseconds(),
+		// Checkpoints go on after some subtasks have finished; the finished
+		// subtasks' source positions are carried into them.
+		CheckpointsAfterTasksFinish: true,
+	}
+	if n, ok := backendNames[config.StateBackend(info.StateBackend)]; ok {
+		info.StateBackend = n
+	}
+	if n, ok := storageNames[cp.Storage]; ok {
+		info.CheckpointStorage = n
+	}
+	return info, nil
+}

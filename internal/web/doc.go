@@ -1,0 +1,33 @@
+// Package web serves a running job's REST API: Flink's paths and JSON
+// field names where Flink has them (so that Flink's tooling reads it),
+// weir's own checkpoint cut, and Prometheus metrics at /metrics.
+//
+//	GET /overview                                          the cluster
+//	GET /jobs                                              ids and states
+//	GET /jobs/overview                                     one line per job
+//	GET /jobs/:jobid                                       the job, its vertices and plan
+//	GET /jobs/:jobid/vertices/:vertexid                    a vertex's subtasks
+//	GET /jobs/:jobid/vertices/:vertexid/backpressure       backpressure levels
+//	GET /jobs/:jobid/vertices/:vertexid/watermarks         subtask watermarks
+//	GET /jobs/:jobid/checkpoints                           counts, summary, latest, history
+//	GET /jobs/:jobid/checkpoints/config                    checkpoint configuration
+//	GET /jobs/:jobid/checkpoints/details/:checkpointid     one checkpoint, per vertex
+//	GET /jobs/:jobid/checkpoints/details/:checkpointid/subtasks/:vertexid
+//	GET /jobs/:jobid/checkpoints/:checkpointid/cut         weir: the cut, drawn as data
+//	GET /metrics                                           Prometheus text format
+//
+// Vertex ids are, as in Flink, 32 hexadecimal digits: the first 16 bytes
+// of the SHA-256 of the vertex's uid (its head operator's uid), so they
+// are stable across runs of the same job. A malformed id is answered with
+// 400, an unknown one with 404, both with Flink's error body
+// {"errors":["..."]}.
+//
+// The server reads the job master through its query methods and never
+// blocks the job: statistics are copied on the job master's goroutine,
+// counters are read atomically. A background sampler keeps the last two
+// readings of each subtask's backpressured time, so that the backpressure
+// endpoint reports a ratio over the last sampling interval.
+//
+// Listening anywhere but on a loopback address requires a bearer token
+// (rest.auth-token), checked on every request in constant time.
+package web
