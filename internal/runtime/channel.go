@@ -51,6 +51,17 @@ type channel struct {
 	notify chan struct{} // the consumer's wake-up, shared by its channels
 
 	backpressured atomic.Int64 // nanoseconds the producer spent blocked
+	blockedSince  atomic.Int64 // Unix nanoseconds the current wait began, 0 if none
+}
+
+// backpressuredNanos returns the producer's blocked time, including a
+// wait still in progress.
+func (c *channel) backpressuredNanos() int64 {
+	n := c.backpressured.Load()
+	if since := c.blockedSince.Load(); since != 0 {
+		n += max(time.Now().UnixNano()-since, 0)
+	}
+	return n
 }
 
 func newChannel(capacity int, notify chan struct{}) *channel {
@@ -63,11 +74,14 @@ func (c *channel) send(ctx context.Context, m message) error {
 	case c.q <- m:
 	default:
 		start := time.Now()
+		c.blockedSince.Store(start.UnixNano())
 		select {
 		case c.q <- m:
 		case <-ctx.Done():
+			c.blockedSince.Store(0)
 			return context.Cause(ctx)
 		}
+		c.blockedSince.Store(0)
 		c.backpressured.Add(int64(time.Since(start)))
 	}
 	select {

@@ -44,12 +44,12 @@ func (jm *JobMaster) SubtaskMetrics() []SubtaskMetrics {
 		m := SubtaskMetrics{Task: t.id, RecordsIn: t.recordsIn.Load(), Watermark: t.watermark.Load(), LastCheckpoint: t.lastCkptAt.Load(), Attempt: t.opts.attempt}
 		if t.gate != nil {
 			for _, c := range t.gate.chans {
-				m.BackpressuredNanos += c.backpressured.Load()
+				m.BackpressuredNanos += c.backpressuredNanos()
 			}
 		}
 		for _, cs := range t.outChans {
 			for _, c := range cs {
-				m.OutBackpressuredNanos += c.backpressured.Load()
+				m.OutBackpressuredNanos += c.backpressuredNanos()
 			}
 		}
 		out = append(out, m)
