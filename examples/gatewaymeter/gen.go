@@ -1,6 +1,7 @@
 package gatewaymeter
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -168,43 +169,8 @@ const ManifestFileName = "manifest.json"
 // GenerateFiles writes a trace into dir (created if needed): one file per
 // partition, named by TraceFileName, and the manifest as ManifestFileName.
 // It overwrites those files and leaves any other file alone.
-func GenerateFiles(cfg GenConfig, dir string) (m Manifest, err error) {
-	if err := cfg.Validate(); err != nil {
-		return Manifest{}, err
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return Manifest{}, err
-	}
-	files := make([]*os.File, cfg.Partitions)
-	defer func() {
-		for _, f := range files {
-			if f != nil {
-				if cerr := f.Close(); err == nil && cerr != nil {
-					err = cerr
-				}
-			}
-		}
-	}()
-	for p := range files {
-		if files[p], err = os.Create(filepath.Join(dir, TraceFileName(p))); err != nil {
-			return Manifest{}, err
-		}
-	}
-	m, err = Generate(cfg, func(p int) io.Writer { return files[p] })
-	if err != nil {
-		return Manifest{}, err
-	}
-	for p := range files {
-		m.Partitions[p].File = TraceFileName(p)
-		if err := files[p].Sync(); err != nil {
-			return Manifest{}, err
-		}
-	}
-	b, err := json.MarshalIndent(m, "", "  ")
-	if err != nil {
-		return Manifest{}, err
-	}
-	return m, os.WriteFile(filepath.Join(dir, ManifestFileName), append(b, '\n'), 0o644)
+func GenerateFiles(cfg GenConfig, dir string) (Manifest, error) {
+	return GenerateFilesContext(context.Background(), cfg, dir)
 }
 
 // ReadManifest reads the manifest of the trace in dir.
