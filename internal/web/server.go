@@ -20,6 +20,7 @@ import (
 	"github.com/weirstream/weir/internal/checkpoint/coordinator"
 	"github.com/weirstream/weir/internal/checkpoint/storage"
 	"github.com/weirstream/weir/internal/runtime"
+	"github.com/weirstream/weir/internal/web/ui"
 )
 
 // Master is what the server reads from a job master; *runtime.JobMaster
@@ -219,8 +220,17 @@ func (s *Server) authorized(r *http.Request) bool {
 	return subtle.ConstantTimeCompare(got[:], want[:]) == 1
 }
 
-// route dispatches on the path's segments.
+// uiHandler serves the web UI: the page at "/" and its assets under
+// ui.Prefix, none of which a REST path uses.
+var uiHandler = ui.Handler()
+
+// route dispatches on the path's segments. The web UI gets "/",
+// "/index.html" and ui.Prefix; every other path is the REST API's.
 func (s *Server) route(w http.ResponseWriter, r *http.Request) {
+	if p := r.URL.Path; p == "/" || p == "/index.html" || strings.HasPrefix(p, ui.Prefix) {
+		uiHandler.ServeHTTP(w, r)
+		return
+	}
 	seg := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
 	n := len(seg)
 	at := func(i int, lit string) bool { return i < n && seg[i] == lit }
