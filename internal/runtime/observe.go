@@ -22,6 +22,10 @@ type SubtaskMetrics struct {
 	// OutBackpressuredNanos is how long this subtask waited on its output
 	// channels: its own backpressured time.
 	OutBackpressuredNanos int64
+	// IdleNanos is how long the subtask waited for input (or, for a
+	// source, for its fetcher): the rest of its time it was busy or
+	// backpressured.
+	IdleNanos int64
 	// LastCheckpoint is the newest checkpoint the subtask snapshotted.
 	LastCheckpoint int64
 	Attempt        int
@@ -41,7 +45,7 @@ func (jm *JobMaster) SubtaskMetrics() []SubtaskMetrics {
 	jm.mu.Unlock()
 	out := make([]SubtaskMetrics, 0, len(live))
 	for _, t := range live {
-		m := SubtaskMetrics{Task: t.id, RecordsIn: t.recordsIn.Load(), Watermark: t.watermark.Load(), LastCheckpoint: t.lastCkptAt.Load(), Attempt: t.opts.attempt}
+		m := SubtaskMetrics{Task: t.id, RecordsIn: t.recordsIn.Load(), Watermark: t.watermark.Load(), LastCheckpoint: t.lastCkptAt.Load(), Attempt: t.opts.attempt, IdleNanos: t.idleNanos()}
 		if t.gate != nil {
 			for _, c := range t.gate.chans {
 				m.BackpressuredNanos += c.backpressuredNanos()

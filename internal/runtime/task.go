@@ -89,6 +89,9 @@ type Task struct {
 	timers    []*pendingTimer // processing-time timers, to stop on exit
 	snapshots sync.WaitGroup  // asynchronous snapshot writes
 
+	idleTime  atomic.Int64 // nanoseconds spent waiting for input or mail
+	idleSince atomic.Int64 // Unix nanoseconds the current wait began, 0 if none
+
 	recordsIn  atomic.Int64
 	watermark  atomic.Int64
 	lastCkptAt atomic.Int64
@@ -170,6 +173,25 @@ func (t *Task) chainOps() []ChainedOperator {
 	return t.chain.Operators
 }
 
+// waitStart and waitEnd bracket the time the subtask waits for input or
+// mail: its idle time.
+func (t *Task) waitStart() { t.idleSince.Store(time.Now().UnixNano()) }
+
+func (t *Task) waitEnd() {
+	if since := t.idleSince.Swap(0); since != 0 {
+		t.idleTime.Add(max(time.Now().UnixNano()-since, 0))
+	}
+}
+
+// idleNanos returns the idle time, including a wait in progress.
+func (t *Task) idleNanos() int64 {
+	n := t.idleTime.Load()
+	if since := t.idleSince.Load(); since != 0 {
+		n += max(time.Now().UnixNano()-since, 0)
+	}
+	return n
+}
+
 // runMails runs the queued mails if the mailbox was signalled.
 func (t *Task) runMails() error {
 	select {
@@ -204,13 +226,17 @@ func (t *Task) runGate() error {
 			if err := t.flushAll(); err != nil {
 				return err
 			}
+			t.waitStart()
 			select {
 			case <-t.gate.notify:
+				t.waitEnd()
 			case <-t.mailbox.signal:
+				t.waitEnd()
 				if err := t.drainMails(); err != nil {
 					return err
 				}
 			case <-t.ctx.Done():
+				t.waitEnd()
 				return context.Cause(t.ctx)
 			}
 			continue
@@ -503,14 +529,18 @@ func (t *Task) runSource(src SourceDriver) error {
 			if err := t.flushAll(); err != nil {
 				return err
 			}
+			t.waitStart()
 			select {
 			case item = <-fetched:
+				t.waitEnd()
 			case <-t.mailbox.signal:
+				t.waitEnd()
 				if err := t.drainMails(); err != nil {
 					return err
 				}
 				continue
 			case <-t.ctx.Done():
+				t.waitEnd()
 				return context.Cause(t.ctx)
 			}
 		}

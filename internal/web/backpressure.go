@@ -46,6 +46,8 @@ type sampleReading struct {
 	// out is the subtask's own backpressured time: the nanoseconds it
 	// waited for room in its output channels.
 	out int64
+	// idle is the nanoseconds it waited for input.
+	idle int64
 }
 
 type samplePair struct {
@@ -62,7 +64,7 @@ func (s *sampler) sample(now time.Time) {
 	defer s.mu.Unlock()
 	s.at = now
 	for _, m := range ms {
-		r := &sampleReading{at: now, attempt: m.Attempt, out: m.OutBackpressuredNanos}
+		r := &sampleReading{at: now, attempt: m.Attempt, out: m.OutBackpressuredNanos, idle: m.IdleNanos}
 		p := s.last[m.Task]
 		if p == nil {
 			s.last[m.Task] = &samplePair{cur: r}
@@ -77,11 +79,12 @@ func (s *sampler) sample(now time.Time) {
 	}
 }
 
-// subtaskRatio is a subtask's backpressured ratio over the last interval.
+// subtaskRatio is a subtask's backpressured, idle and busy ratios over
+// the last interval.
 type subtaskRatio struct {
-	task    checkpoint.TaskID
-	attempt int
-	ratio   float64
+	task              checkpoint.TaskID
+	attempt           int
+	ratio, idle, busy float64
 }
 
 // ratios returns the ratios of the subtasks of vertex uid that have two
@@ -100,8 +103,9 @@ func (s *sampler) ratios(uid string, parallelism int) ([]subtaskRatio, time.Time
 		if dt <= 0 {
 			continue
 		}
-		r := float64(p.cur.out-p.prev.out) / float64(dt)
-		out = append(out, subtaskRatio{task: id, attempt: p.cur.attempt, ratio: min(max(r, 0), 1)})
+		r := min(max(float64(p.cur.out-p.prev.out)/float64(dt), 0), 1)
+		idle := min(max(float64(p.cur.idle-p.prev.idle)/float64(dt), 0), 1-r)
+		out = append(out, subtaskRatio{task: id, attempt: p.cur.attempt, ratio: r, idle: idle, busy: max(1-r-idle, 0)})
 	}
 	return out, s.at
 }
@@ -117,16 +121,18 @@ type backpressureInfo struct {
 	Subtasks          []subtaskBackpressure `json:"subtasks,omitempty"`
 }
 
-// subtaskBackpressure is Flink's SubtaskBackPressureInfo. Ratio is the
-// fraction of the last sampling interval the subtask spent waiting for
-// room in its output channels. Flink's idleRatio and busyRatio are left
-// out: weir does not measure idle and busy time.
+// subtaskBackpressure is Flink's SubtaskBackPressureInfo. Over the last
+// sampling interval, Ratio is the fraction the subtask spent waiting for
+// room in its output channels (backpressured), IdleRatio the fraction it
+// waited for input, and BusyRatio the rest: processing.
 type subtaskBackpressure struct {
 	Subtask           int     `json:"subtask"`
 	AttemptNumber     int     `json:"attempt-number"`
 	BackpressureLevel string  `json:"backpressure-level"`
 	Level             string  `json:"backpressureLevel"`
 	Ratio             float64 `json:"ratio"`
+	IdleRatio         float64 `json:"idleRatio"`
+	BusyRatio         float64 `json:"busyRatio"`
 }
 
 func (s *Server) backpressure(vid string) (backpressureInfo, error) {
@@ -144,6 +150,7 @@ func (s *Server) backpressure(vid string) (backpressureInfo, error) {
 		l := level(r.ratio)
 		info.Subtasks = append(info.Subtasks, subtaskBackpressure{
 			Subtask: r.task.Subtask, AttemptNumber: r.attempt, BackpressureLevel: l, Level: l, Ratio: r.ratio,
+			IdleRatio: r.idle, BusyRatio: r.busy,
 		})
 		worst = max(worst, r.ratio)
 	}

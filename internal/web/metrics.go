@@ -67,6 +67,7 @@ func (s *Server) collect(ctx context.Context, now time.Time) []family {
 	wm := gauge("weir_subtask_watermark_seconds", "A subtask's watermark (event time), in seconds since the Unix epoch, once it has one.")
 	bp := counter("weir_subtask_backpressured_seconds_total", "Time a subtask waited for room in its output channels: its backpressured time.")
 	ibp := counter("weir_subtask_input_backpressure_seconds_total", "Time the producers of a subtask's input channels waited for room in them: the backpressure the subtask exerted.")
+	idle := counter("weir_subtask_idle_seconds_total", "Time a subtask waited for input (sources: for their fetcher); the rest it was busy or backpressured.")
 	attempt := gauge("weir_subtask_attempt", "Attempt number of a subtask's current deployment: 0 at the job's start, higher after each restart that redeployed it.")
 
 	by := subtaskIndex(s.jm.SubtaskMetrics())
@@ -91,13 +92,14 @@ func (s *Server) collect(ctx context.Context, now time.Time) []family {
 			low = min(low, sm.Watermark)
 			add(bp, sl(v.UID, i), nanosToSeconds(sm.OutBackpressuredNanos))
 			add(ibp, sl(v.UID, i), nanosToSeconds(sm.BackpressuredNanos))
+			add(idle, sl(v.UID, i), nanosToSeconds(sm.IdleNanos))
 			add(attempt, sl(v.UID, i), float64(sm.Attempt))
 		}
 		if known && low != runtime.MaxWatermark {
 			add(lag, vl(v.UID), seconds(now.UnixMilli()-low))
 		}
 	}
-	fams := []*family{info, start, restarts, vin, vout, lag, sin, sout, wm, bp, ibp, attempt}
+	fams := []*family{info, start, restarts, vin, vout, lag, sin, sout, wm, bp, ibp, idle, attempt}
 
 	qctx, cancel := context.WithTimeout(ctx, queryTimeout)
 	defer cancel()
