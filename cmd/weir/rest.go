@@ -24,10 +24,11 @@ func startREST(ctx context.Context, client *stream.JobClient, cfg *config.Config
 		return "", nil, err
 	}
 	srv, err := web.New(web.Job{
-		Master: client.Master(),
-		Done:   client.Done(),
-		Err:    client.Wait,
-		Config: cfg,
+		Master:    client.Master(),
+		Done:      client.Done(),
+		Err:       client.Wait,
+		Config:    cfg,
+		Positions: client.Master().SourcePositions,
 	}, web.WithAuthToken(cl.RESTAuthToken), web.WithLogger(logger))
 	if err != nil {
 		return "", nil, err

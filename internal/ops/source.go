@@ -2,6 +2,7 @@ package ops
 
 import (
 	"context"
+	"sync/atomic"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -56,6 +57,10 @@ type Source[T any] struct {
 	// offsets of checkpoints not yet complete, for committing on complete
 	pending map[int64]map[string]int64
 
+	// current is a copy of every split's offset, replaced after each
+	// fetch is emitted, for readers on other goroutines (the REST API).
+	current atomic.Pointer[map[string]int64]
+
 	reader  connector.Reader[T]
 	fetched chan any
 	cancel  context.CancelFunc
@@ -67,13 +72,22 @@ func NewSource[T any](src connector.Source[T], wm Watermarks[T], out runtime.Out
 	return &Source[T]{src: src, wm: wm, out: out, emitted: runtime.MinWatermark}
 }
 
-// Positions returns each split's current offset, for logs and tests.
+// Positions returns each split's current offset (the offset of the next
+// record to emit). It may be called from any goroutine.
 func (s *Source[T]) Positions() map[string]int64 {
+	if p := s.current.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// publish replaces the copy of the positions Positions returns.
+func (s *Source[T]) publish() {
 	m := make(map[string]int64, len(s.splits))
 	for k, v := range s.splits {
 		m[k] = v.Offset
 	}
-	return m
+	s.current.Store(&m)
 }
 
 func (s *Source[T]) Open(ctx *runtime.OperatorContext) error {
@@ -107,6 +121,7 @@ func (s *Source[T]) Open(ctx *runtime.OperatorContext) error {
 			starts = append(starts, connector.SplitStart{Split: id, Offset: st.Offset})
 		}
 	}
+	s.publish()
 	if ctx.Restored != nil {
 		ctx.Logger.Info("source restored", "checkpoint", ctx.Restored.CheckpointID, "positions", s.Positions())
 	}
@@ -234,6 +249,7 @@ func (s *Source[T]) emit(f connector.Fetch[T]) (int, bool, error) {
 	if f.EndOfSplit {
 		st.Ended = true
 	}
+	s.publish()
 	if len(f.Records) > 0 {
 		s.lastAt[f.Split] = s.ctx.Now()
 		if s.idle[f.Split] {

@@ -109,3 +109,33 @@ func (jm *JobMaster) Started() time.Time {
 	}
 	return time.Time{}
 }
+
+// PositionReporter is implemented by source drivers that can tell, from
+// any goroutine, the offset of the next record of each split.
+type PositionReporter interface {
+	Positions() map[string]int64
+}
+
+// SourcePositions returns the current position of every split of every
+// running source subtask: vertex uid → split → offset of the next record.
+func (jm *JobMaster) SourcePositions() map[string]map[string]int64 {
+	jm.mu.Lock()
+	live := jm.live
+	jm.mu.Unlock()
+	out := map[string]map[string]int64{}
+	for _, t := range live {
+		p := t.positions.Load()
+		if p == nil {
+			continue
+		}
+		m := out[t.id.Vertex]
+		if m == nil {
+			m = map[string]int64{}
+			out[t.id.Vertex] = m
+		}
+		for split, off := range (*p).Positions() {
+			m[split] = off
+		}
+	}
+	return out
+}

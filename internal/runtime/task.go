@@ -92,6 +92,9 @@ type Task struct {
 	idleTime  atomic.Int64 // nanoseconds spent waiting for input or mail
 	idleSince atomic.Int64 // Unix nanoseconds the current wait began, 0 if none
 
+	// positions reports a source subtask's current split offsets.
+	positions atomic.Pointer[PositionReporter]
+
 	recordsIn  atomic.Int64
 	watermark  atomic.Int64
 	lastCkptAt atomic.Int64
@@ -161,6 +164,9 @@ func (t *Task) run() (err error) {
 		}
 	}
 	if chain.Source != nil {
+		if pr, ok := chain.Source.(PositionReporter); ok {
+			t.positions.Store(&pr)
+		}
 		return t.runSource(chain.Source)
 	}
 	return t.runGate()

@@ -481,8 +481,8 @@
     if (!cut.metadata.available) html += card(12, "Metadata", `<p class="err">${esc(cut.metadata.reason)}</p>`);
     html += card(12, "The cut", cutSVG(job, cut, vmap, replay),
       `<span class="legend"><span><i style="background:#6ea8ff"></i>source position S<sub>k</sub></span><span><i style="background:var(--warn)"></i>offset after the cut</span><span><i style="background:var(--size)"></i>state size</span></span>`);
-    html += card(4, "Source positions at the cut", sourceTable(cut, replay), cut.metadata.path ? `<span class="mono" title="${esc(cut.metadata.path)}">${esc(trunc(cut.metadata.path.split("/").slice(-2).join("/"), 40))}</span>` : "");
-    html += card(8, "Operator state", operatorTable(job, cut));
+    html += card(5, "Source positions at the cut", sourceTable(cut, replay), cut.metadata.path ? `<span class="mono" title="${esc(cut.metadata.path)}">${esc(trunc(cut.metadata.path.split("/").slice(-2).join("/"), 40))}</span>` : "");
+    html += card(7, "Operator state", operatorTable(job, cut));
     html += card(12, "Channels and barriers", channelTable(job, cut, vmap), `timing per consuming subtask, relative to the trigger at ${time(cut.trigger_timestamp, true)}`);
     return html + `</div>`;
   }
@@ -576,7 +576,7 @@
           <td class="num" style="color:var(--warn)">${r ? (r.exact ? "" : "≥ ") + num(r.n) : "–"}</td></tr>`;
       }
     }
-    const foot = approx ? `<p class="muted" style="font-size:12px;margin:8px 0 0">Offsets are the source's own positions: bytes for files and generated traces, records for Kafka and datagen. ≥: up to the latest completed checkpoint; a restore replays at least this much.</p>` : "";
+    const foot = `<p class="muted" style="font-size:12px;margin:8px 0 0">Offsets are the source's own positions: bytes for files and generated traces, records for Kafka and datagen.${approx ? " ≥: up to the latest completed checkpoint; a restore replays at least this much." : ""}</p>`;
     return `<div class="tablewrap"><table><thead><tr><th>Split</th><th class="num">Subtask</th><th class="num">Offset S<sub>k</sub></th>${now ? `<th class="num">Now</th>` : ""}<th class="num">After cut</th></tr></thead><tbody>${rows}</tbody></table></div>${foot}`;
   }
 
