@@ -2,12 +2,12 @@ package ops
 
 import (
 	"context"
-	"sync/atomic"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/weirstream/weir/connector"
