@@ -164,7 +164,7 @@ func connect(from *node, tag string, n *node, input int, part runtime.Partitione
 	n.inputs = append(n.inputs, e)
 }
 
-// prepare resolves parallelism and uids, chains operators, and builds the
+// graph resolves parallelism and uids, chains operators, and builds the
 // runtime's job graph.
 func (e *Environment) graph(name string, pipe config.Pipeline) (*runtime.JobGraph, error) {
 	if e.err != nil {

@@ -83,13 +83,24 @@ type Event struct {
 type EventKind int
 
 const (
+	// EventRunning: the subtasks are deployed.
 	EventRunning EventKind = iota
+	// EventCheckpointCompleted: Checkpoint completed (its metadata is
+	// written).
 	EventCheckpointCompleted
+	// EventCheckpointFailed: Checkpoint was aborted; Message says why.
 	EventCheckpointFailed
+	// EventTaskFailed: Task failed with Err.
 	EventTaskFailed
+	// EventRestarting: the restart strategy allowed a restart of Tasks;
+	// Message is its decision.
 	EventRestarting
+	// EventRestored: subtasks were redeployed from Checkpoint (0: from
+	// the beginning); Message is the checkpoint's path.
 	EventRestored
+	// EventFinished: every subtask finished.
 	EventFinished
+	// EventFailed: the job failed for good with Err.
 	EventFailed
 )
 
