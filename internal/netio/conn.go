@@ -1,0 +1,311 @@
+package netio
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+)
+
+// ErrClosed is the error of a connection closed by Close on this side or
+// by the peer between frames.
+var ErrClosed = errors.New("netio: connection closed")
+
+// Option configures a Conn.
+type Option func(*config)
+
+type config struct {
+	maxFrame int
+	bufSize  int
+}
+
+func defaultConfig() config {
+	return config{maxFrame: DefaultMaxFrameSize, bufSize: 64 << 10}
+}
+
+// MaxFrameSize bounds the body of a frame the connection accepts; a longer
+// frame is treated as corrupt. Default: DefaultMaxFrameSize (64 MiB).
+func MaxFrameSize(n int) Option {
+	return func(c *config) {
+		if n >= bodyMin {
+			c.maxFrame = n
+		}
+	}
+}
+
+// BufferSize sets the size of the read and write buffers around the
+// network connection. Default: 64 KiB.
+func BufferSize(n int) Option {
+	return func(c *config) {
+		if n > 0 {
+			c.bufSize = n
+		}
+	}
+}
+
+// Conn multiplexes logical channels over one network connection. A writer
+// goroutine serialises the frames handed over by all senders, whole frames
+// at a time, and a reader goroutine dispatches incoming frames to receivers
+// (data and markers) and senders (credit).
+//
+// A Conn fails as a whole: a network error or a corrupt frame closes it, and
+// every blocked or later Send and Next returns the error.
+type Conn struct {
+	nc  net.Conn
+	cfg config
+
+	// The writer's queue: encoded frames in the order they were handed over.
+	wmu     sync.Mutex
+	wq      [][]byte
+	wclosed bool // Close has drained the queue; nothing more is accepted
+	wsignal chan struct{}
+	closing chan struct{} // closed by Close: drain the queue, then stop
+
+	mu        sync.Mutex
+	senders   map[uint32]*Sender
+	receivers map[uint32]*Receiver
+
+	done    chan struct{} // closed when the connection has failed or closed
+	errOnce sync.Once
+	err     error
+
+	closeOnce sync.Once
+	writerWG  sync.WaitGroup
+	readerWG  sync.WaitGroup
+
+	bufs sync.Pool // *[]byte for outgoing frames
+}
+
+// New starts multiplexing over nc. The Conn owns nc and closes it.
+func New(nc net.Conn, opts ...Option) *Conn {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	c := &Conn{
+		nc:        nc,
+		cfg:       cfg,
+		wsignal:   make(chan struct{}, 1),
+		closing:   make(chan struct{}),
+		senders:   map[uint32]*Sender{},
+		receivers: map[uint32]*Receiver{},
+		done:      make(chan struct{}),
+	}
+	c.writerWG.Add(1)
+	c.readerWG.Add(1)
+	go c.writer()
+	go c.reader()
+	return c
+}
+
+// Done is closed once the connection has failed or been closed.
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// Err returns why the connection ended, or nil while it is open.
+func (c *Conn) Err() error {
+	select {
+	case <-c.done:
+		return c.err
+	default:
+		return nil
+	}
+}
+
+// fail ends the connection with err; the first error wins.
+func (c *Conn) fail(err error) {
+	c.errOnce.Do(func() {
+		c.err = err
+		close(c.done)
+		c.nc.Close()
+	})
+}
+
+// Close writes out the frames already handed over, then closes the
+// connection and waits for its goroutines. It returns the error that ended
+// the connection earlier, if any, and nil after a clean close (by either
+// side).
+func (c *Conn) Close() error {
+	c.closeOnce.Do(func() { close(c.closing) })
+	c.writerWG.Wait()
+	c.fail(ErrClosed)
+	c.readerWG.Wait()
+	if errors.Is(c.err, ErrClosed) {
+		return nil
+	}
+	return c.err
+}
+
+func (c *Conn) getBuf() []byte {
+	if p, ok := c.bufs.Get().(*[]byte); ok {
+		return (*p)[:0]
+	}
+	return make([]byte, 0, 512)
+}
+
+func (c *Conn) putBuf(b []byte) {
+	if cap(b) > 4<<20 {
+		return
+	}
+	b = b[:0]
+	c.bufs.Put(&b)
+}
+
+// enqueue hands an encoded frame to the writer. It never blocks: data
+// frames are bounded by credit, and markers are a few bytes each.
+func (c *Conn) enqueue(frame []byte) error {
+	if err := c.Err(); err != nil {
+		return err
+	}
+	c.wmu.Lock()
+	if c.wclosed {
+		c.wmu.Unlock()
+		return ErrClosed
+	}
+	c.wq = append(c.wq, frame)
+	c.wmu.Unlock()
+	select {
+	case c.wsignal <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+func (c *Conn) writer() {
+	defer c.writerWG.Done()
+	bw := bufio.NewWriterSize(c.nc, c.cfg.bufSize)
+	var batch [][]byte
+	for {
+		select {
+		case <-c.wsignal:
+		case <-c.closing:
+		case <-c.done:
+			return
+		}
+		stop := false
+		for {
+			c.wmu.Lock()
+			batch, c.wq = c.wq, batch[:0]
+			if len(batch) == 0 {
+				select {
+				case <-c.closing:
+					c.wclosed = true
+					stop = true
+				default:
+				}
+				c.wmu.Unlock()
+				break
+			}
+			c.wmu.Unlock()
+			for i, b := range batch {
+				if _, err := bw.Write(b); err != nil {
+					c.fail(fmt.Errorf("netio: write: %w", err))
+					return
+				}
+				c.putBuf(b)
+				batch[i] = nil
+			}
+		}
+		if err := bw.Flush(); err != nil {
+			c.fail(fmt.Errorf("netio: write: %w", err))
+			return
+		}
+		if stop {
+			return
+		}
+	}
+}
+
+func (c *Conn) reader() {
+	defer c.readerWG.Done()
+	br := bufio.NewReaderSize(c.nc, c.cfg.bufSize)
+	var hdr [headerSize]byte
+	for {
+		f, err := readFrame(br, &hdr, c.cfg.maxFrame)
+		if err == nil {
+			err = c.dispatch(&f)
+		}
+		if err != nil {
+			switch {
+			case err == io.EOF:
+				err = ErrClosed
+			case errors.Is(err, ErrCorrupt), errors.Is(err, ErrTruncated):
+			default:
+				err = fmt.Errorf("netio: read: %w", err)
+			}
+			c.fail(err)
+			return
+		}
+	}
+}
+
+func (c *Conn) dispatch(f *Frame) error {
+	if f.Kind == KindCredit {
+		c.sender(f.Channel).grant(f.Credit)
+		return nil
+	}
+	return c.receiver(f.Channel).push(f)
+}
+
+// sender returns the sender of channel ch, creating it unopened if credit
+// arrives before OpenSender.
+func (c *Conn) sender(ch uint32) *Sender {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.senders[ch]
+	if s == nil {
+		s = &Sender{c: c, ch: ch, wake: make(chan struct{}, 1)}
+		c.senders[ch] = s
+	}
+	return s
+}
+
+// receiver returns the receiver of channel ch, creating it unopened if
+// markers arrive before OpenReceiver.
+func (c *Conn) receiver(ch uint32) *Receiver {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r := c.receivers[ch]
+	if r == nil {
+		r = &Receiver{c: c, ch: ch, wake: make(chan struct{}, 1)}
+		c.receivers[ch] = r
+	}
+	return r
+}
+
+// OpenSender returns the sending end of logical channel ch. Each channel
+// id has at most one sender per side; opening it twice panics.
+func (c *Conn) OpenSender(ch uint32) *Sender {
+	s := c.sender(ch)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.opened {
+		panic(fmt.Sprintf("netio: sender for channel %d opened twice", ch))
+	}
+	s.opened = true
+	return s
+}
+
+// OpenReceiver returns the receiving end of logical channel ch and grants
+// its peer sender initialCredit data frames. The credit bounds the batches
+// buffered for this channel. Opening a channel twice panics.
+func (c *Conn) OpenReceiver(ch uint32, initialCredit int) *Receiver {
+	if initialCredit < 0 || uint64(initialCredit) > 1<<31 {
+		panic(fmt.Sprintf("netio: initial credit %d out of range", initialCredit))
+	}
+	r := c.receiver(ch)
+	r.mu.Lock()
+	if r.opened {
+		r.mu.Unlock()
+		panic(fmt.Sprintf("netio: receiver for channel %d opened twice", ch))
+	}
+	r.opened = true
+	r.outstanding += initialCredit
+	r.mu.Unlock()
+	if initialCredit > 0 {
+		// An error here also ends the connection, which Next reports.
+		_ = r.grant(uint32(initialCredit))
+	}
+	return r
+}

@@ -1,0 +1,146 @@
+package netio
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/weirstream/weir/codec"
+)
+
+// Receiver is the receiving end of one logical channel. It holds at most
+// the credit it granted in data frames; the application returns a credit
+// each time Next hands it a data frame. It is meant for one goroutine.
+type Receiver struct {
+	c  *Conn
+	ch uint32
+
+	mu          sync.Mutex
+	opened      bool
+	q           []Frame
+	outstanding int  // credit granted to the sender and not yet used
+	endSeen     bool // the reader queued the end marker
+	wake        chan struct{}
+
+	ended bool // Next returned the end marker; touched only by the consumer
+}
+
+// Channel returns the logical channel id.
+func (r *Receiver) Channel() uint32 { return r.ch }
+
+// Buffered returns the frames received and not yet taken by Next.
+func (r *Receiver) Buffered() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.q)
+}
+
+// push queues a frame from the reader goroutine. Data beyond the granted
+// credit, or anything after the end marker, is a protocol violation.
+func (r *Receiver) push(f *Frame) error {
+	r.mu.Lock()
+	switch {
+	case r.endSeen:
+		r.mu.Unlock()
+		return fmt.Errorf("%w: %v after end on channel %d", ErrCorrupt, f.Kind, r.ch)
+	case f.Kind == KindData && r.outstanding == 0:
+		r.mu.Unlock()
+		return fmt.Errorf("%w: data without credit on channel %d", ErrCorrupt, r.ch)
+	case f.Kind == KindData:
+		r.outstanding--
+	case f.Kind == KindEnd:
+		r.endSeen = true
+	}
+	r.q = append(r.q, *f)
+	r.mu.Unlock()
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+func (r *Receiver) grant(n uint32) error {
+	return r.c.enqueue(AppendFrame(r.c.getBuf(), &Frame{Channel: r.ch, Kind: KindCredit, Credit: n}))
+}
+
+// Next returns the channel's next frame, waiting until one arrives or ctx
+// is done. Taking a data frame returns its credit to the sender; its Data
+// is the caller's to keep. After the end marker Next returns io.EOF. Frames
+// that arrived before the connection failed are returned before its error.
+func (r *Receiver) Next(ctx context.Context) (Frame, error) {
+	for {
+		r.mu.Lock()
+		if len(r.q) > 0 {
+			f := r.q[0]
+			r.q[0] = Frame{}
+			r.q = r.q[1:]
+			if f.Kind == KindData {
+				r.outstanding++
+			}
+			r.mu.Unlock()
+			switch f.Kind {
+			case KindData:
+				// A failed grant means the connection ended; the next call
+				// reports it.
+				_ = r.grant(1)
+			case KindEnd:
+				r.ended = true
+			}
+			return f, nil
+		}
+		r.mu.Unlock()
+		if r.ended {
+			return Frame{}, io.EOF
+		}
+		select {
+		case <-r.wake:
+			continue
+		case <-ctx.Done():
+			return Frame{}, context.Cause(ctx)
+		case <-r.c.done:
+		}
+		// The connection ended; hand out what arrived before it did.
+		r.mu.Lock()
+		empty := len(r.q) == 0
+		r.mu.Unlock()
+		if empty {
+			return Frame{}, fmt.Errorf("channel %d: %w", r.ch, r.c.Err())
+		}
+	}
+}
+
+// DecodeBatch decodes the records of a data frame with c and appends them
+// to dst. The frame must hold exactly its Count records.
+func DecodeBatch[T any](c codec.Codec[T], f Frame, dst []T) ([]T, error) {
+	if f.Kind != KindData {
+		return dst, fmt.Errorf("netio: decode batch from a %v frame", f.Kind)
+	}
+	dst = append(dst, make([]T, f.Count)...)
+	out := dst[len(dst)-f.Count:]
+	p := f.Data
+	for i := range out {
+		v, n, err := c.Decode(p)
+		if err != nil {
+			return dst[:len(dst)-f.Count], fmt.Errorf("netio: channel %d record %d of %d: %w", f.Channel, i, f.Count, err)
+		}
+		out[i] = v
+		p = p[n:]
+	}
+	if len(p) != 0 {
+		return dst[:len(dst)-f.Count], fmt.Errorf("%w: %d bytes after %d records on channel %d", ErrCorrupt, len(p), f.Count, f.Channel)
+	}
+	return dst, nil
+}
+
+// RecvBatch returns the next frame of r and, for a data frame, its records
+// decoded with c and appended to dst.
+func RecvBatch[T any](ctx context.Context, r *Receiver, c codec.Codec[T], dst []T) (Frame, []T, error) {
+	f, err := r.Next(ctx)
+	if err != nil || f.Kind != KindData {
+		return f, dst, err
+	}
+	dst, err = DecodeBatch(c, f, dst)
+	return f, dst, err
+}

@@ -1,0 +1,147 @@
+package netio
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/weirstream/weir/codec"
+)
+
+// ErrEnded is returned by a send after the channel's end marker.
+var ErrEnded = errors.New("netio: channel ended")
+
+// Sender is the sending end of one logical channel. It is meant for one
+// goroutine: frames leave in the order of the calls, so markers never
+// overtake data sent before them.
+type Sender struct {
+	c  *Conn
+	ch uint32
+
+	mu     sync.Mutex
+	opened bool
+	credit int // data frames the receiver accepts now
+	wake   chan struct{}
+
+	ended bool // touched only by the sending goroutine
+
+	// waitHook, if set, runs each time a send starts waiting for credit.
+	waitHook func()
+}
+
+// Channel returns the logical channel id.
+func (s *Sender) Channel() uint32 { return s.ch }
+
+// Credit returns the data frames the sender may send without waiting.
+func (s *Sender) Credit() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.credit
+}
+
+func (s *Sender) grant(n uint32) {
+	s.mu.Lock()
+	s.credit += int(n)
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// acquire takes one credit, waiting for the receiver to grant one.
+func (s *Sender) acquire(ctx context.Context) error {
+	for {
+		s.mu.Lock()
+		if s.credit > 0 {
+			s.credit--
+			s.mu.Unlock()
+			return nil
+		}
+		s.mu.Unlock()
+		if s.waitHook != nil {
+			s.waitHook()
+		}
+		select {
+		case <-s.wake:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-s.c.done:
+			return s.c.Err()
+		}
+	}
+}
+
+// send hands an encoded frame to the connection, after taking a credit if
+// it is a data frame. The frame buffer belongs to the connection from then
+// on, sent or not.
+func (s *Sender) send(ctx context.Context, frame []byte, data bool) error {
+	err := ctx.Err()
+	if err != nil {
+		err = context.Cause(ctx)
+	} else if s.ended {
+		err = fmt.Errorf("%w: channel %d", ErrEnded, s.ch)
+	} else if data {
+		err = s.acquire(ctx)
+	}
+	if err != nil {
+		s.c.putBuf(frame)
+		return err
+	}
+	return s.c.enqueue(frame)
+}
+
+func (s *Sender) marker(ctx context.Context, f Frame) error {
+	f.Channel = s.ch
+	err := s.send(ctx, AppendFrame(s.c.getBuf(), &f), false)
+	if err == nil && f.Kind == KindEnd {
+		s.ended = true
+	}
+	return err
+}
+
+// SendData sends count records already encoded back to back in data,
+// waiting for credit. data is copied.
+func (s *Sender) SendData(ctx context.Context, count int, data []byte) error {
+	f := Frame{Channel: s.ch, Kind: KindData, Count: count, Data: data}
+	return s.send(ctx, AppendFrame(s.c.getBuf(), &f), true)
+}
+
+// SendBatch encodes recs with c into one data frame and sends it, waiting
+// (until ctx is done) for the receiver to grant credit.
+func SendBatch[T any](ctx context.Context, s *Sender, c codec.Codec[T], recs []T) error {
+	buf, start := beginFrame(s.c.getBuf(), s.ch, KindData)
+	buf = binary.AppendUvarint(buf, uint64(len(recs)))
+	for _, r := range recs {
+		buf = c.Append(buf, r)
+	}
+	return s.send(ctx, sealFrame(buf, start), true)
+}
+
+// SendWatermark sends an event-time watermark.
+func (s *Sender) SendWatermark(ctx context.Context, wm int64) error {
+	return s.marker(ctx, Frame{Kind: KindWatermark, Watermark: wm})
+}
+
+// SendBarrier sends a checkpoint barrier.
+func (s *Sender) SendBarrier(ctx context.Context, b Barrier) error {
+	return s.marker(ctx, Frame{Kind: KindBarrier, Barrier: b})
+}
+
+// SendIdle marks the producer idle.
+func (s *Sender) SendIdle(ctx context.Context) error { return s.marker(ctx, Frame{Kind: KindIdle}) }
+
+// SendActive marks the producer active again.
+func (s *Sender) SendActive(ctx context.Context) error {
+	return s.marker(ctx, Frame{Kind: KindActive})
+}
+
+// SendEndOfData says no more records follow; barriers still may.
+func (s *Sender) SendEndOfData(ctx context.Context) error {
+	return s.marker(ctx, Frame{Kind: KindEndOfData})
+}
+
+// SendEnd closes the channel; every later send returns ErrEnded.
+func (s *Sender) SendEnd(ctx context.Context) error { return s.marker(ctx, Frame{Kind: KindEnd}) }
