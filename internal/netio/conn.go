@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"syscall"
 )
 
 // ErrClosed is the error of a connection closed by Close on this side or
@@ -113,6 +114,22 @@ func (c *Conn) Err() error {
 	}
 }
 
+// peerClosed reports whether err says the other side closed the
+// connection (or this side did, racing with the peer): a write on a closed
+// pipe or socket, a reset. Such an end is ErrClosed, whichever goroutine
+// notices it first.
+func peerClosed(err error) bool {
+	return errors.Is(err, io.ErrClosedPipe) || errors.Is(err, net.ErrClosed) ||
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)
+}
+
+func writeErr(err error) error {
+	if peerClosed(err) {
+		return ErrClosed
+	}
+	return fmt.Errorf("netio: write: %w", err)
+}
+
 // fail ends the connection with err; the first error wins.
 func (c *Conn) fail(err error) {
 	c.errOnce.Do(func() {
@@ -200,7 +217,7 @@ func (c *Conn) writer() {
 			c.wmu.Unlock()
 			for i, b := range batch {
 				if _, err := bw.Write(b); err != nil {
-					c.fail(fmt.Errorf("netio: write: %w", err))
+					c.fail(writeErr(err))
 					return
 				}
 				c.putBuf(b)
@@ -208,7 +225,7 @@ func (c *Conn) writer() {
 			}
 		}
 		if err := bw.Flush(); err != nil {
-			c.fail(fmt.Errorf("netio: write: %w", err))
+			c.fail(writeErr(err))
 			return
 		}
 		if stop {
@@ -228,7 +245,7 @@ func (c *Conn) reader() {
 		}
 		if err != nil {
 			switch {
-			case err == io.EOF:
+			case err == io.EOF || peerClosed(err):
 				err = ErrClosed
 			case errors.Is(err, ErrCorrupt), errors.Is(err, ErrTruncated):
 			default:
