@@ -617,19 +617,8 @@ func (p *parser) skipValue(depth int) error {
 			if err := p.skipValue(depth + 1); err != nil {
 				return err
 			}
-			p.ws()
-			if p.i >= len(p.b) {
-				return p.truncated()
-			}
-			switch p.b[p.i] {
-			case ',':
-				p.i++
-				p.ws()
-			case '}':
-				p.i++
-				return nil
-			default:
-				return p.unexpected("',' or '}'")
+			if done, err := p.separator('}'); done || err != nil {
+				return err
 			}
 		}
 	case c == '[':
@@ -643,19 +632,8 @@ func (p *parser) skipValue(depth int) error {
 			if err := p.skipValue(depth + 1); err != nil {
 				return err
 			}
-			p.ws()
-			if p.i >= len(p.b) {
-				return p.truncated()
-			}
-			switch p.b[p.i] {
-			case ',':
-				p.i++
-				p.ws()
-			case ']':
-				p.i++
-				return nil
-			default:
-				return p.unexpected("',' or ']'")
+			if done, err := p.separator(']'); done || err != nil {
+				return err
 			}
 		}
 	case c == 't':
@@ -732,4 +710,23 @@ func (p *parser) someDigits() error {
 	}
 	p.digits()
 	return nil
+}
+
+// separator reads what follows a member of an object or array: a comma
+// (more follows) or the closing byte (done).
+func (p *parser) separator(close byte) (done bool, err error) {
+	p.ws()
+	if p.i >= len(p.b) {
+		return false, p.truncated()
+	}
+	switch p.b[p.i] {
+	case ',':
+		p.i++
+		p.ws()
+		return false, nil
+	case close:
+		p.i++
+		return true, nil
+	}
+	return false, p.unexpected("',' or '" + string(close) + "'")
 }
