@@ -78,8 +78,17 @@ func TestBrokerSmoke(t *testing.T) {
 	wantCommitted := slices.Concat(batch("first"), batch("second"))
 	wantAll := slices.Concat(batch("first"), batch("aborted"), batch("second"))
 
+	got := consume(ctx, t, topic, kgo.ReadCommitted(), partitions*len(wantCommitted))
+	for p := range int32(partitions) {
+		if !slices.Equal(got[p], wantCommitted) {
+			t.Errorf("read_committed, partition %d: got %q, want %q", p, got[p], wantCommitted)
+		}
+	}
 	// Each transaction ends with one control record (its commit or abort
-	// marker) in each partition it wrote to.
+	// marker) in each partition it wrote to. The coordinator writes markers
+	// after EndTxn returns; read_committed having returned the last
+	// transaction's records means its marker is written, so the end offsets
+	// are final here.
 	ends, err := adm.ListEndOffsets(ctx, topic)
 	if err != nil {
 		t.Fatalf("list end offsets: %v", err)
@@ -90,12 +99,6 @@ func TestBrokerSmoke(t *testing.T) {
 		}
 	})
 
-	got := consume(ctx, t, topic, kgo.ReadCommitted(), partitions*len(wantCommitted))
-	for p := range int32(partitions) {
-		if !slices.Equal(got[p], wantCommitted) {
-			t.Errorf("read_committed, partition %d: got %q, want %q", p, got[p], wantCommitted)
-		}
-	}
 	got = consume(ctx, t, topic, kgo.ReadUncommitted(), partitions*len(wantAll))
 	for p := range int32(partitions) {
 		if !slices.Equal(got[p], wantAll) {
