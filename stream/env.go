@@ -36,6 +36,8 @@ type Environment struct {
 	events func(JobEvent)
 	jobID  string
 	err    error // first error from building the graph
+	// newExec, if set, makes the executor of the job's subtasks.
+	newExec func(g *runtime.JobGraph, l runtime.Listener) (runtime.Executor, error)
 
 	// set by prepare, for the end of the job
 	ckpt    config.Checkpointing

@@ -34,11 +34,12 @@ func (e *Environment) prepare(ctx context.Context, name string) (*runtime.JobMas
 		return nil, nop, err
 	}
 	opts := runtime.Options{
-		JobID:    e.jobID,
-		Logger:   e.logger,
-		Restart:  strategy,
-		Failover: string(rs.Failover),
-		Events:   e.events,
+		JobID:       e.jobID,
+		Logger:      e.logger,
+		Restart:     strategy,
+		Failover:    string(rs.Failover),
+		Events:      e.events,
+		NewExecutor: e.newExec,
 	}
 	if e.clock != nil {
 		opts.Clock = e.clock

@@ -71,6 +71,9 @@ type outType struct {
 	// withSides makes the main output (a runtime.Output[T]) forward its
 	// watermarks to the side outputs too.
 	withSides func(main any, sides []watermarker) any
+	// codec makes the codec of T's batches for channels between
+	// processes.
+	codec func() (runtime.BatchCodec, error)
 }
 
 type watermarker interface{ EmitWatermark(wm int64) error }
@@ -148,6 +151,7 @@ func newOutType[OUT any]() *outType {
 		}
 		return runtime.Output[OUT](w), nil
 	}
+	t.codec = runtime.BatchCodecFor[OUT]
 	t.withSides = func(main any, sides []watermarker) any {
 		if len(sides) == 0 {
 			return main
@@ -233,7 +237,7 @@ func (e *Environment) graph(name string, pipe config.Pipeline) (*runtime.JobGrap
 			if chained(ed) {
 				continue
 			}
-			re := &runtime.Edge{ID: len(g.Edges), From: vertexOf[ed.from], To: vertexOf[n], Partitioner: ed.part, Input: ed.input}
+			re := &runtime.Edge{ID: len(g.Edges), From: vertexOf[ed.from], To: vertexOf[n], Partitioner: ed.part, Input: ed.input, Codec: ed.from.outs[ed.tag].codec}
 			g.Edges = append(g.Edges, re)
 			re.From.Outputs = append(re.From.Outputs, re)
 			re.To.Inputs = append(re.To.Inputs, re)

@@ -14,6 +14,10 @@ import (
 // by the peer between frames.
 var ErrClosed = errors.New("netio: connection closed")
 
+// ErrReleased is wrapped by the errors of a Sender or Receiver used after
+// Release forgot its channel.
+var ErrReleased = errors.New("netio: channel released")
+
 // Option configures a Conn.
 type Option func(*config)
 
@@ -67,6 +71,7 @@ type Conn struct {
 	mu        sync.Mutex
 	senders   map[uint32]*Sender
 	receivers map[uint32]*Receiver
+	released  map[uint32]struct{} // channels forgotten by Release
 
 	done    chan struct{} // closed when the connection has failed or closed
 	errOnce sync.Once
@@ -92,6 +97,7 @@ func New(nc net.Conn, opts ...Option) *Conn {
 		closing:   make(chan struct{}),
 		senders:   map[uint32]*Sender{},
 		receivers: map[uint32]*Receiver{},
+		released:  map[uint32]struct{}{},
 		done:      make(chan struct{}),
 	}
 	c.writerWG.Add(1)
@@ -257,21 +263,31 @@ func (c *Conn) reader() {
 	}
 }
 
+// dispatch hands an incoming frame to its channel. Frames for a released
+// channel are dropped: the peer may still have had them in flight.
 func (c *Conn) dispatch(f *Frame) error {
 	if f.Kind == KindCredit {
-		c.sender(f.Channel).grant(f.Credit)
+		if s := c.sender(f.Channel); s != nil {
+			s.grant(f.Credit)
+		}
 		return nil
 	}
-	return c.receiver(f.Channel).push(f)
+	if r := c.receiver(f.Channel); r != nil {
+		return r.push(f)
+	}
+	return nil
 }
 
 // sender returns the sender of channel ch, creating it unopened if credit
-// arrives before OpenSender.
+// arrives before OpenSender, or nil if ch was released.
 func (c *Conn) sender(ch uint32) *Sender {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := c.senders[ch]
 	if s == nil {
+		if _, ok := c.released[ch]; ok {
+			return nil
+		}
 		s = &Sender{c: c, ch: ch, wake: make(chan struct{}, 1)}
 		c.senders[ch] = s
 	}
@@ -279,12 +295,15 @@ func (c *Conn) sender(ch uint32) *Sender {
 }
 
 // receiver returns the receiver of channel ch, creating it unopened if
-// markers arrive before OpenReceiver.
+// markers arrive before OpenReceiver, or nil if ch was released.
 func (c *Conn) receiver(ch uint32) *Receiver {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	r := c.receivers[ch]
 	if r == nil {
+		if _, ok := c.released[ch]; ok {
+			return nil
+		}
 		r = &Receiver{c: c, ch: ch, wake: make(chan struct{}, 1)}
 		c.receivers[ch] = r
 	}
@@ -292,9 +311,13 @@ func (c *Conn) receiver(ch uint32) *Receiver {
 }
 
 // OpenSender returns the sending end of logical channel ch. Each channel
-// id has at most one sender per side; opening it twice panics.
+// id has at most one sender per side; opening it twice, or after Release,
+// panics.
 func (c *Conn) OpenSender(ch uint32) *Sender {
 	s := c.sender(ch)
+	if s == nil {
+		panic(fmt.Sprintf("netio: sender for channel %d opened after release", ch))
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.opened {
@@ -306,12 +329,16 @@ func (c *Conn) OpenSender(ch uint32) *Sender {
 
 // OpenReceiver returns the receiving end of logical channel ch and grants
 // its peer sender initialCredit data frames. The credit bounds the batches
-// buffered for this channel. Opening a channel twice panics.
+// buffered for this channel. Opening a channel twice, or after Release,
+// panics.
 func (c *Conn) OpenReceiver(ch uint32, initialCredit int) *Receiver {
 	if initialCredit < 0 || uint64(initialCredit) > 1<<31 {
 		panic(fmt.Sprintf("netio: initial credit %d out of range", initialCredit))
 	}
 	r := c.receiver(ch)
+	if r == nil {
+		panic(fmt.Sprintf("netio: receiver for channel %d opened after release", ch))
+	}
 	r.mu.Lock()
 	if r.opened {
 		r.mu.Unlock()
@@ -325,4 +352,34 @@ func (c *Conn) OpenReceiver(ch uint32, initialCredit int) *Receiver {
 		_ = r.grant(uint32(initialCredit))
 	}
 	return r
+}
+
+// Release forgets logical channel ch on this side, once the task using its
+// sender or receiver is gone (canceled, say). It drops both ends of ch and
+// the frames queued for its receiver, and from then on silently drops what
+// still arrives for ch: data, markers and credit the peer had in flight.
+// Such late data does not fail the connection.
+//
+// The Sender and Receiver of ch obtained before Release are dead after it:
+// their sends and Next return an error wrapping ErrReleased, a send or
+// Next blocked at the time included (Release may run on another goroutine
+// than theirs; a send racing with it may still get its frame out). Channel
+// ids are not reused: opening ch again panics. Releasing a channel twice,
+// or one never opened, is allowed.
+//
+// The connection keeps one map entry per released id so that late frames
+// are recognised.
+func (c *Conn) Release(ch uint32) {
+	c.mu.Lock()
+	s, r := c.senders[ch], c.receivers[ch]
+	delete(c.senders, ch)
+	delete(c.receivers, ch)
+	c.released[ch] = struct{}{}
+	c.mu.Unlock()
+	if s != nil {
+		s.release()
+	}
+	if r != nil {
+		r.release()
+	}
 }

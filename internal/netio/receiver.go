@@ -12,6 +12,7 @@ import (
 // Receiver is the receiving end of one logical channel. It holds at most
 // the credit it granted in data frames; the application returns a credit
 // each time Next hands it a data frame. It is meant for one goroutine.
+// After Conn.Release of its channel Next fails with ErrReleased.
 type Receiver struct {
 	c  *Conn
 	ch uint32
@@ -21,6 +22,7 @@ type Receiver struct {
 	q           []Frame
 	outstanding int  // credit granted to the sender and not yet used
 	endSeen     bool // the reader queued the end marker
+	released    bool // Conn.Release dropped the channel
 	wake        chan struct{}
 
 	ended bool // Next returned the end marker; touched only by the consumer
@@ -37,10 +39,14 @@ func (r *Receiver) Buffered() int {
 }
 
 // push queues a frame from the reader goroutine. Data beyond the granted
-// credit, or anything after the end marker, is a protocol violation.
+// credit, or anything after the end marker, is a protocol violation. A
+// frame for a released receiver is dropped.
 func (r *Receiver) push(f *Frame) error {
 	r.mu.Lock()
 	switch {
+	case r.released:
+		r.mu.Unlock()
+		return nil
 	case r.endSeen:
 		r.mu.Unlock()
 		return fmt.Errorf("%w: %v after end on channel %d", ErrCorrupt, f.Kind, r.ch)
@@ -61,6 +67,19 @@ func (r *Receiver) push(f *Frame) error {
 	return nil
 }
 
+// release discards the queued frames and makes every later or blocked Next
+// fail with ErrReleased.
+func (r *Receiver) release() {
+	r.mu.Lock()
+	r.released = true
+	r.q = nil
+	r.mu.Unlock()
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
 func (r *Receiver) grant(n uint32) error {
 	return r.c.enqueue(AppendFrame(r.c.getBuf(), &Frame{Channel: r.ch, Kind: KindCredit, Credit: n}))
 }
@@ -69,9 +88,15 @@ func (r *Receiver) grant(n uint32) error {
 // is done. Taking a data frame returns its credit to the sender; its Data
 // is the caller's to keep. After the end marker Next returns io.EOF. Frames
 // that arrived before the connection failed are returned before its error.
+// After Conn.Release of the channel Next returns an error wrapping
+// ErrReleased.
 func (r *Receiver) Next(ctx context.Context) (Frame, error) {
 	for {
 		r.mu.Lock()
+		if r.released {
+			r.mu.Unlock()
+			return Frame{}, fmt.Errorf("%w: channel %d", ErrReleased, r.ch)
+		}
 		if len(r.q) > 0 {
 			f := r.q[0]
 			r.q[0] = Frame{}

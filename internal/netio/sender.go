@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/weirstream/weir/codec"
 )
@@ -15,7 +16,8 @@ var ErrEnded = errors.New("netio: channel ended")
 
 // Sender is the sending end of one logical channel. It is meant for one
 // goroutine: frames leave in the order of the calls, so markers never
-// overtake data sent before them.
+// overtake data sent before them. After Conn.Release of its channel every
+// send fails with ErrReleased.
 type Sender struct {
 	c  *Conn
 	ch uint32
@@ -26,6 +28,8 @@ type Sender struct {
 	wake   chan struct{}
 
 	ended bool // touched only by the sending goroutine
+
+	released atomic.Bool // set by Conn.Release
 
 	// waitHook, if set, runs each time a send starts waiting for credit.
 	waitHook func()
@@ -51,10 +55,25 @@ func (s *Sender) grant(n uint32) {
 	}
 }
 
+// release makes every later or blocked send fail with ErrReleased.
+func (s *Sender) release() {
+	s.released.Store(true)
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Sender) errReleased() error { return fmt.Errorf("%w: channel %d", ErrReleased, s.ch) }
+
 // acquire takes one credit, waiting for the receiver to grant one.
 func (s *Sender) acquire(ctx context.Context) error {
 	for {
 		s.mu.Lock()
+		if s.released.Load() {
+			s.mu.Unlock()
+			return s.errReleased()
+		}
 		if s.credit > 0 {
 			s.credit--
 			s.mu.Unlock()
@@ -81,6 +100,8 @@ func (s *Sender) send(ctx context.Context, frame []byte, data bool) error {
 	err := ctx.Err()
 	if err != nil {
 		err = context.Cause(ctx)
+	} else if s.released.Load() {
+		err = s.errReleased()
 	} else if s.ended {
 		err = fmt.Errorf("%w: channel %d", ErrEnded, s.ch)
 	} else if data {

@@ -98,8 +98,7 @@ func (jm *JobMaster) perform(ctx context.Context, actions []CheckpointAction) er
 					continue
 				}
 				r.triggered = max(r.triggered, a.Barrier.ID)
-				t, b := r.task, a.Barrier
-				t.mailbox.post(func() error { return t.triggerCheckpoint(b) })
+				jm.exec.Trigger(r.ref, a.Barrier)
 			}
 		case WriteMetadata:
 			md := a.Metadata
@@ -128,8 +127,7 @@ func (jm *JobMaster) perform(ctx context.Context, actions []CheckpointAction) er
 			jm.emit(Event{Kind: EventCheckpointCompleted, Checkpoint: a.ID})
 			for _, id := range a.Tasks {
 				if r := jm.tasks[id]; r != nil {
-					t, cid := r.task, a.ID
-					t.mailbox.post(func() error { return t.notifyComplete(cid) })
+					jm.exec.NotifyComplete(r.ref, a.ID)
 				}
 			}
 		case NotifyAbort:
@@ -143,8 +141,7 @@ func (jm *JobMaster) perform(ctx context.Context, actions []CheckpointAction) er
 			}
 			for _, id := range a.Tasks {
 				if r := jm.tasks[id]; r != nil {
-					t, cid, reason := r.task, a.ID, a.Reason
-					t.mailbox.post(func() error { return t.notifyAbort(cid, reason) })
+					jm.exec.NotifyAbort(r.ref, a.ID, a.Reason)
 				}
 			}
 		case DiscardCheckpoint:
@@ -164,39 +161,51 @@ func (jm *JobMaster) perform(ctx context.Context, actions []CheckpointAction) er
 	return nil
 }
 
-// acknowledge, decline and reachedEndOfData are called by subtasks, from
-// their goroutines.
-func (jm *JobMaster) acknowledge(task checkpoint.TaskID, id int64, ack checkpoint.TaskAck) {
+// current returns the run of ref if it is the subtask's current
+// deployment and was not canceled; reports from others are stale.
+func (jm *JobMaster) current(ref TaskRef) *taskRun {
+	if r := jm.tasks[ref.ID]; r != nil && r.ref == ref && !r.canceled {
+		return r
+	}
+	return nil
+}
+
+// Acknowledge implements Listener.
+func (jm *JobMaster) Acknowledge(ref TaskRef, id int64, ack checkpoint.TaskAck) {
 	jm.post(func() error {
 		if jm.coord == nil {
 			return nil
 		}
-		if r := jm.tasks[task]; r != nil && !r.canceled {
-			r.acked = max(r.acked, id)
-			if id > r.lastID {
-				r.lastID, r.lastAck = id, &ack
-			}
+		r := jm.current(ref)
+		if r == nil {
+			return nil
 		}
-		return jm.perform(jm.ctx, jm.coord.Ack(jm.clock.Now(), task, id, ack))
+		r.acked = max(r.acked, id)
+		if id > r.lastID {
+			r.lastID, r.lastAck = id, &ack
+		}
+		return jm.perform(jm.ctx, jm.coord.Ack(jm.clock.Now(), ref.ID, id, ack))
 	})
 }
 
-func (jm *JobMaster) decline(task checkpoint.TaskID, id int64, why DeclineReason, err error) {
+// Decline implements Listener.
+func (jm *JobMaster) Decline(ref TaskRef, id int64, why DeclineReason, err error) {
 	jm.post(func() error {
-		if jm.coord == nil {
+		if jm.coord == nil || jm.current(ref) == nil {
 			return nil
 		}
-		return jm.perform(jm.ctx, jm.coord.Decline(jm.clock.Now(), task, id, why, err))
+		return jm.perform(jm.ctx, jm.coord.Decline(jm.clock.Now(), ref.ID, id, why, err))
 	})
 }
 
-func (jm *JobMaster) reachedEndOfData(task checkpoint.TaskID) {
+// EndOfData implements Listener.
+func (jm *JobMaster) EndOfData(ref TaskRef) {
 	jm.post(func() error {
-		if r := jm.tasks[task]; r == nil || r.canceled {
+		if jm.current(ref) == nil {
 			return nil
 		}
-		jm.eod[task] = true
-		if jm.restarting > 0 {
+		jm.eod[ref.ID] = true
+		if jm.restarting > 0 || jm.coord == nil {
 			return nil // the redeploy triggers checkpoints again
 		}
 		for _, s := range jm.sources {
@@ -217,6 +226,9 @@ func (jm *JobMaster) emitRestored(r *Restore) {
 	jm.log.Info("restoring from checkpoint", "checkpoint", r.Metadata.CheckpointID, "path", r.Path)
 	jm.emit(Event{Kind: EventRestored, Checkpoint: r.Metadata.CheckpointID, Message: r.Path})
 }
+
+// InlineState reads state held inline in its handles.
+var InlineState StateReader = memoryStore{}
 
 // memoryStore keeps state inline in the handles: checkpoints live only in
 // the job master's memory (Flink's JobManagerCheckpointStorage).

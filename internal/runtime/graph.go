@@ -43,6 +43,9 @@ type Edge struct {
 	// Input is the logical input of To's head operator the edge feeds: 0,
 	// or 1 for the second input of a two-input operator.
 	Input int
+	// Codec returns the codec of the edge's records, for channels that
+	// cross processes. Nil if the records cannot leave the process.
+	Codec func() (BatchCodec, error)
 }
 
 // Chain is one subtask's operators, head first, as a vertex's Build made

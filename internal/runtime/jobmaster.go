@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,6 +39,10 @@ type Options struct {
 	// Events, if set, receives the job's lifecycle events (restores,
 	// failures, completed checkpoints) for status lines and tests.
 	Events func(Event)
+	// NewExecutor, if set, makes the executor that runs the subtasks
+	// (task managers of a cluster); by default a Worker runs them in this
+	// process.
+	NewExecutor func(g *JobGraph, l Listener) (Executor, error)
 }
 
 // CheckpointingOptions are the checkpoint settings the runtime needs.
@@ -126,10 +131,13 @@ type JobMaster struct {
 	inbox  []func() error
 	signal chan struct{}
 
+	exec   Executor
 	tasks  map[checkpoint.TaskID]*taskRun
 	latest *Restore
+	// runs finds a deployment's run from the listener's goroutines.
+	runsMu sync.Mutex
+	runs   map[TaskRef]*taskRun
 	// guarded by mu, for Metrics
-	live      []*Task
 	restarts  int
 	completed CompletedCheckpoint
 	attempt   int
@@ -144,11 +152,8 @@ type JobMaster struct {
 }
 
 type taskRun struct {
-	task     *Task
-	cancel   context.CancelCauseFunc
+	ref      TaskRef
 	done     chan struct{}
-	err      error
-	attempt  int
 	canceled bool
 	// triggered and acked are the newest checkpoints triggered at and
 	// acknowledged by the subtask (sources).
@@ -197,6 +202,7 @@ func NewJobMaster(g *JobGraph, opts Options) (*JobMaster, error) {
 		finishedAcks: make(map[checkpoint.TaskID]checkpoint.TaskAck),
 		eod:          make(map[checkpoint.TaskID]bool),
 		latest:       opts.Restore,
+		runs:         make(map[TaskRef]*taskRun),
 	}
 	var fg failover.Graph
 	for _, v := range g.Vertices {
@@ -230,11 +236,30 @@ func NewJobMaster(g *JobGraph, opts Options) (*JobMaster, error) {
 	if jm.failover, err = failover.New(opts.Failover, regions, nil); err != nil {
 		return nil, fmt.Errorf("runtime: %w", err)
 	}
+	wo := WorkerOptions{
+		JobID:           opts.JobID,
+		Logger:          jm.log,
+		Clock:           opts.Clock,
+		Faults:          opts.Faults,
+		BatchSize:       opts.BatchSize,
+		ChannelCapacity: opts.ChannelCapacity,
+	}
 	if c := opts.Checkpointing; c != nil {
 		jm.storage = c.Storage
 		if jm.coord, err = c.NewCoordinator(g, jm.sources, jm.all); err != nil {
 			return nil, fmt.Errorf("runtime: %w", err)
 		}
+		wo.Checkpointing, wo.Mode = true, c.Mode
+		if c.Storage != nil {
+			wo.Store = c.Storage
+		}
+	}
+	if opts.NewExecutor != nil {
+		if jm.exec, err = opts.NewExecutor(g, jm); err != nil {
+			return nil, fmt.Errorf("runtime: %w", err)
+		}
+	} else {
+		jm.exec = NewWorker(g, wo, jm)
 	}
 	return jm, nil
 }
@@ -265,18 +290,19 @@ type Metrics struct {
 func (jm *JobMaster) Metrics() Metrics {
 	jm.mu.Lock()
 	m := Metrics{Restarts: jm.restarts, LastCheckpoint: jm.completed, Watermark: MaxWatermark}
-	live := jm.live
 	jm.mu.Unlock()
 	any := false
-	for _, t := range live {
+	for _, sm := range jm.exec.SubtaskMetrics() {
+		v := jm.vertex(sm.Task.Vertex)
 		switch {
-		case t.vertex.Source():
-			m.RecordsIn += t.recordsIn.Load()
+		case v == nil:
+		case v.Source():
+			m.RecordsIn += sm.RecordsIn
 		default:
-			if len(t.vertex.Outputs) == 0 {
-				m.RecordsOut += t.recordsIn.Load()
+			if len(v.Outputs) == 0 {
+				m.RecordsOut += sm.RecordsIn
 			}
-			m.Watermark = min(m.Watermark, t.watermark.Load())
+			m.Watermark = min(m.Watermark, sm.Watermark)
 			any = true
 		}
 	}
@@ -397,107 +423,38 @@ func (jm *JobMaster) cancelAll(cause error) { jm.stop(jm.all, cause) }
 // deploy starts the given subtasks, with fresh channels among them,
 // restoring from md if it is not nil.
 func (jm *JobMaster) deploy(ctx context.Context, ids []checkpoint.TaskID, from *Restore) {
-	set := make(map[checkpoint.TaskID]bool, len(ids))
-	for _, id := range ids {
-		set[id] = true
-	}
-	var restore *restoreInfo
-	if from != nil {
-		restore = &restoreInfo{Metadata: from.Metadata, Store: from.Store}
-	}
-	tasks := make(map[checkpoint.TaskID]*Task)
+	d := Deployment{Attempt: jm.attempt, Restore: from}
 	for _, v := range jm.graph.Vertices {
 		for i := range v.Parallelism {
 			id := checkpoint.TaskID{Vertex: v.UID, Subtask: i}
-			if !set[id] {
+			if !slices.Contains(ids, id) {
 				continue
 			}
-			tctx, cancel := context.WithCancelCause(ctx)
-			t := &Task{
-				id:       id,
-				vertex:   v,
-				ctx:      tctx,
-				logger:   jm.log.With("vertex", v.Name, "subtask", i),
-				clock:    jm.clock,
-				master:   jm,
-				restore:  restore,
-				mailbox:  newMailbox(),
-				outChans: make(map[*Edge][]*channel),
-				opts: taskOptions{
-					jobID:         jm.opts.JobID,
-					batchSize:     jm.opts.BatchSize,
-					checkpointing: jm.coord != nil,
-					faults:        jm.opts.Faults,
-					attempt:       jm.attempt,
-				},
-			}
-			t.store = memoryStore{}
-			if jm.storage != nil {
-				t.store = jm.storage
-			}
-			if c := jm.opts.Checkpointing; c != nil {
-				t.opts.mode = c.Mode
-			}
-			if !v.Source() {
-				t.gate = &inputGate{notify: make(chan struct{}, 1)}
-			}
-			tasks[id] = t
-			jm.tasks[id] = &taskRun{task: t, cancel: cancel, done: make(chan struct{}), attempt: jm.attempt}
+			d.Tasks = append(d.Tasks, id)
+			r := &taskRun{ref: TaskRef{ID: id, Attempt: jm.attempt}, done: make(chan struct{})}
+			jm.tasks[id] = r
+			jm.runsMu.Lock()
+			jm.runs[r.ref] = r
+			jm.runsMu.Unlock()
 			delete(jm.finished, id)
 			delete(jm.finishedAcks, id)
 			delete(jm.eod, id)
 		}
 	}
-	// Channels: one per pair of producing and consuming subtask of each
-	// edge (forward edges: subtask i to subtask i only).
-	for _, e := range jm.graph.Edges {
-		for j := range e.To.Parallelism {
-			dst := tasks[checkpoint.TaskID{Vertex: e.To.UID, Subtask: j}]
-			if dst == nil {
-				continue
-			}
-			for i := range e.From.Parallelism {
-				if e.Partitioner == Forward && i != j {
-					continue
-				}
-				src := tasks[checkpoint.TaskID{Vertex: e.From.UID, Subtask: i}]
-				c := newChannel(jm.opts.ChannelCapacity, dst.gate.notify)
-				dst.gate.chans = append(dst.gate.chans, c)
-				dst.gate.logical = append(dst.gate.logical, e.Input)
-				src.outChans[e] = append(src.outChans[e], c)
-			}
-		}
+	jm.exec.Deploy(ctx, d)
+}
+
+// Exited implements Listener.
+func (jm *JobMaster) Exited(ref TaskRef, err error) {
+	jm.runsMu.Lock()
+	r := jm.runs[ref]
+	delete(jm.runs, ref)
+	jm.runsMu.Unlock()
+	if r == nil {
+		return
 	}
-	jm.mu.Lock()
-	live := make([]*Task, 0, len(jm.tasks))
-	for id, r := range jm.tasks {
-		if t, ok := tasks[id]; ok {
-			live = append(live, t)
-		} else {
-			live = append(live, r.task)
-		}
-	}
-	jm.live = live
-	jm.mu.Unlock()
-	for id, t := range tasks {
-		t.watermark.Store(MinWatermark)
-		if t.gate != nil {
-			n := len(t.gate.chans)
-			mode := Aligned
-			if t.opts.mode == Tracked {
-				mode = Tracked
-			}
-			t.handler = NewBarrierHandler(n, mode)
-			t.valve = NewWatermarkValve(n)
-			t.endOfData, t.ended = make([]bool, n), make([]bool, n)
-		}
-		r := jm.tasks[id]
-		go func() {
-			err := t.run()
-			jm.post(func() error { return jm.taskExited(id, r, err) })
-			close(r.done)
-		}()
-	}
+	jm.post(func() error { return jm.taskExited(ref.ID, r, err) })
+	close(r.done)
 }
 
 func (jm *JobMaster) taskExited(id checkpoint.TaskID, r *taskRun, err error) error {
@@ -591,13 +548,15 @@ func (jm *JobMaster) fail(id checkpoint.TaskID, cause error, global bool) error 
 // stop cancels the running subtasks among ids and waits for them to exit.
 func (jm *JobMaster) stop(ids []checkpoint.TaskID, cause error) {
 	var stopped []*taskRun
+	var refs []TaskRef
 	for _, tid := range ids {
 		if r := jm.tasks[tid]; r != nil && !r.canceled {
 			r.canceled = true
-			r.cancel(cause)
 			stopped = append(stopped, r)
+			refs = append(refs, r.ref)
 		}
 	}
+	jm.exec.Cancel(refs, cause)
 	for _, r := range stopped {
 		<-r.done
 	}

@@ -39,27 +39,7 @@ func (jm *JobMaster) JobID() string { return jm.opts.JobID }
 
 // SubtaskMetrics returns every current subtask's counters. It may be
 // called from any goroutine.
-func (jm *JobMaster) SubtaskMetrics() []SubtaskMetrics {
-	jm.mu.Lock()
-	live := jm.live
-	jm.mu.Unlock()
-	out := make([]SubtaskMetrics, 0, len(live))
-	for _, t := range live {
-		m := SubtaskMetrics{Task: t.id, RecordsIn: t.recordsIn.Load(), Watermark: t.watermark.Load(), LastCheckpoint: t.lastCkptAt.Load(), Attempt: t.opts.attempt, IdleNanos: t.idleNanos()}
-		if t.gate != nil {
-			for _, c := range t.gate.chans {
-				m.BackpressuredNanos += c.backpressuredNanos()
-			}
-		}
-		for _, cs := range t.outChans {
-			for _, c := range cs {
-				m.OutBackpressuredNanos += c.backpressuredNanos()
-			}
-		}
-		out = append(out, m)
-	}
-	return out
-}
+func (jm *JobMaster) SubtaskMetrics() []SubtaskMetrics { return jm.exec.SubtaskMetrics() }
 
 // ErrNotRunning is returned by queries to a job master that has stopped.
 var ErrNotRunning = errors.New("runtime: the job is not running")
@@ -119,21 +99,14 @@ type PositionReporter interface {
 // SourcePositions returns the current position of every split of every
 // running source subtask: vertex uid → split → offset of the next record.
 func (jm *JobMaster) SourcePositions() map[string]map[string]int64 {
-	jm.mu.Lock()
-	live := jm.live
-	jm.mu.Unlock()
 	out := map[string]map[string]int64{}
-	for _, t := range live {
-		p := t.positions.Load()
-		if p == nil {
-			continue
-		}
-		m := out[t.id.Vertex]
+	for id, ps := range jm.exec.SourcePositions() {
+		m := out[id.Vertex]
 		if m == nil {
 			m = map[string]int64{}
-			out[t.id.Vertex] = m
+			out[id.Vertex] = m
 		}
-		for split, off := range (*p).Positions() {
+		for split, off := range ps {
 			m[split] = off
 		}
 	}

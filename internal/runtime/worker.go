@@ -1,0 +1,460 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/weirstream/weir/internal/checkpoint"
+	"github.com/weirstream/weir/internal/netio"
+)
+
+// TaskRef names one deployment of a subtask: its id and the attempt (the
+// job master's restart count) that deployed it. Reports about an earlier
+// attempt are stale and ignored.
+type TaskRef struct {
+	ID      checkpoint.TaskID
+	Attempt int
+}
+
+func (r TaskRef) String() string { return fmt.Sprintf("%s#%d", r.ID, r.Attempt) }
+
+// ChannelKey names the channel from subtask From to subtask To of edge
+// Edge.
+type ChannelKey struct{ Edge, From, To int }
+
+// RemoteChannel is a channel whose other end runs in another process:
+// network channel ID on the connection to Peer, which listens at Addr.
+type RemoteChannel struct {
+	ID   uint32
+	Peer string
+	Addr string
+}
+
+// Deployment is a set of subtasks to start, all of one attempt.
+type Deployment struct {
+	Attempt int
+	Tasks   []checkpoint.TaskID
+	// Restore is the checkpoint to restore the subtasks' state from; nil
+	// starts them empty.
+	Restore *Restore
+	// Remote lists the channels of the subtasks whose other end is in
+	// another process. Every other channel must have both ends among
+	// Tasks.
+	Remote map[ChannelKey]RemoteChannel
+}
+
+// Executor runs subtasks on behalf of a JobMaster: a Worker in the same
+// process, or task managers over the network. Its methods do not block on
+// the subtasks; what they report comes back through a Listener.
+type Executor interface {
+	// Deploy starts the subtasks of d. A subtask that cannot start reports
+	// Exited with the reason.
+	Deploy(ctx context.Context, d Deployment)
+	// Cancel cancels running subtasks with cause; each reports Exited
+	// once it has stopped.
+	Cancel(refs []TaskRef, cause error)
+	// Trigger injects barrier b at a source subtask.
+	Trigger(ref TaskRef, b Barrier)
+	NotifyComplete(ref TaskRef, checkpointID int64)
+	NotifyAbort(ref TaskRef, checkpointID int64, reason string)
+	// SubtaskMetrics returns the counters of the latest deployment of
+	// every subtask it runs.
+	SubtaskMetrics() []SubtaskMetrics
+	// SourcePositions returns the current split offsets of its source
+	// subtasks.
+	SourcePositions() map[checkpoint.TaskID]map[string]int64
+}
+
+// Listener receives what subtasks report. Its methods may be called from
+// any goroutine.
+type Listener interface {
+	Acknowledge(ref TaskRef, checkpointID int64, ack checkpoint.TaskAck)
+	Decline(ref TaskRef, checkpointID int64, why DeclineReason, err error)
+	EndOfData(ref TaskRef)
+	// Exited reports that a subtask stopped: finished (err == nil),
+	// failed, or canceled.
+	Exited(ref TaskRef, err error)
+}
+
+// WorkerOptions configure a Worker.
+type WorkerOptions struct {
+	JobID  string
+	Logger *slog.Logger
+	Clock  Clock
+	// Checkpointing says whether the job takes checkpoints, and Mode how.
+	Checkpointing bool
+	Mode          CheckpointMode
+	// Store is where subtasks write their snapshots; nil keeps them inline
+	// in the acknowledgements.
+	Store StateStore
+	// Faults, if set, can fail subtasks (tests).
+	Faults FaultInjector
+	// BatchSize is the number of records per batch (default 1024).
+	BatchSize int
+	// ChannelCapacity is the number of batches a channel buffers, and the
+	// credit of a network channel (default 4).
+	ChannelCapacity int
+	// Peers connects to other processes for remote channels; nil allows
+	// only local ones.
+	Peers Peers
+}
+
+// Peers gives the connection to another process (a *netio.Peers).
+type Peers interface {
+	Conn(ctx context.Context, peer, addr string) (*netio.Conn, error)
+}
+
+// Worker runs subtasks of one job in this process: the embedded mode's
+// executor, and what a task manager runs for each job it hosts.
+type Worker struct {
+	graph *JobGraph
+	opts  WorkerOptions
+	l     Listener
+	log   *slog.Logger
+
+	mu     sync.Mutex
+	live   map[TaskRef]*workerTask
+	latest map[checkpoint.TaskID]*Task // newest deployment of each subtask
+	// running counts the subtask goroutines, for Shutdown.
+	running sync.WaitGroup
+}
+
+type workerTask struct {
+	t      *Task
+	cancel context.CancelCauseFunc
+}
+
+// NewWorker returns a Worker for g that reports to l.
+func NewWorker(g *JobGraph, opts WorkerOptions, l Listener) *Worker {
+	if opts.Clock == nil {
+		opts.Clock = WallClock
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.BatchSize <= 0 {
+		opts.BatchSize = 1024
+	}
+	if opts.ChannelCapacity <= 0 {
+		opts.ChannelCapacity = 4
+	}
+	if opts.Store == nil {
+		opts.Store = memoryStore{}
+	}
+	return &Worker{
+		graph:  g,
+		opts:   opts,
+		l:      l,
+		log:    opts.Logger,
+		live:   make(map[TaskRef]*workerTask),
+		latest: make(map[checkpoint.TaskID]*Task),
+	}
+}
+
+// taskReport is the taskMaster of one deployed subtask.
+type taskReport struct {
+	ref TaskRef
+	l   Listener
+}
+
+func (r taskReport) acknowledge(_ checkpoint.TaskID, id int64, ack checkpoint.TaskAck) {
+	r.l.Acknowledge(r.ref, id, ack)
+}
+
+func (r taskReport) decline(_ checkpoint.TaskID, id int64, why DeclineReason, err error) {
+	r.l.Decline(r.ref, id, why, err)
+}
+
+func (r taskReport) reachedEndOfData(checkpoint.TaskID) { r.l.EndOfData(r.ref) }
+
+// bridge is a goroutine that moves one channel across the network.
+type bridge struct {
+	out  bool // towards another process
+	key  ChannelKey
+	rc   RemoteChannel
+	c    *channel
+	code BatchCodec
+}
+
+// Deploy implements Executor.
+func (w *Worker) Deploy(ctx context.Context, d Deployment) {
+	set := make(map[checkpoint.TaskID]bool, len(d.Tasks))
+	for _, id := range d.Tasks {
+		set[id] = true
+	}
+	var restore *restoreInfo
+	if d.Restore != nil {
+		restore = &restoreInfo{Metadata: d.Restore.Metadata, Store: d.Restore.Store}
+	}
+	tasks := make(map[checkpoint.TaskID]*Task)
+	cancels := make(map[checkpoint.TaskID]context.CancelCauseFunc)
+	for _, v := range w.graph.Vertices {
+		for i := range v.Parallelism {
+			id := checkpoint.TaskID{Vertex: v.UID, Subtask: i}
+			if !set[id] {
+				continue
+			}
+			ref := TaskRef{ID: id, Attempt: d.Attempt}
+			tctx, cancel := context.WithCancelCause(ctx)
+			t := &Task{
+				id:       id,
+				vertex:   v,
+				ctx:      tctx,
+				logger:   w.log.With("vertex", v.Name, "subtask", i),
+				clock:    w.opts.Clock,
+				master:   taskReport{ref: ref, l: w.l},
+				store:    w.opts.Store,
+				restore:  restore,
+				mailbox:  newMailbox(),
+				outChans: make(map[*Edge][]*channel),
+				opts: taskOptions{
+					jobID:         w.opts.JobID,
+					batchSize:     w.opts.BatchSize,
+					checkpointing: w.opts.Checkpointing,
+					mode:          w.opts.Mode,
+					faults:        w.opts.Faults,
+					attempt:       d.Attempt,
+				},
+			}
+			if !v.Source() {
+				t.gate = &inputGate{notify: make(chan struct{}, 1)}
+			}
+			tasks[id] = t
+			cancels[id] = cancel
+		}
+	}
+	// Channels: one per pair of producing and consuming subtask of each
+	// edge (forward edges: subtask i to subtask i only), in the order the
+	// gate and the writers index them: by edge, then by producer (gate) or
+	// consumer (writer).
+	bridges := make(map[checkpoint.TaskID][]bridge)
+	var bad error
+	for _, e := range w.graph.Edges {
+		for j := range e.To.Parallelism {
+			for i := range e.From.Parallelism {
+				if e.Partitioner == Forward && i != j {
+					continue
+				}
+				key := ChannelKey{Edge: e.ID, From: i, To: j}
+				src := tasks[checkpoint.TaskID{Vertex: e.From.UID, Subtask: i}]
+				dst := tasks[checkpoint.TaskID{Vertex: e.To.UID, Subtask: j}]
+				rc, remote := d.Remote[key]
+				switch {
+				case src == nil && dst == nil:
+					continue
+				case src != nil && dst != nil:
+					c := newChannel(w.opts.ChannelCapacity, dst.gate.notify)
+					dst.gate.chans = append(dst.gate.chans, c)
+					dst.gate.logical = append(dst.gate.logical, e.Input)
+					src.outChans[e] = append(src.outChans[e], c)
+					continue
+				case !remote || w.opts.Peers == nil:
+					bad = fmt.Errorf("runtime: channel %v of edge %s→%s has no end in this deployment", key, e.From.Name, e.To.Name)
+					continue
+				}
+				if e.Codec == nil {
+					bad = fmt.Errorf("runtime: edge %s→%s has no codec to cross processes", e.From.Name, e.To.Name)
+					continue
+				}
+				bc, err := e.Codec()
+				if err != nil {
+					bad = fmt.Errorf("runtime: records of edge %s→%s cannot cross processes: %w", e.From.Name, e.To.Name, err)
+					continue
+				}
+				if dst != nil {
+					c := newChannel(w.opts.ChannelCapacity, dst.gate.notify)
+					dst.gate.chans = append(dst.gate.chans, c)
+					dst.gate.logical = append(dst.gate.logical, e.Input)
+					bridges[dst.id] = append(bridges[dst.id], bridge{key: key, rc: rc, c: c, code: bc})
+				} else {
+					c := newChannel(w.opts.ChannelCapacity, make(chan struct{}, 1))
+					src.outChans[e] = append(src.outChans[e], c)
+					bridges[src.id] = append(bridges[src.id], bridge{out: true, key: key, rc: rc, c: c, code: bc})
+				}
+			}
+		}
+	}
+	w.mu.Lock()
+	for id, t := range tasks {
+		w.live[TaskRef{ID: id, Attempt: d.Attempt}] = &workerTask{t: t, cancel: cancels[id]}
+		w.latest[id] = t
+	}
+	w.mu.Unlock()
+	for id, t := range tasks {
+		t.watermark.Store(MinWatermark)
+		if t.gate != nil {
+			n := len(t.gate.chans)
+			mode := Aligned
+			if t.opts.mode == Tracked {
+				mode = Tracked
+			}
+			t.handler = NewBarrierHandler(n, mode)
+			t.valve = NewWatermarkValve(n)
+			t.endOfData, t.ended = make([]bool, n), make([]bool, n)
+		}
+		ref := TaskRef{ID: id, Attempt: d.Attempt}
+		w.running.Add(1)
+		go func() {
+			defer w.running.Done()
+			w.run(ref, t, cancels[id], bridges[id], bad)
+		}()
+	}
+}
+
+// run runs one subtask and its network channels, and reports its exit.
+func (w *Worker) run(ref TaskRef, t *Task, cancel context.CancelCauseFunc, bridges []bridge, bad error) {
+	var err error
+	defer func() {
+		cancel(errTaskExited)
+		w.mu.Lock()
+		delete(w.live, ref)
+		w.mu.Unlock()
+		w.l.Exited(ref, err)
+	}()
+	if bad != nil {
+		err = bad
+		return
+	}
+	var in, out sync.WaitGroup
+	var conns []*netio.Conn
+	var chans []uint32
+	for _, b := range bridges {
+		conn, cerr := w.opts.Peers.Conn(t.ctx, b.rc.Peer, b.rc.Addr)
+		if cerr != nil {
+			cancel(cerr)
+			err = fmt.Errorf("connecting to %s at %s for channel %v: %w", b.rc.Peer, b.rc.Addr, b.key, cerr)
+			break
+		}
+		conns, chans = append(conns, conn), append(chans, b.rc.ID)
+		wg := &in
+		if b.out {
+			wg = &out
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var ferr error
+			if b.out {
+				ferr = forwardOut(t.ctx, b.c, conn.OpenSender(b.rc.ID), b.code)
+			} else {
+				ferr = forwardIn(t.ctx, conn.OpenReceiver(b.rc.ID, w.opts.ChannelCapacity), b.c, b.code)
+			}
+			if ferr != nil && t.ctx.Err() == nil {
+				cancel(fmt.Errorf("channel %v to %s: %w", b.key, b.rc.Peer, ferr))
+			}
+		}()
+	}
+	if err == nil {
+		err = t.run()
+	}
+	if err != nil {
+		cancel(err)
+	}
+	// A finished subtask's last markers are still on their way out: let
+	// the output channels drain before their connections forget them.
+	out.Wait()
+	cancel(errTaskExited)
+	in.Wait()
+	for i, conn := range conns {
+		conn.Release(chans[i])
+	}
+}
+
+// errTaskExited stops the network channels of a subtask that has exited.
+var errTaskExited = errors.New("runtime: the subtask exited")
+
+// Cancel implements Executor.
+func (w *Worker) Cancel(refs []TaskRef, cause error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, ref := range refs {
+		if wt := w.live[ref]; wt != nil {
+			wt.cancel(cause)
+		}
+	}
+}
+
+// Shutdown cancels every running subtask with cause and waits until all
+// have exited.
+func (w *Worker) Shutdown(cause error) {
+	w.mu.Lock()
+	for _, wt := range w.live {
+		wt.cancel(cause)
+	}
+	w.mu.Unlock()
+	w.running.Wait()
+}
+
+func (w *Worker) post(ref TaskRef, f func(t *Task) error) {
+	w.mu.Lock()
+	wt := w.live[ref]
+	w.mu.Unlock()
+	if wt != nil {
+		t := wt.t
+		t.mailbox.post(func() error { return f(t) })
+	}
+}
+
+// Trigger implements Executor.
+func (w *Worker) Trigger(ref TaskRef, b Barrier) {
+	w.post(ref, func(t *Task) error { return t.triggerCheckpoint(b) })
+}
+
+// NotifyComplete implements Executor.
+func (w *Worker) NotifyComplete(ref TaskRef, id int64) {
+	w.post(ref, func(t *Task) error { return t.notifyComplete(id) })
+}
+
+// NotifyAbort implements Executor.
+func (w *Worker) NotifyAbort(ref TaskRef, id int64, reason string) {
+	w.post(ref, func(t *Task) error { return t.notifyAbort(id, reason) })
+}
+
+func (w *Worker) latestTasks() []*Task {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]*Task, 0, len(w.latest))
+	for _, t := range w.latest {
+		out = append(out, t)
+	}
+	return out
+}
+
+// SubtaskMetrics implements Executor.
+func (w *Worker) SubtaskMetrics() []SubtaskMetrics {
+	tasks := w.latestTasks()
+	out := make([]SubtaskMetrics, 0, len(tasks))
+	for _, t := range tasks {
+		out = append(out, t.metrics())
+	}
+	return out
+}
+
+// SourcePositions implements Executor.
+func (w *Worker) SourcePositions() map[checkpoint.TaskID]map[string]int64 {
+	out := map[checkpoint.TaskID]map[string]int64{}
+	for _, t := range w.latestTasks() {
+		if p := t.positions.Load(); p != nil {
+			out[t.id] = (*p).Positions()
+		}
+	}
+	return out
+}
+
+func (t *Task) metrics() SubtaskMetrics {
+	m := SubtaskMetrics{Task: t.id, RecordsIn: t.recordsIn.Load(), Watermark: t.watermark.Load(), LastCheckpoint: t.lastCkptAt.Load(), Attempt: t.opts.attempt, IdleNanos: t.idleNanos()}
+	if t.gate != nil {
+		for _, c := range t.gate.chans {
+			m.BackpressuredNanos += c.backpressuredNanos()
+		}
+	}
+	for _, cs := range t.outChans {
+		for _, c := range cs {
+			m.OutBackpressuredNanos += c.backpressuredNanos()
+		}
+	}
+	return m
+}
