@@ -1,0 +1,60 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// Client talks to a job manager for the CLI: submit, list and cancel jobs.
+type Client struct {
+	conn *grpc.ClientConn
+}
+
+// Dial returns a client of the job manager at addr. It connects lazily:
+// the first call fails if nothing listens there.
+func Dial(addr string) (*Client, error) {
+	conn, err := grpc.NewClient(addr,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(jsonCodec{})))
+	if err != nil {
+		return nil, fmt.Errorf("cluster: job manager address %q: %w", addr, err)
+	}
+	return &Client{conn: conn}, nil
+}
+
+// Close closes the connection.
+func (c *Client) Close() error { return c.conn.Close() }
+
+// Submit starts a job on the cluster and returns its id.
+func (c *Client) Submit(ctx context.Context, sub Submission) (string, error) {
+	var resp submitResponse
+	if err := c.conn.Invoke(ctx, method("Submit"), &sub, &resp); err != nil {
+		return "", err
+	}
+	return resp.JobID, nil
+}
+
+// Overview is the cluster as List sees it.
+type Overview struct {
+	Jobs          []JobStatus
+	TaskManagers  []TaskManagerInfo
+	SlotsTotal    int
+	SlotsOccupied int
+}
+
+// List returns the cluster's jobs and task managers.
+func (c *Client) List(ctx context.Context) (Overview, error) {
+	var resp listResponse
+	if err := c.conn.Invoke(ctx, method("List"), &listRequest{}, &resp); err != nil {
+		return Overview{}, err
+	}
+	return Overview{Jobs: resp.Jobs, TaskManagers: resp.TaskManagers, SlotsTotal: resp.SlotsTotal, SlotsOccupied: resp.SlotsOccupied}, nil
+}
+
+// Cancel cancels a job and returns once it has stopped.
+func (c *Client) Cancel(ctx context.Context, jobID string) error {
+	return c.conn.Invoke(ctx, method("Cancel"), &cancelRequest{JobID: jobID}, &cancelResponse{})
+}

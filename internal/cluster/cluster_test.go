@@ -1,0 +1,331 @@
+package cluster_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/weirstream/weir/config"
+	"github.com/weirstream/weir/connector/datagen"
+	"github.com/weirstream/weir/internal/cluster"
+	"github.com/weirstream/weir/internal/netio"
+	"github.com/weirstream/weir/internal/runtime"
+	"github.com/weirstream/weir/stream"
+	"github.com/weirstream/weir/streamtest"
+)
+
+var quiet = slog.New(slog.DiscardHandler)
+
+type rec struct {
+	Key   string
+	Value int64
+	P     int
+	Seq   int64
+}
+
+type keyedSum struct {
+	Key string
+	Sum int64
+}
+
+type runningSum struct {
+	sum interface {
+		Value() (int64, bool)
+		Update(int64)
+	}
+}
+
+func (f *runningSum) Open(rc *stream.RuntimeContext[string]) error {
+	s, err := stream.ValueState[int64](rc, "sum")
+	f.sum = s
+	return err
+}
+
+func (f *runningSum) ProcessElement(ctx *stream.Context[string, keyedSum], r rec) error {
+	s, _ := f.sum.Value()
+	s += r.Value
+	f.sum.Update(s)
+	return ctx.Emit(keyedSum{Key: r.Key, Sum: s})
+}
+
+const (
+	partitions   = 4
+	perPartition = 3000
+	keys         = 16
+)
+
+func gen(p int, seq int64) rec {
+	return rec{Key: fmt.Sprintf("k%02d", (int64(p)*7+seq)%keys), Value: int64(p) + partitions*seq + 1, P: p, Seq: seq}
+}
+
+// sumJobs builds a keyed running sum over a rate-limited generator, with
+// a transactional collecting sink shared by every role (they all run in
+// this test's process).
+type sumJobs struct {
+	sink   *streamtest.Collector[keyedSum]
+	events func(stream.JobEvent)
+	cfg    []string
+}
+
+type sumArgs struct {
+	Rate float64 `json:"rate"`
+}
+
+func (j *sumJobs) env(sub cluster.Submission, opts ...stream.Option) (*stream.Environment, error) {
+	var args sumArgs
+	if err := json.Unmarshal(sub.Args, &args); err != nil {
+		return nil, err
+	}
+	cfg, err := config.ParseDynamic(j.cfg)
+	if err != nil {
+		return nil, err
+	}
+	env, err := stream.NewEnvironment(append([]stream.Option{stream.WithConfig(cfg), stream.WithJobID(sub.JobID), stream.WithLogger(quiet)}, opts...)...)
+	if err != nil {
+		return nil, err
+	}
+	src, err := datagen.New(gen, datagen.Partitions(partitions), datagen.Count(perPartition), datagen.BatchSize(50), datagen.RatePerSecond(args.Rate))
+	if err != nil {
+		return nil, err
+	}
+	in := stream.FromSource(env, src, "numbers", stream.NoWatermarks[rec]())
+	sums := stream.Process(stream.KeyBy(in, func(r rec) string { return r.Key }), stream.KeyedProcessFunction[string, rec, keyedSum](&runningSum{}), stream.Uid("sum"))
+	stream.SinkTo(sums, j.sink, stream.Uid("sink"))
+	return env, nil
+}
+
+func (j *sumJobs) Start(ctx context.Context, sub cluster.Submission, newExec func(*runtime.JobGraph, runtime.Listener) (runtime.Executor, error)) (cluster.Job, error) {
+	env, err := j.env(sub, stream.WithExecutor(newExec), stream.WithEvents(j.events))
+	if err != nil {
+		return nil, err
+	}
+	c, err := env.ExecuteAsync(ctx, sub.Job)
+	if err != nil {
+		return nil, err
+	}
+	return clientJob{c}, nil
+}
+
+func (j *sumJobs) Worker(ctx context.Context, sub cluster.Submission, peers runtime.Peers, l runtime.Listener) (cluster.Worker, error) {
+	env, err := j.env(sub)
+	if err != nil {
+		return nil, err
+	}
+	return env.NewWorker(ctx, sub.Job, peers, l)
+}
+
+type clientJob struct{ *stream.JobClient }
+
+func (c clientJob) Master() *runtime.JobMaster { return c.JobClient.Master() }
+
+// taskManager is a task manager running in the test's process.
+type taskManager struct {
+	tm     *cluster.TaskManager
+	peers  *netio.Peers
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func startTaskManager(t *testing.T, id, jmAddr string, slots int, jobs cluster.Jobs) *taskManager {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	peers := netio.NewPeers(id, ln, quiet)
+	ctx, cancel := context.WithCancel(context.Background())
+	x := &taskManager{tm: cluster.NewTaskManager(id, jmAddr, slots, jobs, peers, quiet), peers: peers, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(x.done)
+		_ = x.tm.Run(ctx)
+	}()
+	t.Cleanup(x.stop)
+	return x
+}
+
+// stop ends the task manager: its session, its subtasks and its data
+// connections, as a crash would.
+func (x *taskManager) stop() {
+	x.cancel()
+	x.peers.Close()
+	<-x.done
+}
+
+func startJobManager(t *testing.T, jobs cluster.Jobs, opts ...cluster.JobManagerOption) (*cluster.JobManager, string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	jm := cluster.NewJobManager(jobs, append([]cluster.JobManagerOption{cluster.WithLogger(quiet), cluster.WithHeartbeat(100*time.Millisecond, time.Second)}, opts...)...)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = jm.Serve(context.Background(), ln)
+	}()
+	t.Cleanup(func() { jm.Close(); <-done })
+	return jm, ln.Addr().String()
+}
+
+// check verifies exactly-once output: one sum per record, and each key's
+// last sum is the total of its records.
+func check(t *testing.T, out []keyedSum) {
+	t.Helper()
+	count := map[string]int{}
+	total := map[string]int64{}
+	for p := range partitions {
+		for seq := range int64(perPartition) {
+			r := gen(p, seq)
+			count[r.Key]++
+			total[r.Key] += r.Value
+		}
+	}
+	gotCount := map[string]int{}
+	gotMax := map[string]int64{}
+	for _, s := range out {
+		gotCount[s.Key]++
+		gotMax[s.Key] = max(gotMax[s.Key], s.Sum)
+	}
+	for k := range count {
+		if gotCount[k] != count[k] || gotMax[k] != total[k] {
+			t.Errorf("key %s: %d sums (want %d), last %d (want %d)", k, gotCount[k], count[k], gotMax[k], total[k])
+		}
+	}
+	if len(out) != partitions*perPartition {
+		t.Errorf("%d sums for %d records", len(out), partitions*perPartition)
+	}
+}
+
+type events struct {
+	mu  sync.Mutex
+	all []stream.JobEvent
+	ch  chan stream.JobEvent
+}
+
+func newEvents() *events { return &events{ch: make(chan stream.JobEvent, 1024)} }
+
+func (e *events) add(ev stream.JobEvent) {
+	e.mu.Lock()
+	e.all = append(e.all, ev)
+	e.mu.Unlock()
+	select {
+	case e.ch <- ev:
+	default:
+	}
+}
+
+// waitFor returns the first event of kind from now on that satisfies ok.
+func (e *events) waitFor(t *testing.T, kind runtime.EventKind, ok func(stream.JobEvent) bool) stream.JobEvent {
+	t.Helper()
+	deadline := time.After(60 * time.Second)
+	for {
+		select {
+		case ev := <-e.ch:
+			if ev.Kind == kind && (ok == nil || ok(ev)) {
+				return ev
+			}
+		case <-deadline:
+			t.Fatalf("no event of kind %d within 60 s", kind)
+		}
+	}
+}
+
+func waitJob(t *testing.T, c *cluster.Client, jobID string) cluster.JobStatus {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		ov, err := c.List(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, j := range ov.Jobs {
+			if j.JobID == jobID && j.State != "RUNNING" {
+				return j
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("job %s still running after 2 minutes", jobID)
+	return cluster.JobStatus{}
+}
+
+// TestClusterRunsAJobAcrossTaskManagers runs a keyed job over three task
+// managers (so most channels cross processes' sockets) with checkpoints,
+// and checks the output is exactly the oracle.
+func TestClusterRunsAJobAcrossTaskManagers(t *testing.T) {
+	ev := newEvents()
+	jobs := &sumJobs{sink: streamtest.NewCollector[keyedSum](true), events: ev.add,
+		cfg: []string{"parallelism.default=4", "execution.checkpointing.interval=50 ms"}}
+	_, addr := startJobManager(t, jobs)
+	for i := range 3 {
+		startTaskManager(t, fmt.Sprintf("tm-%d", i), addr, 2, jobs)
+	}
+	c, err := cluster.Dial(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	args, _ := json.Marshal(sumArgs{Rate: 20_000})
+	id, err := c.Submit(context.Background(), cluster.Submission{JobID: "job-a", Job: "sum", Args: args})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := waitJob(t, c, id)
+	if st.State != "FINISHED" {
+		t.Fatalf("job ended %s: %s", st.State, st.Error)
+	}
+	if st.LastCheckpoint == 0 {
+		t.Fatal("no checkpoint completed")
+	}
+	check(t, jobs.sink.Results())
+}
+
+// TestClusterRecoversFromALostTaskManager stops a task manager after the
+// first completed checkpoint; the job manager declares it lost, the job
+// restarts from the checkpoint once a replacement has registered, and the
+// output is still exactly-once.
+func TestClusterRecoversFromALostTaskManager(t *testing.T) {
+	ev := newEvents()
+	jobs := &sumJobs{sink: streamtest.NewCollector[keyedSum](true), events: ev.add,
+		cfg: []string{"parallelism.default=4", "execution.checkpointing.interval=100 ms",
+			"restart-strategy.type=fixed-delay", "restart-strategy.fixed-delay.attempts=5", "restart-strategy.fixed-delay.delay=100 ms"}}
+	_, addr := startJobManager(t, jobs)
+	var tms []*taskManager
+	for i := range 2 {
+		tms = append(tms, startTaskManager(t, fmt.Sprintf("tm-%d", i), addr, 2, jobs))
+	}
+	c, err := cluster.Dial(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	args, _ := json.Marshal(sumArgs{Rate: 2_000})
+	id, err := c.Submit(context.Background(), cluster.Submission{JobID: "job-b", Job: "sum", Args: args})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev.waitFor(t, runtime.EventCheckpointCompleted, func(e stream.JobEvent) bool { return e.Checkpoint >= 2 })
+	tms[1].stop()
+	failed := ev.waitFor(t, runtime.EventTaskFailed, nil)
+	if failed.Err == nil {
+		t.Fatalf("task failure without a cause: %+v", failed)
+	}
+	startTaskManager(t, "tm-2", addr, 2, jobs)
+	restored := ev.waitFor(t, runtime.EventRestored, nil)
+	if restored.Checkpoint < 2 {
+		t.Fatalf("restored from checkpoint %d, want at least 2", restored.Checkpoint)
+	}
+	st := waitJob(t, c, id)
+	if st.State != "FINISHED" {
+		t.Fatalf("job ended %s: %s", st.State, st.Error)
+	}
+	if st.Restarts == 0 {
+		t.Fatal("the job did not restart")
+	}
+	check(t, jobs.sink.Results())
+}

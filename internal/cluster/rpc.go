@@ -1,0 +1,249 @@
+// Package cluster runs weir as a cluster of processes: a job manager that
+// schedules jobs and coordinates their checkpoints, and task managers that
+// offer slots and run subtasks. They talk over gRPC (the control plane:
+// registration, deployment, checkpoint triggers and acknowledgements,
+// heartbeats both ways); subtasks on different task managers exchange
+// records over internal/netio (the data plane).
+//
+// The control plane is one gRPC service, weir.cluster.v1.JobManager, whose
+// messages are Go structs encoded as JSON (the codec is forced on both
+// ends, so nothing is registered globally): Session is a bidirectional
+// stream a task manager keeps open for as long as it is registered;
+// Submit, List and Cancel serve the CLI.
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/mem"
+
+	"github.com/weirstream/weir/internal/checkpoint"
+	"github.com/weirstream/weir/internal/runtime"
+)
+
+const serviceName = "weir.cluster.v1.JobManager"
+
+// jsonCodec encodes control-plane messages as JSON.
+type jsonCodec struct{}
+
+func (jsonCodec) Marshal(v any) (mem.BufferSlice, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return mem.BufferSlice{mem.SliceBuffer(b)}, nil
+}
+
+func (jsonCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	return json.Unmarshal(data.Materialize(), v)
+}
+
+func (jsonCodec) Name() string { return "json" }
+
+// Submission is a job as the CLI submits it: the job's name in the binary
+// (every process of the cluster builds the same graph from it) and its
+// arguments, which only the job's builder reads.
+type Submission struct {
+	JobID string          `json:"job_id"`
+	Job   string          `json:"job"`
+	Args  json.RawMessage `json:"args,omitempty"`
+}
+
+// JobStatus is a job as List reports it.
+type JobStatus struct {
+	JobID    string    `json:"job_id"`
+	Job      string    `json:"job"`
+	State    string    `json:"state"` // RUNNING, RESTARTING, FINISHED, FAILED, CANCELED
+	Started  time.Time `json:"started"`
+	Restarts int       `json:"restarts"`
+	// LastCheckpoint is the latest completed checkpoint's id (0: none).
+	LastCheckpoint int64  `json:"last_checkpoint"`
+	Error          string `json:"error,omitempty"`
+}
+
+type submitResponse struct {
+	JobID string `json:"job_id"`
+}
+
+type listRequest struct{}
+
+type listResponse struct {
+	Jobs          []JobStatus       `json:"jobs"`
+	TaskManagers  []TaskManagerInfo `json:"task_managers"`
+	RESTAddr      string            `json:"rest_addr,omitempty"`
+	SlotsTotal    int               `json:"slots_total"`
+	SlotsOccupied int               `json:"slots_occupied"`
+}
+
+type cancelRequest struct {
+	JobID string `json:"job_id"`
+}
+
+type cancelResponse struct{}
+
+// TaskManagerInfo is what a task manager registers with.
+type TaskManagerInfo struct {
+	ID string `json:"id"`
+	// DataAddr is where its data plane listens.
+	DataAddr string `json:"data_addr"`
+	Slots    int    `json:"slots"`
+}
+
+// tmMessage is what a task manager sends on its session; exactly one field
+// is set.
+type tmMessage struct {
+	Register  *TaskManagerInfo `json:"register,omitempty"`
+	Heartbeat *tmHeartbeat     `json:"heartbeat,omitempty"`
+	Ack       *ackMsg          `json:"ack,omitempty"`
+	Decline   *declineMsg      `json:"decline,omitempty"`
+	EndOfData *taskMsg         `json:"end_of_data,omitempty"`
+	Exited    *exitedMsg       `json:"exited,omitempty"`
+}
+
+// tmHeartbeat carries the task manager's subtasks' counters, by job.
+type tmHeartbeat struct {
+	Jobs map[string]jobReport `json:"jobs,omitempty"`
+}
+
+type jobReport struct {
+	Metrics   []runtime.SubtaskMetrics `json:"metrics,omitempty"`
+	Positions []taskPositions          `json:"positions,omitempty"`
+}
+
+type taskPositions struct {
+	Task      checkpoint.TaskID `json:"task"`
+	Positions map[string]int64  `json:"positions"`
+}
+
+type taskMsg struct {
+	JobID string          `json:"job_id"`
+	Ref   runtime.TaskRef `json:"ref"`
+}
+
+type ackMsg struct {
+	taskMsg
+	Checkpoint int64              `json:"checkpoint"`
+	Ack        checkpoint.TaskAck `json:"ack"`
+}
+
+type declineMsg struct {
+	taskMsg
+	Checkpoint int64                 `json:"checkpoint"`
+	Reason     runtime.DeclineReason `json:"reason"`
+	Err        string                `json:"err"`
+}
+
+type exitedMsg struct {
+	taskMsg
+	// Err is empty when the subtask finished.
+	Err string `json:"err,omitempty"`
+}
+
+// jmMessage is what the job manager sends on a session; exactly one field
+// is set.
+type jmMessage struct {
+	Registered *registeredMsg `json:"registered,omitempty"`
+	Heartbeat  *struct{}      `json:"heartbeat,omitempty"`
+	Deploy     *deployMsg     `json:"deploy,omitempty"`
+	Cancel     *cancelMsg     `json:"cancel,omitempty"`
+	Trigger    *triggerMsg    `json:"trigger,omitempty"`
+	Complete   *notifyMsg     `json:"complete,omitempty"`
+	Abort      *notifyMsg     `json:"abort,omitempty"`
+	Release    *releaseMsg    `json:"release,omitempty"`
+}
+
+type registeredMsg struct {
+	HeartbeatInterval time.Duration `json:"heartbeat_interval"`
+	HeartbeatTimeout  time.Duration `json:"heartbeat_timeout"`
+}
+
+type deployMsg struct {
+	Submission Submission          `json:"submission"`
+	Attempt    int                 `json:"attempt"`
+	Tasks      []checkpoint.TaskID `json:"tasks"`
+	// RestorePath and Restore are the checkpoint to restore from (nil:
+	// none). The task manager reads state files through the path.
+	RestorePath string               `json:"restore_path,omitempty"`
+	Restore     *checkpoint.Metadata `json:"restore,omitempty"`
+	Remote      []remoteChannel      `json:"remote,omitempty"`
+}
+
+type remoteChannel struct {
+	Key     runtime.ChannelKey    `json:"key"`
+	Channel runtime.RemoteChannel `json:"channel"`
+}
+
+type cancelMsg struct {
+	JobID string            `json:"job_id"`
+	Refs  []runtime.TaskRef `json:"refs"`
+	Cause string            `json:"cause"`
+}
+
+type triggerMsg struct {
+	taskMsg
+	Barrier runtime.Barrier `json:"barrier"`
+}
+
+type notifyMsg struct {
+	taskMsg
+	Checkpoint int64  `json:"checkpoint"`
+	Reason     string `json:"reason,omitempty"`
+}
+
+// releaseMsg: the job ended; the task manager drops what it holds for it.
+type releaseMsg struct {
+	JobID string `json:"job_id"`
+}
+
+// service is the job manager's side of the service.
+type service interface {
+	submit(ctx context.Context, s *Submission) (*submitResponse, error)
+	list(ctx context.Context, r *listRequest) (*listResponse, error)
+	cancel(ctx context.Context, r *cancelRequest) (*cancelResponse, error)
+	session(stream grpc.ServerStream) error
+}
+
+func unary[Req, Resp any](name string, call func(service, context.Context, *Req) (*Resp, error)) grpc.MethodDesc {
+	return grpc.MethodDesc{
+		MethodName: name,
+		Handler: func(srv any, ctx context.Context, dec func(any) error, icpt grpc.UnaryServerInterceptor) (any, error) {
+			req := new(Req)
+			if err := dec(req); err != nil {
+				return nil, err
+			}
+			h := func(ctx context.Context, r any) (any, error) { return call(srv.(service), ctx, r.(*Req)) }
+			if icpt == nil {
+				return h(ctx, req)
+			}
+			return icpt(ctx, req, &grpc.UnaryServerInfo{Server: srv, FullMethod: "/" + serviceName + "/" + name}, h)
+		},
+	}
+}
+
+var sessionDesc = grpc.StreamDesc{
+	StreamName:    "Session",
+	ServerStreams: true,
+	ClientStreams: true,
+	Handler: func(srv any, stream grpc.ServerStream) error {
+		return srv.(service).session(stream)
+	},
+}
+
+func serviceDesc() *grpc.ServiceDesc {
+	return &grpc.ServiceDesc{
+		ServiceName: serviceName,
+		HandlerType: (*service)(nil),
+		Methods: []grpc.MethodDesc{
+			unary("Submit", service.submit),
+			unary("List", service.list),
+			unary("Cancel", service.cancel),
+		},
+		Streams:  []grpc.StreamDesc{sessionDesc},
+		Metadata: "weir/cluster.go",
+	}
+}
+
+func method(name string) string { return "/" + serviceName + "/" + name }

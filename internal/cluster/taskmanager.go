@@ -1,0 +1,285 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/weirstream/weir/internal/checkpoint"
+	"github.com/weirstream/weir/internal/netio"
+	"github.com/weirstream/weir/internal/runtime"
+)
+
+// TaskManager offers slots to a job manager and runs the subtasks it is
+// given. It keeps trying to register, so it may start before the job
+// manager; when its session ends (the job manager went away or declared it
+// lost) it cancels its subtasks and registers again.
+type TaskManager struct {
+	id     string
+	jmAddr string
+	slots  int
+	jobs   Jobs
+	peers  *netio.Peers
+	log    *slog.Logger
+}
+
+// NewTaskManager returns a task manager with the given id and slots that
+// registers at the job manager jmAddr and exchanges records with other
+// task managers through peers.
+func NewTaskManager(id, jmAddr string, slots int, jobs Jobs, peers *netio.Peers, log *slog.Logger) *TaskManager {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &TaskManager{id: id, jmAddr: jmAddr, slots: slots, jobs: jobs, peers: peers, log: log.With("task_manager", id)}
+}
+
+// ID returns the task manager's id.
+func (tm *TaskManager) ID() string { return tm.id }
+
+// Run registers and serves sessions until ctx is done.
+func (tm *TaskManager) Run(ctx context.Context) error {
+	conn, err := grpc.NewClient(tm.jmAddr,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(jsonCodec{})))
+	if err != nil {
+		return fmt.Errorf("cluster: job manager address %q: %w", tm.jmAddr, err)
+	}
+	defer conn.Close()
+	backoff := 100 * time.Millisecond
+	for {
+		start := time.Now()
+		err := tm.session(ctx, conn)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if time.Since(start) > 10*time.Second {
+			backoff = 100 * time.Millisecond
+		}
+		tm.log.Warn("not registered with the job manager; retrying", "job_manager", tm.jmAddr, "err", err, "in", backoff)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// tmSession is one registration: the stream and the jobs' workers.
+type tmSession struct {
+	tm     *TaskManager
+	stream grpc.ClientStream
+	ctx    context.Context
+	end    context.CancelCauseFunc
+
+	sendMu sync.Mutex
+
+	mu      sync.Mutex
+	workers map[string]Worker
+	lastJM  time.Time
+}
+
+func (s *tmSession) send(m *tmMessage) {
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	if err := s.stream.SendMsg(m); err != nil {
+		s.end(fmt.Errorf("sending to the job manager: %w", err))
+	}
+}
+
+func (tm *TaskManager) session(ctx context.Context, conn *grpc.ClientConn) error {
+	sctx, end := context.WithCancelCause(ctx)
+	defer end(nil)
+	stream, err := conn.NewStream(sctx, &sessionDesc, method("Session"), grpc.WaitForReady(false))
+	if err != nil {
+		return err
+	}
+	s := &tmSession{tm: tm, stream: stream, ctx: sctx, end: end, workers: map[string]Worker{}, lastJM: time.Now()}
+	defer s.shutdown(errors.New("the session with the job manager ended"))
+	s.send(&tmMessage{Register: &TaskManagerInfo{ID: tm.id, DataAddr: tm.peers.Addr(), Slots: tm.slots}})
+	var first jmMessage
+	if err := stream.RecvMsg(&first); err != nil {
+		return fmt.Errorf("registering: %w", err)
+	}
+	if first.Registered == nil {
+		return errors.New("registering: the job manager did not confirm")
+	}
+	hb := *first.Registered
+	tm.log.Info("registered with the job manager", "job_manager", tm.jmAddr, "slots", tm.slots, "data_addr", tm.peers.Addr())
+	go s.heartbeats(hb.HeartbeatInterval, hb.HeartbeatTimeout)
+	recvErr := make(chan error, 1)
+	go func() {
+		for {
+			var msg jmMessage
+			if err := stream.RecvMsg(&msg); err != nil {
+				recvErr <- err
+				return
+			}
+			s.mu.Lock()
+			s.lastJM = time.Now()
+			s.mu.Unlock()
+			s.handle(&msg)
+		}
+	}()
+	select {
+	case err := <-recvErr:
+		return err
+	case <-sctx.Done():
+		return context.Cause(sctx)
+	}
+}
+
+// heartbeats reports the subtasks' counters each interval and ends the
+// session if the job manager has been silent for the timeout.
+func (s *tmSession) heartbeats(interval, timeout time.Duration) {
+	if interval <= 0 {
+		interval = 10 * time.Second
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+		}
+		s.mu.Lock()
+		silent := time.Since(s.lastJM)
+		reports := make(map[string]jobReport, len(s.workers))
+		for id, w := range s.workers {
+			r := jobReport{Metrics: w.SubtaskMetrics()}
+			for task, ps := range w.SourcePositions() {
+				r.Positions = append(r.Positions, taskPositions{Task: task, Positions: ps})
+			}
+			reports[id] = r
+		}
+		s.mu.Unlock()
+		if timeout > 0 && silent > timeout {
+			s.end(fmt.Errorf("no heartbeat from the job manager for %s (heartbeat.timeout)", timeout))
+			return
+		}
+		s.send(&tmMessage{Heartbeat: &tmHeartbeat{Jobs: reports}})
+	}
+}
+
+// shutdown cancels every subtask of the session and releases the workers.
+func (s *tmSession) shutdown(cause error) {
+	s.mu.Lock()
+	ws := s.workers
+	s.workers = map[string]Worker{}
+	s.mu.Unlock()
+	for id, w := range ws {
+		w.Shutdown(cause)
+		if err := w.Close(); err != nil {
+			s.tm.log.Warn("closing job", "job_id", id, "err", err)
+		}
+	}
+}
+
+func (s *tmSession) worker(jobID string) Worker {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.workers[jobID]
+}
+
+func (s *tmSession) handle(m *jmMessage) {
+	switch {
+	case m.Heartbeat != nil:
+	case m.Deploy != nil:
+		s.deploy(m.Deploy)
+	case m.Cancel != nil:
+		if w := s.worker(m.Cancel.JobID); w != nil {
+			w.Cancel(m.Cancel.Refs, errors.New(m.Cancel.Cause))
+		}
+	case m.Trigger != nil:
+		if w := s.worker(m.Trigger.JobID); w != nil {
+			w.Trigger(m.Trigger.Ref, m.Trigger.Barrier)
+		}
+	case m.Complete != nil:
+		if w := s.worker(m.Complete.JobID); w != nil {
+			w.NotifyComplete(m.Complete.Ref, m.Complete.Checkpoint)
+		}
+	case m.Abort != nil:
+		if w := s.worker(m.Abort.JobID); w != nil {
+			w.NotifyAbort(m.Abort.Ref, m.Abort.Checkpoint, m.Abort.Reason)
+		}
+	case m.Release != nil:
+		s.mu.Lock()
+		w := s.workers[m.Release.JobID]
+		delete(s.workers, m.Release.JobID)
+		s.mu.Unlock()
+		if w != nil {
+			go func() {
+				w.Shutdown(errors.New("the job ended"))
+				if err := w.Close(); err != nil {
+					s.tm.log.Warn("closing job", "job_id", m.Release.JobID, "err", err)
+				}
+			}()
+		}
+	}
+}
+
+func (s *tmSession) deploy(d *deployMsg) {
+	jobID := d.Submission.JobID
+	s.mu.Lock()
+	w := s.workers[jobID]
+	s.mu.Unlock()
+	l := sessionListener{s: s, jobID: jobID}
+	if w == nil {
+		var err error
+		w, err = s.tm.jobs.Worker(s.ctx, d.Submission, s.tm.peers, l)
+		if err != nil {
+			for _, id := range d.Tasks {
+				l.Exited(runtime.TaskRef{ID: id, Attempt: d.Attempt}, fmt.Errorf("building job %s: %w", d.Submission.Job, err))
+			}
+			return
+		}
+		s.mu.Lock()
+		s.workers[jobID] = w
+		s.mu.Unlock()
+	}
+	rd := runtime.Deployment{Attempt: d.Attempt, Tasks: d.Tasks, Remote: map[runtime.ChannelKey]runtime.RemoteChannel{}}
+	if d.Restore != nil {
+		rd.Restore = &runtime.Restore{Metadata: d.Restore, Path: d.RestorePath}
+	}
+	for _, rc := range d.Remote {
+		rd.Remote[rc.Key] = rc.Channel
+	}
+	s.tm.log.Info("deploying subtasks", "job_id", jobID, "attempt", d.Attempt, "subtasks", len(d.Tasks), "remote_channels", len(d.Remote))
+	w.Deploy(s.ctx, rd)
+}
+
+// sessionListener reports a job's subtasks to the job manager.
+type sessionListener struct {
+	s     *tmSession
+	jobID string
+}
+
+func (l sessionListener) msg(ref runtime.TaskRef) taskMsg { return taskMsg{JobID: l.jobID, Ref: ref} }
+
+func (l sessionListener) Acknowledge(ref runtime.TaskRef, id int64, ack checkpoint.TaskAck) {
+	l.s.send(&tmMessage{Ack: &ackMsg{taskMsg: l.msg(ref), Checkpoint: id, Ack: ack}})
+}
+
+func (l sessionListener) Decline(ref runtime.TaskRef, id int64, why runtime.DeclineReason, err error) {
+	l.s.send(&tmMessage{Decline: &declineMsg{taskMsg: l.msg(ref), Checkpoint: id, Reason: why, Err: err.Error()}})
+}
+
+func (l sessionListener) EndOfData(ref runtime.TaskRef) {
+	t := l.msg(ref)
+	l.s.send(&tmMessage{EndOfData: &t})
+}
+
+func (l sessionListener) Exited(ref runtime.TaskRef, err error) {
+	m := &exitedMsg{taskMsg: l.msg(ref)}
+	if err != nil {
+		m.Err = err.Error()
+	}
+	l.s.send(&tmMessage{Exited: m})
+}
