@@ -28,6 +28,7 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newDemoCmd(), newBenchCmd(), newRunCmd(), newGenCmd(), newVerifyCmd(), newCheckpointsCmd())
+	root.AddCommand(newDemoCmd(), newBenchCmd(), newRunCmd(), newGenCmd(), newVerifyCmd(), newCheckpointsCmd(),
+		newJobManagerCmd(), newTaskManagerCmd(), newListCmd(), newCancelCmd())
 	return root
 }

@@ -9,14 +9,14 @@ import (
 	"github.com/weirstream/weir/stream"
 )
 
-// startREST serves the REST API and /metrics of the job client runs, as
-// the configuration says: rest.bind-address (default localhost), rest.port
+// startREST serves the REST API and /metrics of the job client runs
+// (configured by jobCfg), as restCfg says: rest.bind-address (default localhost), rest.port
 // (default 8081; 0 picks a free port) and rest.auth-token (required to
 // bind anything but a loopback address). It returns the address it
 // listens on and a function that stops it; it also stops when ctx is
 // done. The API keeps answering after the job ends, until stopped.
-func startREST(ctx context.Context, client *stream.JobClient, cfg *config.Configuration, logger *slog.Logger) (addr string, stop func(), err error) {
-	cl, err := cfg.Cluster()
+func startREST(ctx context.Context, client *stream.JobClient, jobCfg, restCfg *config.Configuration, logger *slog.Logger) (addr string, stop func(), err error) {
+	cl, err := restCfg.Cluster()
 	if err != nil {
 		return "", nil, err
 	}
@@ -27,7 +27,7 @@ func startREST(ctx context.Context, client *stream.JobClient, cfg *config.Config
 		Master:    client.Master(),
 		Done:      client.Done(),
 		Err:       client.Wait,
-		Config:    cfg,
+		Config:    jobCfg,
 		Positions: client.Master().SourcePositions,
 	}, web.WithAuthToken(cl.RESTAuthToken), web.WithLogger(logger))
 	if err != nil {

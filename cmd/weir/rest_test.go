@@ -59,7 +59,7 @@ func TestStartREST(t *testing.T) {
 		return resp.StatusCode, string(b)
 	}
 
-	addr, stop, err := startREST(context.Background(), client, cfg, logger)
+	addr, stop, err := startREST(context.Background(), client, cfg, cfg, logger)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,14 +85,14 @@ func TestStartREST(t *testing.T) {
 	if err := open.Set(config.KeyRESTBindAddress, "0.0.0.0"); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := startREST(context.Background(), client, open, logger); err == nil ||
+	if _, _, err := startREST(context.Background(), client, open, open, logger); err == nil ||
 		!strings.Contains(err.Error(), "rest.bind-address") || !strings.Contains(err.Error(), "rest.auth-token") {
 		t.Fatalf("binding 0.0.0.0 without a token: %v, want an error naming rest.bind-address and rest.auth-token", err)
 	}
 	if err := open.Set(config.KeyRESTAuthToken, "s3cret"); err != nil {
 		t.Fatal(err)
 	}
-	addr, stop, err = startREST(context.Background(), client, open, logger)
+	addr, stop, err = startREST(context.Background(), client, open, open, logger)
 	if err != nil {
 		t.Fatal(err)
 	}

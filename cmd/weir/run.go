@@ -34,13 +34,16 @@ type runOptions struct {
 	bounded                                        bool
 	rate                                           float64
 	status                                         time.Duration
+	jobManager                                     string
+	inputRate                                      float64
+	detached                                       bool
 }
 
 func newRunCmd() *cobra.Command {
 	o := runOptions{}
 	cmd := &cobra.Command{
 		Use:   "run JOB",
-		Short: "Run a job (gatewaymeter) in this process",
+		Short: "Run a job (gatewaymeter) in this process, or submit it to a cluster with -m",
 		Long: `run runs a job in this process: job manager and task slots together.
 
 With no other flag, "weir run gatewaymeter" reads a live generated trace at
@@ -58,6 +61,12 @@ Options use Flink's names: -D execution.checkpointing.interval=1s,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if args[0] != "gatewaymeter" {
 				return fmt.Errorf("unknown job %q (known: gatewaymeter)", args[0])
+			}
+			if o.jobManager != "" {
+				if len(o.failAfter) > 0 {
+					return fmt.Errorf("--fail-after works in this process only; on a cluster, kill a task manager")
+				}
+				return submit(cmd.Context(), cmd.OutOrStdout(), o, args[0])
 			}
 			return runGatewayMeter(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), o)
 		},
@@ -77,6 +86,9 @@ Options use Flink's names: -D execution.checkpointing.interval=1s,
 	f.StringVar(&o.topicPrefix, "topic-prefix", "", "prefix of the Kafka topics")
 	f.StringVar(&o.delivery, "delivery", "exactly-once", "Kafka sink delivery guarantee: exactly-once, at-least-once or none")
 	f.BoolVar(&o.bounded, "bounded", false, "with --kafka: stop at the offsets that were latest at start")
+	f.Float64Var(&o.inputRate, "input-rate", 0, "with --input: read each partition at this many lines per second (0: as fast as the job goes)")
+	f.StringVarP(&o.jobManager, "jobmanager", "m", "", "submit the job to the cluster whose job manager is at this address instead of running it here")
+	f.BoolVarP(&o.detached, "detached", "d", false, "with -m: return once the job is submitted instead of following it")
 	return cmd
 }
 
@@ -126,39 +138,9 @@ func runGatewayMeter(ctx context.Context, stdout, stderr io.Writer, o runOptions
 	if err != nil {
 		return err
 	}
-	var src connector.Source[file.Line]
-	var kafkaSinks *gm.Sinks
-	if o.kafka != "" {
-		if o.input != "" {
-			return fmt.Errorf("--input and --kafka are exclusive: the job reads one or the other")
-		}
-		brokers := brokerList(o.kafka)
-		g, err := kafka.ParseDeliveryGuarantee(o.delivery)
-		if err != nil {
-			return fmt.Errorf("--delivery: %w", err)
-		}
-		topics := gm.DefaultKafkaTopics(o.topicPrefix)
-		if src, err = gm.KafkaSource(brokers, topics.Events, "weir-"+o.topicPrefix+"gatewaymeter", o.bounded); err != nil {
-			return fmt.Errorf("--kafka: %w", err)
-		}
-		s, err := gm.KafkaSinks(brokers, topics, g, "weir-"+o.topicPrefix+"gatewaymeter")
-		if err != nil {
-			return fmt.Errorf("--kafka: %w", err)
-		}
-		kafkaSinks = &s
-	} else if o.input != "" {
-		if _, err := gm.TraceFiles(o.input); err != nil {
-			return fmt.Errorf("--input: %w", err)
-		}
-		if src, err = file.Lines(filepath.Join(o.input, "part-*.jsonl")); err != nil {
-			return fmt.Errorf("--input: %w", err)
-		}
-	} else {
-		gc := gm.DefaultGenConfig()
-		gc.Seed = o.seed
-		if src, err = gm.NewLiveSource(gc, o.rate); err != nil {
-			return err
-		}
+	src, kafkaSinks, err := o.gatewayMeterIO()
+	if err != nil {
+		return err
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	var mu sync.Mutex
@@ -197,7 +179,7 @@ func runGatewayMeter(ctx context.Context, stdout, stderr io.Writer, o runOptions
 		return err
 	}
 	faults.start(client)
-	addr, stopREST, err := startREST(ctx, client, cfg, logger)
+	addr, stopREST, err := startREST(ctx, client, cfg, cfg, logger)
 	if err != nil {
 		stop(err)
 		client.Wait()
@@ -242,6 +224,46 @@ func runGatewayMeter(ctx context.Context, stdout, stderr io.Writer, o runOptions
 		return nil
 	}
 	return err
+}
+
+// gatewayMeterIO makes the job's source from --kafka, --input or the live
+// generator, and its sinks if they are Kafka topics (nil: files, which
+// need the job's id).
+func (o runOptions) gatewayMeterIO() (connector.Source[file.Line], *gm.Sinks, error) {
+	switch {
+	case o.kafka != "":
+		if o.input != "" {
+			return nil, nil, fmt.Errorf("--input and --kafka are exclusive: the job reads one or the other")
+		}
+		brokers := brokerList(o.kafka)
+		g, err := kafka.ParseDeliveryGuarantee(o.delivery)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--delivery: %w", err)
+		}
+		topics := gm.DefaultKafkaTopics(o.topicPrefix)
+		src, err := gm.KafkaSource(brokers, topics.Events, "weir-"+o.topicPrefix+"gatewaymeter", o.bounded)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--kafka: %w", err)
+		}
+		s, err := gm.KafkaSinks(brokers, topics, g, "weir-"+o.topicPrefix+"gatewaymeter")
+		if err != nil {
+			return nil, nil, fmt.Errorf("--kafka: %w", err)
+		}
+		return src, &s, nil
+	case o.input != "":
+		if _, err := gm.TraceFiles(o.input); err != nil {
+			return nil, nil, fmt.Errorf("--input: %w", err)
+		}
+		src, err := file.Lines(filepath.Join(o.input, "part-*.jsonl"), file.LinesPerSecond(o.inputRate))
+		if err != nil {
+			return nil, nil, fmt.Errorf("--input: %w", err)
+		}
+		return src, nil, nil
+	}
+	gc := gm.DefaultGenConfig()
+	gc.Seed = o.seed
+	src, err := gm.NewLiveSource(gc, o.rate)
+	return src, nil, err
 }
 
 // checkOutputDir refuses to mix a new run's output with an old one's.

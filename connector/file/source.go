@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/weirstream/weir/connector"
 )
@@ -39,6 +40,7 @@ type LineSource struct {
 	index   map[string]int
 	batch   int
 	bufSize int
+	rate    float64
 }
 
 // SourceOption configures a LineSource.
@@ -47,7 +49,14 @@ type SourceOption func(*sourceConfig)
 type sourceConfig struct {
 	batch   int
 	bufSize int
+	rate    float64
 }
+
+// LinesPerSecond paces the source: each split is read at about r lines a
+// second, as if the files were being written as the job reads them (to
+// replay a recorded trace at its own pace). 0, the default, reads as fast
+// as the job takes the lines.
+func LinesPerSecond(r float64) SourceOption { return func(c *sourceConfig) { c.rate = r } }
 
 // BatchLines sets the most lines returned per fetch. Default 1024.
 func BatchLines(n int) SourceOption { return func(c *sourceConfig) { c.batch = n } }
@@ -80,12 +89,14 @@ func Lines(path string, opts ...SourceOption) (*LineSource, error) {
 		return nil, fmt.Errorf("file: batch lines must be at least 1, got %d", c.batch)
 	case c.bufSize < 16:
 		return nil, fmt.Errorf("file: read buffer size must be at least 16 bytes, got %d", c.bufSize)
+	case c.rate < 0:
+		return nil, fmt.Errorf("file: lines per second must not be negative, got %v", c.rate)
 	}
 	base, paths, err := listInputs(path)
 	if err != nil {
 		return nil, err
 	}
-	s := &LineSource{pattern: path, base: base, index: make(map[string]int, len(paths)), batch: c.batch, bufSize: c.bufSize}
+	s := &LineSource{pattern: path, base: base, index: make(map[string]int, len(paths)), batch: c.batch, bufSize: c.bufSize, rate: c.rate}
 	for _, p := range paths {
 		rel, err := filepath.Rel(base, p)
 		if err != nil {
@@ -188,7 +199,11 @@ func (s *LineSource) Path(split string) string {
 // file's size, or just after a "\n". Any other offset means the file
 // changed since the checkpoint was taken, and is an error.
 func (s *LineSource) NewReader(_ context.Context, _ connector.ReaderInfo, splits []connector.SplitStart) (connector.Reader[Line], error) {
-	r := &lineReader{batch: s.batch}
+	r := &lineReader{batch: s.batch, rate: s.rate}
+	if r.rate > 0 {
+		// Small batches keep a paced stream smooth: about 20 a second.
+		r.batch = max(1, min(r.batch, int(r.rate/20)))
+	}
 	for _, sp := range splits {
 		if _, ok := s.index[sp.Split]; !ok {
 			r.Close()
@@ -252,12 +267,13 @@ func checkLineStart(f *os.File, path string, off int64) error {
 }
 
 type splitReader struct {
-	id   string
-	path string
-	f    *os.File
-	br   *bufio.Reader
-	next int64 // offset of the next line
-	done bool
+	id    string
+	path  string
+	f     *os.File
+	br    *bufio.Reader
+	next  int64 // offset of the next line
+	done  bool
+	lines int64 // lines returned, for pacing
 }
 
 // lineReader reads its splits in turn, one batch from each, so that every
@@ -266,6 +282,10 @@ type lineReader struct {
 	splits []*splitReader
 	batch  int
 	rr     int
+	// rate paces each split at rate lines a second (0: no pacing); read
+	// counts the lines each split returned since start.
+	rate  float64
+	start time.Time
 	// sizes of the last batch, to size the next one's allocations
 	hintBytes, hintLines int
 	ends                 []int // scratch: start and end of each line's text
@@ -279,10 +299,36 @@ func (r *lineReader) Fetch(ctx context.Context) (connector.Fetch[Line], error) {
 		sp := r.splits[r.rr]
 		r.rr = (r.rr + 1) % len(r.splits)
 		if !sp.done {
+			if err := r.pace(ctx, sp); err != nil {
+				return connector.Fetch[Line]{}, err
+			}
 			return r.read(sp)
 		}
 	}
 	return connector.Fetch[Line]{}, connector.ErrEndOfInput
+}
+
+// pace waits until sp may return another batch at the configured rate.
+func (r *lineReader) pace(ctx context.Context, sp *splitReader) error {
+	if r.rate <= 0 {
+		return nil
+	}
+	if r.start.IsZero() {
+		r.start = time.Now()
+	}
+	due := r.start.Add(time.Duration(float64(sp.lines) / r.rate * float64(time.Second)))
+	wait := time.Until(due)
+	if wait <= 0 {
+		return nil
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // read returns the next batch of sp's lines. All the lines' bytes go into
@@ -324,6 +370,7 @@ func (r *lineReader) read(sp *splitReader) (connector.Fetch[Line], error) {
 	}
 	r.hintBytes, r.hintLines, r.ends = len(buf)+len(buf)/8, len(recs), ends
 	sp.next = off
+	sp.lines += int64(len(recs))
 	if sp.done {
 		sp.f.Close()
 		sp.f, sp.br = nil, nil

@@ -400,3 +400,54 @@ func BenchmarkLines(b *testing.B) {
 		r.Close()
 	}
 }
+
+// TestLinesPerSecond: a paced source returns the same lines; a wait for
+// the pace ends with the context.
+func TestLinesPerSecond(t *testing.T) {
+	dir := t.TempDir()
+	writeFiles(t, dir, traces)
+	src, err := file.Lines(dir, file.LinesPerSecond(1e6))
+	if err != nil {
+		t.Fatal(err)
+	}
+	splits, _ := src.Splits(context.Background())
+	r, err := src.NewReader(context.Background(), connector.ReaderInfo{}, startAll(splits))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sizes := map[string]int64{}
+	for _, s := range splits {
+		sizes[s] = int64(len(traces[s]))
+	}
+	got, _ := drain(t, r, sizes)
+	r.Close()
+	for _, s := range splits {
+		if w := expected(s, traces[s]); !slices.Equal(got[s], w) {
+			t.Errorf("split %s:\n got %v\nwant %v", s, got[s], w)
+		}
+	}
+
+	// One line an hour: the second fetch waits, until the context ends.
+	slow, _ := file.Lines(dir, file.LinesPerSecond(1.0/3600))
+	r, err = slow.NewReader(context.Background(), connector.ReaderInfo{}, startAll([]string{"part-00000.jsonl"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if _, err := r.Fetch(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.Fetch(ctx)
+		done <- err
+	}()
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("paced fetch after cancel: %v", err)
+	}
+	if _, err := file.Lines(dir, file.LinesPerSecond(-1)); err == nil {
+		t.Fatal("a negative rate was accepted")
+	}
+}
