@@ -74,6 +74,8 @@ type sumJobs struct {
 
 type sumArgs struct {
 	Rate float64 `json:"rate"`
+	// Count is the records per partition (default perPartition).
+	Count int64 `json:"count"`
 }
 
 func (j *sumJobs) env(sub cluster.Submission, opts ...stream.Option) (*stream.Environment, error) {
@@ -89,7 +91,17 @@ func (j *sumJobs) env(sub cluster.Submission, opts ...stream.Option) (*stream.En
 	if err != nil {
 		return nil, err
 	}
-	src, err := datagen.New(gen, datagen.Partitions(partitions), datagen.Count(perPartition), datagen.BatchSize(50), datagen.RatePerSecond(args.Rate))
+	count, batch := args.Count, 50
+	if count == 0 {
+		count = perPartition
+	}
+	var dgOpts []datagen.Option
+	if args.Rate > 0 {
+		dgOpts = append(dgOpts, datagen.RatePerSecond(args.Rate))
+	} else {
+		batch = 1024
+	}
+	src, err := datagen.New(gen, append(dgOpts, datagen.Partitions(partitions), datagen.Count(count), datagen.BatchSize(batch))...)
 	if err != nil {
 		return nil, err
 	}
@@ -131,7 +143,7 @@ type taskManager struct {
 	done   chan struct{}
 }
 
-func startTaskManager(t *testing.T, id, jmAddr string, slots int, jobs cluster.Jobs) *taskManager {
+func startTaskManager(t testing.TB, id, jmAddr string, slots int, jobs cluster.Jobs) *taskManager {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -156,7 +168,7 @@ func (x *taskManager) stop() {
 	<-x.done
 }
 
-func startJobManager(t *testing.T, jobs cluster.Jobs, opts ...cluster.JobManagerOption) (*cluster.JobManager, string) {
+func startJobManager(t testing.TB, jobs cluster.Jobs, opts ...cluster.JobManagerOption) (*cluster.JobManager, string) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
