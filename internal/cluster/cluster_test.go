@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -340,4 +341,46 @@ func TestClusterRecoversFromALostTaskManager(t *testing.T) {
 		t.Fatal("the job did not restart")
 	}
 	check(t, jobs.sink.Results())
+}
+
+// TestClusterCancelAndBadSubmissions: a canceled job ends CANCELED and
+// frees its slots; a submission the job manager cannot start is refused
+// with the reason.
+func TestClusterCancelAndBadSubmissions(t *testing.T) {
+	jobs := &sumJobs{sink: streamtest.NewCollector[keyedSum](true), events: func(stream.JobEvent) {},
+		cfg: []string{"parallelism.default=2"}}
+	_, addr := startJobManager(t, jobs)
+	startTaskManager(t, "tm-0", addr, 2, jobs)
+	c, err := cluster.Dial(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Submit(context.Background(), cluster.Submission{JobID: "bad", Job: "sum", Args: []byte(`{"rate": "fast"}`)}); err == nil || !strings.Contains(err.Error(), "rate") {
+		t.Fatalf("a submission with bad arguments: %v, want an error naming them", err)
+	}
+	args, _ := json.Marshal(sumArgs{Rate: 10})
+	id, err := c.Submit(context.Background(), cluster.Submission{JobID: "slow", Job: "sum", Args: args})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Submit(context.Background(), cluster.Submission{JobID: "slow", Job: "sum", Args: args}); err == nil {
+		t.Fatal("a second job with the same id was accepted")
+	}
+	if err := c.Cancel(context.Background(), id); err != nil {
+		t.Fatal(err)
+	}
+	if st := waitJob(t, c, id); st.State != "CANCELED" {
+		t.Fatalf("canceled job ended %s", st.State)
+	}
+	ov, err := c.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ov.SlotsOccupied != 0 || ov.SlotsTotal != 2 {
+		t.Fatalf("after the cancel %d of %d slots are in use, want 0 of 2", ov.SlotsOccupied, ov.SlotsTotal)
+	}
+	if err := c.Cancel(context.Background(), "nope"); err == nil {
+		t.Fatal("canceling an unknown job succeeded")
+	}
 }

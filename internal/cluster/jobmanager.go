@@ -343,14 +343,13 @@ func (m *JobManager) submit(_ context.Context, sub *Submission) (*submitResponse
 		m.mu.Unlock()
 		return nil, status.Errorf(codes.AlreadyExists, "job %s exists", sub.JobID)
 	}
-	r := &jobRun{sub: *sub, started: time.Now(), state: "RUNNING"}
+	ctx, cancel := context.WithCancel(m.ctx)
+	r := &jobRun{sub: *sub, started: time.Now(), state: "RUNNING", cancel: cancel}
 	r.exec = &clusterExecutor{m: m, sub: *sub, where: map[runtime.TaskRef]string{}, placement: map[int]slotRef{}}
 	m.running[sub.JobID] = r
 	m.order = append(m.order, sub.JobID)
 	m.mu.Unlock()
 
-	ctx, cancel := context.WithCancel(m.ctx)
-	r.cancel = cancel
 	job, err := m.jobs.Start(ctx, *sub, func(g *runtime.JobGraph, l runtime.Listener) (runtime.Executor, error) {
 		r.exec.g, r.exec.l = g, l
 		return r.exec, nil
@@ -363,7 +362,9 @@ func (m *JobManager) submit(_ context.Context, sub *Submission) (*submitResponse
 		m.mu.Unlock()
 		return nil, status.Errorf(codes.InvalidArgument, "starting job %s: %v", sub.Job, err)
 	}
+	m.mu.Lock()
 	r.job = job
+	m.mu.Unlock()
 	m.log.Info("job submitted", "job", sub.Job, "job_id", sub.JobID)
 	if m.onJob != nil {
 		m.onJob(*sub, job)
@@ -434,12 +435,19 @@ func (m *JobManager) list(context.Context, *listRequest) (*listResponse, error) 
 func (m *JobManager) cancel(_ context.Context, req *cancelRequest) (*cancelResponse, error) {
 	m.mu.Lock()
 	r := m.running[req.JobID]
+	var job Job
+	if r != nil {
+		job = r.job
+	}
 	m.mu.Unlock()
-	if r == nil {
+	switch {
+	case r == nil:
 		return nil, status.Errorf(codes.NotFound, "no job %s", req.JobID)
+	case job == nil:
+		return nil, status.Errorf(codes.Unavailable, "job %s is still starting", req.JobID)
 	}
 	r.cancel()
-	<-r.job.Done()
+	<-job.Done()
 	return &cancelResponse{}, nil
 }
 
