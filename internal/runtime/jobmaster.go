@@ -174,12 +174,6 @@ func NewJobMaster(g *JobGraph, opts Options) (*JobMaster, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	if opts.BatchSize <= 0 {
-		opts.BatchSize = 1024
-	}
-	if opts.ChannelCapacity <= 0 {
-		opts.ChannelCapacity = 4
-	}
 	if opts.Restart == nil {
 		s, err := restart.New(restart.None{})
 		if err != nil {
