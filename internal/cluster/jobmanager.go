@@ -587,27 +587,20 @@ func (x *clusterExecutor) placeLocked(d runtime.Deployment) ([]func(), bool) {
 		msg.Tasks = append(msg.Tasks, id)
 		x.where[runtime.TaskRef{ID: id, Attempt: d.Attempt}] = tm.info.ID
 	}
-	for _, e := range x.g.Edges {
-		for j := range e.To.Parallelism {
-			for i := range e.From.Parallelism {
-				if e.Partitioner == runtime.Forward && i != j {
-					continue
-				}
-				from := checkpoint.TaskID{Vertex: e.From.UID, Subtask: i}
-				to := checkpoint.TaskID{Vertex: e.To.UID, Subtask: j}
-				if !in[from] || !in[to] {
-					continue
-				}
-				a, b := tmOf(from), tmOf(to)
-				if a == b {
-					continue
-				}
-				m.nextCh++
-				key := runtime.ChannelKey{Edge: e.ID, From: i, To: j}
-				msgs[a.info.ID].Remote = append(msgs[a.info.ID].Remote, remoteChannel{Key: key, Channel: runtime.RemoteChannel{ID: m.nextCh, Peer: b.info.ID, Addr: b.info.DataAddr}})
-				msgs[b.info.ID].Remote = append(msgs[b.info.ID].Remote, remoteChannel{Key: key, Channel: runtime.RemoteChannel{ID: m.nextCh, Peer: a.info.ID, Addr: a.info.DataAddr}})
-			}
+	for c := range x.g.Channels() {
+		from := checkpoint.TaskID{Vertex: c.Edge.From.UID, Subtask: c.From}
+		to := checkpoint.TaskID{Vertex: c.Edge.To.UID, Subtask: c.To}
+		if !in[from] || !in[to] {
+			continue
 		}
+		a, b := tmOf(from), tmOf(to)
+		if a == b {
+			continue
+		}
+		m.nextCh++
+		key := runtime.ChannelKey{Edge: c.Edge.ID, From: c.From, To: c.To}
+		msgs[a.info.ID].Remote = append(msgs[a.info.ID].Remote, remoteChannel{Key: key, Channel: runtime.RemoteChannel{ID: m.nextCh, Peer: b.info.ID, Addr: b.info.DataAddr}})
+		msgs[b.info.ID].Remote = append(msgs[b.info.ID].Remote, remoteChannel{Key: key, Channel: runtime.RemoteChannel{ID: m.nextCh, Peer: a.info.ID, Addr: a.info.DataAddr}})
 	}
 	var sends []func()
 	for id, msg := range msgs {

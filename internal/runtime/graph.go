@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"fmt"
+	"iter"
 
 	"github.com/weirstream/weir/internal/checkpoint"
 )
@@ -34,6 +35,34 @@ type Vertex struct {
 // Source reports whether the vertex reads from a source (it has no input
 // edges).
 func (v *Vertex) Source() bool { return len(v.Inputs) == 0 }
+
+// GraphChannel is one channel of a graph: from subtask From of Edge.From
+// to subtask To of Edge.To.
+type GraphChannel struct {
+	Edge     *Edge
+	From, To int
+}
+
+// Channels yields every channel of the graph: one per pair of producing
+// and consuming subtask of each edge, except that a forward edge connects
+// subtask i to subtask i only. The order is the one subtasks index them
+// by: by edge, then consumer, then producer.
+func (g *JobGraph) Channels() iter.Seq[GraphChannel] {
+	return func(yield func(GraphChannel) bool) {
+		for _, e := range g.Edges {
+			for j := range e.To.Parallelism {
+				for i := range e.From.Parallelism {
+					if e.Partitioner == Forward && i != j {
+						continue
+					}
+					if !yield(GraphChannel{Edge: e, From: i, To: j}) {
+						return
+					}
+				}
+			}
+		}
+	}
+}
 
 // Edge connects two vertices.
 type Edge struct {

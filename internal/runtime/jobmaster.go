@@ -209,18 +209,11 @@ func NewJobMaster(g *JobGraph, opts Options) (*JobMaster, error) {
 			fg.Tasks = append(fg.Tasks, failover.TaskID{Vertex: v.UID, Subtask: i})
 		}
 	}
-	for _, e := range g.Edges {
-		for i := range e.From.Parallelism {
-			for j := range e.To.Parallelism {
-				if e.Partitioner == Forward && i != j {
-					continue
-				}
-				fg.Edges = append(fg.Edges, failover.Edge{
-					From: failover.TaskID{Vertex: e.From.UID, Subtask: i},
-					To:   failover.TaskID{Vertex: e.To.UID, Subtask: j},
-				})
-			}
-		}
+	for c := range g.Channels() {
+		fg.Edges = append(fg.Edges, failover.Edge{
+			From: failover.TaskID{Vertex: c.Edge.From.UID, Subtask: c.From},
+			To:   failover.TaskID{Vertex: c.Edge.To.UID, Subtask: c.To},
+		})
 	}
 	regions, err := failover.NewRegions(fg)
 	if err != nil {

@@ -226,55 +226,47 @@ func (w *Worker) Deploy(ctx context.Context, d Deployment) {
 			cancels[id] = cancel
 		}
 	}
-	// Channels: one per pair of producing and consuming subtask of each
-	// edge (forward edges: subtask i to subtask i only), in the order the
-	// gate and the writers index them: by edge, then by producer (gate) or
-	// consumer (writer).
+	// Channels in the order the gates and writers index them (see
+	// JobGraph.Channels). A channel with one end here and the other in
+	// another process gets a bridge.
 	bridges := make(map[checkpoint.TaskID][]bridge)
 	var bad error
-	for _, e := range w.graph.Edges {
-		for j := range e.To.Parallelism {
-			for i := range e.From.Parallelism {
-				if e.Partitioner == Forward && i != j {
-					continue
-				}
-				key := ChannelKey{Edge: e.ID, From: i, To: j}
-				src := tasks[checkpoint.TaskID{Vertex: e.From.UID, Subtask: i}]
-				dst := tasks[checkpoint.TaskID{Vertex: e.To.UID, Subtask: j}]
-				rc, remote := d.Remote[key]
-				switch {
-				case src == nil && dst == nil:
-					continue
-				case src != nil && dst != nil:
-					c := newChannel(w.opts.ChannelCapacity, dst.gate.notify)
-					dst.gate.chans = append(dst.gate.chans, c)
-					dst.gate.logical = append(dst.gate.logical, e.Input)
-					src.outChans[e] = append(src.outChans[e], c)
-					continue
-				case !remote || w.opts.Peers == nil:
-					bad = fmt.Errorf("runtime: channel %v of edge %s→%s has no end in this deployment", key, e.From.Name, e.To.Name)
-					continue
-				}
-				if e.Codec == nil {
-					bad = fmt.Errorf("runtime: edge %s→%s has no codec to cross processes", e.From.Name, e.To.Name)
-					continue
-				}
-				bc, err := e.Codec()
-				if err != nil {
-					bad = fmt.Errorf("runtime: records of edge %s→%s cannot cross processes: %w", e.From.Name, e.To.Name, err)
-					continue
-				}
-				if dst != nil {
-					c := newChannel(w.opts.ChannelCapacity, dst.gate.notify)
-					dst.gate.chans = append(dst.gate.chans, c)
-					dst.gate.logical = append(dst.gate.logical, e.Input)
-					bridges[dst.id] = append(bridges[dst.id], bridge{key: key, rc: rc, c: c, code: bc})
-				} else {
-					c := newChannel(w.opts.ChannelCapacity, make(chan struct{}, 1))
-					src.outChans[e] = append(src.outChans[e], c)
-					bridges[src.id] = append(bridges[src.id], bridge{out: true, key: key, rc: rc, c: c, code: bc})
-				}
-			}
+	for gc := range w.graph.Channels() {
+		e := gc.Edge
+		key := ChannelKey{Edge: e.ID, From: gc.From, To: gc.To}
+		src := tasks[checkpoint.TaskID{Vertex: e.From.UID, Subtask: gc.From}]
+		dst := tasks[checkpoint.TaskID{Vertex: e.To.UID, Subtask: gc.To}]
+		rc, remote := d.Remote[key]
+		switch {
+		case src == nil && dst == nil:
+			continue
+		case src != nil && dst != nil:
+			c := newChannel(w.opts.ChannelCapacity, dst.gate.notify)
+			dst.gate.chans = append(dst.gate.chans, c)
+			dst.gate.logical = append(dst.gate.logical, e.Input)
+			src.outChans[e] = append(src.outChans[e], c)
+			continue
+		case !remote || w.opts.Peers == nil:
+			bad = fmt.Errorf("runtime: channel %v of edge %s→%s has no end in this deployment", key, e.From.Name, e.To.Name)
+			continue
+		case e.Codec == nil:
+			bad = fmt.Errorf("runtime: edge %s→%s has no codec to cross processes", e.From.Name, e.To.Name)
+			continue
+		}
+		bc, err := e.Codec()
+		if err != nil {
+			bad = fmt.Errorf("runtime: records of edge %s→%s cannot cross processes: %w", e.From.Name, e.To.Name, err)
+			continue
+		}
+		if dst != nil {
+			c := newChannel(w.opts.ChannelCapacity, dst.gate.notify)
+			dst.gate.chans = append(dst.gate.chans, c)
+			dst.gate.logical = append(dst.gate.logical, e.Input)
+			bridges[dst.id] = append(bridges[dst.id], bridge{key: key, rc: rc, c: c, code: bc})
+		} else {
+			c := newChannel(w.opts.ChannelCapacity, make(chan struct{}, 1))
+			src.outChans[e] = append(src.outChans[e], c)
+			bridges[src.id] = append(bridges[src.id], bridge{out: true, key: key, rc: rc, c: c, code: bc})
 		}
 	}
 	w.mu.Lock()

@@ -243,23 +243,16 @@ func (s *Server) cut(ctx context.Context, cid string) (cutInfo, error) {
 		}
 		out.Vertices = append(out.Vertices, cv)
 	}
-	for _, e := range g.Edges {
-		for j := range e.To.Parallelism {
-			st, timed := timing[checkpoint.TaskID{Vertex: e.To.UID, Subtask: j}]
-			for i := range e.From.Parallelism {
-				if e.Partitioner == runtime.Forward && i != j {
-					continue
-				}
-				ch := cutChannel{
-					Edge: e.ID, From: s.ids[e.From], FromSubtask: i, To: s.ids[e.To], ToSubtask: j,
-					Input: e.Input, ShipStrategy: e.Partitioner.String(),
-				}
-				if timed && !st.Finished {
-					ch.StartDelay, ch.AlignmentDuration = ptr(st.StartDelay), ptr(st.Alignment.Duration)
-				}
-				out.Channels = append(out.Channels, ch)
-			}
+	for c := range g.Channels() {
+		e := c.Edge
+		ch := cutChannel{
+			Edge: e.ID, From: s.ids[e.From], FromSubtask: c.From, To: s.ids[e.To], ToSubtask: c.To,
+			Input: e.Input, ShipStrategy: e.Partitioner.String(),
 		}
+		if st, timed := timing[checkpoint.TaskID{Vertex: e.To.UID, Subtask: c.To}]; timed && !st.Finished {
+			ch.StartDelay, ch.AlignmentDuration = ptr(st.StartDelay), ptr(st.Alignment.Duration)
+		}
+		out.Channels = append(out.Channels, ch)
 	}
 	return out, nil
 }
