@@ -300,11 +300,13 @@ func (c *Coordinator) MetadataWritten(now time.Time, id int64, err error) ([]Out
 
 // TaskFinished records that task reached the end of its input and
 // terminated. Checkpoints triggered from now on neither trigger it nor wait
-// for it; the statistics show it as finished. A checkpoint triggered
-// before still waits for its acknowledgement (a task acknowledges every
-// barrier it received before it finished): without it the checkpoint is
-// declined or expires. Once every task has finished no checkpoint is
-// triggered.
+// for it; the statistics show it as finished. A task's acknowledgements
+// arrive before its finish, so a pending checkpoint it has not
+// acknowledged never will be: it is aborted for task-closing, which does
+// not count as a failure, and the next checkpoint leaves the task out (a
+// task can finish without seeing a barrier that is on its way, or without
+// the trigger that was sent to it). Once every task has finished no
+// checkpoint is triggered.
 func (c *Coordinator) TaskFinished(now time.Time, task checkpoint.TaskID) ([]Output, error) {
 	if c.state == stopped {
 		return nil, ErrStopped
@@ -318,9 +320,19 @@ func (c *Coordinator) TaskFinished(now time.Time, task checkpoint.TaskID) ([]Out
 	}
 	c.finished[i] = true
 	c.numFinished++
+	// A task that finished can no longer acknowledge: a pending checkpoint
+	// still waiting for it would wait until it expires. Abort it (it does
+	// not count as a failure); the next one leaves the task out.
+	for _, p := range slices.Clone(c.pending) {
+		if _, waiting := p.waiting[task]; waiting && !p.finalizing {
+			c.abort(now, p, ReasonTaskClosing, fmt.Errorf("%v finished without acknowledging checkpoint %d", task, p.id), false)
+		}
+	}
 	if c.allFinished() {
 		c.nextPeriodic = time.Time{}
 		c.periodicQueued = false
+	} else {
+		c.runQueued(now)
 	}
 	return c.take(), nil
 }
