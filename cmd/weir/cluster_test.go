@@ -141,11 +141,13 @@ var (
 	restoredRE  = regexp.MustCompile(`msg="restored from checkpoint" job_id=\S+ checkpoint=(\d+) path=\S+ source_positions="([^"]*)"`)
 )
 
-func startCluster(t *testing.T, taskManagers int) *testCluster {
+// startCluster starts a job manager and task managers. Heartbeats go
+// every 200 ms; a task manager silent for heartbeatTimeout is lost.
+func startCluster(t *testing.T, taskManagers int, heartbeatTimeout string) *testCluster {
 	t.Helper()
 	c := &testCluster{dir: t.TempDir()}
 	c.jm = startProc(t, c.dir, "jobmanager", "jobmanager", "--listen", "127.0.0.1:0",
-		"-D", "heartbeat.interval=200 ms", "-D", "heartbeat.timeout=10 s", "-D", "rest.port=0")
+		"-D", "heartbeat.interval=200 ms", "-D", "heartbeat.timeout="+heartbeatTimeout, "-D", "rest.port=0")
 	c.addr = c.jm.waitLog(t, listeningRE, 1)[0][1]
 	client, err := cluster.Dial(c.addr)
 	if err != nil {
@@ -330,7 +332,7 @@ func skipClusterUnlessEnabled(t *testing.T) {
 // from a completed checkpoint and the outputs match the oracle exactly.
 func TestClusterKillTaskManagerBetweenCheckpoints(t *testing.T) {
 	skipClusterUnlessEnabled(t)
-	c := startCluster(t, 4)
+	c := startCluster(t, 4, "10 s")
 	j := c.submit(t)
 	j.waitCheckpoint(t, 2)
 	c.tms[1].kill(t)
@@ -354,7 +356,7 @@ func TestClusterKillTaskManagerBetweenCheckpoints(t *testing.T) {
 // the outputs match the oracle exactly.
 func TestClusterKillTaskManagerDuringCheckpoint(t *testing.T) {
 	skipClusterUnlessEnabled(t)
-	c := startCluster(t, 4)
+	c := startCluster(t, 4, "10 s")
 	j := c.submit(t)
 	j.waitCheckpoint(t, 1)
 	victim := c.tms[2]
@@ -396,7 +398,7 @@ func TestClusterKillTaskManagerDuringCheckpoint(t *testing.T) {
 // one as soon as the job has restored from the first kill.
 func TestClusterKillTwoTaskManagersInARow(t *testing.T) {
 	skipClusterUnlessEnabled(t)
-	c := startCluster(t, 4)
+	c := startCluster(t, 4, "10 s")
 	j := c.submit(t)
 	j.waitCheckpoint(t, 2)
 	c.tms[0].kill(t)
@@ -411,6 +413,33 @@ func TestClusterKillTwoTaskManagersInARow(t *testing.T) {
 	ids := j.restores(t)
 	if len(ids) < 2 {
 		t.Fatalf("restored %v, want two restores", ids)
+	}
+	j.checkRestored(t, ids)
+	t.Logf("restored from checkpoints %v; outputs verified", ids)
+}
+
+// TestClusterFrozenTaskManagerIsDeclaredLost freezes a task manager
+// (SIGSTOP) without killing it: its connections stay open, so only the
+// missing heartbeats tell. After heartbeat.timeout the job manager
+// declares it lost, the job restores on a replacement, and the outputs
+// match the oracle exactly.
+func TestClusterFrozenTaskManagerIsDeclaredLost(t *testing.T) {
+	skipClusterUnlessEnabled(t)
+	c := startCluster(t, 4, "2 s")
+	j := c.submit(t)
+	j.waitCheckpoint(t, 1)
+	victim := c.tms[1]
+	if err := victim.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("froze %s (SIGSTOP)", victim.name)
+	c.addTaskManager(t)
+	lost := c.jm.waitLog(t, regexp.MustCompile(`msg="task manager lost" task_manager=(tm-02) err="no heartbeat for 2s \(heartbeat.timeout\)"`), 1)
+	t.Logf("job manager: %s", lost[0][0])
+	j.finish(t)
+	ids := j.restores(t)
+	if len(ids) == 0 {
+		t.Fatal("the job did not restore")
 	}
 	j.checkRestored(t, ids)
 	t.Logf("restored from checkpoints %v; outputs verified", ids)
