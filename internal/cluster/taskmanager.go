@@ -135,11 +135,12 @@ func (tm *TaskManager) session(ctx context.Context, conn *grpc.ClientConn) error
 	}
 }
 
-// heartbeats reports the subtasks' counters each interval and ends the
+// heartbeats reports the subtasks' counters each interval, at least once
+// a second so that the REST API's metrics stay fresh, and ends the
 // session if the job manager has been silent for the timeout.
 func (s *tmSession) heartbeats(interval, timeout time.Duration) {
-	if interval <= 0 {
-		interval = 10 * time.Second
+	if interval <= 0 || interval > time.Second {
+		interval = time.Second
 	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
