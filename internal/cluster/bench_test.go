@@ -7,13 +7,24 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weirstream/weir/connector"
 	"github.com/weirstream/weir/internal/cluster"
 	"github.com/weirstream/weir/stream"
-	"github.com/weirstream/weir/streamtest"
 )
 
+// discardSink drops what it gets.
+type discardSink struct{}
+
+func (discardSink) NewWriter(context.Context, connector.WriterInfo) (connector.SinkWriter[keyedSum], error) {
+	return discardSink{}, nil
+}
+func (discardSink) Write(keyedSum, int64) error                            { return nil }
+func (discardSink) PrepareCommit(context.Context, int64) ([][]byte, error) { return nil, nil }
+func (discardSink) Close() error                                           { return nil }
+
 // BenchmarkDataPlane runs a keyed running sum (4 source partitions,
-// parallelism 4, keyBy between source and sum) as one process and on two
+// parallelism 4, keyBy between source and sum, a discarding sink) as one
+// process and on two
 // task managers, whose channels then cross TCP on loopback through netio,
 // and reports records per second. The task managers share the benchmark's
 // OS process but nothing else: every record between them is encoded,
@@ -24,8 +35,7 @@ func BenchmarkDataPlane(b *testing.B) {
 		b.Run(mode, func(b *testing.B) {
 			var total time.Duration
 			for i := 0; b.Loop(); i++ {
-				jobs := &sumJobs{sink: streamtest.NewCollector[keyedSum](false), events: func(stream.JobEvent) {},
-					cfg: []string{"parallelism.default=4"}}
+				jobs := &sumJobs{discard: true, events: func(stream.JobEvent) {}, cfg: []string{"parallelism.default=4"}}
 				args, _ := json.Marshal(sumArgs{Count: count})
 				sub := cluster.Submission{JobID: fmt.Sprintf("bench-%d", i), Job: "sum", Args: args}
 				if mode == "embedded" {

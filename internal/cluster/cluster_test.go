@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/weirstream/weir/config"
+	"github.com/weirstream/weir/connector"
 	"github.com/weirstream/weir/connector/datagen"
 	"github.com/weirstream/weir/internal/cluster"
 	"github.com/weirstream/weir/internal/netio"
@@ -60,17 +61,29 @@ const (
 	keys         = 16
 )
 
+// keyNames are the keys, made once: formatting one per record would cost
+// more than the rest of the job.
+var keyNames = func() []string {
+	ks := make([]string, keys)
+	for i := range ks {
+		ks[i] = fmt.Sprintf("k%02d", i)
+	}
+	return ks
+}()
+
 func gen(p int, seq int64) rec {
-	return rec{Key: fmt.Sprintf("k%02d", (int64(p)*7+seq)%keys), Value: int64(p) + partitions*seq + 1, P: p, Seq: seq}
+	return rec{Key: keyNames[(int64(p)*7+seq)%keys], Value: int64(p) + partitions*seq + 1, P: p, Seq: seq}
 }
 
 // sumJobs builds a keyed running sum over a rate-limited generator, with
 // a transactional collecting sink shared by every role (they all run in
 // this test's process).
 type sumJobs struct {
-	sink   *streamtest.Collector[keyedSum]
-	events func(stream.JobEvent)
-	cfg    []string
+	sink *streamtest.Collector[keyedSum]
+	// discard, if set, replaces sink by one that drops everything.
+	discard bool
+	events  func(stream.JobEvent)
+	cfg     []string
 }
 
 type sumArgs struct {
@@ -108,7 +121,11 @@ func (j *sumJobs) env(sub cluster.Submission, opts ...stream.Option) (*stream.En
 	}
 	in := stream.FromSource(env, src, "numbers", stream.NoWatermarks[rec]())
 	sums := stream.Process(stream.KeyBy(in, func(r rec) string { return r.Key }), stream.KeyedProcessFunction[string, rec, keyedSum](&runningSum{}), stream.Uid("sum"))
-	stream.SinkTo(sums, j.sink, stream.Uid("sink"))
+	if j.discard {
+		stream.SinkTo(sums, connector.Sink[keyedSum](discardSink{}), stream.Uid("sink"))
+	} else {
+		stream.SinkTo(sums, j.sink, stream.Uid("sink"))
+	}
 	return env, nil
 }
 
