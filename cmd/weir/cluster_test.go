@@ -195,10 +195,13 @@ type job struct {
 	rest           string
 }
 
-func (c *testCluster) submit(t *testing.T) *job {
+func (c *testCluster) submit(t *testing.T) *job { return c.submitNamed(t, "") }
+
+// submitNamed submits a job whose trace and outputs are named after name.
+func (c *testCluster) submitNamed(t *testing.T, name string) *job {
 	t.Helper()
 	bin := weirBinary(t)
-	j := &job{c: c, trace: filepath.Join(c.dir, "trace"), out: filepath.Join(c.dir, "out")}
+	j := &job{c: c, trace: filepath.Join(c.dir, "trace"+name), out: filepath.Join(c.dir, "out"+name)}
 	gen := exec.Command(bin, "gen", "gatewaymeter", "--seed", "11", "--requests", "6000", "--partitions", "8",
 		"--tenants", "20", "--bad-rate", "0.01", "--out", j.trace)
 	if out, err := gen.CombinedOutput(); err != nil {
@@ -207,7 +210,7 @@ func (c *testCluster) submit(t *testing.T) *job {
 	// About 1500 lines per partition at 200 a second: the job runs for
 	// some 8 seconds, checkpointing every second.
 	run := exec.Command(bin, "run", "-m", c.addr, "-d", "gatewaymeter", "--input", j.trace, "--output", j.out,
-		"--checkpoint-dir", filepath.Join(c.dir, "checkpoints"), "--input-rate", "200",
+		"--checkpoint-dir", filepath.Join(c.dir, "checkpoints"+name), "--input-rate", "200",
 		"-D", "execution.checkpointing.interval=1 s",
 		"-D", "restart-strategy.type=fixed-delay", "-D", "restart-strategy.fixed-delay.attempts=10",
 		"-D", "restart-strategy.fixed-delay.delay=200 ms")
@@ -533,4 +536,26 @@ func TestClusterKafkaExactlyOnceAcrossAKill(t *testing.T) {
 		t.Fatal("the job did not restore")
 	}
 	t.Logf("restored from checkpoints %v; Kafka outputs verified read_committed", ids)
+}
+
+// TestClusterJobManagerRestart kills the job manager while a job runs and
+// starts a new one at the same address: the task managers cancel what
+// they ran, register again, and run the next job over fresh data
+// connections, exactly-once.
+func TestClusterJobManagerRestart(t *testing.T) {
+	skipClusterUnlessEnabled(t)
+	c := startCluster(t, 3, "10 s")
+	first := c.submitNamed(t, "-1")
+	first.waitCheckpoint(t, 1)
+	c.jm.kill(t)
+	c.jm = startProc(t, c.dir, "jobmanager-2", "jobmanager", "--listen", c.addr,
+		"-D", "heartbeat.interval=200 ms", "-D", "heartbeat.timeout=10 s", "-D", "rest.port=0")
+	c.jm.waitLog(t, listeningRE, 1)
+	c.waitTaskManagers(t, 3)
+	for _, tm := range c.tms {
+		tm.waitLog(t, regexp.MustCompile(`msg="registered with the job manager"`), 2)
+	}
+	second := c.submitNamed(t, "-2")
+	second.finish(t)
+	t.Log("the second job manager ran a job on the re-registered task managers; outputs verified")
 }

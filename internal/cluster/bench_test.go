@@ -68,16 +68,7 @@ func runOnCluster(b *testing.B, jobs *sumJobs, sub cluster.Submission) time.Dura
 		b.Fatal(err)
 	}
 	defer c.Close()
-	for {
-		ov, err := c.List(context.Background())
-		if err != nil {
-			b.Fatal(err)
-		}
-		if len(ov.TaskManagers) == 2 {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitTaskManagers(b, c, 2)
 	b.StartTimer()
 	start := time.Now()
 	id, err := c.Submit(context.Background(), sub)

@@ -265,6 +265,25 @@ func (e *events) waitFor(t *testing.T, kind runtime.EventKind, ok func(stream.Jo
 	}
 }
 
+// waitTaskManagers waits until n task managers are registered.
+func waitTaskManagers(t testing.TB, c *cluster.Client, n int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ov, err := c.List(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ov.TaskManagers) == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d task managers registered after 30 s, want %d", len(ov.TaskManagers), n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 func waitJob(t *testing.T, c *cluster.Client, jobID string) cluster.JobStatus {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
@@ -373,6 +392,7 @@ func TestClusterCancelAndBadSubmissions(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	waitTaskManagers(t, c, 1)
 	if _, err := c.Submit(context.Background(), cluster.Submission{JobID: "bad", Job: "sum", Args: []byte(`{"rate": "fast"}`)}); err == nil || !strings.Contains(err.Error(), "rate") {
 		t.Fatalf("a submission with bad arguments: %v, want an error naming them", err)
 	}

@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -126,7 +128,12 @@ type jobRun struct {
 
 // NewJobManager returns a job manager for jobs.
 func NewJobManager(jobs Jobs, opts ...JobManagerOption) *JobManager {
+	var seed [4]byte
+	_, _ = rand.Read(seed[:])
 	m := &JobManager{
+		// Channel ids start at a random point so that a restarted job
+		// manager does not reuse ids its predecessor handed out.
+		nextCh:     binary.BigEndian.Uint32(seed[:]),
 		jobs:       jobs,
 		log:        slog.Default(),
 		hbInterval: 10 * time.Second,
@@ -145,7 +152,8 @@ func NewJobManager(jobs Jobs, opts ...JobManagerOption) *JobManager {
 // Close is called.
 func (m *JobManager) Serve(ctx context.Context, ln net.Listener) error {
 	m.ctx, m.stop = context.WithCancel(ctx)
-	m.srv = grpc.NewServer(grpc.ForceServerCodecV2(jsonCodec{}))
+	m.srv = grpc.NewServer(grpc.ForceServerCodecV2(jsonCodec{}),
+		grpc.MaxRecvMsgSize(maxMessage), grpc.MaxSendMsgSize(maxMessage))
 	m.srv.RegisterService(serviceDesc(), m)
 	go m.heartbeats()
 	go func() {
@@ -208,6 +216,9 @@ func (m *JobManager) session(stream grpc.ServerStream) error {
 	ctx, end := context.WithCancelCause(stream.Context())
 	tm := &tmConn{info: info, since: time.Now(), lastHeartbeat: time.Now(), reports: map[string]jobReport{},
 		slots: make([]string, info.Slots), end: end, signal: make(chan struct{}, 1)}
+	// Registered goes first: it is queued before anything else can see the
+	// task manager.
+	tm.send(&jmMessage{Registered: &registeredMsg{HeartbeatInterval: m.hbInterval, HeartbeatTimeout: m.hbTimeout}})
 	m.mu.Lock()
 	if old := m.tms[info.ID]; old != nil {
 		m.mu.Unlock()
@@ -216,7 +227,6 @@ func (m *JobManager) session(stream grpc.ServerStream) error {
 	m.tms[info.ID] = tm
 	m.mu.Unlock()
 	m.log.Info("task manager registered", "task_manager", info.ID, "slots", info.Slots, "data_addr", info.DataAddr)
-	tm.send(&jmMessage{Registered: &registeredMsg{HeartbeatInterval: m.hbInterval, HeartbeatTimeout: m.hbTimeout}})
 
 	sendErr := make(chan error, 1)
 	go func() { sendErr <- tm.sender(ctx, stream) }()
@@ -233,15 +243,22 @@ func (m *JobManager) session(stream grpc.ServerStream) error {
 	}()
 	m.schedule()
 	var err error
+	sent := false
 	select {
 	case err = <-recvErr:
 		err = fmt.Errorf("session ended: %w", err)
 	case err = <-sendErr:
-		err = fmt.Errorf("sending: %w", err)
+		err, sent = fmt.Errorf("sending: %w", err), true
 	case <-ctx.Done():
 		err = context.Cause(ctx)
 	}
 	m.lose(tm, err)
+	// The stream must not be used once the handler returns: the sender
+	// stops with ctx, which lose ended. The receiver's RecvMsg returns
+	// when the stream ends.
+	if !sent {
+		<-sendErr
+	}
 	return nil
 }
 
@@ -432,7 +449,7 @@ func (m *JobManager) list(context.Context, *listRequest) (*listResponse, error) 
 	return resp, nil
 }
 
-func (m *JobManager) cancel(_ context.Context, req *cancelRequest) (*cancelResponse, error) {
+func (m *JobManager) cancel(ctx context.Context, req *cancelRequest) (*cancelResponse, error) {
 	m.mu.Lock()
 	r := m.running[req.JobID]
 	var job Job
@@ -447,20 +464,20 @@ func (m *JobManager) cancel(_ context.Context, req *cancelRequest) (*cancelRespo
 		return nil, status.Errorf(codes.Unavailable, "job %s is still starting", req.JobID)
 	}
 	r.cancel()
-	<-job.Done()
-	return &cancelResponse{}, nil
+	select {
+	case <-job.Done():
+		return &cancelResponse{}, nil
+	case <-ctx.Done():
+		return nil, status.Errorf(codes.DeadlineExceeded, "job %s is still stopping", req.JobID)
+	}
 }
 
 // schedule retries the deployments waiting for slots.
 func (m *JobManager) schedule() {
 	m.mu.Lock()
-	var sends []func()
+	defer m.mu.Unlock()
 	for _, id := range m.order {
-		sends = append(sends, m.running[id].exec.retryLocked()...)
-	}
-	m.mu.Unlock()
-	for _, f := range sends {
-		f()
+		m.running[id].exec.retryLocked()
 	}
 }
 
@@ -491,33 +508,22 @@ type clusterExecutor struct {
 // there are slots for it, else when task managers offer them.
 func (x *clusterExecutor) Deploy(_ context.Context, d runtime.Deployment) {
 	x.m.mu.Lock()
+	defer x.m.mu.Unlock()
 	x.pending = append(x.pending, d)
-	sends := x.retryLocked()
-	x.m.mu.Unlock()
-	for _, f := range sends {
-		f()
-	}
+	x.retryLocked()
 }
 
 // retryLocked sends the pending deployments that have slots now, in
-// order; it returns the sends (and failure reports) to run after unlock.
-func (x *clusterExecutor) retryLocked() []func() {
-	var out []func()
-	for len(x.pending) > 0 && !x.released {
-		d := x.pending[0]
-		f, ok := x.placeLocked(d)
-		if !ok {
-			break
-		}
+// order.
+func (x *clusterExecutor) retryLocked() {
+	for len(x.pending) > 0 && !x.released && x.placeLocked(x.pending[0]) {
 		x.pending = x.pending[1:]
-		out = append(out, f...)
 	}
-	return out
 }
 
-// placeLocked assigns slots to d's subtasks and prepares its deploy
-// messages, or reports ok=false if there are not enough free slots.
-func (x *clusterExecutor) placeLocked(d runtime.Deployment) ([]func(), bool) {
+// placeLocked assigns slots to d's subtasks and queues its deploy
+// messages, or reports false if there are not enough free slots.
+func (x *clusterExecutor) placeLocked(d runtime.Deployment) bool {
 	m := x.m
 	need := map[int]bool{}
 	for _, id := range d.Tasks {
@@ -549,7 +555,7 @@ func (x *clusterExecutor) placeLocked(d runtime.Deployment) ([]func(), bool) {
 			total += len(tm.slots)
 		}
 		m.log.Warn("waiting for task slots", "job_id", x.sub.JobID, "needed", len(missing), "free", len(frees), "registered", total)
-		return nil, false
+		return false
 	}
 	// Spread over task managers: take from the one with the most free
 	// slots each time, ties by id.
@@ -602,17 +608,13 @@ func (x *clusterExecutor) placeLocked(d runtime.Deployment) ([]func(), bool) {
 		msgs[a.info.ID].Remote = append(msgs[a.info.ID].Remote, remoteChannel{Key: key, Channel: runtime.RemoteChannel{ID: m.nextCh, Peer: b.info.ID, Addr: b.info.DataAddr}})
 		msgs[b.info.ID].Remote = append(msgs[b.info.ID].Remote, remoteChannel{Key: key, Channel: runtime.RemoteChannel{ID: m.nextCh, Peer: a.info.ID, Addr: a.info.DataAddr}})
 	}
-	var sends []func()
+	// Queue the deploy messages now, under m.mu: a Cancel, which also
+	// holds it, must not overtake them.
 	for id, msg := range msgs {
-		tm := m.tms[id]
-		placed := make([]string, 0, len(msg.Tasks))
-		for _, t := range msg.Tasks {
-			placed = append(placed, t.String())
-		}
 		m.log.Info("deploying", "job_id", x.sub.JobID, "task_manager", id, "attempt", d.Attempt, "subtasks", len(msg.Tasks), "remote_channels", len(msg.Remote))
-		sends = append(sends, func() { tm.send(&jmMessage{Deploy: msg}) })
+		m.tms[id].send(&jmMessage{Deploy: msg})
 	}
-	return sends, true
+	return true
 }
 
 // lostLocked forgets the task manager tm: its slots and placements go,
@@ -683,21 +685,29 @@ func (x *clusterExecutor) Cancel(refs []runtime.TaskRef, cause error) {
 	}
 }
 
-func (x *clusterExecutor) route(ref runtime.TaskRef, msg *jmMessage) {
+// route sends msg to the task manager running ref and reports whether
+// there is one.
+func (x *clusterExecutor) route(ref runtime.TaskRef, msg *jmMessage) bool {
 	x.m.mu.Lock()
 	defer x.m.mu.Unlock()
-	if tm := x.m.tms[x.where[ref]]; tm != nil {
+	tm := x.m.tms[x.where[ref]]
+	if tm != nil {
 		tm.send(msg)
 	}
+	return tm != nil
 }
 
 func (x *clusterExecutor) taskMsg(ref runtime.TaskRef) taskMsg {
 	return taskMsg{JobID: x.sub.JobID, Ref: ref}
 }
 
-// Trigger implements runtime.Executor.
+// Trigger implements runtime.Executor. A subtask that is not deployed
+// (it waits for a slot) declines at once, which does not count as a
+// failure: the checkpoint would otherwise wait for it until it expires.
 func (x *clusterExecutor) Trigger(ref runtime.TaskRef, b runtime.Barrier) {
-	x.route(ref, &jmMessage{Trigger: &triggerMsg{taskMsg: x.taskMsg(ref), Barrier: b}})
+	if !x.route(ref, &jmMessage{Trigger: &triggerMsg{taskMsg: x.taskMsg(ref), Barrier: b}}) {
+		x.l.Decline(ref, b.ID, runtime.DeclineTaskNotReady, fmt.Errorf("%v is not deployed: it waits for a task slot", ref.ID))
+	}
 }
 
 // NotifyComplete implements runtime.Executor.

@@ -26,6 +26,11 @@ import (
 
 const serviceName = "weir.cluster.v1.JobManager"
 
+// maxMessage bounds a control-plane message. Without a checkpoint
+// directory, acknowledgements carry state and deployments the restored
+// checkpoint inline, beyond gRPC's default of 4 MiB.
+const maxMessage = 512 << 20
+
 // jsonCodec encodes control-plane messages as JSON.
 type jsonCodec struct{}
 

@@ -46,7 +46,7 @@ func (tm *TaskManager) ID() string { return tm.id }
 func (tm *TaskManager) Run(ctx context.Context) error {
 	conn, err := grpc.NewClient(tm.jmAddr,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(jsonCodec{})))
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(jsonCodec{}), grpc.MaxCallRecvMsgSize(maxMessage), grpc.MaxCallSendMsgSize(maxMessage)))
 	if err != nil {
 		return fmt.Errorf("cluster: job manager address %q: %w", tm.jmAddr, err)
 	}
@@ -101,7 +101,13 @@ func (tm *TaskManager) session(ctx context.Context, conn *grpc.ClientConn) error
 		return err
 	}
 	s := &tmSession{tm: tm, stream: stream, ctx: sctx, end: end, workers: map[string]Worker{}, lastJM: time.Now()}
-	defer s.shutdown(errors.New("the session with the job manager ended"))
+	defer func() {
+		// The subtasks belonged to this session: stop them, then drop the
+		// data connections they used, so that the next session's channels
+		// start on fresh connections.
+		s.shutdown(errors.New("the session with the job manager ended"))
+		tm.peers.Reset()
+	}()
 	s.send(&tmMessage{Register: &TaskManagerInfo{ID: tm.id, DataAddr: tm.peers.Addr(), Slots: tm.slots}})
 	var first jmMessage
 	if err := stream.RecvMsg(&first); err != nil {
@@ -131,6 +137,9 @@ func (tm *TaskManager) session(ctx context.Context, conn *grpc.ClientConn) error
 	case err := <-recvErr:
 		return err
 	case <-sctx.Done():
+		// Wait for the receiver (the stream ends with sctx), so that no
+		// deploy runs while the session shuts down.
+		<-recvErr
 		return context.Cause(sctx)
 	}
 }

@@ -549,6 +549,26 @@ func (b *byteReader) ReadByte() (byte, error) {
 	return b.buf[0], nil
 }
 
+// errReset ends the connections Reset drops.
+var errReset = fmt.Errorf("%w: reset", ErrClosed)
+
+// Reset drops every connection at once, without flushing, and keeps
+// accepting new ones: what a process does when the work its channels
+// served is gone (its job manager went away), so that a later peer starts
+// from fresh connections and channel ids are never confused with old
+// ones.
+func (p *Peers) Reset() {
+	p.mu.Lock()
+	conns := p.conns
+	p.conns = map[string]*Conn{}
+	p.mu.Unlock()
+	for peer, c := range conns {
+		p.logger.Info("netio: dropping connection to peer", "peer", peer)
+		c.fail(errReset)
+		_ = c.Close()
+	}
+}
+
 // Close stops accepting connections, aborts dials and waits under way and
 // closes every connection (Conn.Close: frames already handed over are
 // written out first). It returns the errors of the listener and of

@@ -470,3 +470,21 @@ func TestPeersCloseAborts(t *testing.T) {
 		}
 	}
 }
+
+// TestPeersReset drops every connection at once: both sides see theirs
+// end, and the next Conn calls make a fresh connection on which channel
+// ids used before are new again.
+func TestPeersReset(t *testing.T) {
+	a, b := newPeer(t, "tm-a"), newPeer(t, "tm-b")
+	ac, bc := connect(t, a, b)
+	exchange(t, ac, bc, 1)
+	ac.Release(1)
+	b.Reset()
+	waitDone(t, bc, "reset side")
+	waitDone(t, ac, "peer side")
+	ac2, bc2 := connect(t, a, b)
+	if ac2 == ac || bc2 == bc {
+		t.Fatal("Conn after Reset returned the old connection")
+	}
+	exchange(t, ac2, bc2, 1)
+}

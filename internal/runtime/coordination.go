@@ -43,6 +43,9 @@ const (
 	DeclineAsyncFailure
 	// DeclineTaskClosing: the subtask had finished when the trigger came.
 	DeclineTaskClosing
+	// DeclineTaskNotReady: the subtask is not running yet (it waits for a
+	// slot); it does not count as a failure.
+	DeclineTaskNotReady
 )
 
 // CheckpointAction is an effect the coordinator asks for.

@@ -74,6 +74,8 @@ func (a *coordinatorAdapter) Decline(now time.Time, task checkpoint.TaskID, id i
 		reason = coordinator.ReasonAsyncFailure
 	case DeclineTaskClosing:
 		reason = coordinator.ReasonTaskClosing
+	case DeclineTaskNotReady:
+		reason = coordinator.ReasonTaskNotReady
 	}
 	out, _ := a.c.Decline(now, task, id, fmt.Errorf("%w: %w", reason, err))
 	return a.actions(out)

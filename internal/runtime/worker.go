@@ -313,6 +313,11 @@ func (w *Worker) run(ref TaskRef, t *Task, cancel context.CancelCauseFunc, bridg
 	var in, out sync.WaitGroup
 	var conns []*netio.Conn
 	var chans []uint32
+	defer func() {
+		for i, conn := range conns {
+			conn.Release(chans[i])
+		}
+	}()
 	for _, b := range bridges {
 		conn, cerr := w.opts.Peers.Conn(t.ctx, b.rc.Peer, b.rc.Addr)
 		if cerr != nil {
@@ -350,9 +355,6 @@ func (w *Worker) run(ref TaskRef, t *Task, cancel context.CancelCauseFunc, bridg
 	out.Wait()
 	cancel(errTaskExited)
 	in.Wait()
-	for i, conn := range conns {
-		conn.Release(chans[i])
-	}
 }
 
 // errTaskExited stops the network channels of a subtask that has exited.
