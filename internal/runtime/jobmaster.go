@@ -491,7 +491,11 @@ func (jm *JobMaster) fail(id checkpoint.TaskID, cause error, global bool) error 
 		}
 	}
 	jm.emit(Event{Kind: EventRestarting, Task: id, Tasks: ids, Err: cause, Message: d.String()})
-	jm.stop(ids, errRestart)
+	// The job master does not wait here for the canceled subtasks: on a
+	// cluster that can take until a frozen task manager is declared lost,
+	// and the job master must go on answering meanwhile. The redeploy
+	// waits for them instead: a subtask never runs twice at once.
+	stopped := jm.cancel(ids, errRestart)
 	// Checkpointing stays suspended until the subtasks are back: a trigger
 	// now would reach only canceled subtasks and wait for its timeout.
 	jm.restarting++
@@ -525,26 +529,47 @@ func (jm *JobMaster) fail(id checkpoint.TaskID, cause error, global bool) error 
 		}
 		return jm.perform(jm.ctx, acts)
 	}
-	if d.Delay <= 0 {
-		return redeploy()
+	whenStopped := func() {
+		go func() {
+			<-stopped
+			jm.post(redeploy)
+		}()
 	}
-	jm.clock.AfterFunc(d.Delay, func() { jm.post(redeploy) })
+	if d.Delay <= 0 {
+		whenStopped()
+		return nil
+	}
+	jm.clock.AfterFunc(d.Delay, whenStopped)
 	return nil
 }
 
 // stop cancels the running subtasks among ids and waits for them to exit.
-func (jm *JobMaster) stop(ids []checkpoint.TaskID, cause error) {
-	var stopped []*taskRun
+func (jm *JobMaster) stop(ids []checkpoint.TaskID, cause error) { <-jm.cancel(ids, cause) }
+
+// cancel cancels the running subtasks among ids and returns a channel
+// closed once every current deployment among ids has exited, including
+// those canceled before and still stopping.
+func (jm *JobMaster) cancel(ids []checkpoint.TaskID, cause error) <-chan struct{} {
+	var dones []chan struct{}
 	var refs []TaskRef
 	for _, tid := range ids {
-		if r := jm.tasks[tid]; r != nil && !r.canceled {
+		r := jm.tasks[tid]
+		if r == nil {
+			continue
+		}
+		dones = append(dones, r.done)
+		if !r.canceled {
 			r.canceled = true
-			stopped = append(stopped, r)
 			refs = append(refs, r.ref)
 		}
 	}
 	jm.exec.Cancel(refs, cause)
-	for _, r := range stopped {
-		<-r.done
-	}
+	all := make(chan struct{})
+	go func() {
+		for _, d := range dones {
+			<-d
+		}
+		close(all)
+	}()
+	return all
 }
