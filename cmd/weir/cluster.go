@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -24,6 +23,7 @@ import (
 	"github.com/weirstream/weir/internal/cluster"
 	"github.com/weirstream/weir/internal/netio"
 	"github.com/weirstream/weir/internal/runtime"
+	"github.com/weirstream/weir/internal/web"
 	"github.com/weirstream/weir/stream"
 )
 
@@ -76,8 +76,8 @@ func newJobManagerCmd() *cobra.Command {
 		Short: "Run a job manager: schedules jobs on task managers, coordinates checkpoints, serves REST",
 		Long: `jobmanager runs the cluster's job manager. Task managers register with it
 ("weir taskmanager --jobmanager ADDR"), jobs are submitted to it ("weir run -m
-ADDR JOB"), and it serves the REST API and web UI of the newest job on
-rest.port (default 8081).
+ADDR JOB"), and it serves the REST API and web UI of all its jobs on
+rest.port (default 8081; the UI opens the newest).
 
 A task manager that misses heartbeats for heartbeat.timeout, or whose
 connection breaks, is declared lost: its subtasks count as failed and the
@@ -112,16 +112,17 @@ func runJobManager(ctx context.Context, stderr io.Writer, listen string, cfg *co
 		return fmt.Errorf("--listen %s: %w", listen, err)
 	}
 	jobs := &binaryJobs{logger: logger}
-	var mu sync.Mutex
-	var stopREST func()
-	defer func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if stopREST != nil {
-			stopREST()
-		}
-	}()
-	jm := cluster.NewJobManager(jobs,
+	var jm *cluster.JobManager
+	restAddr, addJob, stopREST, err := startDirectory(ctx, cfg, logger, func() web.ClusterInfo {
+		tms, total, free := jm.Slots()
+		return web.ClusterInfo{TaskManagers: tms, SlotsTotal: total, SlotsAvailable: free}
+	})
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer stopREST()
+	jm = cluster.NewJobManager(jobs,
 		cluster.WithLogger(logger),
 		cluster.WithHeartbeat(cl.HeartbeatInterval, cl.HeartbeatTimeout),
 		cluster.WithJobStarted(func(sub cluster.Submission, job cluster.Job) {
@@ -129,19 +130,11 @@ func runJobManager(ctx context.Context, stderr io.Writer, listen string, cfg *co
 			if !ok {
 				return
 			}
-			mu.Lock()
-			defer mu.Unlock()
-			if stopREST != nil {
-				stopREST()
-				stopREST = nil
-			}
-			addr, stop, err := startREST(ctx, c.JobClient, c.cfg, cfg, logger)
-			if err != nil {
-				logger.Error("REST API not started", "job_id", sub.JobID, "err", err)
+			if err := addJob(c.JobClient, c.cfg); err != nil {
+				logger.Error("REST API does not serve job", "job_id", sub.JobID, "err", err)
 				return
 			}
-			stopREST = stop
-			logger.Info("REST API serves job", "job_id", sub.JobID, "addr", addr)
+			logger.Info("REST API serves job", "job_id", sub.JobID, "addr", restAddr)
 		}))
 	fmt.Fprintf(stderr, "weir: job manager listening on %s; start task managers with: weir taskmanager --jobmanager %s\n", ln.Addr(), ln.Addr())
 	return jm.Serve(ctx, ln)

@@ -44,3 +44,28 @@ func startREST(ctx context.Context, client *stream.JobClient, jobCfg, restCfg *c
 		srv.Close()
 	}, nil
 }
+
+// startDirectory serves the REST API and web UI of every job of a job
+// manager, as restCfg says (see startREST); add registers a job.
+func startDirectory(ctx context.Context, restCfg *config.Configuration, logger *slog.Logger, info func() web.ClusterInfo) (addr string, add func(*stream.JobClient, *config.Configuration) error, stop func(), err error) {
+	cl, err := restCfg.Cluster()
+	if err != nil {
+		return "", nil, nil, err
+	}
+	if err := web.CheckBind(cl.RESTBindAddress, cl.RESTAuthToken); err != nil {
+		return "", nil, nil, err
+	}
+	dir := web.NewDirectory(info, web.WithAuthToken(cl.RESTAuthToken), web.WithLogger(logger))
+	addr, stopListening, err := dir.Listen(ctx, cl.RESTBindAddress, cl.RESTPort)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	logger.Info("REST API listening", "addr", addr, "auth", cl.RESTAuthToken != "")
+	add = func(c *stream.JobClient, jobCfg *config.Configuration) error {
+		return dir.Add(web.Job{Master: c.Master(), Done: c.Done(), Err: c.Wait, Config: jobCfg, Positions: c.Master().SourcePositions})
+	}
+	return addr, add, func() {
+		stopListening()
+		dir.Close()
+	}, nil
+}

@@ -472,6 +472,22 @@ func (m *JobManager) cancel(ctx context.Context, req *cancelRequest) (*cancelRes
 	}
 }
 
+// Slots reports the registered task managers and their slots, in total
+// and free.
+func (m *JobManager) Slots() (taskManagers, total, free int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, tm := range m.tms {
+		total += len(tm.slots)
+		for _, s := range tm.slots {
+			if s == "" {
+				free++
+			}
+		}
+	}
+	return len(m.tms), total, free
+}
+
 // schedule retries the deployments waiting for slots.
 func (m *JobManager) schedule() {
 	m.mu.Lock()

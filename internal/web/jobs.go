@@ -100,20 +100,27 @@ func (s *Server) slots() int {
 
 func (s *Server) overview(w http.ResponseWriter) {
 	o := overviewInfo{TaskManagers: 1, SlotsTotal: s.slots()}
-	switch s.state() {
-	case stateRunning:
-		o.JobsRunning = 1
-	case stateFinished:
-		o.JobsFinished = 1
-		o.SlotsAvailable = o.SlotsTotal
-	case stateCanceled:
-		o.JobsCancelled = 1
-		o.SlotsAvailable = o.SlotsTotal
-	default:
-		o.JobsFailed = 1
+	if !o.count(s.state()) {
 		o.SlotsAvailable = o.SlotsTotal
 	}
 	writeJSON(w, http.StatusOK, o)
+}
+
+// count adds a job in state to the overview's counts and reports whether
+// it is running.
+func (o *overviewInfo) count(state string) (running bool) {
+	switch state {
+	case stateRunning:
+		o.JobsRunning++
+		return true
+	case stateFinished:
+		o.JobsFinished++
+	case stateCanceled:
+		o.JobsCancelled++
+	default:
+		o.JobsFailed++
+	}
+	return false
 }
 
 // jobIDs is Flink's JobIdsWithStatusOverview.
@@ -130,6 +137,11 @@ func (s *Server) jobs(w http.ResponseWriter) {
 	writeJSON(w, http.StatusOK, jobIDs{Jobs: []jobIDStatus{{ID: s.jm.JobID(), Status: s.state()}}})
 }
 
+// jobsOverviewInfo is Flink's MultipleJobsDetails.
+type jobsOverviewInfo struct {
+	Jobs []jobOverview `json:"jobs"`
+}
+
 // jobOverview is one entry of Flink's MultipleJobsDetails.
 type jobOverview struct {
 	JID              string         `json:"jid"`
@@ -143,6 +155,11 @@ type jobOverview struct {
 }
 
 func (s *Server) jobsOverview(w http.ResponseWriter) {
+	writeJSON(w, http.StatusOK, jobsOverviewInfo{Jobs: []jobOverview{s.overviewEntry()}})
+}
+
+// overviewEntry is the job's line in /jobs/overview.
+func (s *Server) overviewEntry() jobOverview {
 	start, end, dur, now := s.times()
 	state := s.state()
 	tasks := map[string]int{"total": 0}
@@ -157,9 +174,7 @@ func (s *Server) jobsOverview(w http.ResponseWriter) {
 	if end >= 0 {
 		last = end
 	}
-	writeJSON(w, http.StatusOK, struct {
-		Jobs []jobOverview `json:"jobs"`
-	}{[]jobOverview{{JID: s.jm.JobID(), Name: s.jm.Graph().Name, State: state, StartTime: start, EndTime: end, Duration: dur, LastModification: last, Tasks: tasks}}})
+	return jobOverview{JID: s.jm.JobID(), Name: s.jm.Graph().Name, State: state, StartTime: start, EndTime: end, Duration: dur, LastModification: last, Tasks: tasks}
 }
 
 // jobDetailsInfo is Flink's JobDetailsInfo.

@@ -46,7 +46,12 @@ const shutdownTimeout = 2 * time.Second
 // called or ctx is done, and returns the address it listens on. It refuses
 // a non-loopback host unless the server has an auth token (CheckBind).
 func (s *Server) Listen(ctx context.Context, host string, port int) (addr string, stop func(), err error) {
-	if err := CheckBind(host, s.opts.token); err != nil {
+	return listen(ctx, s, s.opts, host, port)
+}
+
+// listen serves h on host:port as Listen describes.
+func listen(ctx context.Context, h http.Handler, opts options, host string, port int) (addr string, stop func(), err error) {
+	if err := CheckBind(host, opts.token); err != nil {
 		return "", nil, err
 	}
 	if port < 0 || port > 65535 {
@@ -57,7 +62,7 @@ func (s *Server) Listen(ctx context.Context, host string, port int) (addr string
 		return "", nil, fmt.Errorf("web: listening on %s=%s, %s=%d: %w", config.KeyRESTBindAddress, host, config.KeyRESTPort, port, err)
 	}
 	srv := &http.Server{
-		Handler:           s,
+		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
@@ -65,7 +70,7 @@ func (s *Server) Listen(ctx context.Context, host string, port int) (addr string
 	go func() {
 		defer close(served)
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			s.opts.logger.Warn("REST API stopped", "err", err)
+			opts.logger.Warn("REST API stopped", "err", err)
 		}
 	}()
 	stopped := make(chan struct{})

@@ -101,7 +101,7 @@ type Server struct {
 // New returns the REST API of job and starts its background sampler; Close
 // stops it.
 func New(job Job, opts ...Option) (*Server, error) {
-	o := options{interval: time.Second, logger: slog.Default()}
+	o := defaultOptions()
 	for _, f := range opts {
 		f(&o)
 	}
@@ -192,31 +192,42 @@ func VertexID(uid string) string {
 	return hex.EncodeToString(sum[:16])
 }
 
+// defaultOptions are a server's options before any Option.
+func defaultOptions() options { return options{interval: time.Second, logger: slog.Default()} }
+
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if s.opts.token != "" && !s.authorized(r) {
+	if checkRequest(w, r, s.opts.token) {
+		s.route(w, r)
+	}
+}
+
+// checkRequest answers a request that lacks the bearer token (if token is
+// set) or that would modify anything, and reports whether it may go on.
+func checkRequest(w http.ResponseWriter, r *http.Request, token string) bool {
+	if token != "" && !authorized(r, token) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="weir"`)
 		writeError(w, http.StatusUnauthorized, "missing or invalid bearer token (rest.auth-token)")
-		return
+		return false
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
 		writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("%s is not allowed on %s: the REST API is read-only", r.Method, r.URL.Path))
-		return
+		return false
 	}
-	s.route(w, r)
+	return true
 }
 
 // authorized checks the request's bearer token. Both sides are hashed
 // first so that the comparison takes the same time whatever the lengths.
-func (s *Server) authorized(r *http.Request) bool {
+func authorized(r *http.Request, token string) bool {
 	h := r.Header.Get("Authorization")
 	scheme, tok, ok := strings.Cut(h, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
 		return false
 	}
 	got := sha256.Sum256([]byte(strings.TrimSpace(tok)))
-	want := sha256.Sum256([]byte(s.opts.token))
+	want := sha256.Sum256([]byte(token))
 	return subtle.ConstantTimeCompare(got[:], want[:]) == 1
 }
 
@@ -319,9 +330,17 @@ func validJobID(id string) bool {
 	return true
 }
 
-func (s *Server) checkJob(id string) error {
+// checkJobID rejects a malformed job id.
+func checkJobID(id string) error {
 	if !validJobID(id) {
 		return badRequest("malformed job id %q: want letters, digits, '.', '_' or '-'", id)
+	}
+	return nil
+}
+
+func (s *Server) checkJob(id string) error {
+	if err := checkJobID(id); err != nil {
+		return err
 	}
 	if id != s.jm.JobID() {
 		return notFoundf("job %s not found", id)

@@ -1,0 +1,157 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/weirstream/weir/internal/web/ui"
+)
+
+// ClusterInfo is what a job manager knows of its task managers, for
+// GET /overview.
+type ClusterInfo struct {
+	TaskManagers   int
+	SlotsTotal     int
+	SlotsAvailable int
+}
+
+// Directory serves the REST API and the web UI of every job a job manager
+// runs: GET /overview, /jobs and /jobs/overview cover them all (newest
+// first, so the UI opens the newest), /jobs/:jobid/... is answered by that
+// job's Server, and /metrics carries every job's samples (each labelled
+// with its job_id).
+type Directory struct {
+	opts    options
+	cluster func() ClusterInfo
+	reg     *prometheus.Registry
+	prom    http.Handler
+
+	mu      sync.Mutex
+	servers map[string]*Server
+	order   []string // job ids, newest first
+}
+
+// NewDirectory returns an empty directory. cluster, if not nil, reports
+// the task managers and slots for GET /overview.
+func NewDirectory(cluster func() ClusterInfo, opts ...Option) *Directory {
+	o := options{logger: defaultOptions().logger, interval: defaultOptions().interval}
+	for _, f := range opts {
+		f(&o)
+	}
+	d := &Directory{opts: o, cluster: cluster, reg: prometheus.NewRegistry(), servers: map[string]*Server{}}
+	d.prom = promhttp.HandlerFor(d.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+	return d
+}
+
+// Add starts serving job, with the directory's options.
+func (d *Directory) Add(job Job) error {
+	opts := []Option{func(o *options) { *o = d.opts }}
+	s, err := New(job, opts...)
+	if err != nil {
+		return err
+	}
+	id := s.jm.JobID()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, dup := d.servers[id]; dup {
+		s.Close()
+		return errors.New("web: job " + id + " is already served")
+	}
+	if err := d.reg.Register(collector{s}); err != nil {
+		s.Close()
+		return err
+	}
+	d.servers[id] = s
+	d.order = slices.Insert(d.order, 0, id)
+	return nil
+}
+
+func (d *Directory) all() []*Server {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]*Server, len(d.order))
+	for i, id := range d.order {
+		out[i] = d.servers[id]
+	}
+	return out
+}
+
+func (d *Directory) server(id string) *Server {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.servers[id]
+}
+
+// Listen serves the directory on host:port as Server.Listen does.
+func (d *Directory) Listen(ctx context.Context, host string, port int) (addr string, stop func(), err error) {
+	return listen(ctx, d, d.opts, host, port)
+}
+
+// Close stops every job's server.
+func (d *Directory) Close() error {
+	var errs []error
+	for _, s := range d.all() {
+		errs = append(errs, s.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// ServeHTTP implements http.Handler.
+func (d *Directory) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !checkRequest(w, r, d.opts.token) {
+		return
+	}
+	p := r.URL.Path
+	if p == "/" || p == "/index.html" || strings.HasPrefix(p, ui.Prefix) {
+		uiHandler.ServeHTTP(w, r)
+		return
+	}
+	seg := strings.Split(strings.Trim(p, "/"), "/")
+	switch {
+	case len(seg) == 1 && seg[0] == "overview":
+		var o overviewInfo
+		if d.cluster != nil {
+			c := d.cluster()
+			o.TaskManagers, o.SlotsTotal, o.SlotsAvailable = c.TaskManagers, c.SlotsTotal, c.SlotsAvailable
+		}
+		for _, s := range d.all() {
+			o.count(s.state())
+		}
+		writeJSON(w, http.StatusOK, o)
+	case len(seg) == 1 && seg[0] == "metrics":
+		d.prom.ServeHTTP(w, r)
+	case len(seg) == 1 && seg[0] == "jobs":
+		var out jobIDs
+		out.Jobs = []jobIDStatus{}
+		for _, s := range d.all() {
+			out.Jobs = append(out.Jobs, jobIDStatus{ID: s.jm.JobID(), Status: s.state()})
+		}
+		writeJSON(w, http.StatusOK, out)
+	case len(seg) == 2 && seg[0] == "jobs" && seg[1] == "overview":
+		out := jobsOverviewInfo{Jobs: []jobOverview{}}
+		for _, s := range d.all() {
+			out.Jobs = append(out.Jobs, s.overviewEntry())
+		}
+		writeJSON(w, http.StatusOK, out)
+	case len(seg) >= 2 && seg[0] == "jobs":
+		s := d.server(seg[1])
+		if s == nil {
+			if err := checkJobID(seg[1]); err != nil {
+				writeErr(w, err)
+				return
+			}
+			writeErr(w, notFoundf("job %s not found", seg[1]))
+			return
+		}
+		s.route(w, r)
+	default:
+		notFound(w, r)
+	}
+}
