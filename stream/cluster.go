@@ -47,7 +47,7 @@ func (e *Environment) NewWorker(ctx context.Context, name string, peers runtime.
 	if err != nil {
 		return nil, err
 	}
-	wo := runtime.WorkerOptions{JobID: e.jobID, Logger: e.logger, Peers: peers, Checkpointing: cp.Enabled}
+	wo := runtime.WorkerOptions{JobID: e.jobID, Logger: e.logger.With("job", name, "job_id", e.jobID), Peers: peers, Checkpointing: cp.Enabled}
 	if e.clock != nil {
 		wo.Clock = e.clock
 	}

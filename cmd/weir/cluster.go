@@ -243,7 +243,7 @@ func (j *binaryJobs) env(sub cluster.Submission, extra ...stream.Option) (*strea
 		return nil, err
 	}
 	env, err := stream.NewEnvironment(append([]stream.Option{stream.WithConfig(cfg), stream.WithJobID(sub.JobID),
-		stream.WithLogger(j.logger.With("job_id", sub.JobID))}, extra...)...)
+		stream.WithLogger(j.logger)}, extra...)...)
 	if err != nil {
 		return nil, err
 	}
