@@ -191,6 +191,7 @@ func (c *testCluster) waitTaskManagers(t *testing.T, n int) {
 // job is GatewayMeter submitted to the cluster over a seeded trace.
 type job struct {
 	id, trace, out string
+	ckpt           string
 	c              *testCluster
 	rest           string
 }
@@ -200,21 +201,28 @@ func (c *testCluster) submit(t *testing.T) *job { return c.submitNamed(t, "") }
 // submitNamed submits a job whose trace and outputs are named after name.
 func (c *testCluster) submitNamed(t *testing.T, name string) *job {
 	t.Helper()
-	bin := weirBinary(t)
-	j := &job{c: c, trace: filepath.Join(c.dir, "trace"+name), out: filepath.Join(c.dir, "out"+name)}
-	gen := exec.Command(bin, "gen", "gatewaymeter", "--seed", "11", "--requests", "6000", "--partitions", "8",
+	j := &job{c: c, trace: filepath.Join(c.dir, "trace"+name), out: filepath.Join(c.dir, "out"+name), ckpt: filepath.Join(c.dir, "checkpoints"+name)}
+	gen := exec.Command(weirBinary(t), "gen", "gatewaymeter", "--seed", "11", "--requests", "6000", "--partitions", "8",
 		"--tenants", "20", "--bad-rate", "0.01", "--out", j.trace)
 	if out, err := gen.CombinedOutput(); err != nil {
 		t.Fatalf("weir gen: %v\n%s", err, out)
 	}
+	c.run(t, j)
+	return j
+}
+
+// run submits j's job (again, with extra arguments such as --from) and
+// sets its id and REST address.
+func (c *testCluster) run(t *testing.T, j *job, extra ...string) {
+	t.Helper()
 	// About 1500 lines per partition at 200 a second: the job runs for
 	// some 8 seconds, checkpointing every second.
-	run := exec.Command(bin, "run", "-m", c.addr, "-d", "gatewaymeter", "--input", j.trace, "--output", j.out,
-		"--checkpoint-dir", filepath.Join(c.dir, "checkpoints"+name), "--input-rate", "200",
+	args := append([]string{"run", "-m", c.addr, "-d", "gatewaymeter", "--input", j.trace, "--output", j.out,
+		"--checkpoint-dir", j.ckpt, "--input-rate", "200",
 		"-D", "execution.checkpointing.interval=1 s",
 		"-D", "restart-strategy.type=fixed-delay", "-D", "restart-strategy.fixed-delay.attempts=10",
-		"-D", "restart-strategy.fixed-delay.delay=200 ms")
-	out, err := run.CombinedOutput()
+		"-D", "restart-strategy.fixed-delay.delay=200 ms"}, extra...)
+	out, err := exec.Command(weirBinary(t), args...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("weir run -m: %v\n%s", err, out)
 	}
@@ -223,8 +231,8 @@ func (c *testCluster) submitNamed(t *testing.T, name string) *job {
 		t.Fatalf("weir run -m printed no job id:\n%s", out)
 	}
 	j.id = string(m[1])
-	j.rest = c.jm.waitLog(t, restRE, 1)[0][1]
-	return j
+	served := regexp.MustCompile(`msg="REST API serves job" job_id=` + j.id + ` addr=(\S+)`)
+	j.rest = c.jm.waitLog(t, served, 1)[0][1]
 }
 
 // checkpoints reads the job's checkpoint statistics from the REST API.
@@ -557,5 +565,13 @@ func TestClusterJobManagerRestart(t *testing.T) {
 	}
 	second := c.submitNamed(t, "-2")
 	second.finish(t)
-	t.Log("the second job manager ran a job on the re-registered task managers; outputs verified")
+	// The first job died with its job manager; resume it from its
+	// retained checkpoints into the same output.
+	firstID := first.id
+	c.run(t, first, "--from", filepath.Join(first.ckpt, firstID))
+	first.finish(t)
+	if ids := first.restores(t); len(ids) != 1 || ids[0] < 1 {
+		t.Fatalf("the resumed job restored %v, want one restore from a checkpoint of job %s", ids, firstID)
+	}
+	t.Log("a second job manager ran a new job and resumed the first from its checkpoint; both outputs verified")
 }
