@@ -9,17 +9,12 @@ import (
 	"github.com/weirstream/weir/config"
 	"github.com/weirstream/weir/connector/datagen"
 	"github.com/weirstream/weir/internal/cluster"
-	"github.com/weirstream/weir/internal/runtime"
 	"github.com/weirstream/weir/stream"
 )
 
-// slowJobs is an unbounded generator → keyBy → running sum whose subtasks
+// slowJob is an unbounded generator → keyBy → running sum whose subtasks
 // take 20 ms per batch: a slow consumer on the other side of the network.
-type slowJobs struct {
-	job *stream.JobClient
-}
-
-func (j *slowJobs) env(sub cluster.Submission, opts ...stream.Option) (*stream.Environment, error) {
+func slowJob(sub cluster.Submission, opts ...stream.Option) (*stream.Environment, error) {
 	cfg, err := config.ParseDynamic([]string{"parallelism.default=2"})
 	if err != nil {
 		return nil, err
@@ -44,27 +39,6 @@ func (j *slowJobs) env(sub cluster.Submission, opts ...stream.Option) (*stream.E
 	return env, nil
 }
 
-func (j *slowJobs) Start(ctx context.Context, sub cluster.Submission, newExec func(*runtime.JobGraph, runtime.Listener) (runtime.Executor, error)) (cluster.Job, error) {
-	env, err := j.env(sub, stream.WithExecutor(newExec))
-	if err != nil {
-		return nil, err
-	}
-	c, err := env.ExecuteAsync(ctx, sub.Job)
-	if err != nil {
-		return nil, err
-	}
-	j.job = c
-	return clientJob{c}, nil
-}
-
-func (j *slowJobs) Worker(ctx context.Context, sub cluster.Submission, peers runtime.Peers, l runtime.Listener) (cluster.Worker, error) {
-	env, err := j.env(sub)
-	if err != nil {
-		return nil, err
-	}
-	return env.NewWorker(ctx, sub.Job, peers, l)
-}
-
 // TestClusterBackpressureIsBounded runs an unbounded source against a
 // slow keyed operator on two task managers, so half of the channels cross
 // the network. The sources must be held back: they wait on their outputs,
@@ -72,7 +46,7 @@ func (j *slowJobs) Worker(ctx context.Context, sub cluster.Submission, peers run
 // the buffers (per channel: the sending channel, the network credit, the
 // receiving channel, each a few batches), however long the job runs.
 func TestClusterBackpressureIsBounded(t *testing.T) {
-	jobs := &slowJobs{}
+	jobs := &envJobs{env: slowJob}
 	_, addr := startJobManager(t, jobs)
 	for _, id := range []string{"tm-0", "tm-1"} {
 		startTaskManager(t, id, addr, 1, jobs)
@@ -101,7 +75,7 @@ func TestClusterBackpressureIsBounded(t *testing.T) {
 	deadline := start.Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		sent, received, waited = 0, 0, 0
-		for _, m := range jobs.job.Master().SubtaskMetrics() {
+		for _, m := range jobs.job().Master().SubtaskMetrics() {
 			switch m.Task.Vertex {
 			case "numbers":
 				sent += m.RecordsIn

@@ -35,7 +35,7 @@ func BenchmarkDataPlane(b *testing.B) {
 		b.Run(mode, func(b *testing.B) {
 			var total time.Duration
 			for i := 0; b.Loop(); i++ {
-				jobs := &sumJobs{discard: true, events: func(stream.JobEvent) {}, cfg: []string{"parallelism.default=4"}}
+				jobs := &sumJobs{discard: true, cfg: []string{"parallelism.default=4"}}
 				args, _ := json.Marshal(sumArgs{Count: count})
 				sub := cluster.Submission{JobID: fmt.Sprintf("bench-%d", i), Job: "sum", Args: args}
 				if mode == "embedded" {
@@ -49,7 +49,7 @@ func BenchmarkDataPlane(b *testing.B) {
 					}
 					total += time.Since(start)
 				} else {
-					total += runOnCluster(b, jobs, sub)
+					total += runOnCluster(b, jobs.jobs(func(stream.JobEvent) {}), sub)
 				}
 			}
 			b.ReportMetric(float64(count*partitions*b.N)/total.Seconds(), "records/s")
@@ -57,7 +57,7 @@ func BenchmarkDataPlane(b *testing.B) {
 	}
 }
 
-func runOnCluster(b *testing.B, jobs *sumJobs, sub cluster.Submission) time.Duration {
+func runOnCluster(b *testing.B, jobs cluster.Jobs, sub cluster.Submission) time.Duration {
 	b.StopTimer()
 	_, addr := startJobManager(b, jobs)
 	for i := range 2 {

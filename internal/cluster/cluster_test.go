@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -82,8 +83,13 @@ type sumJobs struct {
 	sink *streamtest.Collector[keyedSum]
 	// discard, if set, replaces sink by one that drops everything.
 	discard bool
-	events  func(stream.JobEvent)
 	cfg     []string
+}
+
+// jobs returns the cluster.Jobs of the job, with events reported to
+// events on the job manager's side.
+func (j *sumJobs) jobs(events func(stream.JobEvent)) *envJobs {
+	return &envJobs{env: j.env, jmOpts: []stream.Option{stream.WithEvents(events)}}
 }
 
 type sumArgs struct {
@@ -129,8 +135,18 @@ func (j *sumJobs) env(sub cluster.Submission, opts ...stream.Option) (*stream.En
 	return env, nil
 }
 
-func (j *sumJobs) Start(ctx context.Context, sub cluster.Submission, newExec func(*runtime.JobGraph, runtime.Listener) (runtime.Executor, error)) (cluster.Job, error) {
-	env, err := j.env(sub, stream.WithExecutor(newExec), stream.WithEvents(j.events))
+// envJobs implements cluster.Jobs for the tests: every role builds the
+// job with env; the job manager's side adds jmOpts (events).
+type envJobs struct {
+	env    func(sub cluster.Submission, opts ...stream.Option) (*stream.Environment, error)
+	jmOpts []stream.Option
+
+	mu   sync.Mutex
+	last *stream.JobClient
+}
+
+func (j *envJobs) Start(ctx context.Context, sub cluster.Submission, newExec func(*runtime.JobGraph, runtime.Listener) (runtime.Executor, error)) (cluster.Job, error) {
+	env, err := j.env(sub, append(slices.Clone(j.jmOpts), stream.WithExecutor(newExec))...)
 	if err != nil {
 		return nil, err
 	}
@@ -138,15 +154,25 @@ func (j *sumJobs) Start(ctx context.Context, sub cluster.Submission, newExec fun
 	if err != nil {
 		return nil, err
 	}
+	j.mu.Lock()
+	j.last = c
+	j.mu.Unlock()
 	return clientJob{c}, nil
 }
 
-func (j *sumJobs) Worker(ctx context.Context, sub cluster.Submission, peers runtime.Peers, l runtime.Listener) (cluster.Worker, error) {
+func (j *envJobs) Worker(ctx context.Context, sub cluster.Submission, peers runtime.Peers, l runtime.Listener) (cluster.Worker, error) {
 	env, err := j.env(sub)
 	if err != nil {
 		return nil, err
 	}
 	return env.NewWorker(ctx, sub.Job, peers, l)
+}
+
+// job returns the job last started.
+func (j *envJobs) job() *stream.JobClient {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.last
 }
 
 type clientJob struct{ *stream.JobClient }
@@ -308,8 +334,9 @@ func waitJob(t *testing.T, c *cluster.Client, jobID string) cluster.JobStatus {
 // and checks the output is exactly the oracle.
 func TestClusterRunsAJobAcrossTaskManagers(t *testing.T) {
 	ev := newEvents()
-	jobs := &sumJobs{sink: streamtest.NewCollector[keyedSum](true), events: ev.add,
+	sj := &sumJobs{sink: streamtest.NewCollector[keyedSum](true),
 		cfg: []string{"parallelism.default=4", "execution.checkpointing.interval=50 ms"}}
+	jobs := sj.jobs(ev.add)
 	_, addr := startJobManager(t, jobs)
 	for i := range 3 {
 		startTaskManager(t, fmt.Sprintf("tm-%d", i), addr, 2, jobs)
@@ -331,7 +358,7 @@ func TestClusterRunsAJobAcrossTaskManagers(t *testing.T) {
 	if st.LastCheckpoint == 0 {
 		t.Fatal("no checkpoint completed")
 	}
-	check(t, jobs.sink.Results())
+	check(t, sj.sink.Results())
 }
 
 // TestClusterRecoversFromALostTaskManager stops a task manager after the
@@ -340,9 +367,10 @@ func TestClusterRunsAJobAcrossTaskManagers(t *testing.T) {
 // output is still exactly-once.
 func TestClusterRecoversFromALostTaskManager(t *testing.T) {
 	ev := newEvents()
-	jobs := &sumJobs{sink: streamtest.NewCollector[keyedSum](true), events: ev.add,
+	sj := &sumJobs{sink: streamtest.NewCollector[keyedSum](true),
 		cfg: []string{"parallelism.default=4", "execution.checkpointing.interval=100 ms",
 			"restart-strategy.type=fixed-delay", "restart-strategy.fixed-delay.attempts=5", "restart-strategy.fixed-delay.delay=100 ms"}}
+	jobs := sj.jobs(ev.add)
 	_, addr := startJobManager(t, jobs)
 	var tms []*taskManager
 	for i := range 2 {
@@ -376,15 +404,14 @@ func TestClusterRecoversFromALostTaskManager(t *testing.T) {
 	if st.Restarts == 0 {
 		t.Fatal("the job did not restart")
 	}
-	check(t, jobs.sink.Results())
+	check(t, sj.sink.Results())
 }
 
 // TestClusterCancelAndBadSubmissions: a canceled job ends CANCELED and
 // frees its slots; a submission the job manager cannot start is refused
 // with the reason.
 func TestClusterCancelAndBadSubmissions(t *testing.T) {
-	jobs := &sumJobs{sink: streamtest.NewCollector[keyedSum](true), events: func(stream.JobEvent) {},
-		cfg: []string{"parallelism.default=2"}}
+	jobs := (&sumJobs{sink: streamtest.NewCollector[keyedSum](true), cfg: []string{"parallelism.default=2"}}).jobs(func(stream.JobEvent) {})
 	_, addr := startJobManager(t, jobs)
 	startTaskManager(t, "tm-0", addr, 2, jobs)
 	c, err := cluster.Dial(addr)

@@ -19,12 +19,10 @@ import (
 // rate-limited source, a rebalance (so records cross task managers) and
 // an exactly-once sink each. Subtask 1 of a's source fails once.
 type twoPipelines struct {
-	sinks  map[string]*streamtest.Collector[int64]
-	events func(stream.JobEvent)
+	sinks map[string]*streamtest.Collector[int64]
 
 	mu     sync.Mutex
 	failed bool
-	job    *stream.JobClient
 }
 
 const pipelineRecords = 2000 // per partition
@@ -63,37 +61,15 @@ func (j *twoPipelines) env(sub cluster.Submission, opts ...stream.Option) (*stre
 	return env, nil
 }
 
-func (j *twoPipelines) Start(ctx context.Context, sub cluster.Submission, newExec func(*runtime.JobGraph, runtime.Listener) (runtime.Executor, error)) (cluster.Job, error) {
-	env, err := j.env(sub, stream.WithExecutor(newExec), stream.WithEvents(j.events))
-	if err != nil {
-		return nil, err
-	}
-	c, err := env.ExecuteAsync(ctx, sub.Job)
-	if err != nil {
-		return nil, err
-	}
-	j.mu.Lock()
-	j.job = c
-	j.mu.Unlock()
-	return clientJob{c}, nil
-}
-
-func (j *twoPipelines) Worker(ctx context.Context, sub cluster.Submission, peers runtime.Peers, l runtime.Listener) (cluster.Worker, error) {
-	env, err := j.env(sub)
-	if err != nil {
-		return nil, err
-	}
-	return env.NewWorker(ctx, sub.Job, peers, l)
-}
-
 // TestClusterRegionFailover fails a subtask of one of two disconnected
 // pipelines running across two task managers: the region strategy
 // redeploys only that pipeline's subtasks, on the cluster, while the other
 // keeps running, and both outputs are exactly-once.
 func TestClusterRegionFailover(t *testing.T) {
 	ev := newEvents()
-	jobs := &twoPipelines{sinks: map[string]*streamtest.Collector[int64]{
-		"a": streamtest.NewCollector[int64](true), "b": streamtest.NewCollector[int64](true)}, events: ev.add}
+	tp := &twoPipelines{sinks: map[string]*streamtest.Collector[int64]{
+		"a": streamtest.NewCollector[int64](true), "b": streamtest.NewCollector[int64](true)}}
+	jobs := &envJobs{env: tp.env, jmOpts: []stream.Option{stream.WithEvents(ev.add)}}
 	_, addr := startJobManager(t, jobs)
 	for _, id := range []string{"tm-0", "tm-1"} {
 		startTaskManager(t, id, addr, 2, jobs)
@@ -109,9 +85,7 @@ func TestClusterRegionFailover(t *testing.T) {
 	}
 	st := waitJob(t, c, id)
 	if st.State != "FINISHED" {
-		jobs.mu.Lock()
-		dumpJob(t, ev, jobs.job)
-		jobs.mu.Unlock()
+		dumpJob(t, ev, jobs.job())
 		t.Fatalf("job ended %s: %s", st.State, st.Error)
 	}
 	ev.mu.Lock()
@@ -135,7 +109,7 @@ func TestClusterRegionFailover(t *testing.T) {
 	if !slices.Equal(vertices, []string{"a-rebalance", "a-source"}) || len(restarts[0].Tasks) != 4 {
 		t.Fatalf("restarted %v, want the 4 subtasks of pipeline a only", restarts[0].Tasks)
 	}
-	for name, sink := range jobs.sinks {
+	for name, sink := range tp.sinks {
 		got := sink.Results()
 		slices.Sort(got)
 		if len(got) != 2*pipelineRecords {
