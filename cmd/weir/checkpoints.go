@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/checkpoint/storage"
+	"github.com/weirstream/weir/internal/clustercli"
 )
 
 func newCheckpointsCmd() *cobra.Command {
@@ -447,7 +447,7 @@ func describeCheckpoint(ctx context.Context, w io.Writer, snap *storage.Snapshot
 			}
 		}
 		tw.Flush()
-		offsets, err := sourceOffsets(ctx, snap, op)
+		offsets, err := clustercli.SourceOffsets(ctx, snap, op)
 		switch {
 		case err != nil:
 			fmt.Fprintf(w, "  operator state unreadable: %v\n", err)
@@ -457,10 +457,10 @@ func describeCheckpoint(ctx context.Context, w io.Writer, snap *storage.Snapshot
 			fmt.Fprintln(tw, "    SPLIT\tSUBTASK\tOFFSET")
 			for _, s := range offsets {
 				ended := ""
-				if s.ended {
+				if s.Ended {
 					ended = " (ended)"
 				}
-				fmt.Fprintf(tw, "    %s\t%d\t%d%s\n", s.split, s.subtask, s.offset, ended)
+				fmt.Fprintf(tw, "    %s\t%d\t%d%s\n", s.Split, s.Subtask, s.Offset, ended)
 			}
 			tw.Flush()
 		}
@@ -512,73 +512,4 @@ func fmtSize(n int64) string {
 		return fmt.Sprintf("%d B", n)
 	}
 	return fmt.Sprintf("%s (%d B)", fmtBytes(n), n)
-}
-
-// splitOffset is one split's position in a source's operator state.
-type splitOffset struct {
-	split   string
-	subtask int
-	offset  int64
-	ended   bool
-}
-
-// maxSourceState bounds the operator state read to find out whether an
-// operator is a source: a source's state is a few bytes per split.
-const maxSourceState = 1 << 20
-
-// sourceOffsets returns the split offsets in op's operator state, ordered
-// by split, if op is a source: if every piece of its operator state
-// decodes as a JSON object mapping split names to {"offset", "ended"}, and
-// there is at least one split. Otherwise it returns nothing; an error only
-// if a piece of operator state could not be read.
-func sourceOffsets(ctx context.Context, snap *storage.Snapshot, op checkpoint.OperatorState) ([]splitOffset, error) {
-	var out []splitOffset
-	for i, s := range op.Subtasks {
-		for _, h := range s.Operator {
-			if h.Size > maxSourceState {
-				return nil, nil
-			}
-			b, err := snap.ReadState(ctx, h)
-			if err != nil {
-				return nil, fmt.Errorf("subtask %d: %w", i, err)
-			}
-			splits, ok := decodeSplits(b)
-			if !ok {
-				return nil, nil
-			}
-			for name, st := range splits {
-				out = append(out, splitOffset{split: name, subtask: i, offset: *st.Offset, ended: st.Ended})
-			}
-		}
-	}
-	slices.SortFunc(out, func(a, b splitOffset) int {
-		return cmp.Or(cmp.Compare(a.split, b.split), cmp.Compare(a.subtask, b.subtask))
-	})
-	return out, nil
-}
-
-type sourceSplit struct {
-	Offset *int64 `json:"offset"`
-	Ended  bool   `json:"ended"`
-}
-
-// decodeSplits decodes a source's operator state: a JSON object of split
-// name to {"offset": n, "ended": bool}, strictly, so that other operator
-// state is not taken for it.
-func decodeSplits(b []byte) (map[string]sourceSplit, bool) {
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(b, &raw); err != nil || raw == nil {
-		return nil, false
-	}
-	out := make(map[string]sourceSplit, len(raw))
-	for name, v := range raw {
-		dec := json.NewDecoder(bytes.NewReader(v))
-		dec.DisallowUnknownFields()
-		var s sourceSplit
-		if err := dec.Decode(&s); err != nil || s.Offset == nil {
-			return nil, false
-		}
-		out[name] = s
-	}
-	return out, true
 }

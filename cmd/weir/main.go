@@ -10,6 +10,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/weirstream/weir/internal/clustercli"
 )
 
 func main() {
@@ -29,6 +31,7 @@ func newRootCmd() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(newDemoCmd(), newBenchCmd(), newRunCmd(), newGenCmd(), newVerifyCmd(), newCheckpointsCmd(),
-		newJobManagerCmd(), newTaskManagerCmd(), newListCmd(), newCancelCmd())
+		clustercli.JobManagerCommand(newBinaryJobs), clustercli.TaskManagerCommand(newBinaryJobs),
+		clustercli.ListCommand(), clustercli.CancelCommand())
 	return root
 }

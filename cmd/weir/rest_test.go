@@ -12,6 +12,7 @@ import (
 
 	"github.com/weirstream/weir/config"
 	"github.com/weirstream/weir/connector/datagen"
+	"github.com/weirstream/weir/internal/clustercli"
 	"github.com/weirstream/weir/stream"
 	"github.com/weirstream/weir/streamtest"
 )
@@ -59,7 +60,7 @@ func TestStartREST(t *testing.T) {
 		return resp.StatusCode, string(b)
 	}
 
-	addr, stop, err := startREST(context.Background(), client, cfg, cfg, logger)
+	addr, stop, err := clustercli.StartREST(context.Background(), client, cfg, cfg, logger)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,14 +86,14 @@ func TestStartREST(t *testing.T) {
 	if err := open.Set(config.KeyRESTBindAddress, "0.0.0.0"); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := startREST(context.Background(), client, open, open, logger); err == nil ||
+	if _, _, err := clustercli.StartREST(context.Background(), client, open, open, logger); err == nil ||
 		!strings.Contains(err.Error(), "rest.bind-address") || !strings.Contains(err.Error(), "rest.auth-token") {
 		t.Fatalf("binding 0.0.0.0 without a token: %v, want an error naming rest.bind-address and rest.auth-token", err)
 	}
 	if err := open.Set(config.KeyRESTAuthToken, "s3cret"); err != nil {
 		t.Fatal(err)
 	}
-	addr, stop, err = startREST(context.Background(), client, open, open, logger)
+	addr, stop, err = clustercli.StartREST(context.Background(), client, open, open, logger)
 	if err != nil {
 		t.Fatal(err)
 	}

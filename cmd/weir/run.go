@@ -21,6 +21,7 @@ import (
 	"github.com/weirstream/weir/connector/file"
 	"github.com/weirstream/weir/connector/kafka"
 	gm "github.com/weirstream/weir/examples/gatewaymeter"
+	"github.com/weirstream/weir/internal/clustercli"
 	"github.com/weirstream/weir/internal/runtime"
 	"github.com/weirstream/weir/stream"
 )
@@ -94,33 +95,17 @@ Options use Flink's names: -D execution.checkpointing.interval=1s,
 
 // jobConfig merges the defaults of weir run, the file and -D.
 func (o runOptions) jobConfig() (*config.Configuration, error) {
-	cfg, err := config.ParseDynamic([]string{
+	f := clustercli.ConfigFlags{File: o.configFile, Dynamic: o.dynamic}
+	cfg, err := f.Config(
 		"parallelism.default=4",
 		"execution.checkpointing.interval=10 s",
 		"execution.checkpointing.num-retained=3",
 		"execution.checkpointing.externalized-checkpoint-retention=RETAIN_ON_CANCELLATION",
-		"execution.checkpointing.dir=" + o.checkpointDir,
-	})
+		"execution.checkpointing.dir="+o.checkpointDir,
+	)
 	if err != nil {
 		return nil, err
 	}
-	if o.configFile != "" {
-		f, err := os.Open(o.configFile)
-		if err != nil {
-			return nil, fmt.Errorf("--config: %w", err)
-		}
-		defer f.Close()
-		fc, err := config.LoadYAML(f)
-		if err != nil {
-			return nil, fmt.Errorf("--config %s: %w", o.configFile, err)
-		}
-		cfg.Merge(fc)
-	}
-	dyn, err := config.ParseDynamic(o.dynamic)
-	if err != nil {
-		return nil, fmt.Errorf("-D: %w", err)
-	}
-	cfg.Merge(dyn)
 	if o.from != "" {
 		if err := cfg.Set(config.KeyStateRecoveryPath, o.from); err != nil {
 			return nil, err
@@ -179,7 +164,7 @@ func runGatewayMeter(ctx context.Context, stdout, stderr io.Writer, o runOptions
 		return err
 	}
 	faults.start(client)
-	addr, stopREST, err := startREST(ctx, client, cfg, cfg, logger)
+	addr, stopREST, err := clustercli.StartREST(ctx, client, cfg, cfg, logger)
 	if err != nil {
 		stop(err)
 		client.Wait()

@@ -1,4 +1,4 @@
-package main
+package clustercli
 
 import (
 	"context"
@@ -9,13 +9,13 @@ import (
 	"github.com/weirstream/weir/stream"
 )
 
-// startREST serves the REST API and /metrics of the job client runs
+// StartREST serves the REST API and /metrics of the job client runs
 // (configured by jobCfg), as restCfg says: rest.bind-address (default localhost), rest.port
 // (default 8081; 0 picks a free port) and rest.auth-token (required to
 // bind anything but a loopback address). It returns the address it
 // listens on and a function that stops it; it also stops when ctx is
 // done. The API keeps answering after the job ends, until stopped.
-func startREST(ctx context.Context, client *stream.JobClient, jobCfg, restCfg *config.Configuration, logger *slog.Logger) (addr string, stop func(), err error) {
+func StartREST(ctx context.Context, client *stream.JobClient, jobCfg, restCfg *config.Configuration, logger *slog.Logger) (addr string, stop func(), err error) {
 	cl, err := restCfg.Cluster()
 	if err != nil {
 		return "", nil, err
@@ -45,9 +45,9 @@ func startREST(ctx context.Context, client *stream.JobClient, jobCfg, restCfg *c
 	}, nil
 }
 
-// startDirectory serves the REST API and web UI of every job of a job
-// manager, as restCfg says (see startREST); add registers a job.
-func startDirectory(ctx context.Context, restCfg *config.Configuration, logger *slog.Logger, info func() web.ClusterInfo) (addr string, add func(*stream.JobClient, *config.Configuration) error, stop func(), err error) {
+// StartDirectory serves the REST API and web UI of every job of a job
+// manager, as restCfg says (see StartREST); add registers a job.
+func StartDirectory(ctx context.Context, restCfg *config.Configuration, logger *slog.Logger, info func() web.ClusterInfo) (addr string, add func(*stream.JobClient, *config.Configuration) error, stop func(), err error) {
 	cl, err := restCfg.Cluster()
 	if err != nil {
 		return "", nil, nil, err

@@ -1,0 +1,380 @@
+// Package clustercli holds the command-line side of a weir cluster that
+// every binary shares, whatever jobs it carries: the jobmanager,
+// taskmanager, list and cancel commands, the REST API's start, and
+// following a submitted job. A binary brings its jobs as a cluster.Jobs.
+package clustercli
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/weirstream/weir/config"
+	"github.com/weirstream/weir/internal/checkpoint/storage"
+	"github.com/weirstream/weir/internal/cluster"
+	"github.com/weirstream/weir/internal/netio"
+	"github.com/weirstream/weir/internal/runtime"
+	"github.com/weirstream/weir/internal/web"
+	"github.com/weirstream/weir/stream"
+)
+
+// DefaultJobManager is where the job manager listens unless told
+// otherwise (Flink's jobmanager.rpc.port is 6123).
+const DefaultJobManager = "localhost:6123"
+
+// NewJobs makes a binary's jobs for one process, logging to logger.
+type NewJobs func(logger *slog.Logger) cluster.Jobs
+
+// StartedJob is what a binary's cluster.Jobs.Start returns: the running
+// job and its configuration, so that the job manager serves its REST API.
+type StartedJob struct {
+	*stream.JobClient
+	Config *config.Configuration
+}
+
+// Master implements cluster.Job.
+func (j StartedJob) Master() *runtime.JobMaster { return j.JobClient.Master() }
+
+// NewLogger returns the text logger of the cluster's processes.
+func NewLogger(w io.Writer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+// NewJobID returns a random job id: 32 hexadecimal digits, like Flink's.
+func NewJobID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// ConfigFlags are the options of a command: a YAML file and -D.
+type ConfigFlags struct {
+	File    string
+	Dynamic []string
+}
+
+// Add registers --config and -D on cmd.
+func (f *ConfigFlags) Add(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.File, "config", "", "YAML file of options (Flink's names)")
+	cmd.Flags().StringArrayVarP(&f.Dynamic, "define", "D", nil, "set an option: -D key=value (repeatable)")
+}
+
+// Config merges defaults (key=value), the file and -D, in that order, and
+// validates the result.
+func (f *ConfigFlags) Config(defaults ...string) (*config.Configuration, error) {
+	cfg, err := config.ParseDynamic(defaults)
+	if err != nil {
+		return nil, err
+	}
+	if f.File != "" {
+		fh, err := os.Open(f.File)
+		if err != nil {
+			return nil, fmt.Errorf("--config: %w", err)
+		}
+		defer fh.Close()
+		fc, err := config.LoadYAML(fh)
+		if err != nil {
+			return nil, fmt.Errorf("--config %s: %w", f.File, err)
+		}
+		cfg.Merge(fc)
+	}
+	dyn, err := config.ParseDynamic(f.Dynamic)
+	if err != nil {
+		return nil, fmt.Errorf("-D: %w", err)
+	}
+	cfg.Merge(dyn)
+	return cfg, cfg.Validate()
+}
+
+// Pairs returns cfg as key=value pairs, the form a submission carries.
+func Pairs(cfg *config.Configuration) []string {
+	var out []string
+	for _, k := range cfg.Keys() {
+		v, _ := cfg.Get(k)
+		out = append(out, k+"="+v)
+	}
+	return out
+}
+
+// JobManagerCommand returns the jobmanager command.
+func JobManagerCommand(newJobs NewJobs) *cobra.Command {
+	var listen string
+	var f ConfigFlags
+	cmd := &cobra.Command{
+		Use:   "jobmanager",
+		Short: "Run a job manager: schedules jobs on task managers, coordinates checkpoints, serves REST",
+		Long: `jobmanager runs the cluster's job manager. Task managers register with it
+("taskmanager --jobmanager ADDR"), jobs are submitted to it ("run -m ADDR
+JOB"), and it serves the REST API and web UI of all its jobs on rest.port
+(default 8081; the UI opens the newest).
+
+A task manager that misses heartbeats for heartbeat.timeout, or whose
+connection breaks, is declared lost: its subtasks count as failed and the
+restart strategy redeploys the job on the slots there are, waiting for a
+replacement task manager if too few are left.
+
+If the job manager itself stops, its jobs stop with it: task managers cancel
+their subtasks and wait for a job manager to register with again. Resume a
+job from its retained checkpoints with "run -m ADDR JOB --from DIR".`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := f.Config()
+			if err != nil {
+				return err
+			}
+			return runJobManager(cmd.Context(), cmd.Root().Name(), cmd.ErrOrStderr(), listen, cfg, newJobs)
+		},
+	}
+	cmd.Flags().StringVar(&listen, "listen", DefaultJobManager, "address to listen on for task managers and clients")
+	f.Add(cmd)
+	return cmd
+}
+
+func runJobManager(ctx context.Context, prog string, stderr io.Writer, listen string, cfg *config.Configuration, newJobs NewJobs) error {
+	cl, err := cfg.Cluster()
+	if err != nil {
+		return err
+	}
+	logger := NewLogger(stderr)
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return fmt.Errorf("--listen %s: %w", listen, err)
+	}
+	var jm *cluster.JobManager
+	restAddr, addJob, stopREST, err := StartDirectory(ctx, cfg, logger, func() web.ClusterInfo {
+		tms, total, free := jm.Slots()
+		return web.ClusterInfo{TaskManagers: tms, SlotsTotal: total, SlotsAvailable: free}
+	})
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer stopREST()
+	jm = cluster.NewJobManager(newJobs(logger),
+		cluster.WithLogger(logger),
+		cluster.WithHeartbeat(cl.HeartbeatInterval, cl.HeartbeatTimeout),
+		cluster.WithJobStarted(func(sub cluster.Submission, job cluster.Job) {
+			c, ok := job.(StartedJob)
+			if !ok {
+				return
+			}
+			if err := addJob(c.JobClient, c.Config); err != nil {
+				logger.Error("REST API does not serve job", "job_id", sub.JobID, "err", err)
+				return
+			}
+			logger.Info("REST API serves job", "job_id", sub.JobID, "addr", restAddr)
+		}))
+	fmt.Fprintf(stderr, "%s: job manager listening on %s; start task managers with: %s taskmanager --jobmanager %s\n", prog, ln.Addr(), prog, ln.Addr())
+	return jm.Serve(ctx, ln)
+}
+
+// TaskManagerCommand returns the taskmanager command.
+func TaskManagerCommand(newJobs NewJobs) *cobra.Command {
+	var jmAddr, dataListen, id string
+	var slots int
+	var f ConfigFlags
+	cmd := &cobra.Command{
+		Use:   "taskmanager",
+		Short: "Run a task manager: offers task slots to a job manager and runs subtasks",
+		Long: `taskmanager offers --slots task slots (taskmanager.numberOfTaskSlots) to the
+job manager at --jobmanager and runs the subtasks it is given. It may start
+before the job manager: it keeps trying to register. Records between task
+managers travel over a TCP connection per pair, listening on --data-listen.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := f.Config()
+			if err != nil {
+				return err
+			}
+			if !cmd.Flags().Changed("slots") {
+				slots = cfg.Int(config.KeyTaskSlots)
+			}
+			if slots <= 0 {
+				return fmt.Errorf("--slots %d: a task manager needs at least one slot", slots)
+			}
+			return runTaskManager(cmd.Context(), cmd.Root().Name(), cmd.ErrOrStderr(), id, jmAddr, dataListen, slots, newJobs)
+		},
+	}
+	cmd.Flags().StringVar(&jmAddr, "jobmanager", DefaultJobManager, "the job manager's address")
+	cmd.Flags().IntVar(&slots, "slots", 1, "task slots to offer (default: taskmanager.numberOfTaskSlots)")
+	cmd.Flags().StringVar(&dataListen, "data-listen", "127.0.0.1:0", "address the data plane listens on for other task managers")
+	cmd.Flags().StringVar(&id, "id", "", "the task manager's id (default: tm-HOST-PID)")
+	f.Add(cmd)
+	return cmd
+}
+
+func runTaskManager(ctx context.Context, prog string, stderr io.Writer, id, jmAddr, dataListen string, slots int, newJobs NewJobs) error {
+	logger := NewLogger(stderr)
+	if id == "" {
+		host, _ := os.Hostname()
+		id = fmt.Sprintf("tm-%s-%d", host, os.Getpid())
+	}
+	ln, err := net.Listen("tcp", dataListen)
+	if err != nil {
+		return fmt.Errorf("--data-listen %s: %w", dataListen, err)
+	}
+	peers := netio.NewPeers(id, ln, logger)
+	defer peers.Close()
+	tm := cluster.NewTaskManager(id, jmAddr, slots, newJobs(logger), peers, logger)
+	fmt.Fprintf(stderr, "%s: task manager %s with %d slots; data plane on %s; registering with %s\n", prog, id, slots, peers.Addr(), jmAddr)
+	return tm.Run(ctx)
+}
+
+// ListCommand returns the list command.
+func ListCommand() *cobra.Command {
+	var jmAddr string
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List a cluster's jobs and task managers",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := cluster.Dial(jmAddr)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			ov, err := c.List(cmd.Context())
+			if err != nil {
+				return fmt.Errorf("listing %s: %w", jmAddr, err)
+			}
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "JOB ID\tJOB\tSTATE\tSTARTED\tRESTARTS\tLAST CHECKPOINT")
+			for _, j := range ov.Jobs {
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%d\n", j.JobID, j.Job, j.State, j.Started.Format(time.RFC3339), j.Restarts, j.LastCheckpoint)
+			}
+			w.Flush()
+			fmt.Fprintf(cmd.OutOrStdout(), "\n%d task managers, %d of %d slots in use\n", len(ov.TaskManagers), ov.SlotsOccupied, ov.SlotsTotal)
+			for _, tm := range ov.TaskManagers {
+				fmt.Fprintf(cmd.OutOrStdout(), "  %s  %d slots  data %s\n", tm.ID, tm.Slots, tm.DataAddr)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&jmAddr, "jobmanager", "m", DefaultJobManager, "the job manager's address")
+	return cmd
+}
+
+// CancelCommand returns the cancel command.
+func CancelCommand() *cobra.Command {
+	var jmAddr string
+	cmd := &cobra.Command{
+		Use:   "cancel JOB_ID",
+		Short: "Cancel a job on a cluster",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := cluster.Dial(jmAddr)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			if err := c.Cancel(cmd.Context(), args[0]); err != nil {
+				return fmt.Errorf("canceling %s: %w", args[0], err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: job %s canceled\n", cmd.Root().Name(), args[0])
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&jmAddr, "jobmanager", "m", DefaultJobManager, "the job manager's address")
+	return cmd
+}
+
+// Submit sends a job to the job manager at jmAddr and, unless detached,
+// follows it until it ends: a FAILED job is an error. Ctrl-C (ctx) while
+// following detaches; the job keeps running. finished, if set, runs when
+// the job has finished.
+func Submit(ctx context.Context, stdout io.Writer, prog, jmAddr string, sub cluster.Submission, detached bool, finished func()) error {
+	c, err := cluster.Dial(jmAddr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	id, err := c.Submit(ctx, sub)
+	if err != nil {
+		return fmt.Errorf("submitting to %s: %w", jmAddr, err)
+	}
+	fmt.Fprintf(stdout, "%s: submitted %s as job %s to %s\n", prog, sub.Job, id, jmAddr)
+	if detached {
+		return nil
+	}
+	last := ""
+	for {
+		ov, err := c.List(ctx)
+		if ctx.Err() != nil {
+			fmt.Fprintf(stdout, "%s: detached; job %s keeps running (%s cancel -m %s %s)\n", prog, id, prog, jmAddr, id)
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("following job %s: %w", id, err)
+		}
+		for _, js := range ov.Jobs {
+			if js.JobID != id {
+				continue
+			}
+			line := fmt.Sprintf("job %s %s: restarts %d, last checkpoint %d", id, js.State, js.Restarts, js.LastCheckpoint)
+			if line != last {
+				fmt.Fprintf(stdout, "%s: %s\n", prog, line)
+				last = line
+			}
+			switch js.State {
+			case "FINISHED":
+				if finished != nil {
+					finished()
+				}
+				return nil
+			case "FAILED":
+				return fmt.Errorf("job %s failed: %s", id, js.Error)
+			case "CANCELED":
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// LogRestored logs the source positions of the checkpoint a job restored
+// from (e, an EventRestored): where every split resumes reading. It reads
+// the checkpoint's metadata, so call it off the job master's goroutine.
+func LogRestored(ctx context.Context, logger *slog.Logger, cfg *config.Configuration, jobID string, e stream.JobEvent) {
+	log := logger.With("job_id", jobID, "checkpoint", e.Checkpoint)
+	cp, err := cfg.Checkpointing()
+	if err != nil || cp.Dir == "" {
+		return
+	}
+	st, err := storage.Open(ctx, cp.Dir, jobID)
+	if err != nil {
+		log.Warn("reading the restored checkpoint", "err", err)
+		return
+	}
+	defer st.Close()
+	snap, err := st.Resolve(ctx, e.Message)
+	if err != nil {
+		log.Warn("reading the restored checkpoint", "path", e.Message, "err", err)
+		return
+	}
+	defer snap.Close()
+	var parts []string
+	for _, op := range snap.Metadata.Operators {
+		offs, err := SourceOffsets(ctx, snap, op)
+		if err != nil {
+			log.Warn("reading the restored checkpoint's source positions", "operator", op.UID, "err", err)
+			continue
+		}
+		for _, o := range offs {
+			parts = append(parts, fmt.Sprintf("%s=%d", o.Split, o.Offset))
+		}
+	}
+	log.Info("restored from checkpoint", "path", e.Message, "source_positions", strings.Join(parts, " "))
+}
