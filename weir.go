@@ -111,8 +111,8 @@ submits the job to the cluster whose job manager is at ADDR and follows it
 				return fmt.Errorf("unknown job %q (known: %s)", args[0], strings.Join(names, ", "))
 			}
 			jobArgs := args[1:]
-			if at := cmd.ArgsLenAtDash(); at < 0 && len(jobArgs) > 0 {
-				return fmt.Errorf("unexpected arguments %q: put the job's own arguments after --", jobArgs)
+			if len(jobArgs) > 0 && cmd.ArgsLenAtDash() != 1 {
+				return fmt.Errorf("unexpected arguments %q: the job's own arguments go after --", jobArgs)
 			}
 			cfg, err := f.Config()
 			if err != nil {

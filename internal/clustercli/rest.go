@@ -10,9 +10,9 @@ import (
 )
 
 // StartREST serves the REST API and /metrics of the job client runs
-// (configured by jobCfg), as restCfg says: rest.bind-address (default localhost), rest.port
-// (default 8081; 0 picks a free port) and rest.auth-token (required to
-// bind anything but a loopback address). It returns the address it
+// (configured by jobCfg), as restCfg says: rest.bind-address (default
+// localhost), rest.port (default 8081; 0 picks a free port) and
+// rest.auth-token (required to bind anything but a loopback address). It returns the address it
 // listens on and a function that stops it; it also stops when ctx is
 // done. The API keeps answering after the job ends, until stopped.
 func StartREST(ctx context.Context, client *stream.JobClient, jobCfg, restCfg *config.Configuration, logger *slog.Logger) (addr string, stop func(), err error) {
