@@ -118,11 +118,11 @@ func (g *inputGate) poll(blocked func(int) bool) (ch int, m message, ok bool) {
 	return 0, message{}, false
 }
 
-// mailbox carries control actions into a subtask's loop: checkpoint
-// triggers and notifications, timers, completions of asynchronous work.
-// Posting never blocks, so the job master and timers never wait on a busy
-// subtask; the queue is bounded in practice by the number of checkpoints in
-// flight and timers due.
+// mailbox carries control actions into a loop, a subtask's or the job
+// master's: checkpoint triggers and notifications, timers, completions of
+// asynchronous work, reports. Posting never blocks, so the job master and
+// timers never wait on a busy subtask; the queue is bounded in practice by
+// the number of checkpoints in flight and timers due.
 type mailbox struct {
 	mu     sync.Mutex
 	mails  []func() error

@@ -127,9 +127,11 @@ type JobMaster struct {
 	storage  CheckpointStorage
 	ctx      context.Context
 
-	mu     sync.Mutex
-	inbox  []func() error
-	signal chan struct{}
+	// inbox carries work into the job master's loop: reports from
+	// subtasks, queries, timers.
+	inbox *mailbox
+
+	mu sync.Mutex
 
 	exec   Executor
 	tasks  map[checkpoint.TaskID]*taskRun
@@ -189,7 +191,7 @@ func NewJobMaster(g *JobGraph, opts Options) (*JobMaster, error) {
 		opts:         opts,
 		log:          opts.Logger.With("job", g.Name, "job_id", opts.JobID),
 		clock:        opts.Clock,
-		signal:       make(chan struct{}, 1),
+		inbox:        newMailbox(),
 		stopped:      make(chan struct{}),
 		tasks:        make(map[checkpoint.TaskID]*taskRun),
 		finished:     make(map[checkpoint.TaskID]bool),
@@ -307,15 +309,7 @@ func (jm *JobMaster) Latest() *Restore {
 	return jm.latest
 }
 
-func (jm *JobMaster) post(f func() error) {
-	jm.mu.Lock()
-	jm.inbox = append(jm.inbox, f)
-	jm.mu.Unlock()
-	select {
-	case jm.signal <- struct{}{}:
-	default:
-	}
-}
+func (jm *JobMaster) post(f func() error) { jm.inbox.post(f) }
 
 func (jm *JobMaster) emit(e Event) {
 	e.Time = jm.clock.Now()
@@ -367,7 +361,7 @@ func (jm *JobMaster) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			jm.cancelAll(context.Cause(ctx))
 			return context.Cause(ctx)
-		case <-jm.signal:
+		case <-jm.inbox.signal:
 		case <-wake:
 			if jm.restarting > 0 {
 				break
@@ -376,11 +370,7 @@ func (jm *JobMaster) Run(ctx context.Context) error {
 				return jm.abort(err)
 			}
 		}
-		jm.mu.Lock()
-		inbox := jm.inbox
-		jm.inbox = nil
-		jm.mu.Unlock()
-		for _, f := range inbox {
+		for _, f := range jm.inbox.take() {
 			if err := f(); err != nil {
 				return jm.abort(err)
 			}
