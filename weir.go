@@ -34,7 +34,6 @@ import (
 	"github.com/weirstream/weir/config"
 	"github.com/weirstream/weir/internal/cluster"
 	"github.com/weirstream/weir/internal/clustercli"
-	"github.com/weirstream/weir/internal/runtime"
 	"github.com/weirstream/weir/stream"
 )
 
@@ -80,7 +79,9 @@ func Command(name string, jobs ...Job) *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	newJobs := func(logger *slog.Logger) cluster.Jobs { return &programJobs{jobs: byName, logger: logger} }
+	newJobs := func(logger *slog.Logger) cluster.Jobs {
+		return clustercli.EnvJobs{Env: programEnv(byName), Logger: logger}
+	}
 	root.AddCommand(runCommand(byName, names),
 		clustercli.JobManagerCommand(newJobs), clustercli.TaskManagerCommand(newJobs),
 		clustercli.ListCommand(), clustercli.CancelCommand())
@@ -215,52 +216,21 @@ func buildEnv(job Job, cfg *config.Configuration, args []string, jobID string, l
 	return env, nil
 }
 
-// programJobs are a program's jobs for one process of a cluster.
-type programJobs struct {
-	jobs   map[string]Job
-	logger *slog.Logger
-}
-
-func (p *programJobs) env(sub cluster.Submission, opts ...stream.Option) (*stream.Environment, error) {
-	job, ok := p.jobs[sub.Job]
-	if !ok {
-		return nil, fmt.Errorf("unknown job %q: this program does not carry it", sub.Job)
-	}
-	var s submission
-	if err := json.Unmarshal(sub.Args, &s); err != nil {
-		return nil, fmt.Errorf("the submission's arguments: %w", err)
-	}
-	cfg, err := config.ParseDynamic(s.Config)
-	if err != nil {
-		return nil, err
-	}
-	return buildEnv(job, cfg, s.Args, sub.JobID, p.logger, opts...)
-}
-
-// Start implements cluster.Jobs.
-func (p *programJobs) Start(ctx context.Context, sub cluster.Submission, newExec func(*runtime.JobGraph, runtime.Listener) (runtime.Executor, error)) (cluster.Job, error) {
-	var cfg *config.Configuration
-	env, err := p.env(sub, stream.WithExecutor(newExec), stream.WithEvents(func(e stream.JobEvent) {
-		if e.Kind == runtime.EventRestored && e.Checkpoint > 0 && cfg != nil {
-			go clustercli.LogRestored(ctx, p.logger, cfg, sub.JobID, e)
+// programEnv builds a submitted job of jobs.
+func programEnv(jobs map[string]Job) func(cluster.Submission, *slog.Logger, ...stream.Option) (*stream.Environment, error) {
+	return func(sub cluster.Submission, logger *slog.Logger, opts ...stream.Option) (*stream.Environment, error) {
+		job, ok := jobs[sub.Job]
+		if !ok {
+			return nil, fmt.Errorf("unknown job %q: this program does not carry it", sub.Job)
 		}
-	}))
-	if err != nil {
-		return nil, err
+		var s submission
+		if err := json.Unmarshal(sub.Args, &s); err != nil {
+			return nil, fmt.Errorf("the submission's arguments: %w", err)
+		}
+		cfg, err := config.ParseDynamic(s.Config)
+		if err != nil {
+			return nil, err
+		}
+		return buildEnv(job, cfg, s.Args, sub.JobID, logger, opts...)
 	}
-	cfg = env.Config()
-	c, err := env.ExecuteAsync(ctx, sub.Job)
-	if err != nil {
-		return nil, err
-	}
-	return clustercli.StartedJob{JobClient: c, Config: cfg}, nil
-}
-
-// Worker implements cluster.Jobs.
-func (p *programJobs) Worker(ctx context.Context, sub cluster.Submission, peers runtime.Peers, l runtime.Listener) (cluster.Worker, error) {
-	env, err := p.env(sub)
-	if err != nil {
-		return nil, err
-	}
-	return env.NewWorker(ctx, sub.Job, peers, l)
 }

@@ -13,7 +13,6 @@ import (
 	gm "github.com/weirstream/weir/examples/gatewaymeter"
 	"github.com/weirstream/weir/internal/cluster"
 	"github.com/weirstream/weir/internal/clustercli"
-	"github.com/weirstream/weir/internal/runtime"
 	"github.com/weirstream/weir/stream"
 )
 
@@ -37,13 +36,9 @@ func (s submittedRun) options() runOptions {
 		delivery: s.Delivery, bounded: s.Bounded, seed: s.Seed, rate: s.Rate, inputRate: s.InputRate}
 }
 
-// binaryJobs builds the jobs this binary carries, on every role of a
-// cluster.
-type binaryJobs struct {
-	logger *slog.Logger
-}
-
-func (j *binaryJobs) env(sub cluster.Submission, extra ...stream.Option) (*stream.Environment, error) {
+// gatewayMeterEnv builds GatewayMeter as "weir run -m" submitted it, on
+// every role of a cluster.
+func gatewayMeterEnv(sub cluster.Submission, logger *slog.Logger, extra ...stream.Option) (*stream.Environment, error) {
 	if sub.Job != "gatewaymeter" {
 		return nil, fmt.Errorf("unknown job %q (known: gatewaymeter)", sub.Job)
 	}
@@ -61,7 +56,7 @@ func (j *binaryJobs) env(sub cluster.Submission, extra ...stream.Option) (*strea
 		return nil, err
 	}
 	env, err := stream.NewEnvironment(append([]stream.Option{stream.WithConfig(cfg), stream.WithJobID(sub.JobID),
-		stream.WithLogger(j.logger)}, extra...)...)
+		stream.WithLogger(logger)}, extra...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -73,33 +68,6 @@ func (j *binaryJobs) env(sub cluster.Submission, extra ...stream.Option) (*strea
 	}
 	gm.Build(env, src, sinks)
 	return env, nil
-}
-
-// Start implements cluster.Jobs.
-func (j *binaryJobs) Start(ctx context.Context, sub cluster.Submission, newExec func(*runtime.JobGraph, runtime.Listener) (runtime.Executor, error)) (cluster.Job, error) {
-	var env *stream.Environment
-	env, err := j.env(sub, stream.WithExecutor(newExec), stream.WithEvents(func(e stream.JobEvent) {
-		if e.Kind == runtime.EventRestored && e.Checkpoint > 0 {
-			go clustercli.LogRestored(ctx, j.logger, env.Config(), sub.JobID, e)
-		}
-	}))
-	if err != nil {
-		return nil, err
-	}
-	c, err := env.ExecuteAsync(ctx, sub.Job)
-	if err != nil {
-		return nil, err
-	}
-	return clustercli.StartedJob{JobClient: c, Config: env.Config()}, nil
-}
-
-// Worker implements cluster.Jobs.
-func (j *binaryJobs) Worker(ctx context.Context, sub cluster.Submission, peers runtime.Peers, l runtime.Listener) (cluster.Worker, error) {
-	env, err := j.env(sub)
-	if err != nil {
-		return nil, err
-	}
-	return env.NewWorker(ctx, sub.Job, peers, l)
 }
 
 // submit sends "weir run" to the cluster at o.jobManager.
@@ -159,4 +127,6 @@ func submit(ctx context.Context, stdout io.Writer, o runOptions, job string) err
 
 // newBinaryJobs returns the jobs this binary carries, for one process of a
 // cluster.
-func newBinaryJobs(logger *slog.Logger) cluster.Jobs { return &binaryJobs{logger: logger} }
+func newBinaryJobs(logger *slog.Logger) cluster.Jobs {
+	return clustercli.EnvJobs{Env: gatewayMeterEnv, Logger: logger}
+}

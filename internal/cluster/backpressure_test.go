@@ -46,7 +46,7 @@ func slowJob(sub cluster.Submission, opts ...stream.Option) (*stream.Environment
 // the buffers (per channel: the sending channel, the network credit, the
 // receiving channel, each a few batches), however long the job runs.
 func TestClusterBackpressureIsBounded(t *testing.T) {
-	jobs := &envJobs{env: slowJob}
+	jobs := newEnvJobs(slowJob)
 	_, addr := startJobManager(t, jobs)
 	for _, id := range []string{"tm-0", "tm-1"} {
 		startTaskManager(t, id, addr, 1, jobs)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +15,7 @@ import (
 	"github.com/weirstream/weir/connector"
 	"github.com/weirstream/weir/connector/datagen"
 	"github.com/weirstream/weir/internal/cluster"
+	"github.com/weirstream/weir/internal/clustercli"
 	"github.com/weirstream/weir/internal/netio"
 	"github.com/weirstream/weir/internal/runtime"
 	"github.com/weirstream/weir/stream"
@@ -89,7 +89,7 @@ type sumJobs struct {
 // jobs returns the cluster.Jobs of the job, with events reported to
 // events on the job manager's side.
 func (j *sumJobs) jobs(events func(stream.JobEvent)) *envJobs {
-	return &envJobs{env: j.env, jmOpts: []stream.Option{stream.WithEvents(events)}}
+	return newEnvJobs(j.env, stream.WithEvents(events))
 }
 
 type sumArgs struct {
@@ -135,37 +135,32 @@ func (j *sumJobs) env(sub cluster.Submission, opts ...stream.Option) (*stream.En
 	return env, nil
 }
 
-// envJobs implements cluster.Jobs for the tests: every role builds the
-// job with env; the job manager's side adds jmOpts (events).
+// envJobs implements cluster.Jobs for the tests as binaries do, with
+// clustercli.EnvJobs, and keeps the job last started.
 type envJobs struct {
-	env    func(sub cluster.Submission, opts ...stream.Option) (*stream.Environment, error)
-	jmOpts []stream.Option
+	clustercli.EnvJobs
 
 	mu   sync.Mutex
 	last *stream.JobClient
 }
 
+// newEnvJobs builds every job with env, adding extra options (events).
+func newEnvJobs(env func(cluster.Submission, ...stream.Option) (*stream.Environment, error), extra ...stream.Option) *envJobs {
+	return &envJobs{EnvJobs: clustercli.EnvJobs{Logger: quiet,
+		Env: func(sub cluster.Submission, _ *slog.Logger, opts ...stream.Option) (*stream.Environment, error) {
+			return env(sub, append(opts, extra...)...)
+		}}}
+}
+
 func (j *envJobs) Start(ctx context.Context, sub cluster.Submission, newExec func(*runtime.JobGraph, runtime.Listener) (runtime.Executor, error)) (cluster.Job, error) {
-	env, err := j.env(sub, append(slices.Clone(j.jmOpts), stream.WithExecutor(newExec))...)
-	if err != nil {
-		return nil, err
-	}
-	c, err := env.ExecuteAsync(ctx, sub.Job)
+	job, err := j.EnvJobs.Start(ctx, sub, newExec)
 	if err != nil {
 		return nil, err
 	}
 	j.mu.Lock()
-	j.last = c
+	j.last = job.(clustercli.StartedJob).JobClient
 	j.mu.Unlock()
-	return clientJob{c}, nil
-}
-
-func (j *envJobs) Worker(ctx context.Context, sub cluster.Submission, peers runtime.Peers, l runtime.Listener) (cluster.Worker, error) {
-	env, err := j.env(sub)
-	if err != nil {
-		return nil, err
-	}
-	return env.NewWorker(ctx, sub.Job, peers, l)
+	return job, nil
 }
 
 // job returns the job last started.
@@ -174,10 +169,6 @@ func (j *envJobs) job() *stream.JobClient {
 	defer j.mu.Unlock()
 	return j.last
 }
-
-type clientJob struct{ *stream.JobClient }
-
-func (c clientJob) Master() *runtime.JobMaster { return c.JobClient.Master() }
 
 // taskManager is a task manager running in the test's process.
 type taskManager struct {

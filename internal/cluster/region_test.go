@@ -69,7 +69,7 @@ func TestClusterRegionFailover(t *testing.T) {
 	ev := newEvents()
 	tp := &twoPipelines{sinks: map[string]*streamtest.Collector[int64]{
 		"a": streamtest.NewCollector[int64](true), "b": streamtest.NewCollector[int64](true)}}
-	jobs := &envJobs{env: tp.env, jmOpts: []stream.Option{stream.WithEvents(ev.add)}}
+	jobs := newEnvJobs(tp.env, stream.WithEvents(ev.add))
 	_, addr := startJobManager(t, jobs)
 	for _, id := range []string{"tm-0", "tm-1"} {
 		startTaskManager(t, id, addr, 2, jobs)

@@ -378,3 +378,41 @@ func LogRestored(ctx context.Context, logger *slog.Logger, cfg *config.Configura
 	}
 	log.Info("restored from checkpoint", "path", e.Message, "source_positions", strings.Join(parts, " "))
 }
+
+// EnvJobs implements cluster.Jobs for jobs built as stream environments:
+// Env builds a submitted job with the options given (and the logger it
+// is handed). On the job manager the job runs on the cluster's executor
+// and every restore's source positions are logged; on a task manager Env
+// builds the graph whose subtasks the worker runs.
+type EnvJobs struct {
+	Env    func(sub cluster.Submission, logger *slog.Logger, opts ...stream.Option) (*stream.Environment, error)
+	Logger *slog.Logger
+}
+
+// Start implements cluster.Jobs.
+func (j EnvJobs) Start(ctx context.Context, sub cluster.Submission, newExec func(*runtime.JobGraph, runtime.Listener) (runtime.Executor, error)) (cluster.Job, error) {
+	var cfg *config.Configuration
+	env, err := j.Env(sub, j.Logger, stream.WithExecutor(newExec), stream.WithEvents(func(e stream.JobEvent) {
+		if e.Kind == runtime.EventRestored && e.Checkpoint > 0 {
+			go LogRestored(ctx, j.Logger, cfg, sub.JobID, e)
+		}
+	}))
+	if err != nil {
+		return nil, err
+	}
+	cfg = env.Config()
+	c, err := env.ExecuteAsync(ctx, sub.Job)
+	if err != nil {
+		return nil, err
+	}
+	return StartedJob{JobClient: c, Config: cfg}, nil
+}
+
+// Worker implements cluster.Jobs.
+func (j EnvJobs) Worker(ctx context.Context, sub cluster.Submission, peers runtime.Peers, l runtime.Listener) (cluster.Worker, error) {
+	env, err := j.Env(sub, j.Logger)
+	if err != nil {
+		return nil, err
+	}
+	return env.NewWorker(ctx, sub.Job, peers, l)
+}
