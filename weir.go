@@ -120,25 +120,24 @@ submits the job to the cluster whose job manager is at ADDR and follows it
 				return err
 			}
 			prog := cmd.Root().Name()
-			if jobManager == "" {
-				if from != "" {
-					if err := cfg.Set(config.KeyStateRecoveryPath, from); err != nil {
-						return err
-					}
+			if from != "" {
+				if err := cfg.Set(config.KeyStateRecoveryPath, from); err != nil {
+					return err
 				}
+			}
+			if jobManager == "" {
 				return runHere(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), prog, job, cfg, jobArgs)
 			}
 			// Every process of the cluster must find the paths it is given.
-			if err := absolutePath(cfg, config.KeyCheckpointingDir); err != nil {
-				return err
-			}
-			if from != "" {
-				p, err := filepath.Abs(from)
-				if err != nil {
-					return err
-				}
-				if err := cfg.Set(config.KeyStateRecoveryPath, p); err != nil {
-					return err
+			for _, key := range []string{config.KeyCheckpointingDir, config.KeyStateRecoveryPath} {
+				if p, ok := cfg.Get(key); ok {
+					abs, err := clustercli.AbsPath(p)
+					if err != nil {
+						return err
+					}
+					if err := cfg.Set(key, abs); err != nil {
+						return err
+					}
 				}
 			}
 			payload, err := json.Marshal(submission{Config: clustercli.Pairs(cfg), Args: jobArgs})
@@ -154,19 +153,6 @@ submits the job to the cluster whose job manager is at ADDR and follows it
 	cmd.Flags().StringVar(&from, "from", "", "resume from a checkpoint, a savepoint, or a job's checkpoint directory (execution.state-recovery.path)")
 	f.Add(cmd)
 	return cmd
-}
-
-// absolutePath makes the local path under key absolute; URLs stay.
-func absolutePath(cfg *config.Configuration, key string) error {
-	p, ok := cfg.Get(key)
-	if !ok || p == "" || strings.Contains(p, "://") {
-		return nil
-	}
-	abs, err := filepath.Abs(p)
-	if err != nil {
-		return err
-	}
-	return cfg.Set(key, abs)
 }
 
 // runHere runs job in this process until it ends or ctx is done.

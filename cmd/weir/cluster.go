@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
-	"strings"
 
 	"github.com/weirstream/weir/config"
 	gm "github.com/weirstream/weir/examples/gatewaymeter"
@@ -78,12 +77,7 @@ func submit(ctx context.Context, stdout io.Writer, o runOptions, job string) err
 		}
 	}
 	jobID := clustercli.NewJobID()
-	abs := func(p string) (string, error) {
-		if p == "" || strings.Contains(p, "://") {
-			return p, nil
-		}
-		return filepath.Abs(p)
-	}
+	abs := clustercli.AbsPath
 	var err error
 	if o.checkpointDir, err = abs(o.checkpointDir); err != nil {
 		return err

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -94,6 +95,16 @@ func (f *ConfigFlags) Config(defaults ...string) (*config.Configuration, error) 
 	}
 	cfg.Merge(dyn)
 	return cfg, cfg.Validate()
+}
+
+// AbsPath makes a local path absolute, so that every process of a
+// cluster finds it; an empty path and a URL (scheme://...) stay as they
+// are.
+func AbsPath(p string) (string, error) {
+	if p == "" || strings.Contains(p, "://") {
+		return p, nil
+	}
+	return filepath.Abs(p)
 }
 
 // Pairs returns cfg as key=value pairs, the form a submission carries.
