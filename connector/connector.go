@@ -69,6 +69,30 @@ type Fetch[T any] struct {
 	EndOfSplit bool
 }
 
+// Permanent marks err as a failure that restarting cannot cure (a
+// checkpointed position past the end of its input, an output that belongs
+// to another job): the job fails at once instead of restarting. It returns
+// nil for a nil err.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return permanentError{err}
+}
+
+// IsPermanent reports whether err, or an error it wraps, was marked by
+// Permanent.
+func IsPermanent(err error) bool {
+	var p interface{ Permanent() bool }
+	return errors.As(err, &p) && p.Permanent()
+}
+
+type permanentError struct{ err error }
+
+func (e permanentError) Error() string   { return e.err.Error() }
+func (e permanentError) Unwrap() error   { return e.err }
+func (e permanentError) Permanent() bool { return true }
+
 // ErrEndOfInput is returned by Reader.Fetch when a bounded source has
 // nothing more to read.
 var ErrEndOfInput = errors.New("connector: end of input")
@@ -101,6 +125,21 @@ type WriterInfo struct {
 	UID string
 	// ExactlyOnce is true when the job checkpoints in EXACTLY_ONCE mode.
 	ExactlyOnce bool
+	// RestoredCheckpointID is the checkpoint the job was restored from (0:
+	// none). Everything a transactional writer committed for a later
+	// checkpoint was abandoned by the restore and is about to be written
+	// again.
+	RestoredCheckpointID int64
+}
+
+// Located is implemented by sinks whose output lives somewhere a resumed
+// job must keep writing to: a directory, a bucket prefix, a topic. The
+// engine records the location in every checkpoint, and a job restored from
+// a checkpoint of a sink written elsewhere fails instead of splitting the
+// output over two places (and losing the transactions the checkpoint
+// holds).
+type Located interface {
+	Location() string
 }
 
 // SinkWriter writes records. All calls come from the subtask's goroutine.

@@ -10,6 +10,7 @@ import (
 	"github.com/weirstream/weir/config"
 	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/checkpoint/storage"
+	"github.com/weirstream/weir/internal/ops"
 	"github.com/weirstream/weir/internal/runtime"
 )
 
@@ -118,4 +119,70 @@ func (b blobStorage) WriteState(ctx context.Context, id int64, name string, writ
 		return checkpoint.StateHandle{}, err
 	}
 	return w.Close()
+}
+
+// RestoreInfo describes the checkpoint or savepoint a job resumes from.
+type RestoreInfo struct {
+	// CheckpointID is the checkpoint's id; Path is where it was found.
+	CheckpointID int64
+	Path         string
+	// JobID is the id of the job that took it.
+	JobID string
+	// SinkLocations maps the uid of each sink asked about to where the
+	// checkpoint's job wrote its output (connector.Located); a sink
+	// without a recorded location is absent.
+	SinkLocations map[string]string
+}
+
+// InspectRestore resolves execution.state-recovery.path the way Execute
+// will, and reads from the checkpoint where the sinks with the given uids
+// wrote, so that a program resuming a job can write to the same place. It
+// returns nil when the configuration sets no recovery path.
+func (e *Environment) InspectRestore(ctx context.Context, sinkUIDs ...string) (*RestoreInfo, error) {
+	cp, err := e.cfg.Checkpointing()
+	if err != nil {
+		return nil, err
+	}
+	if cp.RecoveryPath == "" {
+		return nil, nil
+	}
+	if cp.Dir == "" {
+		return nil, errorf("execution.state-recovery.path %s needs execution.checkpointing.dir to be set", cp.RecoveryPath)
+	}
+	st, err := storage.Open(ctx, cp.Dir, e.jobID)
+	if err != nil {
+		return nil, errorf("opening checkpoint storage %s (execution.checkpointing.dir): %w", cp.Dir, err)
+	}
+	defer st.Close()
+	r, closeRestore, err := e.resolve(ctx, st, cp.RecoveryPath)
+	if err != nil {
+		return nil, errorf("resuming from %s (execution.state-recovery.path): %w", cp.RecoveryPath, err)
+	}
+	defer closeRestore()
+	info := &RestoreInfo{CheckpointID: r.Metadata.CheckpointID, Path: r.Path, JobID: r.Metadata.JobID, SinkLocations: make(map[string]string)}
+	for _, uid := range sinkUIDs {
+		op, ok := r.Metadata.Operator(uid)
+		if !ok {
+			continue
+		}
+		for _, sub := range op.Subtasks {
+			for _, h := range sub.Operator {
+				b, err := r.Store.ReadState(ctx, h)
+				if err != nil {
+					return nil, errorf("reading the state of sink %s in checkpoint %d: %w", uid, info.CheckpointID, err)
+				}
+				loc, _, err := ops.DecodeSinkState(b)
+				if err != nil {
+					return nil, errorf("sink %s in checkpoint %d: %w", uid, info.CheckpointID, err)
+				}
+				if prev, ok := info.SinkLocations[uid]; ok && prev != loc && loc != "" {
+					return nil, errorf("sink %s in checkpoint %d wrote to two places, %s and %s", uid, info.CheckpointID, prev, loc)
+				}
+				if loc != "" {
+					info.SinkLocations[uid] = loc
+				}
+			}
+		}
+	}
+	return info, nil
 }

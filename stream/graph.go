@@ -353,3 +353,30 @@ func (s Stream[T]) Env() *Environment { return s.env }
 func oneInput[IN any](ins []any) func(int, any) error {
 	return runtime.DeliverTo(ins[0].(runtime.Input[IN]))
 }
+
+// VertexInfo describes one vertex of a job's execution graph: a chain of
+// operators run together by each of its subtasks.
+type VertexInfo struct {
+	// UID is the chain's head operator's uid: TaskInfo.Vertex.
+	UID         string
+	Name        string
+	Parallelism int
+}
+
+// Plan returns the vertices the job built so far would run as, in
+// topological order, under the environment's configuration.
+func (e *Environment) Plan(name string) ([]VertexInfo, error) {
+	pipe, err := e.cfg.Pipeline()
+	if err != nil {
+		return nil, err
+	}
+	g, err := e.graph(name, pipe)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]VertexInfo, len(g.Vertices))
+	for i, v := range g.Vertices {
+		out[i] = VertexInfo{UID: v.UID, Name: v.Name, Parallelism: v.Parallelism}
+	}
+	return out, nil
+}

@@ -79,15 +79,26 @@ func submit(ctx context.Context, stdout io.Writer, o runOptions, job string) err
 	jobID := clustercli.NewJobID()
 	abs := clustercli.AbsPath
 	var err error
-	if o.checkpointDir, err = abs(o.checkpointDir); err != nil {
-		return err
-	}
 	if o.from, err = abs(o.from); err != nil {
 		return err
 	}
 	cfg, err := o.jobConfig()
 	if err != nil {
 		return err
+	}
+	// Every process of the cluster must find the checkpoints.
+	if o.checkpointDir, err = abs(o.checkpointDir); err != nil {
+		return err
+	}
+	if err := cfg.Set(config.KeyCheckpointingDir, o.checkpointDir); err != nil {
+		return err
+	}
+	resumed, err := resumeOutput(ctx, cfg, o)
+	if err != nil {
+		return err
+	}
+	if resumed != "" {
+		o.output = resumed
 	}
 	run := submittedRun{Kafka: o.kafka, TopicPrefix: o.topicPrefix, Delivery: o.delivery, Bounded: o.bounded, Seed: o.seed, Rate: o.rate, InputRate: o.inputRate}
 	if run.Input, err = abs(o.input); err != nil {

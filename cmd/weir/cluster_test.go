@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -217,11 +218,15 @@ func (c *testCluster) run(t *testing.T, j *job, extra ...string) {
 	t.Helper()
 	// About 1500 lines per partition at 200 a second: the job runs for
 	// some 8 seconds, checkpointing every second.
-	args := append([]string{"run", "-m", c.addr, "-d", "gatewaymeter", "--input", j.trace, "--output", j.out,
-		"--checkpoint-dir", j.ckpt, "--input-rate", "200",
+	args := []string{"run", "-m", c.addr, "-d", "gatewaymeter", "--input", j.trace}
+	if !slices.Contains(extra, "--from") {
+		// A resumed job writes where its checkpoint says.
+		args = append(args, "--output", j.out)
+	}
+	args = append(append(args, "--checkpoint-dir", j.ckpt, "--input-rate", "200",
 		"-D", "execution.checkpointing.interval=1 s",
 		"-D", "restart-strategy.type=fixed-delay", "-D", "restart-strategy.fixed-delay.attempts=10",
-		"-D", "restart-strategy.fixed-delay.delay=200 ms"}, extra...)
+		"-D", "restart-strategy.fixed-delay.delay=200 ms"), extra...)
 	out, err := exec.Command(weirBinary(t), args...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("weir run -m: %v\n%s", err, out)
@@ -300,7 +305,7 @@ func (j *job) waitFinished(t *testing.T) cluster.JobStatus {
 				st = js
 			}
 		}
-		if st.State != "" && st.State != "RUNNING" {
+		if st.Ended() {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -526,7 +531,7 @@ func TestClusterKafkaExactlyOnceAcrossAKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, js := range ov.Jobs {
-		if js.JobID == j.id && js.State != "RUNNING" {
+		if js.JobID == j.id && js.Ended() {
 			t.Fatalf("the job was %s before the kill; the trace is too small to test recovery", js.State)
 		}
 	}
@@ -566,7 +571,9 @@ func TestClusterJobManagerRestart(t *testing.T) {
 	second := c.submitNamed(t, "-2")
 	second.finish(t)
 	// The first job died with its job manager; resume it from its
-	// retained checkpoints into the same output.
+	// retained checkpoints, as the README says: with --from alone, the
+	// output directory and the pending transactions come from the
+	// checkpoint.
 	firstID := first.id
 	c.run(t, first, "--from", filepath.Join(first.ckpt, firstID))
 	first.finish(t)

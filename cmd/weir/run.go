@@ -10,11 +10,15 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/weirstream/weir/config"
 	"github.com/weirstream/weir/connector"
@@ -38,7 +42,15 @@ type runOptions struct {
 	jobManager                                     string
 	inputRate                                      float64
 	detached                                       bool
+	// checkpointDirSet says --checkpoint-dir was given.
+	checkpointDirSet bool
+	// resume is the command line that resumes this run from its
+	// checkpoints, less its --from.
+	resume []string
 }
+
+// defaultCheckpointDir is where weir run checkpoints unless told.
+const defaultCheckpointDir = "./weir-data/checkpoints"
 
 func newRunCmd() *cobra.Command {
 	o := runOptions{}
@@ -63,6 +75,8 @@ Options use Flink's names: -D execution.checkpointing.interval=1s,
 			if args[0] != "gatewaymeter" {
 				return fmt.Errorf("unknown job %q (known: gatewaymeter)", args[0])
 			}
+			o.checkpointDirSet = cmd.Flags().Changed("checkpoint-dir")
+			o.resume = resumeCommand(cmd, args)
 			if o.jobManager != "" {
 				if len(o.failAfter) > 0 {
 					return fmt.Errorf("--fail-after works in this process only; on a cluster, kill a task manager")
@@ -75,7 +89,7 @@ Options use Flink's names: -D execution.checkpointing.interval=1s,
 	f := cmd.Flags()
 	f.StringVar(&o.input, "input", "", "read this generated trace (bounded) instead of the live generator")
 	f.StringVar(&o.output, "output", "", "output directory (default ./weir-data/out/<job-id>)")
-	f.StringVar(&o.checkpointDir, "checkpoint-dir", "./weir-data/checkpoints", "checkpoint directory or URL (execution.checkpointing.dir)")
+	f.StringVar(&o.checkpointDir, "checkpoint-dir", defaultCheckpointDir, "checkpoint directory or URL (execution.checkpointing.dir; set one or the other)")
 	f.StringVar(&o.from, "from", "", "resume from a checkpoint, a savepoint, or a job's checkpoint directory")
 	f.StringVar(&o.configFile, "config", "", "YAML file of options (Flink's names)")
 	f.StringArrayVarP(&o.dynamic, "define", "D", nil, "set an option: -D key=value (repeatable)")
@@ -93,18 +107,31 @@ Options use Flink's names: -D execution.checkpointing.interval=1s,
 	return cmd
 }
 
-// jobConfig merges the defaults of weir run, the file and -D.
-func (o runOptions) jobConfig() (*config.Configuration, error) {
+// jobConfig merges the defaults of weir run, the file and -D, and settles
+// the checkpoint directory: --checkpoint-dir, or execution.checkpointing.dir
+// (or its deprecated state.checkpoints.dir) from the file or -D, never two
+// different ones; o.checkpointDir is then the directory the job uses.
+func (o *runOptions) jobConfig() (*config.Configuration, error) {
 	f := clustercli.ConfigFlags{File: o.configFile, Dynamic: o.dynamic}
 	cfg, err := f.Config(
 		"parallelism.default=4",
 		"execution.checkpointing.interval=10 s",
 		"execution.checkpointing.num-retained=3",
 		"execution.checkpointing.externalized-checkpoint-retention=RETAIN_ON_CANCELLATION",
-		"execution.checkpointing.dir="+o.checkpointDir,
 	)
 	if err != nil {
 		return nil, err
+	}
+	dir, set := cfg.Get(config.KeyCheckpointingDir)
+	switch {
+	case set && o.checkpointDirSet && !samePath(dir, o.checkpointDir):
+		return nil, fmt.Errorf("--checkpoint-dir %s and %s=%s (from --config or -D) disagree: set the checkpoint directory once", o.checkpointDir, config.KeyCheckpointingDir, dir)
+	case set:
+		o.checkpointDir = dir
+	default:
+		if err := cfg.Set(config.KeyCheckpointingDir, o.checkpointDir); err != nil {
+			return nil, fmt.Errorf("--checkpoint-dir: %w", err)
+		}
 	}
 	if o.from != "" {
 		if err := cfg.Set(config.KeyStateRecoveryPath, o.from); err != nil {
@@ -112,6 +139,55 @@ func (o runOptions) jobConfig() (*config.Configuration, error) {
 		}
 	}
 	return cfg, cfg.Validate()
+}
+
+// samePath reports whether two checkpoint locations name the same place.
+func samePath(a, b string) bool {
+	if a == b {
+		return true
+	}
+	if strings.Contains(a, "://") || strings.Contains(b, "://") {
+		return strings.TrimSuffix(a, "/") == strings.TrimSuffix(b, "/")
+	}
+	aa, err1 := filepath.Abs(a)
+	bb, err2 := filepath.Abs(b)
+	return err1 == nil && err2 == nil && aa == bb
+}
+
+// resumeOutput settles where a resumed run writes: where the checkpoint's
+// job wrote, which the checkpoint records. A different --output is an
+// error (it would split the output and lose the checkpoint's pending
+// transactions). It returns "" when the run does not resume or writes to
+// Kafka.
+func resumeOutput(ctx context.Context, cfg *config.Configuration, o runOptions) (string, error) {
+	if o.from == "" || o.kafka != "" {
+		return "", nil
+	}
+	env, err := stream.NewEnvironment(stream.WithConfig(cfg), stream.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		return "", err
+	}
+	uids := make([]string, 0, len(gm.OutputNames()))
+	for _, out := range gm.OutputNames() {
+		uids = append(uids, gm.SinkUID(out))
+	}
+	info, err := env.InspectRestore(ctx, uids...)
+	if err != nil {
+		return "", fmt.Errorf("--from %s: %w", o.from, err)
+	}
+	dir, found, err := gm.OutputDir(info.SinkLocations)
+	if err != nil {
+		return "", fmt.Errorf("--from %s: checkpoint %d: %w", o.from, info.CheckpointID, err)
+	}
+	switch {
+	case !found && o.output == "":
+		return "", fmt.Errorf("--from %s: checkpoint %d does not record where its job wrote; give its output directory with --output", o.from, info.CheckpointID)
+	case !found:
+		return o.output, nil
+	case o.output != "" && !samePath(o.output, dir):
+		return "", fmt.Errorf("--output %s: checkpoint %d of job %s wrote its output to %s; a resumed job continues that output: resume without --output (or with --output %s)", o.output, info.CheckpointID, info.JobID, dir, dir)
+	}
+	return dir, nil
 }
 
 func runGatewayMeter(ctx context.Context, stdout, stderr io.Writer, o runOptions) error {
@@ -123,18 +199,25 @@ func runGatewayMeter(ctx context.Context, stdout, stderr io.Writer, o runOptions
 	if err != nil {
 		return err
 	}
+	resumed, err := resumeOutput(ctx, cfg, o)
+	if err != nil {
+		return err
+	}
+	if resumed != "" {
+		o.output = resumed
+	}
 	src, kafkaSinks, err := o.gatewayMeterIO()
 	if err != nil {
 		return err
 	}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	var mu sync.Mutex
-	var events []stream.JobEvent
+	st := newStatusLine(stdout)
+	logger := slog.New(slog.NewTextHandler(st.logWriter(stderr), &slog.HandlerOptions{Level: slog.LevelInfo}))
+	var restored atomic.Bool // from a checkpoint, at least once
 	env, err := stream.NewEnvironment(stream.WithConfig(cfg), stream.WithLogger(logger),
 		stream.WithFaults(faults.fn), stream.WithEvents(func(e stream.JobEvent) {
-			mu.Lock()
-			events = append(events, e)
-			mu.Unlock()
+			if e.Kind == runtime.EventRestored && e.Checkpoint > 0 {
+				restored.Store(true)
+			}
 			faults.event(e)
 		}))
 	if err != nil {
@@ -156,6 +239,13 @@ func runGatewayMeter(ctx context.Context, stdout, stderr io.Writer, o runOptions
 		}
 	}
 	gm.Build(env, src, sinks)
+	plan, err := env.Plan("gatewaymeter")
+	if err != nil {
+		return err
+	}
+	if err := faults.check(plan); err != nil {
+		return err
+	}
 
 	runCtx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
@@ -171,8 +261,8 @@ func runGatewayMeter(ctx context.Context, stdout, stderr io.Writer, o runOptions
 		return err
 	}
 	defer stopREST()
-	fmt.Fprintf(stdout, "weir: running gatewaymeter as job %s; outputs in %s, checkpoints in %s; REST API at http://%s\n", env.JobID(), out, o.checkpointDir, addr)
-	st := newStatusLine(stdout, client)
+	fmt.Fprintf(stdout, "weir: running gatewaymeter as job %s; outputs in %s, checkpoints in %s; REST API at http://%s\n", env.JobID(), out, filepath.Join(o.checkpointDir, env.JobID()), addr)
+	st.follow(client)
 	var tick <-chan time.Time
 	if o.status > 0 {
 		t := time.NewTicker(o.status)
@@ -191,24 +281,35 @@ func runGatewayMeter(ctx context.Context, stdout, stderr io.Writer, o runOptions
 	st.refresh()
 	st.end()
 	err = client.Wait()
-	last := client.Metrics().LastCheckpoint
+	m := client.Metrics()
+	last := m.LastCheckpoint
+	unstruck := faults.unstruck()
 	switch {
 	case err == nil && o.kafka != "":
-		fmt.Fprintf(stdout, "weir: finished; verify with: weir verify gatewaymeter --kafka %s --topic-prefix '%s'\n", o.kafka, o.topicPrefix)
-		return nil
+		fmt.Fprintf(stdout, "weir: finished; verify with: %s verify gatewaymeter --kafka %s --topic-prefix '%s'\n", program(), o.kafka, o.topicPrefix)
 	case err == nil:
-		fmt.Fprintf(stdout, "weir: finished; verify with: weir verify gatewaymeter --input %s --output %s\n", o.input, out)
-		return nil
+		fmt.Fprintf(stdout, "weir: finished; verify with: %s verify gatewaymeter --input %s --output %s\n", program(), o.input, out)
 	case ctx.Err() != nil:
-		if last.ID > 0 {
-			fmt.Fprintf(stdout, "weir: stopped; checkpoint %d is retained; resume with: weir run gatewaymeter --from %s\n",
-				last.ID, filepath.Join(o.checkpointDir, env.JobID()))
-		} else {
+		switch {
+		case last.ID > 0:
+			fmt.Fprintf(stdout, "weir: stopped; checkpoint %d is retained; resume with: %s\n",
+				last.ID, shellJoin(append(o.resume, "--from", filepath.Join(o.checkpointDir, env.JobID()))))
+		case restored.Load():
+			fmt.Fprintf(stdout, "weir: stopped before a new checkpoint completed; resume again with the same --from %s\n", o.from)
+		default:
 			fmt.Fprintln(stdout, "weir: stopped before the first checkpoint completed")
 		}
+		if m.EndedFrom == runtime.StatusRestarting && m.LastFailure != nil {
+			fmt.Fprintf(stdout, "weir: the job was restarting after: %v\n", m.LastFailure.Err)
+		}
 		return nil
+	default:
+		return err
 	}
-	return err
+	if len(unstruck) > 0 {
+		return fmt.Errorf("the run ended before %d of its %d --fail-after failures struck (%s): it did not test what it was asked to", len(unstruck), len(faults.faults), strings.Join(unstruck, ", "))
+	}
+	return nil
 }
 
 // gatewayMeterIO makes the job's source from --kafka, --input or the live
@@ -266,19 +367,24 @@ func checkOutputDir(dir string, resuming bool) error {
 	return nil
 }
 
-// statusLine shows throughput, event time and checkpoints.
+// statusLine shows the job's state, throughput, event time and
+// checkpoints. On a terminal it redraws one line in place; log lines
+// written through logWriter clear it first and redraw it after, so the
+// two never run into each other.
 type statusLine struct {
-	w        io.Writer
+	w   io.Writer
+	tty bool
+
+	mu       sync.Mutex
 	c        *stream.JobClient
-	tty      bool
 	last     stream.JobMetrics
 	lastAt   time.Time
-	printed  bool
+	line     string // what the terminal shows, "" if nothing
 	lastShow time.Time
 }
 
-func newStatusLine(w io.Writer, c *stream.JobClient) *statusLine {
-	s := &statusLine{w: w, c: c, lastAt: time.Now()}
+func newStatusLine(w io.Writer) *statusLine {
+	s := &statusLine{w: w, lastAt: time.Now()}
 	if f, ok := w.(*os.File); ok {
 		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
 			s.tty = true
@@ -287,7 +393,19 @@ func newStatusLine(w io.Writer, c *stream.JobClient) *statusLine {
 	return s
 }
 
+// follow starts showing c.
+func (s *statusLine) follow(c *stream.JobClient) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.c, s.lastAt = c, time.Now()
+}
+
 func (s *statusLine) refresh() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.c == nil {
+		return
+	}
 	m := s.c.Metrics()
 	now := time.Now()
 	dt := now.Sub(s.lastAt).Seconds()
@@ -302,10 +420,13 @@ func (s *statusLine) refresh() {
 	if c := m.LastCheckpoint; c.ID > 0 {
 		ck = fmt.Sprintf("%d (%v, %s) %v ago", c.ID, c.Duration.Round(time.Millisecond), bytesString(c.Size), now.Sub(c.At).Round(time.Second))
 	}
-	line := fmt.Sprintf("in %.0f/s  out %.0f/s  watermark %s  checkpoint %s  restarts %d", in, out, wm, ck, m.Restarts)
+	line := fmt.Sprintf("%s  in %.0f/s  out %.0f/s  watermark %s  checkpoint %s  restarts %d", m.Status, in, out, wm, ck, m.Restarts)
+	if f := m.LastFailure; f != nil && (m.Status == runtime.StatusRestarting || m.Status == runtime.StatusFailing || ck == "none yet") {
+		line += "  last failure: " + oneLine(f.Err.Error(), 160)
+	}
 	if s.tty {
 		fmt.Fprintf(s.w, "\r\033[K%s", line)
-		s.printed = true
+		s.line = line
 		return
 	}
 	if now.Sub(s.lastShow) >= 10*time.Second {
@@ -315,9 +436,101 @@ func (s *statusLine) refresh() {
 }
 
 func (s *statusLine) end() {
-	if s.printed {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.line != "" {
 		fmt.Fprintln(s.w)
+		s.line = ""
 	}
+}
+
+// logWriter returns a writer for log lines to w that keeps them off the
+// status line.
+func (s *statusLine) logWriter(w io.Writer) io.Writer {
+	if !s.tty {
+		return w
+	}
+	return logWriter{s: s, w: w}
+}
+
+type logWriter struct {
+	s *statusLine
+	w io.Writer
+}
+
+func (l logWriter) Write(p []byte) (int, error) {
+	l.s.mu.Lock()
+	defer l.s.mu.Unlock()
+	if l.s.line != "" {
+		fmt.Fprint(l.s.w, "\r\033[K")
+	}
+	n, err := l.w.Write(p)
+	if l.s.line != "" {
+		fmt.Fprint(l.s.w, l.s.line)
+	}
+	return n, err
+}
+
+// oneLine shortens an error message for the status line.
+func oneLine(msg string, max int) string {
+	msg = strings.Join(strings.Fields(msg), " ")
+	if len(msg) > max {
+		msg = msg[:max] + "…"
+	}
+	return msg
+}
+
+// program is how the user ran this binary, for the commands weir prints:
+// "go run ./cmd/weir" when go run built it, else the path it was run by.
+func program() string {
+	exe := os.Args[0]
+	if strings.Contains(filepath.ToSlash(exe), "/go-build") {
+		return "go run ./cmd/weir"
+	}
+	return exe
+}
+
+// resumeCommand is the command line that resumes the run cmd is about to
+// make, less its --from: the program, the job, and every flag the user
+// set except those that do not carry over (--from itself; --output, which
+// the checkpoint records; --fail-after, which the lab applies to one run).
+func resumeCommand(cmd *cobra.Command, args []string) []string {
+	out := append(strings.Fields(program()), "run")
+	out = append(out, args...)
+	cmd.Flags().Visit(func(f *pflag.Flag) {
+		switch f.Name {
+		case "from", "output", "fail-after":
+			return
+		}
+		if sv, ok := f.Value.(pflag.SliceValue); ok {
+			for _, v := range sv.GetSlice() {
+				if f.Name == "define" && strings.HasPrefix(strings.TrimSpace(v), config.KeyStateRecoveryPath+"=") {
+					continue
+				}
+				out = append(out, "--"+f.Name, v)
+			}
+			return
+		}
+		if f.Value.Type() == "bool" {
+			out = append(out, "--"+f.Name+"="+f.Value.String())
+			return
+		}
+		out = append(out, "--"+f.Name, f.Value.String())
+	})
+	return out
+}
+
+// shellJoin quotes args for a POSIX shell.
+func shellJoin(args []string) string {
+	q := make([]string, len(args))
+	for i, a := range args {
+		if a != "" && strings.Trim(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,@%+") == "" {
+			q[i] = a
+			continue
+		}
+		q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+	}
+	return strings.Join(q, " ")
 }
 
 func bytesString(n int64) string {
@@ -374,6 +587,39 @@ func parseFaults(specs []string) (*faultPlan, error) {
 		p.faults = append(p.faults, f)
 	}
 	return p, nil
+}
+
+// check makes sure every failure names a vertex of plan, and a subtask it
+// has.
+func (p *faultPlan) check(plan []stream.VertexInfo) error {
+	var names []string
+	for _, v := range plan {
+		names = append(names, fmt.Sprintf("%s[0..%d]", v.UID, v.Parallelism-1))
+	}
+	for _, f := range p.faults {
+		if f.vertex == "" {
+			continue
+		}
+		i := slices.IndexFunc(plan, func(v stream.VertexInfo) bool { return v.UID == f.vertex })
+		switch {
+		case i < 0:
+			return fmt.Errorf("--fail-after %s: the job has no vertex %q; its vertices (chains of operators, named by their first operator's uid) are %s", f.text, f.vertex, strings.Join(names, ", "))
+		case f.subtask >= plan[i].Parallelism:
+			return fmt.Errorf("--fail-after %s: vertex %s has subtasks 0 to %d (parallelism %d)", f.text, f.vertex, plan[i].Parallelism-1, plan[i].Parallelism)
+		}
+	}
+	return nil
+}
+
+// unstruck returns the failures that have not struck.
+func (p *faultPlan) unstruck() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []string
+	for _, f := range p.faults[p.struck:] {
+		out = append(out, f.text)
+	}
+	return out
 }
 
 func (p *faultPlan) start(*stream.JobClient) {

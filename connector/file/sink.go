@@ -116,11 +116,20 @@ func newSink[T any](dir string, encode func(T) ([]byte, error), opts []SinkOptio
 	case c.bufSize < 16:
 		return nil, fmt.Errorf("file: write buffer size must be at least 16 bytes, got %d", c.bufSize)
 	}
-	return &Sink[T]{dir: dir, encode: encode, guarantee: c.guarantee, bufSize: c.bufSize}, nil
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("file: output directory %s: %w", dir, err)
+	}
+	return &Sink[T]{dir: filepath.Clean(abs), encode: encode, guarantee: c.guarantee, bufSize: c.bufSize}, nil
 }
 
-// Dir returns the output directory.
+// Dir returns the output directory, as an absolute path.
 func (s *Sink[T]) Dir() string { return s.dir }
+
+// Location implements connector.Located: the output directory, as an
+// absolute path. A job restored from a checkpoint that wrote to another
+// directory fails to start.
+func (s *Sink[T]) Location() string { return s.dir }
 
 // Guarantee returns the sink's delivery guarantee.
 func (s *Sink[T]) Guarantee() Guarantee { return s.guarantee }
@@ -153,9 +162,68 @@ func (s *Sink[T]) NewWriter(_ context.Context, info connector.WriterInfo) (conne
 	if err := probeDir(staging); err != nil {
 		return nil, err
 	}
+	if info.RestoredCheckpointID > 0 {
+		if err := w.reconcile(info.RestoredCheckpointID); err != nil {
+			return nil, err
+		}
+	}
 	var b [8]byte
 	rand.Read(b[:])
 	return &txnWriter[T]{writer: w, staging: staging, token: hex.EncodeToString(b[:])}, nil
+}
+
+// reconcile removes the files that transactions of checkpoints after
+// restored committed, for this writer's uid and the subtasks it inherits:
+// the restore abandoned those checkpoints, and the replay writes their
+// records again. Such files exist when a job resumes from a checkpoint
+// older than its newest (the newest did not verify, or the user chose an
+// older one); without this the output would hold their records twice.
+func (w *writer[T]) reconcile(restored int64) error {
+	entries, err := os.ReadDir(w.sink.dir)
+	if err != nil {
+		return fmt.Errorf("file: reconciling %s with checkpoint %d: %w", w.sink.dir, restored, err)
+	}
+	removed := false
+	for _, e := range entries {
+		s, id, ok := parseFinal(e.Name(), w.uid)
+		if !ok || id <= restored || !inherits(w.info, s) {
+			continue
+		}
+		if err := os.Remove(filepath.Join(w.sink.dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("file: reconciling %s with checkpoint %d: %w", w.sink.dir, restored, err)
+		}
+		removed = true
+	}
+	if removed {
+		return syncDir(w.sink.dir)
+	}
+	return nil
+}
+
+// parseFinal parses the name of a committed file of uid (escaped):
+// part-<uid>-<subtask>-<checkpoint>.jsonl.
+func parseFinal(name, uid string) (subtask int, checkpointID int64, ok bool) {
+	rest, ok := strings.CutPrefix(name, "part-"+uid+"-")
+	if !ok {
+		return 0, 0, false
+	}
+	rest, ok = strings.CutSuffix(rest, ".jsonl")
+	if !ok {
+		return 0, 0, false
+	}
+	f := strings.Split(rest, "-")
+	if len(f) != 2 || !digits(f[0]) || !digits(f[1]) {
+		return 0, 0, false
+	}
+	s, err := strconv.Atoi(f[0])
+	if err != nil {
+		return 0, 0, false
+	}
+	id, err := strconv.ParseInt(f[1], 10, 64)
+	if err != nil {
+		return 0, 0, false
+	}
+	return s, id, true
 }
 
 // probeDir creates dir if needed and checks that a file can be created in
@@ -295,10 +363,12 @@ type txnWriter[T any] struct {
 }
 
 // committable is what PrepareCommit returns and Commit reads, as JSON.
-// Names are relative to the sink's directory (InProgress to its
-// .inprogress directory), so committables do not depend on where the
-// directory is mounted.
+// Names are relative to Dir (InProgress to its .inprogress directory).
+// Dir is the absolute output directory the transaction was staged in; a
+// committable without one (written before the field existed) belongs to
+// the committing sink's directory.
 type committable struct {
+	Dir        string `json:"dir,omitempty"`
 	InProgress string `json:"inprogress"`
 	Final      string `json:"final"`
 	Size       int64  `json:"size"`
@@ -349,6 +419,7 @@ func (w *txnWriter[T]) PrepareCommit(_ context.Context, checkpointID int64) ([][
 		return nil, err
 	}
 	b, err := json.Marshal(committable{
+		Dir:        w.sink.dir,
 		InProgress: w.name,
 		Final:      FinalName(w.info.UID, w.info.Subtask, checkpointID),
 		Size:       w.cw.n,
@@ -387,7 +458,7 @@ func (w *txnWriter[T]) removeStale() error {
 	var errs []error
 	for _, e := range entries {
 		s, token, ok := parseInProgress(e.Name(), w.uid)
-		if !ok || token == w.token || !w.inherits(s) {
+		if !ok || token == w.token || !inherits(w.info, s) {
 			continue
 		}
 		if err := os.Remove(filepath.Join(w.staging, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -397,11 +468,11 @@ func (w *txnWriter[T]) removeStale() error {
 	return errors.Join(errs...)
 }
 
-// inherits reports whether this writer's subtask takes over subtask s's
-// files.
-func (w *txnWriter[T]) inherits(s int) bool {
-	p := w.info.Parallelism
-	return s == w.info.Subtask || p > 0 && s >= p && s%p == w.info.Subtask
+// inherits reports whether the writer described by info takes over
+// subtask s's files.
+func inherits(info connector.WriterInfo, s int) bool {
+	p := info.Parallelism
+	return s == info.Subtask || p > 0 && s >= p && s%p == info.Subtask
 }
 
 // parseInProgress parses an in-progress file name of uid (escaped):
@@ -477,6 +548,9 @@ func commit(dir string, committables [][]byte) (err error) {
 		var c committable
 		if err := json.Unmarshal(b, &c); err != nil {
 			return fmt.Errorf("file: decoding committable %q: %w", b, err)
+		}
+		if c.Dir != "" && c.Dir != dir {
+			return connector.Permanent(fmt.Errorf("file: committing a transaction staged in %s from a sink that writes to %s: a restored job must write where the checkpoint's job did", c.Dir, dir))
 		}
 		if !plainName(c.InProgress) || !plainName(c.Final) {
 			return fmt.Errorf("file: committable %q names a file outside %s", b, dir)

@@ -252,7 +252,7 @@ func checkLineStart(f *os.File, path string, off int64) error {
 	}
 	switch {
 	case off > fi.Size():
-		return fmt.Errorf("file: %s: offset %d is past the end of the file (%d bytes): the file changed since the offset was taken", path, off, fi.Size())
+		return connector.Permanent(fmt.Errorf("file: %s: offset %d is past the end of the file (%d bytes): the file changed since the offset was taken (is this the input the checkpoint's job read?)", path, off, fi.Size()))
 	case off == 0 || off == fi.Size():
 		return nil
 	}
@@ -261,7 +261,7 @@ func checkLineStart(f *os.File, path string, off int64) error {
 		return fmt.Errorf("file: %s: %w", path, err)
 	}
 	if b[0] != '\n' {
-		return fmt.Errorf("file: %s: offset %d is not at the start of a line: the file changed since the offset was taken", path, off)
+		return connector.Permanent(fmt.Errorf("file: %s: offset %d is not at the start of a line: the file changed since the offset was taken (is this the input the checkpoint's job read?)", path, off))
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package gatewaymeter
 
 import (
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -53,6 +54,32 @@ func FileSinks(dir string, opts ...file.SinkOption) (Sinks, error) {
 	return s, err
 }
 
+// SinkUID returns the uid of the sink that writes output out (one of
+// OutputNames()).
+func SinkUID(out string) string { return out + "-sink" }
+
+// OutputDir returns the directory whose subdirectories the file sinks
+// wrote, given each sink's location by uid (stream.RestoreInfo), or false
+// if no sink recorded one. The sinks must agree.
+func OutputDir(locations map[string]string) (string, bool, error) {
+	dir, found := "", false
+	for _, out := range OutputNames() {
+		loc, ok := locations[SinkUID(out)]
+		if !ok {
+			continue
+		}
+		if filepath.Base(loc) != out {
+			return "", false, fmt.Errorf("sink %s wrote to %s, not to a directory named %s", SinkUID(out), loc, out)
+		}
+		d := filepath.Dir(loc)
+		if found && d != dir {
+			return "", false, fmt.Errorf("the sinks wrote to different directories, %s and %s", dir, d)
+		}
+		dir, found = d, true
+	}
+	return dir, found, nil
+}
+
 func jsonSink[T any](dir string, opts []file.SinkOption) (connector.Sink[T], error) {
 	s, err := file.JSONLines[T](dir, opts...)
 	if err != nil {
@@ -78,12 +105,12 @@ func Build(env *stream.Environment, src connector.Source[file.Line], sinks Sinks
 
 	deadTag := stream.NewOutputTag[DeadLetter]("dead-letters")
 	events := stream.ProcessRecords(lines, stream.ProcessFunction[file.Line, Event](lineParser{dead: deadTag}), stream.Uid(UIDParse))
-	stream.SinkTo(stream.SideOutputOf(events, deadTag), sinks.DeadLetters, stream.Uid("dead-letters-sink"), stream.Parallelism(1))
+	stream.SinkTo(stream.SideOutputOf(events, deadTag), sinks.DeadLetters, stream.Uid(SinkUID(OutDeadLetters)), stream.Parallelism(1))
 
 	orphanTag := stream.NewOutputTag[Orphan]("orphans")
 	byRequest := stream.KeyBy(events, func(e Event) string { return e.RequestID })
 	requests := stream.Process(byRequest, stream.KeyedProcessFunction[string, Event, RequestRecord](&assembler{orphans: orphanTag}), stream.Uid(UIDAssemble))
-	stream.SinkTo(stream.SideOutputOf(requests, orphanTag), sinks.Orphans, stream.Uid("orphans-sink"), stream.Parallelism(1))
+	stream.SinkTo(stream.SideOutputOf(requests, orphanTag), sinks.Orphans, stream.Uid(SinkUID(OutOrphans)), stream.Parallelism(1))
 
 	minute := stream.TumblingEventTimeWindows(time.Duration(WindowSize) * time.Millisecond)
 	byTenant := stream.KeyBy(requests, func(r RequestRecord) string { return r.TenantID })
@@ -91,11 +118,11 @@ func Build(env *stream.Environment, src connector.Source[file.Line], sinks Sinks
 		func(tenant string, w stream.Window, a costAcc) TenantCostMinute {
 			return TenantCostMinute{TenantID: tenant, WindowStart: w.Start, WindowEnd: w.End, CostMicros: a.Cost, Requests: a.Requests}
 		}, stream.Uid(UIDTenantCost))
-	stream.SinkTo(costs, sinks.TenantCost, stream.Uid("tenant-cost-sink"))
+	stream.SinkTo(costs, sinks.TenantCost, stream.Uid(SinkUID(OutTenantCost)))
 
 	alerts := stream.Process(stream.KeyBy(costs, func(m TenantCostMinute) string { return m.TenantID }),
 		stream.KeyedProcessFunction[string, TenantCostMinute, Alert](&alerter{}), stream.Uid(UIDAlerts))
-	stream.SinkTo(alerts, sinks.Alerts, stream.Uid("alerts-sink"))
+	stream.SinkTo(alerts, sinks.Alerts, stream.Uid(SinkUID(OutAlerts)))
 
 	byModel := stream.KeyBy(requests, func(r RequestRecord) string { return r.Model })
 	latency := stream.ProcessWindow(stream.Windowed(byModel, minute),
@@ -106,7 +133,7 @@ func Build(env *stream.Environment, src connector.Source[file.Line], sinks Sinks
 			}
 			return emit(NewModelLatencyMinute(model, w.Start, lat))
 		}, stream.Uid(UIDModelLatency))
-	stream.SinkTo(latency, sinks.ModelLatency, stream.Uid("model-latency-sink"))
+	stream.SinkTo(latency, sinks.ModelLatency, stream.Uid(SinkUID(OutModelLatency)))
 }
 
 // lineParser turns raw lines into events; a malformed line goes to the dead

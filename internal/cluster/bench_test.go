@@ -81,7 +81,7 @@ func runOnCluster(b *testing.B, jobs cluster.Jobs, sub cluster.Submission) time.
 			b.Fatal(err)
 		}
 		for _, j := range ov.Jobs {
-			if j.JobID == id && j.State != "RUNNING" {
+			if j.JobID == id && j.Ended() {
 				if j.State != "FINISHED" {
 					b.Fatalf("job %s: %s", j.State, j.Error)
 				}

@@ -310,7 +310,7 @@ func waitJob(t *testing.T, c *cluster.Client, jobID string) cluster.JobStatus {
 			t.Fatal(err)
 		}
 		for _, j := range ov.Jobs {
-			if j.JobID == jobID && j.State != "RUNNING" {
+			if j.JobID == jobID && j.Ended() {
 				return j
 			}
 		}

@@ -444,6 +444,14 @@ func (m *JobManager) list(context.Context, *listRequest) (*listResponse, error) 
 		if jm != nil {
 			mt := jm.Metrics()
 			resp.Jobs[i].Restarts, resp.Jobs[i].LastCheckpoint = mt.Restarts, mt.LastCheckpoint.ID
+			// While the job runs, the job master knows whether it is
+			// restarting or failing; its end is decided when Wait returns.
+			if resp.Jobs[i].State == "RUNNING" && (mt.Status == runtime.StatusRestarting || mt.Status == runtime.StatusFailing) {
+				resp.Jobs[i].State = string(mt.Status)
+			}
+			if f := mt.LastFailure; f != nil && resp.Jobs[i].Error == "" {
+				resp.Jobs[i].LastFailure = f.Err.Error()
+			}
 		}
 	}
 	return resp, nil

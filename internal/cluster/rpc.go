@@ -61,12 +61,19 @@ type Submission struct {
 type JobStatus struct {
 	JobID    string    `json:"job_id"`
 	Job      string    `json:"job"`
-	State    string    `json:"state"` // RUNNING, RESTARTING, FINISHED, FAILED, CANCELED
+	State    string    `json:"state"` // RUNNING, RESTARTING, FAILING, FINISHED, FAILED, CANCELED
 	Started  time.Time `json:"started"`
 	Restarts int       `json:"restarts"`
 	// LastCheckpoint is the latest completed checkpoint's id (0: none).
 	LastCheckpoint int64  `json:"last_checkpoint"`
 	Error          string `json:"error,omitempty"`
+	// LastFailure is the cause of the job's newest failure while it runs.
+	LastFailure string `json:"last_failure,omitempty"`
+}
+
+// Ended reports whether the job has ended: FINISHED, FAILED or CANCELED.
+func (s JobStatus) Ended() bool {
+	return s.State == "FINISHED" || s.State == "FAILED" || s.State == "CANCELED"
 }
 
 type submitResponse struct {

@@ -332,6 +332,9 @@ func Submit(ctx context.Context, stdout io.Writer, prog, jmAddr string, sub clus
 				continue
 			}
 			line := fmt.Sprintf("job %s %s: restarts %d, last checkpoint %d", id, js.State, js.Restarts, js.LastCheckpoint)
+			if js.LastFailure != "" && js.State != "RUNNING" {
+				line += ", last failure: " + js.LastFailure
+			}
 			if line != last {
 				fmt.Fprintf(stdout, "%s: %s\n", prog, line)
 				last = line

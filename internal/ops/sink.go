@@ -32,45 +32,97 @@ func NewSink[T any](sink connector.Sink[T], checkpointing, exactlyOnce bool) *Si
 	return &Sink[T]{sink: sink, pending: make(map[int64][][]byte), checkpointing: checkpointing, exactlyOnce: exactlyOnce}
 }
 
+// sinkState is what a sink subtask checkpoints: where its output is and
+// the committables not yet committed, by checkpoint id.
+type sinkState struct {
+	Location string             `json:"location,omitempty"`
+	Pending  map[int64][][]byte `json:"pending,omitempty"`
+}
+
+// DecodeSinkState decodes a sink subtask's checkpointed state: its
+// output's location (empty if the sink has none, or the state predates
+// locations) and its pending committables.
+func DecodeSinkState(b []byte) (location string, pending map[int64][][]byte, err error) {
+	var st sinkState
+	if err := json.Unmarshal(b, &st); err == nil && (st.Location != "" || st.Pending != nil) {
+		return st.Location, st.Pending, nil
+	}
+	// Before locations, the state was the pending map alone.
+	if err := json.Unmarshal(b, &pending); err != nil {
+		return "", nil, fmt.Errorf("decoding sink state: %w", err)
+	}
+	return "", pending, nil
+}
+
+func (s *Sink[T]) location() string {
+	if l, ok := s.sink.(connector.Located); ok {
+		return l.Location()
+	}
+	return ""
+}
+
 func (s *Sink[T]) Open(ctx *runtime.OperatorContext) error {
 	s.ctx = ctx
+	restored, restoredID, err := s.restored(ctx)
+	if err != nil {
+		return err
+	}
 	w, err := s.sink.NewWriter(ctx, connector.WriterInfo{
-		Subtask:     ctx.Subtask,
-		Parallelism: ctx.Parallelism,
-		UID:         ctx.UID,
-		ExactlyOnce: s.checkpointing && s.exactlyOnce,
+		Subtask:              ctx.Subtask,
+		Parallelism:          ctx.Parallelism,
+		UID:                  ctx.UID,
+		ExactlyOnce:          s.checkpointing && s.exactlyOnce,
+		RestoredCheckpointID: restoredID,
 	})
 	if err != nil {
 		return fmt.Errorf("opening sink writer: %w", err)
 	}
 	s.w = w
-	if ctx.Restored == nil || ctx.Restored.State == nil {
-		return nil
+	// Everything in the restored checkpoint was prepared at or before its
+	// barrier: the checkpoint completed, so all of it is committed now.
+	return s.commit(restored)
+}
+
+// restored reads the committables this subtask commits from the restored
+// checkpoint, and checks that the checkpoint's sink wrote where this one
+// writes. Old subtask i's committables are this subtask's if i mod p is
+// its index, so each is committed by exactly one new subtask.
+func (s *Sink[T]) restored(ctx *runtime.OperatorContext) (map[int64][][]byte, int64, error) {
+	if ctx.Restored == nil {
+		return nil, 0, nil
 	}
-	// Old subtask i's committables are this subtask's if i mod p is its
-	// index, so each is committed by exactly one new subtask.
 	restored := make(map[int64][][]byte)
+	if ctx.Restored.State == nil {
+		return restored, ctx.Restored.CheckpointID, nil
+	}
+	here := s.location()
 	for i, st := range ctx.Restored.State.Subtasks {
-		if i%ctx.Parallelism != ctx.Subtask {
-			continue
-		}
 		for _, h := range st.Operator {
+			if i%ctx.Parallelism != ctx.Subtask && here == "" {
+				continue
+			}
 			b, err := ctx.Restored.Store.ReadState(ctx, h)
 			if err != nil {
-				return fmt.Errorf("reading sink committables: %w", err)
+				return nil, 0, fmt.Errorf("reading sink committables: %w", err)
 			}
-			var m map[int64][][]byte
-			if err := json.Unmarshal(b, &m); err != nil {
-				return fmt.Errorf("decoding sink committables: %w", err)
+			loc, m, err := DecodeSinkState(b)
+			if err != nil {
+				return nil, 0, err
+			}
+			if loc != "" && here != "" && loc != here {
+				return nil, 0, connector.Permanent(fmt.Errorf(
+					"sink %s: checkpoint %d wrote its output to %s, but this job's sink writes to %s; a resumed job must write where the checkpoint's job did, or its output would be split and the checkpoint's pending transactions lost",
+					ctx.UID, ctx.Restored.CheckpointID, loc, here))
+			}
+			if i%ctx.Parallelism != ctx.Subtask {
+				continue
 			}
 			for id, cs := range m {
 				restored[id] = append(restored[id], cs...)
 			}
 		}
 	}
-	// Everything in the restored checkpoint was prepared at or before its
-	// barrier: the checkpoint completed, so all of it is committed now.
-	return s.commit(restored)
+	return restored, ctx.Restored.CheckpointID, nil
 }
 
 func (s *Sink[T]) Process(v T, ts int64) error { return s.w.Write(v, ts) }
@@ -87,10 +139,14 @@ func (s *Sink[T]) Snapshot(id int64) (runtime.Snapshot, error) {
 	if len(cs) > 0 {
 		s.pending[id] = cs
 	}
-	if len(s.pending) == 0 {
-		return runtime.Snapshot{}, nil
+	st := sinkState{Location: s.location(), Pending: s.pending}
+	if len(st.Pending) == 0 {
+		if st.Location == "" {
+			return runtime.Snapshot{}, nil
+		}
+		st.Pending = nil
 	}
-	b, err := json.Marshal(s.pending)
+	b, err := json.Marshal(st)
 	if err != nil {
 		return runtime.Snapshot{}, err
 	}

@@ -131,6 +131,9 @@ type JobMaster struct {
 	// subtasks, queries, timers.
 	inbox *mailbox
 
+	// hist is the job's status and its latest failures.
+	hist history
+
 	mu sync.Mutex
 
 	exec   Executor
@@ -272,6 +275,13 @@ type Metrics struct {
 	Restarts  int
 	// LastCheckpoint is the latest completed checkpoint (ID 0: none).
 	LastCheckpoint CompletedCheckpoint
+	// Status is the job's status; Failures counts its failures, the
+	// newest of which is LastFailure (nil: none).
+	Status JobStatus
+	// EndedFrom is the status the job ended from ("" while it runs).
+	EndedFrom   JobStatus
+	Failures    int
+	LastFailure *Failure
 }
 
 // Metrics returns the job's current metrics. It may be called from any
@@ -280,6 +290,12 @@ func (jm *JobMaster) Metrics() Metrics {
 	jm.mu.Lock()
 	m := Metrics{Restarts: jm.restarts, LastCheckpoint: jm.completed, Watermark: MaxWatermark}
 	jm.mu.Unlock()
+	m.Status, _ = jm.Status()
+	m.EndedFrom = jm.EndedFrom()
+	fs, n := jm.Failures()
+	if m.Failures = n; len(fs) > 0 {
+		m.LastFailure = &fs[0]
+	}
 	any := false
 	for _, sm := range jm.exec.SubtaskMetrics() {
 		v := jm.vertex(sm.Task.Vertex)
@@ -329,6 +345,7 @@ func (jm *JobMaster) Run(ctx context.Context) error {
 	if jm.latest != nil {
 		jm.emitRestored(jm.latest)
 	}
+	jm.hist.set(StatusRunning, jm.clock.Now())
 	jm.emit(Event{Kind: EventRunning})
 	if jm.coord != nil {
 		if jm.latest != nil {
@@ -360,6 +377,7 @@ func (jm *JobMaster) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			jm.cancelAll(context.Cause(ctx))
+			jm.hist.set(StatusCanceled, jm.clock.Now())
 			return context.Cause(ctx)
 		case <-jm.inbox.signal:
 		case <-wake:
@@ -376,6 +394,7 @@ func (jm *JobMaster) Run(ctx context.Context) error {
 			}
 		}
 		if len(jm.finished) == len(jm.all) {
+			jm.hist.set(StatusFinished, jm.clock.Now())
 			jm.emit(Event{Kind: EventFinished})
 			if jm.coord != nil {
 				jm.coord.Stop(jm.clock.Now())
@@ -387,7 +406,9 @@ func (jm *JobMaster) Run(ctx context.Context) error {
 
 // abort cancels every subtask and reports err as the job's failure.
 func (jm *JobMaster) abort(err error) error {
+	jm.hist.set(StatusFailing, jm.clock.Now())
 	jm.cancelAll(err)
+	jm.hist.set(StatusFailed, jm.clock.Now())
 	jm.emit(Event{Kind: EventFailed, Err: err})
 	if jm.coord != nil {
 		jm.coord.Stop(jm.clock.Now())
@@ -465,10 +486,16 @@ func (jm *JobMaster) fail(id checkpoint.TaskID, cause error, global bool) error 
 	now := jm.clock.Now()
 	jm.log.Warn("subtask failed", "task", id.String(), "err", cause)
 	jm.emit(Event{Kind: EventTaskFailed, Task: id, Err: cause})
+	if permanent(cause) {
+		jm.hist.fail(Failure{Time: now, Task: id, Err: cause})
+		return fmt.Errorf("job failed: %s failed: %w (a restart cannot cure this failure)", id, cause)
+	}
 	d := jm.opts.Restart.OnFailure(now, cause)
+	jm.hist.fail(Failure{Time: now, Task: id, Err: cause, Restarted: d.Restart})
 	if !d.Restart {
 		return fmt.Errorf("job failed: %s failed: %w (%s)", id, cause, d.Reason)
 	}
+	jm.hist.set(StatusRestarting, now)
 	ids := jm.all
 	if !global {
 		ftasks, err := jm.failover.TasksToRestart(failover.TaskID{Vertex: id.Vertex, Subtask: id.Subtask}, cause)
@@ -504,6 +531,9 @@ func (jm *JobMaster) fail(id checkpoint.TaskID, cause error, global bool) error 
 		md := jm.Latest()
 		jm.deploy(jm.ctx, ids, md)
 		jm.emitRestored(md)
+		if jm.restarting == 0 {
+			jm.hist.set(StatusRunning, jm.clock.Now())
+		}
 		if jm.coord == nil || jm.restarting > 0 {
 			return nil
 		}
@@ -531,6 +561,13 @@ func (jm *JobMaster) fail(id checkpoint.TaskID, cause error, global bool) error 
 	}
 	jm.clock.AfterFunc(d.Delay, whenStopped)
 	return nil
+}
+
+// permanent reports whether err, or an error it wraps, says that a
+// restart cannot cure it (connector.Permanent marks such errors).
+func permanent(err error) bool {
+	var p interface{ Permanent() bool }
+	return errors.As(err, &p) && p.Permanent()
 }
 
 // stop cancels the running subtasks among ids and waits for them to exit.

@@ -27,7 +27,18 @@ var executionStates = []string{"CREATED", "SCHEDULED", "DEPLOYING", "RUNNING", "
 // canceled is CANCELED, one that ended with another error FAILED.
 func (s *Server) state() string {
 	if !s.ended() {
-		return stateRunning
+		// Until Done closes, and Err decides, a job that has ended in the
+		// job master is still winding down.
+		switch st, _ := s.jm.Status(); st {
+		case runtime.StatusFailed:
+			return string(runtime.StatusFailing)
+		case runtime.StatusCanceled:
+			return "CANCELLING"
+		case runtime.StatusFinished, runtime.StatusCreated:
+			return stateRunning
+		default:
+			return string(st)
+		}
 	}
 	var err error
 	if s.job.Err != nil {
@@ -40,6 +51,19 @@ func (s *Server) state() string {
 		return stateCanceled
 	}
 	return stateFailed
+}
+
+// taskState is the execution state shown for tasks while the job is in
+// state: a restarting job's tasks are being canceled or wait to be
+// scheduled again.
+func taskState(state string) string {
+	switch state {
+	case string(runtime.StatusRestarting):
+		return "SCHEDULED"
+	case string(runtime.StatusFailing), "CANCELLING":
+		return "CANCELING"
+	}
+	return state
 }
 
 // startTime returns when the job started running. The job master sets
@@ -110,15 +134,15 @@ func (s *Server) overview(w http.ResponseWriter) {
 // it is running.
 func (o *overviewInfo) count(state string) (running bool) {
 	switch state {
-	case stateRunning:
-		o.JobsRunning++
-		return true
 	case stateFinished:
 		o.JobsFinished++
 	case stateCanceled:
 		o.JobsCancelled++
-	default:
+	case stateFailed:
 		o.JobsFailed++
+	default: // RUNNING, RESTARTING, FAILING, CANCELLING: not yet ended
+		o.JobsRunning++
+		return true
 	}
 	return false
 }
@@ -168,7 +192,7 @@ func (s *Server) overviewEntry() jobOverview {
 	}
 	for _, v := range s.jm.Graph().Vertices {
 		tasks["total"] += v.Parallelism
-		tasks[state] += v.Parallelism
+		tasks[taskState(state)] += v.Parallelism
 	}
 	last := now
 	if end >= 0 {
@@ -358,11 +382,11 @@ func (s *Server) jobDetails() jobDetailsInfo {
 		for _, st := range executionStates {
 			tasks[st] = 0
 		}
-		tasks[state] = v.Parallelism
-		d.StatusCounts[state]++
+		tasks[taskState(state)] = v.Parallelism
+		d.StatusCounts[taskState(state)]++
 		d.Vertices = append(d.Vertices, vertexInfo{
 			ID: id, UID: v.UID, Name: v.Name, MaxParallelism: v.MaxParallelism, Parallelism: v.Parallelism,
-			Status: state, StartTime: start, EndTime: end, Duration: dur, Tasks: tasks,
+			Status: taskState(state), StartTime: start, EndTime: end, Duration: dur, Tasks: tasks,
 			Metrics: recs.ioFor(v, -1),
 		})
 		node := planNode{ID: id, Parallelism: v.Parallelism, Description: v.Name, OptimizerProperties: map[string]any{}}
@@ -411,7 +435,7 @@ func (s *Server) vertexDetails(vid string) (vertexDetailsInfo, error) {
 	d := vertexDetailsInfo{ID: s.ids[v], UID: v.UID, Name: v.Name, Parallelism: v.Parallelism, MaxParallelism: v.MaxParallelism, Now: now, Subtasks: []subtaskInfo{}}
 	for _, m := range recs.by[v.UID] {
 		d.Subtasks = append(d.Subtasks, subtaskInfo{
-			Subtask: m.Task.Subtask, Status: state, Attempt: m.Attempt,
+			Subtask: m.Task.Subtask, Status: taskState(state), Attempt: m.Attempt,
 			Metrics:        recs.ioFor(v, m.Task.Subtask),
 			Watermark:      watermark(m.Watermark),
 			LastCheckpoint: m.LastCheckpoint,

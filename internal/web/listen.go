@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/weirstream/weir/config"
@@ -58,6 +59,9 @@ func listen(ctx context.Context, h http.Handler, opts options, host string, port
 		return "", nil, fmt.Errorf("web: %s=%d is not a port (0 to 65535)", config.KeyRESTPort, port)
 	}
 	ln, err := net.Listen("tcp", net.JoinHostPort(strings.Trim(host, "[]"), strconv.Itoa(port)))
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return "", nil, fmt.Errorf("web: listening on %s=%s, %s=%d: %w; another process (another weir?) uses the port: stop it, or choose another port with -D %s=<port> (0 picks a free one)", config.KeyRESTBindAddress, host, config.KeyRESTPort, port, err, config.KeyRESTPort)
+	}
 	if err != nil {
 		return "", nil, fmt.Errorf("web: listening on %s=%s, %s=%d: %w", config.KeyRESTBindAddress, host, config.KeyRESTPort, port, err)
 	}

@@ -33,6 +33,8 @@ type Master interface {
 	SubtaskMetrics() []runtime.SubtaskMetrics
 	CheckpointStats(ctx context.Context) (coordinator.Snapshot, bool, error)
 	Latest() *runtime.Restore
+	Status() (runtime.JobStatus, time.Time)
+	Failures() ([]runtime.Failure, int)
 }
 
 // Job is the job the server describes.
@@ -267,6 +269,8 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case n == 2:
 		h = func() (any, error) { return s.jobDetails(), nil }
+	case n == 3 && at(2, "exceptions"):
+		h = func() (any, error) { return s.exceptions(r.URL.Query().Get("maxExceptions")) }
 	case n == 4 && at(2, "vertices"):
 		h = func() (any, error) { return s.vertexDetails(seg[3]) }
 	case n == 5 && at(2, "vertices") && at(4, "backpressure"):

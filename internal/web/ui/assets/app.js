@@ -73,7 +73,7 @@
     switch (String(status).toUpperCase()) {
       case "COMPLETED": case "RUNNING": case "FINISHED": case "OK": return "ok";
       case "FAILED": case "CANCELED": case "HIGH": return "bad";
-      case "IN_PROGRESS": case "LOW": case "CANCELLING": case "RESTARTING": return "warn";
+      case "IN_PROGRESS": case "LOW": case "CANCELLING": case "RESTARTING": case "FAILING": return "warn";
       default: return "";
     }
   }
@@ -221,9 +221,10 @@
 
   async function viewJob(route) {
     const jid = encodeURIComponent(route.jid);
-    const [job, cps] = await Promise.all([
+    const [job, cps, exc] = await Promise.all([
       api(`/jobs/${jid}`),
       api(`/jobs/${jid}/checkpoints`).catch((e) => ({ error: e.message })),
+      api(`/jobs/${jid}/exceptions?maxExceptions=5`).catch(() => null),
     ]);
     const bps = new Map();
     await Promise.all(job.vertices.map((v) => api(`/jobs/${jid}/vertices/${v.id}/backpressure`).then((b) => bps.set(v.id, b), () => {})));
@@ -233,6 +234,12 @@
     let html = `<div class="jobhead"><h1>${esc(job.name)}</h1>${pill(job.state)}
       <span class="meta">job <span class="mono">${esc(job.jid)}</span> · started ${time(job["start-time"])} · ${job["end-time"] > 0 ? "ran" : "running for"} ${span(job.duration)} · ${job.vertices.length} vertices, ${tasks} subtasks</span></div>`;
     html += `<div class="grid">`;
+    const failures = (exc && exc.exceptionHistory && exc.exceptionHistory.entries) || [];
+    if (failures.length > 0) {
+      const rows = failures.map((f) => `<tr><td>${time(f.timestamp, true)}</td><td>${esc(f.taskName || "")}</td><td>${f.failureLabels && f.failureLabels.restarted === "true" ? "restarted" : "ended the job"}</td><td class="mono failure">${esc(f.stacktrace)}</td></tr>`).join("");
+      html += card(12, job.state === "RUNNING" || job.state === "FINISHED" ? "Latest failures" : "Why the job is " + job.state.toLowerCase(),
+        `<table data-failures="${failures.length}"><thead><tr><th>time</th><th>subtask</th><th></th><th>cause</th></tr></thead><tbody>${rows}</tbody></table>`);
+    }
     html += card(12, "Job graph", graphSVG(job, rates, bps),
       `<span class="legend"><span><i style="background:var(--ok)"></i>backpressure ok</span><span><i style="background:var(--warn)"></i>low</span><span><i style="background:var(--bad)"></i>high</span></span>`);
     if (cps.error) {

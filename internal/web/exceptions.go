@@ -1,0 +1,91 @@
+package web
+
+import (
+	"fmt"
+	"strconv"
+)
+
+// Flink's JobExceptionsInfoWithHistory: GET /jobs/:id/exceptions.
+type exceptionsInfo struct {
+	History exceptionHistory `json:"exceptionHistory"`
+}
+
+type exceptionHistory struct {
+	Entries   []rootExceptionInfo `json:"entries"`
+	Truncated bool                `json:"truncated"`
+}
+
+type rootExceptionInfo struct {
+	ExceptionName        string            `json:"exceptionName"`
+	Stacktrace           string            `json:"stacktrace"`
+	Timestamp            int64             `json:"timestamp"`
+	TaskName             string            `json:"taskName,omitempty"`
+	Endpoint             string            `json:"endpoint,omitempty"`
+	TaskManagerID        string            `json:"taskManagerId,omitempty"`
+	FailureLabels        map[string]string `json:"failureLabels"`
+	ConcurrentExceptions []any             `json:"concurrentExceptions"`
+}
+
+// exceptions lists the job's latest failures, newest first, as Flink's
+// exception history does; maxExceptions (Flink's query parameter) caps
+// how many.
+func (s *Server) exceptions(maxParam string) (any, error) {
+	limit := -1
+	if maxParam != "" {
+		n, err := strconv.Atoi(maxParam)
+		if err != nil || n < 0 {
+			return nil, badRequest("maxExceptions must be a non-negative integer, got %q", truncate(maxParam))
+		}
+		limit = n
+	}
+	fs, total := s.jm.Failures()
+	out := exceptionsInfo{History: exceptionHistory{Entries: []rootExceptionInfo{}, Truncated: total > len(fs)}}
+	for i, f := range fs {
+		if limit >= 0 && i >= limit {
+			out.History.Truncated = true
+			break
+		}
+		e := rootExceptionInfo{
+			ExceptionName:        "TaskFailure",
+			Stacktrace:           f.Err.Error(),
+			Timestamp:            f.Time.UnixMilli(),
+			FailureLabels:        map[string]string{"restarted": strconv.FormatBool(f.Restarted)},
+			ConcurrentExceptions: []any{},
+		}
+		if f.Task.Vertex == "" {
+			e.ExceptionName = "JobFailure"
+		} else {
+			e.TaskName = fmt.Sprintf("%s (%d/%d)", s.vertexName(f.Task.Vertex), f.Task.Subtask+1, s.vertexParallelism(f.Task.Vertex))
+		}
+		out.History.Entries = append(out.History.Entries, e)
+	}
+	return out, nil
+}
+
+func (s *Server) vertexName(uid string) string {
+	for _, v := range s.jm.Graph().Vertices {
+		if v.UID == uid {
+			return v.Name
+		}
+	}
+	return uid
+}
+
+func (s *Server) vertexParallelism(uid string) int {
+	for _, v := range s.jm.Graph().Vertices {
+		if v.UID == uid {
+			return v.Parallelism
+		}
+	}
+	return 0
+}
+
+// truncate shortens what a client sent before an error message echoes
+// it.
+func truncate(s string) string {
+	const max = 64
+	if len(s) <= max {
+		return s
+	}
+	return s[:max] + "…"
+}
