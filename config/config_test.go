@@ -32,6 +32,7 @@ func TestDefaults(t *testing.T) {
 		KeyCheckpointingSavepointDir:          "",
 		KeyCheckpointingCreateSubdir:          "true",
 		KeyStateRecoveryPath:                  "",
+		KeyStateRecoveryAllowDuplicateOutput:  "false",
 
 		KeyRestartStrategy:                       "",
 		KeyFixedDelayAttempts:                    "1",

@@ -80,6 +80,13 @@ const (
 	// KeyStateRecoveryPath is the checkpoint or savepoint a job resumes from.
 	// Default: unset (start without state). Replaces execution.savepoint.path.
 	KeyStateRecoveryPath = "execution.state-recovery.path"
+
+	// KeyStateRecoveryAllowDuplicateOutput lets a job resume from an older
+	// checkpoint than its job's newest completed one (which does not
+	// verify) although a sink cannot undo what the newer checkpoints
+	// committed: their output is then written again. Default: false (the
+	// resume is refused). weir's own key; Flink has no such check.
+	KeyStateRecoveryAllowDuplicateOutput = "execution.state-recovery.allow-duplicate-output"
 )
 
 const (

@@ -221,6 +221,8 @@ var optionTable = []option{
 	{key: KeyStateRecoveryPath, kind: KindString,
 		deprecated: []string{"execution.savepoint.path"},
 		desc:       "Checkpoint or savepoint to resume the job from."},
+	{key: KeyStateRecoveryAllowDuplicateOutput, kind: KindBool, def: "false",
+		desc: "Resume from an older checkpoint than the newest completed one (which does not verify) even if a sink cannot undo the newer checkpoints' commits, writing their output again."},
 
 	// Restart and failover (Flink's RestartStrategyOptions and JobManagerOptions).
 	{key: KeyRestartStrategy, kind: KindEnum, values: restartStrategies,

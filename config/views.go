@@ -55,6 +55,9 @@ type Checkpointing struct {
 	// RecoveryPath is the checkpoint or savepoint to resume from; "" to start
 	// without state.
 	RecoveryPath string
+	// AllowDuplicateOutput accepts falling back past a completed checkpoint
+	// that does not verify although a sink cannot undo its commits.
+	AllowDuplicateOutput bool
 }
 
 // Checkpointing returns the checkpointing configuration with defaults
@@ -82,6 +85,7 @@ func (c *Configuration) Checkpointing() (Checkpointing, error) {
 		SavepointDir:          c.String(KeyCheckpointingSavepointDir),
 		CreateSubdir:          c.Bool(KeyCheckpointingCreateSubdir),
 		RecoveryPath:          c.String(KeyStateRecoveryPath),
+		AllowDuplicateOutput:  c.Bool(KeyStateRecoveryAllowDuplicateOutput),
 	}
 	if cp.MinPause > 0 {
 		cp.MaxConcurrent = 1

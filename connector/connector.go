@@ -132,6 +132,18 @@ type WriterInfo struct {
 	RestoredCheckpointID int64
 }
 
+// Reconciler is implemented by transactional sinks that undo, when a
+// writer is restored from checkpoint K (WriterInfo.RestoredCheckpointID),
+// what transactions of checkpoints after K committed: a file sink removes
+// their files. A job may then resume from an older checkpoint than its
+// newest without duplicating output. A sink that cannot (a Kafka
+// transaction, once committed, is read by consumers) does not implement it,
+// and such a resume is refused unless duplicates are accepted
+// (execution.state-recovery.allow-duplicate-output).
+type Reconciler interface {
+	ReconcilesOnRestore() bool
+}
+
 // Located is implemented by sinks whose output lives somewhere a resumed
 // job must keep writing to: a directory, a bucket prefix, a topic. The
 // engine records the location in every checkpoint, and a job restored from

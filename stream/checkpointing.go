@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/weirstream/weir/config"
+	"github.com/weirstream/weir/connector"
 	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/checkpoint/storage"
 	"github.com/weirstream/weir/internal/ops"
@@ -83,7 +84,47 @@ func (e *Environment) resolve(ctx context.Context, st *storage.Storage, p string
 		}
 		return nil, nil, lerr
 	}
+	if err := e.checkFallback(md.CheckpointID, skipped); err != nil {
+		js.Close()
+		return nil, nil, err
+	}
 	return &runtime.Restore{Metadata: md, Store: blobStorage{js}, Path: js.CheckpointPath(md.CheckpointID)}, js.Close, nil
+}
+
+// checkFallback refuses to restore checkpoint id in place of a newer one
+// that completed (it has a _metadata) but does not verify, when a sink of
+// the job cannot undo what that newer checkpoint's transactions committed:
+// the replay would write that output a second time. A checkpoint without
+// _metadata never completed and committed nothing.
+func (e *Environment) checkFallback(id int64, skipped []storage.Skipped) error {
+	var completed []string
+	for _, s := range skipped {
+		if !errors.Is(s.Err, storage.ErrIncomplete) {
+			completed = append(completed, fmt.Sprint(s.CheckpointID))
+		}
+	}
+	if len(completed) == 0 || e.cfg.Bool(config.KeyStateRecoveryAllowDuplicateOutput) {
+		return nil
+	}
+	var sinks []string
+	for _, n := range e.nodes {
+		if n.sink == nil {
+			continue
+		}
+		if r, ok := n.sink.(connector.Reconciler); ok && r.ReconcilesOnRestore() {
+			continue
+		}
+		uid := n.settings.uid
+		if uid == "" {
+			uid = n.describe()
+		}
+		sinks = append(sinks, uid)
+	}
+	if len(sinks) == 0 {
+		return nil
+	}
+	return fmt.Errorf("checkpoints %s completed but do not verify; falling back to checkpoint %d would write again what their transactions committed, which sink %s cannot undo: resume from a savepoint or a checkpoint you choose, or set %s=true to accept the duplicates",
+		strings.Join(completed, ", "), id, strings.Join(sinks, ", "), config.KeyStateRecoveryAllowDuplicateOutput)
 }
 
 // retain applies execution.checkpointing.externalized-checkpoint-retention

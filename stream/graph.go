@@ -54,6 +54,9 @@ type node struct {
 	// deliver makes the vertex's Deliver from its head's inputs.
 	deliver func(inputs []any) func(int, any) error
 
+	// sink is the connector a sink node writes to (nil for other nodes).
+	sink any
+
 	// resolved by prepare
 	uid, name   string
 	parallelism int

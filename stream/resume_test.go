@@ -12,7 +12,9 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/weirstream/weir/connector"
 	"github.com/weirstream/weir/connector/datagen"
+	"github.com/weirstream/weir/connector/file"
 	"github.com/weirstream/weir/internal/runtime"
 	"github.com/weirstream/weir/mini"
 	"github.com/weirstream/weir/stream"
@@ -20,81 +22,21 @@ import (
 )
 
 // TestResumeSkipsCorruptCheckpoint stops a job after a few checkpoints
-// (retained on cancellation), corrupts the newest checkpoint's _metadata,
-// and resumes from the job's checkpoint directory: the corrupt checkpoint
-// is detected and skipped for the previous one, and the resumed job ends
-// with the state of a run without failures.
+// (retained on cancellation), corrupts the two newest checkpoints' _metadata,
+// and resumes from the job's checkpoint directory. The corrupt checkpoint
+// is detected and skipped for the previous one. Its transactions had
+// committed, so the replay writes their records again: a file sink undoes
+// those commits when it is restored and the output holds every record's
+// sum exactly once; a sink that cannot undo them makes the resume fail
+// unless execution.state-recovery.allow-duplicate-output is set.
 func TestResumeSkipsCorruptCheckpoint(t *testing.T) {
-	dir := t.TempDir()
 	const partitions, perPartition = 2, 4000
 	gen := func(p int, seq int64) rec {
 		return rec{Key: fmt.Sprintf("k%d", datagen.Mix(3, p, seq)%7), Value: int64(p) + 2*seq + 1, P: p, Seq: seq}
 	}
-	// One sink for both runs: the external system outlives the job.
-	sink := streamtest.NewCollector[KeyedSum](true)
-	build := func(env *stream.Environment) {
-		src, _ := datagen.New(gen, datagen.Partitions(partitions), datagen.Count(perPartition), datagen.BatchSize(20), datagen.RatePerSecond(20_000))
-		in := stream.FromSource(env, src, "numbers", stream.NoWatermarks[rec]())
-		sums := stream.Process(stream.KeyBy(in, func(r rec) string { return r.Key }), stream.KeyedProcessFunction[string, rec, KeyedSum](&runningSum{}), stream.Uid("sum"))
-		stream.SinkTo(sums, sink, stream.Uid("sink"))
-	}
-	common := []string{"parallelism.default=2", "execution.checkpointing.interval=10 ms", "execution.checkpointing.dir=" + dir,
-		"execution.checkpointing.num-retained=3", "execution.checkpointing.externalized-checkpoint-retention=RETAIN_ON_CANCELLATION"}
-
-	// First run: canceled once checkpoint 4 completed.
-	ctx, cancel := context.WithCancel(context.Background())
-	var completed atomic.Int64
-	env, err := stream.NewEnvironment(stream.WithConfig(mustConfig(t, common...)), stream.WithLogger(quiet), stream.WithJobID("first"),
-		stream.WithEvents(func(e stream.JobEvent) {
-			if e.Kind == runtime.EventCheckpointCompleted && completed.Add(1) == 4 {
-				cancel()
-			}
-		}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	build(env)
-	if err := env.Execute(ctx, "first"); err == nil {
-		t.Fatal("the first run finished before it was canceled: make the input longer")
-	}
-	var ids []int
-	entries, _ := os.ReadDir(filepath.Join(dir, "first"))
-	for _, e := range entries {
-		if n, ok := strings.CutPrefix(e.Name(), "chk-"); ok {
-			id, _ := strconv.Atoi(n)
-			ids = append(ids, id)
-		}
-	}
-	slices.Sort(ids)
-	if len(ids) < 2 {
-		t.Fatalf("retained checkpoints %v, want at least 2", ids)
-	}
-	newest, previous := ids[len(ids)-1], ids[len(ids)-2]
-	md := filepath.Join(dir, "first", fmt.Sprintf("chk-%d", newest), "_metadata")
-	b, err := os.ReadFile(md)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b[len(b)-10] ^= 0x40
-	if err := os.WriteFile(md, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-
-	// Second run: resumes from the job directory.
-	var ev events
-	env, err = stream.NewEnvironment(stream.WithConfig(mustConfig(t, append(common, "execution.state-recovery.path="+filepath.Join(dir, "first"))...)),
-		stream.WithLogger(quiet), stream.WithJobID("second"), stream.WithEvents(ev.add))
-	if err != nil {
-		t.Fatal(err)
-	}
-	build(env)
-	if err := env.Execute(context.Background(), "second"); err != nil {
-		t.Fatal(err)
-	}
-	restored := ev.of(runtime.EventRestored)
-	if len(restored) != 1 || restored[0].Checkpoint != int64(previous) {
-		t.Fatalf("restored %+v, want checkpoint %d (the newest, %d, is corrupt)", restored, previous, newest)
-	}
+	// oracle: each record's running sum of its key, in per-partition order
+	// (the job's keyed state is per key; partitions interleave, so only
+	// the final sum per key and, per record, membership are fixed).
 	var all []mini.Element
 	for p := range partitions {
 		for seq := range int64(perPartition) {
@@ -102,12 +44,136 @@ func TestResumeSkipsCorruptCheckpoint(t *testing.T) {
 			all = append(all, mini.Event{Key: x.Key, Value: x.Value})
 		}
 	}
-	want := mini.Fold(all, mini.ByKey, len(all))
-	got := map[string]int64{}
-	for _, s := range sink.Results() {
-		got[s.Key] = max(got[s.Key], s.Sum)
+	finals := mini.Fold(all, mini.ByKey, len(all))
+
+	// run stops a first job after four checkpoints, corrupts its newest
+	// checkpoint, and resumes it with extra options; sink is shared by
+	// both runs, as an external system outlives the job.
+	run := func(t *testing.T, sink connector.Sink[KeyedSum], extra ...string) (int64, error) {
+		dir := t.TempDir()
+		build := func(env *stream.Environment) {
+			src, _ := datagen.New(gen, datagen.Partitions(partitions), datagen.Count(perPartition), datagen.BatchSize(20), datagen.RatePerSecond(20_000))
+			in := stream.FromSource(env, src, "numbers", stream.NoWatermarks[rec]())
+			sums := stream.Process(stream.KeyBy(in, func(r rec) string { return r.Key }), stream.KeyedProcessFunction[string, rec, KeyedSum](&runningSum{}), stream.Uid("sum"))
+			stream.SinkTo(sums, sink, stream.Uid("sink"))
+		}
+		common := []string{"parallelism.default=2", "execution.checkpointing.interval=10 ms", "execution.checkpointing.dir=" + dir,
+			"execution.checkpointing.num-retained=3", "execution.checkpointing.externalized-checkpoint-retention=RETAIN_ON_CANCELLATION"}
+		ctx, cancel := context.WithCancel(context.Background())
+		var completed atomic.Int64
+		env, err := stream.NewEnvironment(stream.WithConfig(mustConfig(t, common...)), stream.WithLogger(quiet), stream.WithJobID("first"),
+			stream.WithEvents(func(e stream.JobEvent) {
+				if e.Kind == runtime.EventCheckpointCompleted && completed.Add(1) == 5 {
+					cancel()
+				}
+			}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		build(env)
+		if err := env.Execute(ctx, "first"); err == nil {
+			t.Fatal("the first run finished before it was canceled: make the input longer")
+		}
+		var ids []int
+		entries, _ := os.ReadDir(filepath.Join(dir, "first"))
+		for _, e := range entries {
+			if n, ok := strings.CutPrefix(e.Name(), "chk-"); ok {
+				id, _ := strconv.Atoi(n)
+				ids = append(ids, id)
+			}
+		}
+		slices.Sort(ids)
+		if len(ids) < 3 {
+			t.Fatalf("retained checkpoints %v, want at least 3", ids)
+		}
+		// The two newest: the sink had surely committed the older one's
+		// transactions when the job was canceled.
+		newest, previous := ids[len(ids)-1], ids[len(ids)-3]
+		for _, id := range ids[len(ids)-2:] {
+			md := filepath.Join(dir, "first", fmt.Sprintf("chk-%d", id), "_metadata")
+			b, err := os.ReadFile(md)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b[len(b)-10] ^= 0x40
+			if err := os.WriteFile(md, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var ev events
+		env, err = stream.NewEnvironment(stream.WithConfig(mustConfig(t, append(append(common, "execution.state-recovery.path="+filepath.Join(dir, "first")), extra...)...)),
+			stream.WithLogger(quiet), stream.WithJobID("second"), stream.WithEvents(ev.add))
+		if err != nil {
+			t.Fatal(err)
+		}
+		build(env)
+		if err := env.Execute(context.Background(), "second"); err != nil {
+			return int64(newest), err
+		}
+		restored := ev.of(runtime.EventRestored)
+		if len(restored) != 1 || restored[0].Checkpoint != int64(previous) {
+			t.Fatalf("restored %+v, want checkpoint %d (the two newest, up to %d, are corrupt)", restored, previous, newest)
+		}
+		return int64(newest), nil
 	}
-	if !maps.Equal(got, want) {
-		t.Fatalf("final sums after resuming %v, oracle %v", got, want)
+	// check compares the output with the oracle: the final sum of every
+	// key, and every input record's sum present once (or at least once).
+	check := func(t *testing.T, out []KeyedSum, exactlyOnce bool) (dups int) {
+		t.Helper()
+		got := map[string]int64{}
+		seen := map[[2]int64]int{}
+		for _, s := range out {
+			got[s.Key] = max(got[s.Key], s.Sum)
+			seen[[2]int64{int64(s.P), s.Seq}]++
+		}
+		if !maps.Equal(got, finals) {
+			t.Fatalf("final sums after resuming %v, oracle %v", got, finals)
+		}
+		for p := range partitions {
+			for seq := range int64(perPartition) {
+				n := seen[[2]int64{int64(p), seq}]
+				switch {
+				case n == 0:
+					t.Fatalf("record %d/%d has no output", p, seq)
+				case n > 1 && exactlyOnce:
+					t.Fatalf("record %d/%d has %d outputs, want exactly one", p, seq, n)
+				}
+				dups += n - 1
+			}
+		}
+		return dups
 	}
+
+	t.Run("file sink reconciles", func(t *testing.T) {
+		out := t.TempDir()
+		sink, err := file.JSONLines[KeyedSum](out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := run(t, sink); err != nil {
+			t.Fatal(err)
+		}
+		got, err := file.ReadJSONLines[KeyedSum](out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(t, got, true)
+	})
+	t.Run("sink that cannot undo refuses", func(t *testing.T) {
+		sink := streamtest.NewCollector[KeyedSum](true)
+		newest, err := run(t, sink)
+		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("checkpoints %d, %d completed but do not verify", newest, newest-1)) ||
+			!strings.Contains(err.Error(), "sink sink cannot undo") {
+			t.Fatalf("resuming past a corrupt checkpoint with a sink that cannot undo commits: %v, want a refusal", err)
+		}
+	})
+	t.Run("sink that cannot undo, duplicates accepted", func(t *testing.T) {
+		sink := streamtest.NewCollector[KeyedSum](true)
+		if _, err := run(t, sink, "execution.state-recovery.allow-duplicate-output=true"); err != nil {
+			t.Fatal(err)
+		}
+		if dups := check(t, sink.Results(), false); dups == 0 {
+			t.Fatal("no record was written twice: the corrupt checkpoint committed nothing, so this test shows nothing")
+		}
+	})
 }

@@ -142,6 +142,7 @@ func repartition[T any](s Stream[T], kind runtime.PartitionerKind, name string, 
 // that covers it completes.
 func SinkTo[T any](s Stream[T], sink connector.Sink[T], opts ...OpOption) {
 	n := newNode[T](s.env, "sink", opts)
+	n.sink = sink
 	connect(s.node, s.tag, n, 0, runtime.Forward, false, nil)
 	n.deliver = oneInput[T]
 	n.build = func(b *buildCtx, _ any) (runtime.Operator, []any, error) {

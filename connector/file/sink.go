@@ -126,6 +126,11 @@ func newSink[T any](dir string, encode func(T) ([]byte, error), opts []SinkOptio
 // Dir returns the output directory, as an absolute path.
 func (s *Sink[T]) Dir() string { return s.dir }
 
+// ReconcilesOnRestore implements connector.Reconciler: an exactly-once
+// writer restored from checkpoint K removes the files that later
+// checkpoints committed (the at-least-once writer appends, and cannot).
+func (s *Sink[T]) ReconcilesOnRestore() bool { return s.guarantee == ExactlyOnce }
+
 // Location implements connector.Located: the output directory, as an
 // absolute path. A job restored from a checkpoint that wrote to another
 // directory fails to start.

@@ -558,3 +558,93 @@ func TestOutputAsSource(t *testing.T) {
 		t.Fatalf("splits %q, want %q", splits, want)
 	}
 }
+
+// TestRestoreFromAnOlderCheckpointReplacesLaterOutput: a writer restored
+// from checkpoint 1 after checkpoints 2 and 3 had committed (a resume past
+// a corrupt newest checkpoint) removes what 2 and 3 committed, for its own
+// subtask and the former subtasks it inherits, and nothing else; the
+// replay then writes those records once.
+func TestRestoreFromAnOlderCheckpointReplacesLaterOutput(t *testing.T) {
+	dir := t.TempDir()
+	s, err := file.JSONLines[event](dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Three subtasks commit checkpoints 1 to 3.
+	var ws []connector.SinkWriter[event]
+	for sub := range 3 {
+		ws = append(ws, newWriter(t, s, sub, 3))
+	}
+	var first [][]byte
+	for id := int64(1); id <= 3; id++ {
+		for sub, w := range ws {
+			base := sub*1000 + int(id)*100
+			write(t, w, base, base+10)
+			cs := prepare(t, w, id)
+			commit(t, w, cs)
+			if id == 1 && sub == 0 {
+				first = cs
+			}
+		}
+	}
+	for _, w := range ws {
+		w.Close()
+	}
+	// Restored from checkpoint 1 at parallelism 2: subtask 0 inherits old
+	// subtasks 0 and 2, subtask 1 old subtask 1.
+	w0, err := s.NewWriter(ctx, connector.WriterInfo{UID: "bill-sink", Subtask: 0, Parallelism: 2, ExactlyOnce: true, RestoredCheckpointID: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := ids(t, dir)
+	slices.Sort(got)
+	var want []int
+	want = append(want, span(100, 110)...)  // subtask 0, checkpoint 1
+	want = append(want, span(1100, 1110)...) // subtask 1, checkpoint 1
+	want = append(want, span(1200, 1210)...) // subtask 1, checkpoint 2: its writer is not restored yet
+	want = append(want, span(1300, 1310)...)
+	want = append(want, span(2100, 2110)...) // subtask 2, checkpoint 1
+	if !slices.Equal(got, want) {
+		t.Fatalf("after subtask 0's restore the output holds %v, want %v", got, want)
+	}
+	// The restored checkpoint's own transaction commits again, idempotently.
+	commit(t, w0, first)
+	w1, err := s.NewWriter(ctx, connector.WriterInfo{UID: "bill-sink", Subtask: 1, Parallelism: 2, ExactlyOnce: true, RestoredCheckpointID: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w1.Close()
+	defer w0.Close()
+	got = ids(t, dir)
+	slices.Sort(got)
+	want = slices.Concat(span(100, 110), span(1100, 1110), span(2100, 2110))
+	if !slices.Equal(got, want) {
+		t.Fatalf("after both restores the output holds %v, want %v", got, want)
+	}
+}
+
+// TestCommitRefusesAnotherDirectory: a committable staged in another
+// output directory is refused, as a failure no restart cures.
+func TestCommitRefusesAnotherDirectory(t *testing.T) {
+	a, b := t.TempDir(), t.TempDir()
+	sa, _ := file.JSONLines[event](a)
+	sb, _ := file.JSONLines[event](b)
+	wa := newWriter(t, sa, 0, 1)
+	write(t, wa, 0, 3)
+	cs := prepare(t, wa, 1)
+	wb := newWriter(t, sb, 0, 1)
+	err := wb.(connector.Committer).Commit(ctx, cs)
+	if err == nil || !connector.IsPermanent(err) || !strings.Contains(err.Error(), a) {
+		t.Fatalf("committing a's transaction from b's sink: %v, want a permanent error naming %s", err, a)
+	}
+	if sa.Location() != a {
+		t.Fatalf("Location() = %q, want %q", sa.Location(), a)
+	}
+	rel, err := file.JSONLines[event]("relative/out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !filepath.IsAbs(rel.Location()) {
+		t.Fatalf("Location() of a relative directory is %q, want it absolute", rel.Location())
+	}
+}
