@@ -438,4 +438,17 @@ func TestClusterCancelAndBadSubmissions(t *testing.T) {
 	if err := c.Cancel(context.Background(), "nope"); err == nil {
 		t.Fatal("canceling an unknown job succeeded")
 	}
+	if err := c.Cancel(context.Background(), id); err == nil || !strings.Contains(err.Error(), "job slow has already been canceled") {
+		t.Fatalf("canceling a canceled job again: %v, want an error saying it had been", err)
+	}
+	done, _ := json.Marshal(sumArgs{})
+	if _, err := c.Submit(context.Background(), cluster.Submission{JobID: "quick", Job: "sum", Args: done}); err != nil {
+		t.Fatal(err)
+	}
+	if st := waitJob(t, c, "quick"); st.State != "FINISHED" {
+		t.Fatalf("job quick ended %s: %s", st.State, st.Error)
+	}
+	if err := c.Cancel(context.Background(), "quick"); err == nil || !strings.Contains(err.Error(), "job quick has already finished") {
+		t.Fatalf("canceling a finished job: %v, want an error saying it had finished", err)
+	}
 }

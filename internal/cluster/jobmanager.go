@@ -471,13 +471,33 @@ func (m *JobManager) cancel(ctx context.Context, req *cancelRequest) (*cancelRes
 	case job == nil:
 		return nil, status.Errorf(codes.Unavailable, "job %s is still starting", req.JobID)
 	}
+	select {
+	case <-job.Done():
+		return nil, ended(req.JobID, job.Wait(), "has already")
+	default:
+	}
 	r.cancel()
 	select {
 	case <-job.Done():
+		if err := job.Wait(); err == nil || !errors.Is(err, context.Canceled) {
+			return nil, ended(req.JobID, err, "had")
+		}
 		return &cancelResponse{}, nil
 	case <-ctx.Done():
 		return nil, status.Errorf(codes.DeadlineExceeded, "job %s is still stopping", req.JobID)
 	}
+}
+
+// ended is the answer to a cancel of a job that ended by itself, with err
+// (nil: it finished).
+func ended(jobID string, err error, had string) error {
+	switch {
+	case err == nil:
+		return status.Errorf(codes.FailedPrecondition, "job %s %s finished", jobID, had)
+	case errors.Is(err, context.Canceled):
+		return status.Errorf(codes.FailedPrecondition, "job %s %s been canceled", jobID, had)
+	}
+	return status.Errorf(codes.FailedPrecondition, "job %s %s failed: %v", jobID, had, err)
 }
 
 // Slots reports the registered task managers and their slots, in total

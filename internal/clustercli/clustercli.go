@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc/status"
 
 	"github.com/weirstream/weir/config"
 	"github.com/weirstream/weir/internal/checkpoint/storage"
@@ -289,6 +290,9 @@ func CancelCommand() *cobra.Command {
 			}
 			defer c.Close()
 			if err := c.Cancel(cmd.Context(), args[0]); err != nil {
+				if st, ok := status.FromError(err); ok {
+					return fmt.Errorf("canceling %s: %s", args[0], st.Message())
+				}
 				return fmt.Errorf("canceling %s: %w", args[0], err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: job %s canceled\n", cmd.Root().Name(), args[0])
