@@ -65,15 +65,16 @@ type cutSource struct {
 // cutSplit is one split's position in the cut. Offset is where a restore
 // resumes (the next record's offset; -1: the source's configured start).
 // CurrentOffset is where the source is now, when the job reports it;
-// RecordsToReplay is then how many records after the cut a restore would
-// read again (offsets count records, as in Kafka and datagen).
+// OffsetsToReplay is then how far after the cut a restore would read again,
+// in the source's own offsets: records for Kafka and datagen, bytes for
+// files and the generated live trace.
 type cutSplit struct {
 	Split           string `json:"split"`
 	Subtask         int    `json:"subtask"`
 	Offset          int64  `json:"offset"`
 	Ended           bool   `json:"ended"`
 	CurrentOffset   *int64 `json:"current_offset,omitempty"`
-	RecordsToReplay *int64 `json:"records_to_replay,omitempty"`
+	OffsetsToReplay *int64 `json:"offsets_to_replay,omitempty"`
 }
 
 // cutOperator is one operator's state in the checkpoint, per subtask of
@@ -285,7 +286,7 @@ func (s *Server) cutSource(ctx context.Context, v *runtime.Vertex, md *checkpoin
 				if cur, ok := current[split]; ok {
 					cs.CurrentOffset = ptr(cur)
 					if p.Offset >= 0 && cur >= p.Offset {
-						cs.RecordsToReplay = ptr(cur - p.Offset)
+						cs.OffsetsToReplay = ptr(cur - p.Offset)
 					}
 				}
 				src.Splits = append(src.Splits, cs)

@@ -394,7 +394,7 @@ func TestEndpointsAgainstARunningJob(t *testing.T) {
 			if num(at(s, "offset")) <= 0 {
 				t.Errorf("split %v: no position", s)
 			}
-			if _, has := s.(map[string]any)["records_to_replay"]; has {
+			if _, has := s.(map[string]any)["offsets_to_replay"]; has {
 				t.Errorf("split %v: a replay count without a current position", s)
 			}
 			subtasks[num(at(s, "subtask"))]++
@@ -468,7 +468,7 @@ func TestEndpointsAgainstARunningJob(t *testing.T) {
 				return map[string]map[string]int64{"numbers": cur}
 			}})
 		for _, s := range at(g.obj(fmt.Sprintf("%s/%.0f/cut", ckpts, latest)), "sources", "0", "splits").([]any) {
-			if num(at(s, "records_to_replay")) != 100 || num(at(s, "current_offset")) != num(at(s, "offset"))+100 {
+			if num(at(s, "offsets_to_replay")) != 100 || num(at(s, "current_offset")) != num(at(s, "offset"))+100 {
 				t.Errorf("split %v: want 100 records to replay", s)
 			}
 		}

@@ -449,7 +449,7 @@
     return c;
   }
 
-  // replayOf says, per split, how many records after the cut a restore
+  // replayOf says, per split, how far (in offsets) after the cut a restore
   // would read again: the REST API's count when the job reports current
   // positions, else at least the records up to the latest completed
   // checkpoint's position.
@@ -459,7 +459,7 @@
       for (const s of latest.sources) for (const sp of s.splits) later.set(s.uid + "/" + sp.split, sp.offset);
     }
     return (src, sp) => {
-      if (sp.records_to_replay != null) return { n: sp.records_to_replay, exact: true };
+      if (sp.offsets_to_replay != null) return { n: sp.offsets_to_replay, exact: true };
       const l = later.get(src.uid + "/" + sp.split);
       if (l != null && sp.offset >= 0 && l >= sp.offset) return { n: l - sp.offset, exact: false, through: latest.checkpoint_id };
       return null;
@@ -475,7 +475,7 @@
     ]);
     setCrumbs(route, job.name);
     let latest = null;
-    const needLatest = cut.sources.some((s) => s.splits.some((sp) => sp.records_to_replay == null));
+    const needLatest = cut.sources.some((s) => s.splits.some((sp) => sp.offsets_to_replay == null));
     const lc = cps && cps.latest && cps.latest.completed;
     if (needLatest && lc && lc.id > cut.checkpoint_id) latest = await cutOf(route.jid, String(lc.id)).catch(() => null);
     const replay = replayOf(cut, latest);
