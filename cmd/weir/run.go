@@ -212,6 +212,7 @@ func runGatewayMeter(ctx context.Context, stdout, stderr io.Writer, o runOptions
 	}
 	st := newStatusLine(stdout)
 	logger := slog.New(slog.NewTextHandler(st.logWriter(stderr), &slog.HandlerOptions{Level: slog.LevelInfo}))
+	clustercli.WarnDeprecated(logger, cfg)
 	var restored atomic.Bool // from a checkpoint, at least once
 	env, err := stream.NewEnvironment(stream.WithConfig(cfg), stream.WithLogger(logger),
 		stream.WithFaults(faults.fn), stream.WithEvents(func(e stream.JobEvent) {

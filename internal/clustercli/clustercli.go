@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -73,29 +74,50 @@ func (f *ConfigFlags) Add(cmd *cobra.Command) {
 
 // Config merges defaults (key=value), the file and -D, in that order, and
 // validates the result.
+// Every problem of the file and of -D is reported, not only the first.
 func (f *ConfigFlags) Config(defaults ...string) (*config.Configuration, error) {
 	cfg, err := config.ParseDynamic(defaults)
 	if err != nil {
 		return nil, err
 	}
+	var errs []error
 	if f.File != "" {
-		fh, err := os.Open(f.File)
-		if err != nil {
-			return nil, fmt.Errorf("--config: %w", err)
+		if fc, err := loadFile(f.File); err != nil {
+			errs = append(errs, err)
+		} else {
+			cfg.Merge(fc)
 		}
-		defer fh.Close()
-		fc, err := config.LoadYAML(fh)
-		if err != nil {
-			return nil, fmt.Errorf("--config %s: %w", f.File, err)
-		}
-		cfg.Merge(fc)
 	}
-	dyn, err := config.ParseDynamic(f.Dynamic)
-	if err != nil {
-		return nil, fmt.Errorf("-D: %w", err)
+	if dyn, err := config.ParseDynamic(f.Dynamic); err != nil {
+		errs = append(errs, fmt.Errorf("-D: %w", err))
+	} else {
+		cfg.Merge(dyn)
 	}
-	cfg.Merge(dyn)
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
 	return cfg, cfg.Validate()
+}
+
+func loadFile(path string) (*config.Configuration, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("--config: %w", err)
+	}
+	defer fh.Close()
+	fc, err := config.LoadYAML(fh)
+	if err != nil {
+		return nil, fmt.Errorf("--config %s: %w", path, err)
+	}
+	return fc, nil
+}
+
+// WarnDeprecated logs, once per key, each deprecated key cfg was given,
+// with the key that replaces it.
+func WarnDeprecated(logger *slog.Logger, cfg *config.Configuration) {
+	for _, d := range cfg.Deprecations() {
+		logger.Warn("deprecated configuration key", "deprecation", d)
+	}
 }
 
 // AbsPath makes a local path absolute, so that every process of a
