@@ -271,7 +271,7 @@ func runCheckpointsList(ctx context.Context, w io.Writer, o checkpointsListOptio
 }
 
 func listJob(ctx context.Context, j jobDir) ([]storage.Info, error) {
-	st, err := storage.Open(ctx, j.dir, j.job)
+	st, err := storage.Open(ctx, j.dir, j.job, storage.VerifyChecksums(true))
 	if err != nil {
 		return nil, err
 	}
@@ -359,7 +359,7 @@ func openCheckpoint(ctx context.Context, o checkpointsShowOptions, arg string) (
 			}
 			return nil, nil, fmt.Errorf("--dir %s holds several jobs (%s): give --job", o.dir, strings.Join(names, ", "))
 		}
-		if st, err = storage.Open(ctx, jobs[0].dir, jobs[0].job); err != nil {
+		if st, err = storage.Open(ctx, jobs[0].dir, jobs[0].job, storage.VerifyChecksums(true)); err != nil {
 			return nil, nil, err
 		}
 		if snap, err = st.Resolve(ctx, st.CheckpointPath(id)); err != nil {

@@ -37,6 +37,12 @@ func (e *CorruptError) Error() string {
 // Is makes errors.Is(err, ErrCorrupt) true.
 func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt }
 
+// Permanent reports that restarting cannot cure the error: a restore reads
+// the same damaged checkpoint again (connector.IsPermanent and the job
+// master honour it). Resuming the job from its checkpoint directory falls
+// back to an older checkpoint that verifies.
+func (e *CorruptError) Permanent() bool { return true }
+
 func checksumError(p string, want, got uint32) error {
 	return &CorruptError{Path: p, Reason: fmt.Sprintf("checksum mismatch: expected crc32c %08x, got %08x", want, got)}
 }
