@@ -127,9 +127,6 @@ func (s *Source[T]) Open(ctx *runtime.OperatorContext) error {
 	}
 	s.info = connector.ReaderInfo{Subtask: ctx.Subtask, Parallelism: ctx.Parallelism}
 	s.fetched = make(chan any, 2)
-	s.done = make(chan struct{})
-	fctx, cancel := context.WithCancel(ctx)
-	s.cancel = cancel
 	if s.wm.Idleness > 0 {
 		s.scheduleIdleCheck()
 	}
@@ -137,26 +134,37 @@ func (s *Source[T]) Open(ctx *runtime.OperatorContext) error {
 		if !s.src.Bounded() {
 			// Nothing to read, ever: do not hold back event time downstream.
 			if err := ctx.SetIdle(true); err != nil {
-				cancel()
 				return err
 			}
 		}
-		go func() {
-			defer close(s.done)
+		s.startFetcher(func(fctx context.Context) {
 			if s.src.Bounded() {
 				s.send(fctx, connector.ErrEndOfInput)
 			}
-		}()
+		})
 		return nil
 	}
 	r, err := s.src.NewReader(ctx, s.info, starts)
 	if err != nil {
-		cancel()
 		return fmt.Errorf("opening reader: %w", err)
 	}
 	s.reader = r
-	go s.fetch(fctx)
+	s.startFetcher(s.fetch)
 	return nil
+}
+
+// startFetcher runs fetch on the fetcher goroutine, which Close cancels
+// and waits for. It is the last step of a successful Open: an Open that
+// fails leaves no goroutine behind and nothing for Close to wait on, so
+// the subtask fails and the restart strategy takes over.
+func (s *Source[T]) startFetcher(fetch func(ctx context.Context)) {
+	fctx, cancel := context.WithCancel(s.ctx)
+	done := make(chan struct{})
+	s.cancel, s.done = cancel, done
+	go func() {
+		defer close(done)
+		fetch(fctx)
+	}()
 }
 
 // restore reads the split positions of every subtask of the restored
@@ -192,7 +200,6 @@ func (s *Source[T]) send(ctx context.Context, item any) bool {
 }
 
 func (s *Source[T]) fetch(ctx context.Context) {
-	defer close(s.done)
 	for {
 		f, err := s.reader.Fetch(ctx)
 		if err != nil {
