@@ -13,7 +13,8 @@ import (
 // Source describes an input made of splits (Kafka partitions, files,
 // generator partitions). Each split is read by exactly one source subtask;
 // its position is a 64-bit offset that the engine records in every
-// checkpoint and hands back on restore.
+// checkpoint and hands back on restore, together with the split's reader
+// state if the reader keeps one (SplitStateReader).
 type Source[T any] interface {
 	// Splits lists the source's splits. Split i of the returned slice is
 	// assigned to subtask i mod parallelism.
@@ -37,10 +38,15 @@ type ReaderInfo struct {
 // StartDefault as a SplitStart offset means "no checkpointed position".
 const StartDefault int64 = -1
 
-// SplitStart is a split and the offset of the first record to read.
+// SplitStart is a split, the offset of the first record to read, and the
+// reader state checkpointed with that offset.
 type SplitStart struct {
 	Split  string
 	Offset int64
+	// State is the split's reader state (see SplitStateReader) recorded
+	// in the checkpoint the reader restores from, with Offset. It is nil
+	// on a fresh start, and for readers that keep no split state.
+	State []byte
 }
 
 // Reader reads records from its splits. Fetch is called from one goroutine
@@ -67,6 +73,10 @@ type Fetch[T any] struct {
 	Next int64
 	// EndOfSplit reports that the split has no more records.
 	EndOfSplit bool
+	// State, if not nil, replaces the split's reader state (see
+	// SplitStateReader) from Next on: a checkpoint taken after this fetch
+	// records it with Next.
+	State []byte
 }
 
 // Permanent marks err as a failure that restarting cannot cure (a
@@ -96,6 +106,25 @@ func (e permanentError) Permanent() bool { return true }
 // ErrEndOfInput is returned by Reader.Fetch when a bounded source has
 // nothing more to read.
 var ErrEndOfInput = errors.New("connector: end of input")
+
+// SplitStateReader is implemented by readers that keep state per split
+// which a restore must get back with the split's offset because it
+// cannot be derived again: a bounded Kafka reader's end offsets, fixed
+// when the job first listed its partitions. The state is opaque to the
+// engine.
+//
+// SplitStates is called once, on the goroutine that called NewReader,
+// after NewReader returns and before the first Fetch. It returns the
+// state of each of the reader's splits that has one (the state a split
+// was opened with, from SplitStart.State, or new). The engine records
+// each split's state in every checkpoint with the split's offset, and
+// hands it back in SplitStart.State when a reader is opened from that
+// checkpoint, in this process or another. A Fetch whose State is not nil
+// replaces its split's state; a split whose reader does not report one
+// keeps the state it was opened with.
+type SplitStateReader interface {
+	SplitStates() map[string][]byte
+}
 
 // CheckpointListener is implemented by readers and sink writers that act
 // when a checkpoint completes (the Kafka source commits offsets for

@@ -22,7 +22,11 @@
 // bounded reader of a transactional topic reaches its end. With Bounded
 // the source stops at the offsets that were the partitions' ends when it
 // first listed them (the last stable offsets with read_committed
-// isolation), and the job ends when every split has.
+// isolation), and the job ends when every split has. The end offsets are
+// part of every checkpoint, with the splits' offsets: a restore, whether
+// in the same process, on a replacement task manager or in a job resumed
+// from the checkpoint, stops where the original run would have, however
+// far the topic has grown since.
 //
 // With a GroupID, the offsets of every completed checkpoint are committed
 // to the group, so that Kafka's tools show the job's lag. They are for

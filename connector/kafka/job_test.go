@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -19,6 +20,7 @@ import (
 	"github.com/weirstream/weir/internal/runtime"
 	"github.com/weirstream/weir/state"
 	"github.com/weirstream/weir/stream"
+	"github.com/weirstream/weir/streamtest"
 )
 
 type payment struct {
@@ -200,5 +202,79 @@ func balancesJob(t *testing.T, brokers []string, in, out, name string) {
 	})
 	if committed == 0 {
 		t.Error("the source committed no offsets")
+	}
+}
+
+// TestBoundedJobResumesToOriginalEnd runs a bounded job that is canceled
+// after a checkpoint (retained), produces more records to its topic, and
+// resumes a new job, with a new source, from the checkpoint: the output is
+// every record of the original end offsets exactly once, and none of
+// those written after the first run started.
+func TestBoundedJobResumesToOriginalEnd(t *testing.T) {
+	brokers := newCluster(t, 2, []string{"events"})
+	produce(t, brokers, "events", 2, 500, 1_000_000)
+	dir := t.TempDir()
+	sink := streamtest.NewCollector[string](true)
+	common := []string{"parallelism.default=2", "execution.checkpointing.interval=10 ms", "execution.checkpointing.dir=" + dir,
+		"execution.checkpointing.externalized-checkpoint-retention=RETAIN_ON_CANCELLATION"}
+	// run runs the job; pace, if set, is called for every record.
+	run := func(ctx context.Context, jobID string, conf []string, events func(stream.JobEvent), pace func()) (int64, error) {
+		t.Helper()
+		cfg, err := config.ParseDynamic(append(common, conf...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		env, err := stream.NewEnvironment(stream.WithConfig(cfg), stream.WithLogger(slog.New(slog.DiscardHandler)),
+			stream.WithJobID(jobID), stream.WithEvents(events))
+		if err != nil {
+			t.Fatal(err)
+		}
+		src, err := kafka.NewSource(value, kafka.BootstrapServers(brokers...), kafka.Topics("events"), kafka.Bounded(), kafka.MaxPollRecords(20))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n atomic.Int64
+		in := stream.Map(stream.FromSource(env, src, "events", stream.NoWatermarks[string]()), func(v string) string {
+			n.Add(1)
+			if pace != nil {
+				pace()
+			}
+			return v
+		})
+		stream.SinkTo(in, sink, stream.Uid("sink"))
+		err = env.Execute(ctx, jobID)
+		return n.Load(), err
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	first, stop := context.WithCancel(ctx)
+	defer stop()
+	var completed atomic.Int32
+	_, err := run(first, "first", nil, func(e stream.JobEvent) {
+		if e.Kind == runtime.EventCheckpointCompleted && completed.Add(1) == 1 {
+			stop()
+		}
+	}, func() { time.Sleep(time.Millisecond) }) // let a checkpoint complete before the input ends
+	if err == nil {
+		t.Fatal("the first run finished before it was canceled")
+	}
+
+	produce(t, brokers, "events", 2, 100, 2_000_000)
+	var restored atomic.Int64
+	n, err := run(ctx, "second", []string{"execution.state-recovery.path=" + filepath.Join(dir, "first")}, func(e stream.JobEvent) {
+		if e.Kind == runtime.EventRestored {
+			restored.Store(e.Checkpoint)
+		}
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if restored.Load() == 0 || n == 0 {
+		t.Fatalf("the second run restored checkpoint %d and read %d records: it did not resume a bounded read in progress", restored.Load(), n)
+	}
+	got := sink.Results()
+	if w := want([]int{0, 1}, 0, 500); !slices.Equal(sorted(got), sorted(w)) {
+		t.Fatalf("%d records after resuming, want %d exactly once", len(got), len(w))
 	}
 }

@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -59,7 +60,9 @@ func StartingOffsets(o Offsets) SourceOption {
 // Bounded makes the source stop at the offsets that were the partitions'
 // latest when the source first listed them (Flink's
 // setBounded(OffsetsInitializer.latest())): the high watermark, or with
-// read_committed isolation the last stable offset. Default: unbounded.
+// read_committed isolation the last stable offset. They are checkpointed
+// with the splits' offsets, so a restore stops at the same offsets.
+// Default: unbounded.
 func Bounded() SourceOption {
 	return sourceOptionFunc(func(c *sourceConfig) { c.bounded = true })
 }
@@ -131,8 +134,10 @@ type Source[T any] struct {
 	cfg         sourceConfig
 	deserialize func(*kgo.Record) (T, error)
 
-	mu    sync.Mutex
-	stops map[topicPartition]int64 // bounded: where each partition ends, fixed when first listed
+	mu sync.Mutex
+	// stops is where each partition ends (bounded), fixed when this
+	// source first lists it; a split's checkpointed end takes precedence.
+	stops map[topicPartition]int64
 }
 
 type topicPartition struct {
@@ -343,11 +348,14 @@ func listOffsets(ctx context.Context, cl *client, o Offsets, readCommitted bool,
 
 // NewReader implements connector.Source. Splits with a checkpointed
 // offset start exactly there; the others start where StartingOffsets says,
-// resolved now. The reader is a franz-go client that consumes its
-// partitions directly, without joining a consumer group.
+// resolved now. A bounded reader stops each split at the end offset
+// checkpointed with it, if any (see splitState), and otherwise at the end
+// the source fixed when it first listed the partition. The reader is a
+// franz-go client that consumes its partitions directly, without joining
+// a consumer group.
 func (s *Source[T]) NewReader(ctx context.Context, info connector.ReaderInfo, splits []connector.SplitStart) (connector.Reader[T], error) {
 	r := &reader[T]{src: s, parts: make(map[topicPartition]*partState, len(splits))}
-	var all, unset []topicPartition
+	var all, unset, unstopped []topicPartition
 	for _, sp := range splits {
 		tp, err := parseSplit(sp.Split)
 		if err != nil {
@@ -365,7 +373,22 @@ func (s *Source[T]) NewReader(ctx context.Context, info connector.ReaderInfo, sp
 		case sp.Offset < 0:
 			return nil, fmt.Errorf("kafka: split %q has invalid offset %d", sp.Split, sp.Offset)
 		}
-		r.parts[tp] = &partState{split: sp.Split, next: sp.Offset}
+		st := &partState{split: sp.Split, next: sp.Offset, stop: -1}
+		if s.cfg.bounded {
+			if sp.State == nil {
+				unstopped = append(unstopped, tp)
+			} else {
+				var ss splitState
+				if err := json.Unmarshal(sp.State, &ss); err != nil {
+					return nil, fmt.Errorf("kafka: split %q: decoding its checkpointed state: %w", sp.Split, err)
+				}
+				if ss.End < 0 {
+					return nil, fmt.Errorf("kafka: split %q has invalid checkpointed end offset %d", sp.Split, ss.End)
+				}
+				st.stop = ss.End
+			}
+		}
+		r.parts[tp] = st
 		all = append(all, tp)
 	}
 	admin, err := s.cfg.client.newClient()
@@ -382,16 +405,12 @@ func (s *Source[T]) NewReader(ctx context.Context, info connector.ReaderInfo, sp
 			r.parts[tp].next = off
 		}
 	}
-	if s.cfg.bounded {
-		if err := s.fixStops(ctx, admin, all); err != nil {
+	if len(unstopped) > 0 {
+		if err := s.fixStops(ctx, admin, unstopped); err != nil {
 			return nil, err
 		}
-		for tp, stop := range s.stopsOf(all) {
+		for tp, stop := range s.stopsOf(unstopped) {
 			r.parts[tp].stop = stop
-		}
-	} else {
-		for _, st := range r.parts {
-			st.stop = -1
 		}
 	}
 	consume := make(map[string]map[int32]kgo.Offset)
@@ -454,6 +473,15 @@ func (s *Source[T]) startOffsets(ctx context.Context, cl *client, parts []topicP
 		maps.Copy(out, reset)
 	}
 	return out, nil
+}
+
+// splitState is what a bounded reader keeps per split in the engine's
+// checkpoints, besides the offset (connector.SplitStateReader): the end
+// offset fixed when the job first listed the partition. A restore — in a
+// new process, or a job resumed from the checkpoint — stops there, not at
+// the partition's end at the time of the restore.
+type splitState struct {
+	End int64 `json:"end"`
 }
 
 // partState is a reader's position in one partition.
@@ -562,6 +590,20 @@ func (r *reader[T]) add(p kgo.FetchTopicPartition) error {
 	st.next = f.Next
 	r.ready = append(r.ready, f)
 	return nil
+}
+
+// SplitStates implements connector.SplitStateReader: a bounded reader's
+// end offsets. An unbounded reader has none.
+func (r *reader[T]) SplitStates() map[string][]byte {
+	if !r.src.cfg.bounded {
+		return nil
+	}
+	m := make(map[string][]byte, len(r.parts))
+	for _, st := range r.parts {
+		b, _ := json.Marshal(splitState{End: st.stop}) // cannot fail
+		m[st.split] = b
+	}
+	return m
 }
 
 // CommitOffsets implements connector.OffsetCommitter: it commits the

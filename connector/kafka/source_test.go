@@ -1,9 +1,11 @@
 package kafka_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"slices"
 	"strings"
@@ -153,6 +155,63 @@ func TestSourceRestoreFromOffsets(t *testing.T) {
 	}
 	if f := last["events-2"]; !f.EndOfSplit || f.Next != 100 || len(f.Records) != 0 {
 		t.Fatalf("split at its end: %+v", f)
+	}
+}
+
+// TestSourceBoundedEndsSurviveRestore opens a bounded reader, keeps its
+// split states as a checkpoint would, produces more records, and opens a
+// reader of a new source (a new process) from the checkpointed offsets and
+// states: it stops at the ends the first source fixed, not at the
+// partitions' current ends.
+func TestSourceBoundedEndsSurviveRestore(t *testing.T) {
+	brokers := newCluster(t, 2, []string{"events"})
+	produce(t, brokers, "events", 2, 100, 1_000_000)
+	ctx := testCtx(t)
+	newSource := func() *kafka.Source[string] {
+		src, err := kafka.NewSource(value, kafka.BootstrapServers(brokers...), kafka.Topics("events"), kafka.Bounded())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := src.Splits(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return src
+	}
+	first, err := newSource().NewReader(ctx, connector.ReaderInfo{Parallelism: 1}, []connector.SplitStart{
+		{Split: "events-0", Offset: connector.StartDefault}, {Split: "events-1", Offset: connector.StartDefault},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sr, ok := first.(connector.SplitStateReader)
+	if !ok {
+		t.Fatal("a bounded reader keeps no split state")
+	}
+	states := sr.SplitStates()
+	first.Close()
+	if len(states) != 2 || states["events-0"] == nil || states["events-1"] == nil {
+		t.Fatalf("split states %q, want both splits'", states)
+	}
+
+	produce(t, brokers, "events", 2, 50, 1_000_100)
+	r, err := newSource().NewReader(ctx, connector.ReaderInfo{Parallelism: 1}, []connector.SplitStart{
+		{Split: "events-0", Offset: 40, State: states["events-0"]}, {Split: "events-1", Offset: 100, State: states["events-1"]},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if again := r.(connector.SplitStateReader).SplitStates(); !maps.EqualFunc(again, states, bytes.Equal) {
+		t.Fatalf("restored reader's split states %q, want %q", again, states)
+	}
+	got, last := readAll(t, r)
+	if w := want([]int{0}, 40, 100); !slices.Equal(got, w) {
+		t.Fatalf("restored read %d records from %q, want %d from %q", len(got), got[:min(1, len(got))], len(w), w[0])
+	}
+	for split, f := range last {
+		if !f.EndOfSplit || f.Next != 100 {
+			t.Fatalf("last fetch of %s: end %v next %d, want end at 100", split, f.EndOfSplit, f.Next)
+		}
 	}
 }
 

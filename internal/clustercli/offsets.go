@@ -26,9 +26,9 @@ const maxSourceState = 1 << 20
 
 // SourceOffsets returns the split offsets in op's operator state, ordered
 // by split, if op is a source: if every piece of its operator state
-// decodes as a JSON object mapping split names to {"offset", "ended"}, and
-// there is at least one split. Otherwise it returns nothing; an error only
-// if a piece of operator state could not be read.
+// decodes as a JSON object mapping split names to {"offset", "ended",
+// "state"}, and there is at least one split. Otherwise it returns nothing;
+// an error only if a piece of operator state could not be read.
 func SourceOffsets(ctx context.Context, snap *storage.Snapshot, op checkpoint.OperatorState) ([]SplitOffset, error) {
 	var out []SplitOffset
 	for i, s := range op.Subtasks {
@@ -55,14 +55,17 @@ func SourceOffsets(ctx context.Context, snap *storage.Snapshot, op checkpoint.Op
 	return out, nil
 }
 
+// sourceSplit is ops.Source's state of one split. State is the reader's
+// opaque split state (connector.SplitStateReader).
 type sourceSplit struct {
 	Offset *int64 `json:"offset"`
 	Ended  bool   `json:"ended"`
+	State  []byte `json:"state"`
 }
 
 // decodeSplits decodes a source's operator state: a JSON object of split
-// name to {"offset": n, "ended": bool}, strictly, so that other operator
-// state is not taken for it.
+// name to {"offset": n, "ended": bool, "state": base64}, strictly, so that
+// other operator state is not taken for it.
 func decodeSplits(b []byte) (map[string]sourceSplit, bool) {
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(b, &raw); err != nil || raw == nil {

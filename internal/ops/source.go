@@ -32,16 +32,18 @@ type Watermarks[T any] struct {
 	Disabled bool
 }
 
-// splitState is what a source checkpoints per split.
+// splitState is what a source checkpoints per split: its offset and the
+// reader's opaque state for it (connector.SplitStateReader).
 type splitState struct {
-	Offset int64 `json:"offset"`
-	Ended  bool  `json:"ended,omitempty"`
+	Offset int64  `json:"offset"`
+	Ended  bool   `json:"ended,omitempty"`
+	State  []byte `json:"state,omitempty"`
 }
 
 // Source is the head of a source vertex: it reads its splits through a
 // connector's reader on a fetcher goroutine, emits the records on the
 // subtask's goroutine, tracks a watermark per split, and checkpoints each
-// split's offset as operator state.
+// split's offset, and the reader's state for it, as operator state.
 type Source[T any] struct {
 	src  connector.Source[T]
 	wm   Watermarks[T]
@@ -118,7 +120,7 @@ func (s *Source[T]) Open(ctx *runtime.OperatorContext) error {
 		s.maxTs[id] = runtime.MinWatermark
 		s.lastAt[id] = ctx.Now()
 		if !st.Ended {
-			starts = append(starts, connector.SplitStart{Split: id, Offset: st.Offset})
+			starts = append(starts, connector.SplitStart{Split: id, Offset: st.Offset, State: st.State})
 		}
 	}
 	s.publish()
@@ -127,9 +129,6 @@ func (s *Source[T]) Open(ctx *runtime.OperatorContext) error {
 	}
 	s.info = connector.ReaderInfo{Subtask: ctx.Subtask, Parallelism: ctx.Parallelism}
 	s.fetched = make(chan any, 2)
-	s.done = make(chan struct{})
-	fctx, cancel := context.WithCancel(ctx)
-	s.cancel = cancel
 	if s.wm.Idleness > 0 {
 		s.scheduleIdleCheck()
 	}
@@ -137,26 +136,46 @@ func (s *Source[T]) Open(ctx *runtime.OperatorContext) error {
 		if !s.src.Bounded() {
 			// Nothing to read, ever: do not hold back event time downstream.
 			if err := ctx.SetIdle(true); err != nil {
-				cancel()
 				return err
 			}
 		}
-		go func() {
-			defer close(s.done)
+		s.startFetcher(func(fctx context.Context) {
 			if s.src.Bounded() {
 				s.send(fctx, connector.ErrEndOfInput)
 			}
-		}()
+		})
 		return nil
 	}
 	r, err := s.src.NewReader(ctx, s.info, starts)
 	if err != nil {
-		cancel()
 		return fmt.Errorf("opening reader: %w", err)
 	}
 	s.reader = r
-	go s.fetch(fctx)
+	if sr, ok := r.(connector.SplitStateReader); ok {
+		for id, b := range sr.SplitStates() {
+			st, ok := s.splits[id]
+			if !ok {
+				return fmt.Errorf("source: reader reports state of split %q that this subtask does not own", id)
+			}
+			st.State = b
+		}
+	}
+	s.startFetcher(s.fetch)
 	return nil
+}
+
+// startFetcher runs fetch on the fetcher goroutine, which Close cancels
+// and waits for. It is the last step of a successful Open: an Open that
+// fails leaves no goroutine behind and nothing for Close to wait on, so
+// the subtask fails and the restart strategy takes over.
+func (s *Source[T]) startFetcher(fetch func(ctx context.Context)) {
+	fctx, cancel := context.WithCancel(s.ctx)
+	done := make(chan struct{})
+	s.cancel, s.done = cancel, done
+	go func() {
+		defer close(done)
+		fetch(fctx)
+	}()
 }
 
 // restore reads the split positions of every subtask of the restored
@@ -192,7 +211,6 @@ func (s *Source[T]) send(ctx context.Context, item any) bool {
 }
 
 func (s *Source[T]) fetch(ctx context.Context) {
-	defer close(s.done)
 	for {
 		f, err := s.reader.Fetch(ctx)
 		if err != nil {
@@ -246,6 +264,9 @@ func (s *Source[T]) emit(f connector.Fetch[T]) (int, bool, error) {
 	}
 	s.maxTs[f.Split] = maxTs
 	st.Offset = f.Next
+	if f.State != nil {
+		st.State = f.State
+	}
 	if f.EndOfSplit {
 		st.Ended = true
 	}
@@ -341,7 +362,7 @@ func (s *Source[T]) ProcessWatermark(wm int64) error {
 	return s.out.EmitWatermark(wm)
 }
 
-// Snapshot records every split's offset.
+// Snapshot records every split's offset and reader state.
 func (s *Source[T]) Snapshot(id int64) (runtime.Snapshot, error) {
 	m := make(map[string]splitState, len(s.splits))
 	offsets := make(map[string]int64, len(s.splits))

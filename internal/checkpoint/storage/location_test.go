@@ -84,16 +84,3 @@ func TestURLMuxAddsSchemes(t *testing.T) {
 		t.Fatal("opened a scheme nobody registered")
 	}
 }
-
-func TestLocalWritesAreSynced(t *testing.T) {
-	be := fileBackend(t)
-	s := be.open(t)
-	w, err := s.st.newWriter(context.Background(), "k", "application/octet-stream")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Abort()
-	if bw, ok := w.(*bucketWriter); !ok || bw.file == nil {
-		t.Fatalf("writer %T has no file to sync", w)
-	}
-}

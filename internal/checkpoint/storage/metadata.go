@@ -188,10 +188,6 @@ func writeMetadata(ctx context.Context, st *store, dirKey string, m *checkpoint.
 	if err := w.Close(); err != nil {
 		return "", st.opError("write", key, err)
 	}
-	// On a local directory, make the new entries (the state files and
-	// _metadata) and the directory itself durable.
-	st.syncDir(dirKey)
-	st.syncDir(parentKey(dirKey))
 	return st.loc.display(key), nil
 }
 

@@ -52,8 +52,9 @@ func InlineThreshold(n int) Option {
 // importing its driver (for example gocloud.dev/blob/s3blob), which
 // registers it with blob.DefaultURLMux, or by registering an opener on its
 // own mux and passing it here. Local directories (file:// URLs and plain
-// paths) are always opened by this package with fileblob. Default:
-// blob.DefaultURLMux(), which has mem:// and file:// registered.
+// paths) are always opened by this package, which reads them with
+// fileblob and writes them itself, durably. Default: blob.DefaultURLMux(),
+// which has mem:// and file:// registered.
 func URLMux(m *blob.URLMux) Option {
 	return func(c *config) { c.mux = m }
 }
@@ -63,7 +64,9 @@ func URLMux(m *blob.URLMux) Option {
 // the like) or at the bucket's root (for a local directory). Close does not
 // close b. Tests use it to share one in-memory bucket between several
 // Storages, as a restarted process would share a directory. Resolve and
-// CreateSavepoint reuse b for locations in the same bucket. Default: none.
+// CreateSavepoint reuse b for locations in the same bucket. Every write
+// goes through b, so it is as durable as b's driver makes it (fileblob:
+// not at all; see the package comment). Default: none.
 func Bucket(b *blob.Bucket) Option {
 	return func(c *config) { c.bucket = b }
 }

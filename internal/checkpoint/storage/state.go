@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"os"
 	"path"
 	"strings"
 	"unicode/utf8"
@@ -54,10 +55,10 @@ func sizeError(p string, want, got int64) error {
 // validName reports whether name can name a file in a checkpoint or
 // savepoint directory: a clean relative path with no "..", not starting
 // with "_" (reserved for _metadata and the like), not ending in ".tmp"
-// (fileblob's temporary files).
+// (temporary files), and plain (see plainKey).
 func validName(name string) error {
 	switch {
-	case name == "" || name == "." || !utf8.ValidString(name):
+	case name == "" || name == "." || !utf8.ValidString(name) || !plainKey(name):
 		return fmt.Errorf("storage: invalid state name %q", name)
 	case path.Clean(name) != name || strings.HasPrefix(name, "/") || name == ".." || strings.HasPrefix(name, "../"):
 		return fmt.Errorf("storage: state name %q is not a clean relative path", name)
@@ -67,6 +68,19 @@ func validName(name string) error {
 		return fmt.Errorf("storage: state name %q: names ending in .tmp are reserved", name)
 	}
 	return nil
+}
+
+// plainKey reports whether s has none of the characters fileblob escapes
+// in a file's name: control characters and, on Windows, the characters
+// Windows does not allow in names. localFS writes the file of a key at the
+// key's path unescaped, where fileblob reads it only for plain keys.
+func plainKey(s string) bool {
+	for _, r := range s {
+		if r < 0x20 || os.PathSeparator == '\\' && strings.ContainsRune(`\<>:"|?*`, r) {
+			return false
+		}
+	}
+	return true
 }
 
 // validHandlePath reports whether p is a path a StateHandle may hold:

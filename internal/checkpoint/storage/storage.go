@@ -21,6 +21,23 @@
 // jq. Recovery can therefore tell a damaged checkpoint and fall back to
 // the one before it (Latest).
 //
+// A write is durable when it returns. In a local directory this package
+// writes every file itself rather than through fileblob, which renames
+// its temporary file into place without syncing anything: a file is
+// written to a temporary file next to it, synced, and renamed into place,
+// and then its directory is synced (except on Windows, which cannot sync
+// a directory); a directory created for it is made durable by syncing its
+// parent (once per process, whoever created it). So after a power loss a
+// _metadata file, and every state file it names, is there whole or not at
+// all once WriteMetadata has returned. A failed sync fails the write, and
+// the file is removed. Object stores
+// guarantee this without syncs or renames: an upload (an S3 PUT or
+// multipart upload, a GCS or Azure blob upload) becomes visible
+// atomically, whole, when it completes, and is durable once acknowledged,
+// and there are no directories. A _metadata that is empty or torn anyway
+// (a file system that does not honour fsync, an incomplete copy) fails
+// its checksum or header, and Latest skips it.
+//
 // Paths in state handles are relative: to the job directory for a
 // checkpoint ("chk-7/op-0-keyed"), to the savepoint directory for a
 // savepoint ("op-0-keyed"), so a savepoint can be moved as a whole.
@@ -92,7 +109,7 @@ func Open(ctx context.Context, url, jobID string, opts ...Option) (*Storage, err
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	if jobID == "" || jobID == "." || jobID == ".." || strings.ContainsAny(jobID, "/\\") {
+	if jobID == "" || jobID == "." || jobID == ".." || strings.ContainsAny(jobID, "/\\") || !plainKey(jobID) {
 		return nil, fmt.Errorf("storage: invalid job id %q", jobID)
 	}
 	loc, prefix, err := parseLocation(url)

@@ -300,6 +300,15 @@ func TestLatestSkipsCorruptMetadata(t *testing.T) {
 		{"truncated", func(t *testing.T, be *backend) { be.mutate(t, metadata, truncate(150)) }, ErrCorrupt, "size mismatch"},
 		{"truncated in header", func(t *testing.T, be *backend) { be.mutate(t, metadata, truncate(20)) }, ErrCorrupt, "no header line"},
 		{"empty", func(t *testing.T, be *backend) { be.mutate(t, metadata, truncate(0)) }, ErrCorrupt, "no header line"},
+		// A write torn by a power loss can leave the file at its full size
+		// with its tail never written.
+		{"torn: zeroed tail", func(t *testing.T, be *backend) {
+			be.mutate(t, metadata, func(b []byte) []byte {
+				c := bytes.Clone(b)
+				clear(c[len(c)/2:])
+				return c
+			})
+		}, ErrCorrupt, "checksum mismatch"},
 		{"future file format", func(t *testing.T, be *backend) {
 			be.mutate(t, metadata, func(b []byte) []byte {
 				return bytes.Replace(b, []byte(`"version":1,`), []byte(`"version":2,`), 1)

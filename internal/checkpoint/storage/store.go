@@ -128,10 +128,10 @@ type store struct {
 	owned  bool // Close closes bucket
 	loc    location
 	faults *Faults
-	// localDir is the directory a fileblob bucket this package opened is
-	// rooted at; "" for other buckets. It lets writes be synced to disk and
-	// emptied directories be removed.
-	localDir string
+	// local writes the files of a fileblob bucket this package opened, so
+	// that they are durable, and removes emptied directories; nil for
+	// other buckets.
+	local *localFS
 }
 
 // openStore opens the bucket loc names. create makes a missing local
@@ -150,7 +150,7 @@ func openStore(ctx context.Context, c *config, loc location, create bool) (*stor
 		if err != nil {
 			return nil, fmt.Errorf("storage: open %s: %w", loc.dir, err)
 		}
-		return &store{bucket: b, owned: true, loc: loc, faults: c.faults, localDir: loc.dir}, nil
+		return &store{bucket: b, owned: true, loc: loc, faults: c.faults, local: newLocalFS(loc.dir)}, nil
 	}
 	b, err := c.mux.OpenBucket(ctx, loc.url())
 	if err != nil {
@@ -191,39 +191,36 @@ type objectWriter interface {
 }
 
 // newWriter starts writing key. The object appears, complete, only when
-// Close returns nil: every gocloud driver publishes a write on Close
-// (fileblob renames a temporary file, object stores complete the upload),
-// and cancelling the write's context before Close discards it.
+// Close returns nil, and cancelling the write's context before Close
+// discards it. In a local directory this package opened, Close returns
+// once the file is durable (see localFS); elsewhere the bucket's driver
+// publishes the write on Close (object stores complete the upload).
 func (s *store) newWriter(ctx context.Context, key, contentType string) (objectWriter, error) {
 	f := s.faults.decide(OpWrite, key)
-	ctx, cancel := context.WithCancel(ctx)
-	bw := &bucketWriter{cancel: cancel}
-	w, err := s.bucket.NewWriter(ctx, key, &blob.WriterOptions{
-		ContentType: contentType,
-		BeforeWrite: func(as func(any) bool) error {
-			// fileblob hands out its temporary file; syncing it before
-			// Close makes the published file durable, not only visible.
-			var file *os.File
-			if as(&file) {
-				bw.file = file
-			}
-			return nil
-		},
-	})
-	if err != nil {
-		cancel()
-		return nil, s.opError("write", key, err)
+	var w objectWriter
+	if s.local != nil {
+		lw, err := s.local.create(ctx, key)
+		if err != nil {
+			return nil, s.opError("write", key, err)
+		}
+		w = lw
+	} else {
+		ctx, cancel := context.WithCancel(ctx)
+		bw, err := s.bucket.NewWriter(ctx, key, &blob.WriterOptions{ContentType: contentType})
+		if err != nil {
+			cancel()
+			return nil, s.opError("write", key, err)
+		}
+		w = &bucketWriter{w: bw, cancel: cancel}
 	}
-	bw.w = w
 	if f != nil {
-		return &faultWriter{under: bw, fault: f}, nil
+		return &faultWriter{under: w, fault: f}, nil
 	}
-	return bw, nil
+	return w, nil
 }
 
 type bucketWriter struct {
 	w      *blob.Writer
-	file   *os.File
 	cancel context.CancelFunc
 }
 
@@ -231,12 +228,6 @@ func (w *bucketWriter) Write(p []byte) (int, error) { return w.w.Write(p) }
 
 func (w *bucketWriter) Close() error {
 	defer w.cancel()
-	if w.file != nil {
-		if err := w.file.Sync(); err != nil {
-			w.Abort()
-			return err
-		}
-	}
 	return w.w.Close()
 }
 
@@ -354,26 +345,11 @@ func (s *store) remove(ctx context.Context, key string) error {
 	return nil
 }
 
-// syncDir makes the entries of directory dirKey durable, on local
-// directories; elsewhere a completed write is already durable. Errors are
-// ignored: some file systems cannot sync a directory.
-func (s *store) syncDir(dirKey string) {
-	if s.localDir == "" {
-		return
-	}
-	d, err := os.Open(filepath.Join(s.localDir, filepath.FromSlash(dirKey)))
-	if err != nil {
-		return
-	}
-	_ = d.Sync()
-	_ = d.Close()
-}
-
 // removeEmptyDir removes the directory dirKey if it is empty, on local
 // directories: fileblob deletes files but leaves their directories behind.
 func (s *store) removeEmptyDir(dirKey string) {
-	if s.localDir == "" || dirKey == "" {
+	if s.local == nil || dirKey == "" {
 		return
 	}
-	_ = os.Remove(filepath.Join(s.localDir, filepath.FromSlash(dirKey)))
+	_ = os.Remove(s.local.path(dirKey))
 }

@@ -1,0 +1,112 @@
+package stream_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/weirstream/weir/connector"
+	"github.com/weirstream/weir/connector/datagen"
+	"github.com/weirstream/weir/internal/runtime"
+	"github.com/weirstream/weir/stream"
+	"github.com/weirstream/weir/streamtest"
+)
+
+// flakyOpen is a source whose NewReader fails when fail says so, as a
+// reader does when its brokers are briefly unreachable.
+type flakyOpen[T any] struct {
+	connector.Source[T]
+	calls, failed atomic.Int32
+	fail          func(call int32) bool
+}
+
+func (f *flakyOpen[T]) NewReader(ctx context.Context, info connector.ReaderInfo, splits []connector.SplitStart) (connector.Reader[T], error) {
+	if f.fail(f.calls.Add(1)) {
+		f.failed.Add(1)
+		return nil, errors.New("brokers briefly unreachable")
+	}
+	return f.Source.NewReader(ctx, info, splits)
+}
+
+// executeWithin runs the job and returns its result, failing the test if
+// it has not ended after two minutes: a subtask that never exits keeps a
+// job running, and its cancellation waiting, forever.
+func executeWithin(t *testing.T, env *stream.Environment, name string) error {
+	t.Helper()
+	errc := make(chan error, 1)
+	go func() { errc <- env.Execute(context.Background(), name) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the job has not ended after two minutes: a subtask hangs")
+		return nil
+	}
+}
+
+// TestSourceThatFailsToOpenRestarts: a source whose reader fails to open,
+// on the first two calls and again on the restore after a later failure,
+// fails its subtask each time; the restart strategy restarts the job,
+// which ends with exactly the output of a run without failures.
+func TestSourceThatFailsToOpenRestarts(t *testing.T) {
+	const n = 6000
+	var afterFault atomic.Bool
+	var completed atomic.Int32
+	var faulted atomic.Bool
+	var ev events
+	env, err := stream.NewEnvironment(stream.WithConfig(mustConfig(t, "parallelism.default=2", "execution.checkpointing.interval=10 ms",
+		"restart-strategy.type=fixed-delay", "restart-strategy.fixed-delay.attempts=10", "restart-strategy.fixed-delay.delay=0 ms")),
+		stream.WithLogger(quiet),
+		stream.WithEvents(func(e stream.JobEvent) {
+			ev.add(e)
+			if e.Kind == runtime.EventCheckpointCompleted {
+				completed.Add(1)
+			}
+		}),
+		stream.WithFaults(func(task stream.TaskInfo, _ int, records int64) error {
+			if task.Vertex == "count" && records >= n/3 && completed.Load() > 0 && faulted.CompareAndSwap(false, true) {
+				afterFault.Store(true)
+				return errors.New("injected failure")
+			}
+			return nil
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen, _ := datagen.New(func(int, int64) int64 { return 1 }, datagen.Partitions(2), datagen.Count(n/2), datagen.BatchSize(10), datagen.RatePerSecond(20_000))
+	src := &flakyOpen[int64]{Source: gen, fail: func(call int32) bool {
+		return call <= 2 || afterFault.CompareAndSwap(true, false)
+	}}
+	in := stream.FromSource[int64](env, src, "src", stream.NoWatermarks[int64]())
+	sums := stream.Process(stream.KeyBy(in, func(int64) int { return 0 }), stream.KeyedProcessFunction[int, int64, int64](&counter{}), stream.Uid("count"), stream.Parallelism(1))
+	sink := streamtest.NewCollector[int64](true)
+	stream.SinkTo(sums, sink, stream.Uid("sink"), stream.Parallelism(1))
+	if err := executeWithin(t, env, "flaky-open"); err != nil {
+		t.Fatal(err)
+	}
+	if !faulted.Load() || src.failed.Load() != 3 {
+		t.Fatalf("injected failure struck: %v; NewReader failed %d times, want 3", faulted.Load(), src.failed.Load())
+	}
+	// The injected failure restores a checkpoint, and so does the restart
+	// after the reader fails to open on that restore.
+	fromCheckpoint := 0
+	for _, e := range ev.of(runtime.EventRestored) {
+		if e.Checkpoint > 0 {
+			fromCheckpoint++
+		}
+	}
+	if fromCheckpoint < 2 {
+		t.Fatalf("%d restores from a checkpoint, want at least 2", fromCheckpoint)
+	}
+	out := sink.Results()
+	for i, v := range out {
+		if v != int64(i+1) {
+			t.Fatalf("output %d is %d, want %d (%d outputs)", i, v, i+1, len(out))
+		}
+	}
+	if len(out) != n {
+		t.Fatalf("%d outputs, want %d", len(out), n)
+	}
+}
