@@ -82,6 +82,11 @@ type SubtaskState struct {
 	Operator []StateHandle `json:"operator,omitempty"`
 }
 
+// Empty reports whether s holds nothing: the subtask did not acknowledge.
+func (s SubtaskState) Empty() bool {
+	return len(s.Keyed) == 0 && len(s.Operator) == 0
+}
+
 // Size is the total size of the handles.
 func (s SubtaskState) Size() int64 {
 	var n int64
