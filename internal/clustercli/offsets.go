@@ -58,11 +58,12 @@ func SourceOffsets(ctx context.Context, snap *storage.Snapshot, op checkpoint.Op
 type sourceSplit struct {
 	Offset *int64 `json:"offset"`
 	Ended  bool   `json:"ended"`
+	MaxTs  *int64 `json:"max_ts"`
 }
 
 // decodeSplits decodes a source's operator state: a JSON object of split
-// name to {"offset": n, "ended": bool}, strictly, so that other operator
-// state is not taken for it.
+// name to {"offset": n, "ended": bool, "max_ts": n}, strictly, so that
+// other operator state is not taken for it.
 func decodeSplits(b []byte) (map[string]sourceSplit, bool) {
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(b, &raw); err != nil || raw == nil {
