@@ -10,7 +10,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/weirstream/weir/connector"
 	"github.com/weirstream/weir/connector/datagen"
 	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/checkpoint/storage"
@@ -34,7 +36,7 @@ func TestFinishedSubtaskLargeStateSurvivesRestore(t *testing.T) {
 		smallSplits, smallPerSplit = 800, 4
 		smallTotal                 = smallSplits * smallPerSplit
 		smallKeys                  = 3000
-		longSplits, longPerSplit   = 2, 2500
+		longSplits                 = 2
 	)
 	carriedAfterDiscard := 0
 	for _, seed := range diffSeedList() {
@@ -81,6 +83,7 @@ func TestFinishedSubtaskLargeStateSurvivesRestore(t *testing.T) {
 				restoreErrs = append(restoreErrs, err)
 			}
 		}
+		long := &slowSource{splits: longSplits, batch: 15, gen: genLong, end: -1}
 		fault := func(task stream.TaskInfo, attempt int, records int64) error {
 			mu.Lock()
 			defer mu.Unlock()
@@ -92,6 +95,10 @@ func TestFinishedSubtaskLargeStateSurvivesRestore(t *testing.T) {
 				failAt = -1
 				if struck < len(after) {
 					failAt = completed + after[struck]
+				} else {
+					// The slow pipeline may end once it has read a little
+					// past the last failure.
+					long.stop(300)
 				}
 				return fmt.Errorf("injected failure %d after %d checkpoints", struck, completed)
 			}
@@ -106,7 +113,6 @@ func TestFinishedSubtaskLargeStateSurvivesRestore(t *testing.T) {
 			t.Fatal(err)
 		}
 		small, _ := datagen.New(genSmall, datagen.Partitions(smallSplits), datagen.Count(smallPerSplit), datagen.BatchSize(smallPerSplit))
-		long, _ := datagen.New(genLong, datagen.Partitions(longSplits), datagen.Count(longPerSplit), datagen.BatchSize(25), datagen.RatePerSecond(3000))
 		key := func(r rec) string { return r.Key }
 		smallSums := stream.Process(stream.KeyBy(stream.FromSource(env, small, "small", stream.NoWatermarks[rec](), stream.Parallelism(1)), key),
 			stream.KeyedProcessFunction[string, rec, KeyedSum](&runningSum{}), stream.Uid("small-sum"), stream.Parallelism(1))
@@ -120,7 +126,7 @@ func TestFinishedSubtaskLargeStateSurvivesRestore(t *testing.T) {
 			t.Fatalf("%s: %v", name, runErr)
 		}
 		if struck != len(after) {
-			t.Fatalf("%s: %d of %d failures struck: the slow pipeline ended too soon", name, struck, len(after))
+			t.Fatalf("%s: %d of %d failures struck before the slow pipeline's cap", name, struck, len(after))
 		}
 		records := map[string]map[[2]int64]rec{}
 		add := func(gen func(int, int64) rec, splits, per int) {
@@ -135,7 +141,7 @@ func TestFinishedSubtaskLargeStateSurvivesRestore(t *testing.T) {
 			}
 		}
 		add(genSmall, smallSplits, smallPerSplit)
-		add(genLong, longSplits, longPerSplit)
+		add(genLong, longSplits, int(long.stop(0)))
 		if err := checkRunningSums(sink.Results(), records); err != nil {
 			t.Fatalf("%s: restores %v: %v", name, restores, err)
 		}
@@ -153,6 +159,97 @@ func TestFinishedSubtaskLargeStateSurvivesRestore(t *testing.T) {
 		t.Fatal("no restore read finished subtasks' state from a discarded checkpoint's directory: the test proves nothing about retention")
 	}
 }
+
+// slowSource is a bounded source of splits that yields batch records per
+// split every 5 ms, in the order of datagen's, until stop fixes where every
+// split ends (at the latest, after maxSlowRecords records). Records are a
+// function of (split, sequence number), so restores replay them exactly.
+type slowSource struct {
+	splits, batch int
+	gen           func(p int, seq int64) rec
+
+	mu   sync.Mutex
+	end  int64 // where every split ends; -1 until stop
+	high int64 // the highest offset any reader has reached
+}
+
+const maxSlowRecords = 100_000
+
+// stop makes every split end more records after the highest offset read
+// so far, if it has no end yet, and returns the end.
+func (s *slowSource) stop(more int64) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.end < 0 {
+		s.end = min(s.high+more, maxSlowRecords)
+	}
+	return s.end
+}
+
+func (s *slowSource) Splits(context.Context) ([]string, error) {
+	ids := make([]string, s.splits)
+	for p := range ids {
+		ids[p] = datagen.SplitID(p)
+	}
+	return ids, nil
+}
+
+func (s *slowSource) Bounded() bool { return true }
+
+func (s *slowSource) NewReader(_ context.Context, _ connector.ReaderInfo, splits []connector.SplitStart) (connector.Reader[rec], error) {
+	r := &slowReader{src: s}
+	for _, sp := range splits {
+		var p int
+		if _, err := fmt.Sscanf(sp.Split, "datagen-%d", &p); err != nil {
+			return nil, err
+		}
+		r.parts = append(r.parts, [2]int64{int64(p), max(sp.Offset, 0)})
+	}
+	return r, nil
+}
+
+type slowReader struct {
+	src   *slowSource
+	parts [][2]int64 // split, next offset
+	rr    int
+}
+
+func (r *slowReader) Fetch(ctx context.Context) (connector.Fetch[rec], error) {
+	t := time.NewTimer(5 * time.Millisecond)
+	select {
+	case <-ctx.Done():
+		t.Stop()
+		return connector.Fetch[rec]{}, ctx.Err()
+	case <-t.C:
+	}
+	r.src.mu.Lock()
+	end := r.src.end
+	r.src.mu.Unlock()
+	if end < 0 {
+		end = maxSlowRecords
+	}
+	for range r.parts {
+		ps := &r.parts[r.rr]
+		r.rr = (r.rr + 1) % len(r.parts)
+		if ps[1] >= end {
+			continue
+		}
+		n := min(int64(r.src.batch), end-ps[1])
+		f := connector.Fetch[rec]{Split: datagen.SplitID(int(ps[0]))}
+		for i := range n {
+			f.Records = append(f.Records, r.src.gen(int(ps[0]), ps[1]+i))
+		}
+		ps[1] += n
+		f.Next, f.EndOfSplit = ps[1], ps[1] == end
+		r.src.mu.Lock()
+		r.src.high = max(r.src.high, ps[1])
+		r.src.mu.Unlock()
+		return f, nil
+	}
+	return connector.Fetch[rec]{}, connector.ErrEndOfInput
+}
+
+func (r *slowReader) Close() error { return nil }
 
 // finishedStateOf reads the checkpoint whose _metadata is at metaPath and
 // says where the state of the first pipeline's finished subtasks lives:
