@@ -4,12 +4,17 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"math"
 	"math/rand/v2"
+	"path/filepath"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/weirstream/weir/connector"
 	"github.com/weirstream/weir/connector/datagen"
+	"github.com/weirstream/weir/internal/runtime"
 	"github.com/weirstream/weir/stream"
 	"github.com/weirstream/weir/streamtest"
 )
@@ -170,4 +175,349 @@ func first[T any](s []T) any {
 		return nil
 	}
 	return s[0]
+}
+
+// lateRec is a record of orderedSource: its split and sequence number
+// identify it.
+type lateRec struct {
+	Key   string
+	Value int64
+	Ts    int64
+	P     int
+	Seq   int64
+}
+
+// Tagged says whether a record was behind the keyed process function's
+// event time when it arrived.
+type Tagged struct {
+	P    int
+	Seq  int64
+	Late bool
+}
+
+type lateSumAgg struct{}
+
+func (lateSumAgg) CreateAccumulator() [2]int64 { return [2]int64{} }
+func (lateSumAgg) Add(v lateRec, acc [2]int64) [2]int64 {
+	return [2]int64{acc[0] + v.Value, acc[1] + 1}
+}
+func (lateSumAgg) GetResult(acc [2]int64) [2]int64 { return acc }
+func (lateSumAgg) Merge(a, b [2]int64) [2]int64    { return [2]int64{a[0] + b[0], a[1] + b[1]} }
+
+// orderedSource is a bounded source of several splits whose records come
+// in one order that depends neither on timing nor on where a restore
+// resumes: by sequence number, then split. Each fetch holds one record, so
+// the source's watermark follows every record and a run's watermarks, and
+// so which records are late, are the same in every run. pace sleeps a
+// millisecond every that many records, so that checkpoints and failures
+// land all along the input.
+type orderedSource struct {
+	splits int
+	count  int64
+	pace   int
+	gen    func(p int, seq int64) lateRec
+}
+
+func (s *orderedSource) Splits(context.Context) ([]string, error) {
+	ids := make([]string, s.splits)
+	for p := range ids {
+		ids[p] = fmt.Sprintf("ordered-%d", p)
+	}
+	return ids, nil
+}
+
+func (s *orderedSource) Bounded() bool { return true }
+
+func (s *orderedSource) NewReader(_ context.Context, _ connector.ReaderInfo, splits []connector.SplitStart) (connector.Reader[lateRec], error) {
+	r := &orderedReader{src: s, next: map[int]int64{}}
+	for _, sp := range splits {
+		var p int
+		if _, err := fmt.Sscanf(sp.Split, "ordered-%d", &p); err != nil {
+			return nil, err
+		}
+		r.next[p] = max(sp.Offset, 0)
+	}
+	return r, nil
+}
+
+type orderedReader struct {
+	src  *orderedSource
+	next map[int]int64
+	n    int
+}
+
+func (r *orderedReader) Fetch(ctx context.Context) (connector.Fetch[lateRec], error) {
+	if err := ctx.Err(); err != nil {
+		return connector.Fetch[lateRec]{}, err
+	}
+	p, seq := -1, int64(0)
+	for q, n := range r.next {
+		if n < r.src.count && (p < 0 || n < seq || n == seq && q < p) {
+			p, seq = q, n
+		}
+	}
+	if p < 0 {
+		return connector.Fetch[lateRec]{}, connector.ErrEndOfInput
+	}
+	if r.n++; r.n%r.src.pace == 0 {
+		t := time.NewTimer(time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return connector.Fetch[lateRec]{}, ctx.Err()
+		case <-t.C:
+		}
+	}
+	r.next[p] = seq + 1
+	return connector.Fetch[lateRec]{
+		Split: fmt.Sprintf("ordered-%d", p), Records: []lateRec{r.src.gen(p, seq)},
+		Next: seq + 1, EndOfSplit: seq+1 == r.src.count,
+	}, nil
+}
+
+func (r *orderedReader) Close() error { return nil }
+
+// lateOracle replays orderedSource's records in their order, with the
+// watermark a bounded-out-of-orderness source emits after each one (the
+// minimum, over the splits that have not ended, of the split's highest
+// timestamp minus the bound minus 1 ms, never moving back; no watermark
+// while a split has none), and returns the tumbling windows' sums of the
+// records that were not late (a record is late when its window's last
+// millisecond is at or before the watermark it arrives at), and which
+// records were at or before the watermark.
+func lateOracle(splits int, count int64, gen func(int, int64) lateRec, bound, size int64) (map[WindowSum]int, map[Tagged]int, int) {
+	type kw struct {
+		key   string
+		start int64
+	}
+	acc := map[kw][2]int64{}
+	tags := map[Tagged]int{}
+	wm := int64(math.MinInt64)
+	maxTs := make([]int64, splits)
+	for p := range maxTs {
+		maxTs[p] = math.MinInt64
+	}
+	ended := make([]bool, splits)
+	late := 0
+	for seq := range count {
+		for p := range splits {
+			r := gen(p, seq)
+			start := r.Ts - ((r.Ts%size)+size)%size
+			if start+size-1 <= wm {
+				late++
+			} else {
+				a := acc[kw{r.Key, start}]
+				acc[kw{r.Key, start}] = [2]int64{a[0] + r.Value, a[1] + 1}
+			}
+			tags[Tagged{P: p, Seq: seq, Late: r.Ts <= wm}]++
+			maxTs[p] = max(maxTs[p], r.Ts)
+			ended[p] = seq == count-1
+			lowest, active := int64(math.MaxInt64), false
+			for q := range splits {
+				if ended[q] {
+					continue
+				}
+				active = true
+				if maxTs[q] == math.MinInt64 {
+					lowest = math.MinInt64
+				} else {
+					lowest = min(lowest, maxTs[q]-bound-1)
+				}
+			}
+			if active && lowest > wm {
+				wm = lowest
+			}
+		}
+	}
+	out := map[WindowSum]int{}
+	for k, a := range acc {
+		out[WindowSum{k.key, k.start, k.start + size, a[0], a[1]}]++
+	}
+	return out, tags, late
+}
+
+// lateJob builds a job over an orderedSource with late data: tumbling
+// event-time window sums, and a keyed process function that tags each
+// record with whether it was behind its event time, into the exactly-once
+// sinks windows and tags.
+func lateJob(env *stream.Environment, src *orderedSource, windowPar int, bound, size int64, windows *streamtest.Collector[WindowSum], tags *streamtest.Collector[Tagged]) {
+	wm := stream.BoundedOutOfOrderness[lateRec](time.Duration(bound) * time.Millisecond).WithTimestamps(func(v lateRec, _ int64) int64 { return v.Ts })
+	events := stream.FromSource(env, src, "events", wm, stream.Parallelism(1))
+	keyed := stream.KeyBy(events, func(v lateRec) string { return v.Key })
+	ws := stream.Windowed(keyed, stream.TumblingEventTimeWindows(time.Duration(size)*time.Millisecond))
+	sums := stream.Aggregate(ws, stream.AggregateFunction[lateRec, [2]int64, [2]int64](lateSumAgg{}), windowSum, stream.Uid("windows"), stream.Parallelism(windowPar))
+	stream.SinkTo(sums, windows, stream.Uid("window-sink"), stream.Parallelism(1))
+	tag := stream.ProcessFunc[string, lateRec, Tagged](func(ctx *stream.Context[string, Tagged], v lateRec) error {
+		return ctx.Emit(Tagged{P: v.P, Seq: v.Seq, Late: v.Ts <= ctx.CurrentWatermark()})
+	})
+	tagged := stream.Process(keyed, stream.KeyedProcessFunction[string, lateRec, Tagged](tag), stream.Uid("tagger"), stream.Parallelism(windowPar))
+	stream.SinkTo(tagged, tags, stream.Uid("tag-sink"), stream.Parallelism(1))
+}
+
+// lateGen returns a seeded generator of records whose timestamps advance
+// 20 ms per sequence number with up to 150 ms of disorder, within the
+// 200 ms bound, except for one record in 12 that is up to 2.5 s behind
+// (late, or on the edge of it) and one in 30 that is up to 1.5 s ahead,
+// which makes the records after it late until time catches up.
+func lateGen(seed uint64, keys int) func(int, int64) lateRec {
+	return func(p int, seq int64) lateRec {
+		m := datagen.Mix(seed, p, seq)
+		ts := 1_700_000_000_000 + seq*20 + int64(m>>40%150)
+		switch {
+		case m>>8%12 == 0:
+			ts -= int64(m >> 20 % 2500)
+		case m>>8%30 == 1:
+			ts += int64(m >> 20 % 1500)
+		}
+		return lateRec{Key: fmt.Sprintf("k%d", m%uint64(keys)), Value: int64(m>>52%100) + 1, Ts: ts, P: p, Seq: seq}
+	}
+}
+
+// diffMaps reports how got differs from want.
+func diffMaps[K comparable](got, want map[K]int) string {
+	var missing, extra []K
+	for k, n := range want {
+		if got[k] != n {
+			missing = append(missing, k)
+		}
+	}
+	for k, n := range got {
+		if want[k] != n {
+			extra = append(extra, k)
+		}
+	}
+	return fmt.Sprintf("%d entries, oracle %d; missing or wrong %d (e.g. %v), extra or duplicated %d (e.g. %v)",
+		len(got), len(want), len(missing), first(missing), len(extra), first(extra))
+}
+
+func counts[T comparable](vs []T) map[T]int {
+	m := map[T]int{}
+	for _, v := range vs {
+		m[v]++
+	}
+	return m
+}
+
+// TestLateDataAcrossRestores runs tumbling event-time windows and a keyed
+// process function over input with records later than the watermark's
+// bound, with exactly-once sinks and seeded failures of the source or the
+// keyed subtasks at random moments, and compares the output with an
+// oracle of the failure-free run: a restored run must drop as late
+// exactly the records the failure-free run dropped, so no window fires
+// twice or with other records, and see each record at the event time the
+// failure-free run saw it at.
+func TestLateDataAcrossRestores(t *testing.T) {
+	const bound, size = 200, 1000
+	struck, lateTotal := 0, 0
+	for _, seed := range diffSeedList() {
+		r := rand.New(rand.NewPCG(seed, 11))
+		splits := 1 + r.IntN(4)
+		count := int64(1200/splits + r.IntN(1500/splits))
+		keys := 1 + r.IntN(12)
+		par := 1 + r.IntN(3)
+		fp := &plan{}
+		for range 1 + r.IntN(3) {
+			v := []string{"events", "windows", "tagger"}[r.IntN(3)]
+			n := int64(splits) * count / 2
+			sub := 0
+			if v != "events" {
+				n, sub = n/int64(par), r.IntN(par)
+			}
+			fp.failures = append(fp.failures, failure{vertex: v, subtask: sub, records: r.Int64N(n)})
+		}
+		name := fmt.Sprintf("seed=%d splits=%d records=%d keys=%d parallelism=%d failures=%v", seed, splits, count, keys, par, fp.failures)
+		gen := lateGen(seed, keys)
+		env, err := stream.NewEnvironment(
+			stream.WithConfig(mustConfig(t, "execution.checkpointing.interval=10 ms",
+				"restart-strategy.type=fixed-delay", "restart-strategy.fixed-delay.attempts=10", "restart-strategy.fixed-delay.delay=0 ms")),
+			stream.WithLogger(quiet), stream.WithFaults(fp.fault))
+		if err != nil {
+			t.Fatal(err)
+		}
+		windows, tags := streamtest.NewCollector[WindowSum](true), streamtest.NewCollector[Tagged](true)
+		lateJob(env, &orderedSource{splits: splits, count: count, pace: 8, gen: gen}, par, bound, size, windows, tags)
+		if err := env.Execute(context.Background(), "late"); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		struck += fp.struck
+		wantWindows, wantTags, late := lateOracle(splits, count, gen, bound, size)
+		lateTotal += late
+		if got := counts(windows.Results()); !maps.Equal(got, wantWindows) {
+			t.Fatalf("%s: %d failures struck: windows: %s", name, fp.struck, diffMaps(got, wantWindows))
+		}
+		if got := counts(tags.Results()); !maps.Equal(got, wantTags) {
+			t.Fatalf("%s: %d failures struck: tagged records: %s", name, fp.struck, diffMaps(got, wantTags))
+		}
+	}
+	if struck == 0 || lateTotal == 0 {
+		t.Fatalf("%d failures struck, %d late records: the test proves nothing about late data across restores", struck, lateTotal)
+	}
+}
+
+// TestLateDataRescaledResume stops a job with late data after a few
+// checkpoints and resumes it from its checkpoint directory with the keyed
+// operators at another parallelism: each new subtask starts at the event
+// time of the old subtasks whose key groups it takes, so the output of
+// both runs together is the failure-free run's.
+func TestLateDataRescaledResume(t *testing.T) {
+	const bound, size = 200, 1000
+	seeds := diffSeedList()
+	if len(seeds) > 6 {
+		seeds = seeds[:6]
+	}
+	for _, seed := range seeds {
+		r := rand.New(rand.NewPCG(seed, 13))
+		splits := 1 + r.IntN(4)
+		count := int64(1200/splits + r.IntN(1000/splits))
+		keys := 2 + r.IntN(12)
+		before := 1 + r.IntN(3)
+		after := 1 + (before+r.IntN(2))%3
+		stopAt := int64(3 + r.IntN(6))
+		name := fmt.Sprintf("seed=%d splits=%d records=%d keys=%d parallelism %d then %d, stopped after %d checkpoints", seed, splits, count, keys, before, after, stopAt)
+		gen := lateGen(seed, keys)
+		dir := t.TempDir()
+		common := []string{"execution.checkpointing.interval=10 ms", "execution.checkpointing.dir=" + dir,
+			"execution.checkpointing.externalized-checkpoint-retention=RETAIN_ON_CANCELLATION"}
+		// One pair of sinks for both runs: the external system outlives
+		// the job.
+		windows, tags := streamtest.NewCollector[WindowSum](true), streamtest.NewCollector[Tagged](true)
+
+		ctx, cancel := context.WithCancel(context.Background())
+		var completed atomic.Int64
+		env, err := stream.NewEnvironment(stream.WithConfig(mustConfig(t, common...)), stream.WithLogger(quiet), stream.WithJobID("first"),
+			stream.WithEvents(func(e stream.JobEvent) {
+				if e.Kind == runtime.EventCheckpointCompleted && completed.Add(1) == stopAt {
+					cancel()
+				}
+			}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lateJob(env, &orderedSource{splits: splits, count: count, pace: 8, gen: gen}, before, bound, size, windows, tags)
+		if err := env.Execute(ctx, "first"); err == nil {
+			t.Fatalf("%s: the first run finished before it was stopped", name)
+		}
+		cancel()
+
+		var ev events
+		env, err = stream.NewEnvironment(stream.WithConfig(mustConfig(t, append(common, "execution.state-recovery.path="+filepath.Join(dir, "first"))...)),
+			stream.WithLogger(quiet), stream.WithJobID("second"), stream.WithEvents(ev.add))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lateJob(env, &orderedSource{splits: splits, count: count, pace: 8, gen: gen}, after, bound, size, windows, tags)
+		if err := env.Execute(context.Background(), "second"); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if rs := ev.of(runtime.EventRestored); len(rs) != 1 || rs[0].Checkpoint == 0 {
+			t.Fatalf("%s: the second run restored %+v, want one checkpoint of the first", name, rs)
+		}
+		wantWindows, wantTags, _ := lateOracle(splits, count, gen, bound, size)
+		if got := counts(windows.Results()); !maps.Equal(got, wantWindows) {
+			t.Fatalf("%s: windows: %s", name, diffMaps(got, wantWindows))
+		}
+		if got := counts(tags.Results()); !maps.Equal(got, wantTags) {
+			t.Fatalf("%s: tagged records: %s", name, diffMaps(got, wantTags))
+		}
+	}
 }

@@ -80,6 +80,19 @@ type StateHandle struct {
 type SubtaskState struct {
 	Keyed    []StateHandle `json:"keyed,omitempty"`
 	Operator []StateHandle `json:"operator,omitempty"`
+	// Watermark is the operator's event time when the snapshot was taken,
+	// for operators of subtasks with inputs (a source's splits record
+	// their own). Nil in checkpoints written before it was recorded.
+	Watermark *int64 `json:"watermark,omitempty"`
+	// InputWatermarks are the watermarks of the subtask's input channels,
+	// in the order the subtask indexes them, on the first operator of its
+	// chain only.
+	InputWatermarks []int64 `json:"input_watermarks,omitempty"`
+}
+
+// Empty reports whether s holds nothing: the subtask did not acknowledge.
+func (s SubtaskState) Empty() bool {
+	return len(s.Keyed) == 0 && len(s.Operator) == 0 && s.Watermark == nil && len(s.InputWatermarks) == 0
 }
 
 // Size is the total size of the handles.

@@ -60,11 +60,13 @@ func SourceOffsets(ctx context.Context, snap *storage.Snapshot, op checkpoint.Op
 type sourceSplit struct {
 	Offset *int64 `json:"offset"`
 	Ended  bool   `json:"ended"`
+	MaxTs  *int64 `json:"max_ts"`
 	State  []byte `json:"state"`
 }
 
 // decodeSplits decodes a source's operator state: a JSON object of split
-// name to {"offset": n, "ended": bool, "state": base64}, strictly, so that
+// name to {"offset": n, "ended": bool, "max_ts": n, "state": base64},
+// strictly, so that
 // other operator state is not taken for it.
 func decodeSplits(b []byte) (map[string]sourceSplit, bool) {
 	var raw map[string]json.RawMessage

@@ -53,7 +53,9 @@ type Keyed[K, N comparable] struct {
 // Open creates the backend and restores it.
 func (k *Keyed[K, N]) Open(ctx *runtime.OperatorContext) error {
 	k.Ctx = ctx
-	k.watermark = runtime.MinWatermark
+	// Records at or before the restored event time are as late as they
+	// were before the failure.
+	k.watermark = ctx.Watermark
 	kgs := state.KeyGroupRange{Start: ctx.KeyGroups.Start, End: ctx.KeyGroups.End}
 	b, err := state.NewHeapKeyed(k.KeyCodec, ctx.MaxParallelism, kgs, state.WithKeyHasher(k.Hasher))
 	if err != nil {

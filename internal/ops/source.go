@@ -32,12 +32,17 @@ type Watermarks[T any] struct {
 	Disabled bool
 }
 
-// splitState is what a source checkpoints per split: its offset and the
-// reader's opaque state for it (connector.SplitStateReader).
+// splitState is what a source checkpoints per split: its offset, the
+// reader's opaque state for it (connector.SplitStateReader) and its
+// watermark state.
 type splitState struct {
 	Offset int64  `json:"offset"`
 	Ended  bool   `json:"ended,omitempty"`
 	State  []byte `json:"state,omitempty"`
+	// MaxTs is the highest timestamp the split has emitted (nil before
+	// any): its watermark state, so that a restored split's watermark goes
+	// on from where it was instead of starting again from the minimum.
+	MaxTs *int64 `json:"max_ts,omitempty"`
 }
 
 // Source is the head of a source vertex: it reads its splits through a
@@ -118,6 +123,9 @@ func (s *Source[T]) Open(ctx *runtime.OperatorContext) error {
 		}
 		s.splits[id] = &st
 		s.maxTs[id] = runtime.MinWatermark
+		if st.MaxTs != nil {
+			s.maxTs[id] = *st.MaxTs
+		}
 		s.lastAt[id] = ctx.Now()
 		if !st.Ended {
 			starts = append(starts, connector.SplitStart{Split: id, Offset: st.Offset, State: st.State})
@@ -362,12 +370,17 @@ func (s *Source[T]) ProcessWatermark(wm int64) error {
 	return s.out.EmitWatermark(wm)
 }
 
-// Snapshot records every split's offset and reader state.
+// Snapshot records every split's offset, reader state and highest
+// timestamp.
 func (s *Source[T]) Snapshot(id int64) (runtime.Snapshot, error) {
 	m := make(map[string]splitState, len(s.splits))
 	offsets := make(map[string]int64, len(s.splits))
 	for k, v := range s.splits {
-		m[k] = *v
+		st := *v
+		if ts := s.maxTs[k]; ts != runtime.MinWatermark {
+			st.MaxTs = &ts
+		}
+		m[k] = st
 		offsets[k] = v.Offset
 	}
 	s.pending[id] = offsets

@@ -127,6 +127,7 @@ func (jm *JobMaster) perform(ctx context.Context, actions []CheckpointAction) er
 				jm.mu.Unlock()
 			}
 		case NotifyComplete:
+			jm.checkpointCompleted(a.ID)
 			jm.emit(Event{Kind: EventCheckpointCompleted, Checkpoint: a.ID})
 			for _, id := range a.Tasks {
 				if r := jm.tasks[id]; r != nil {
@@ -134,6 +135,9 @@ func (jm *JobMaster) perform(ctx context.Context, actions []CheckpointAction) er
 				}
 			}
 		case NotifyAbort:
+			for _, r := range jm.tasks {
+				delete(r.acks, a.ID)
+			}
 			jm.emit(Event{Kind: EventCheckpointFailed, Checkpoint: a.ID, Message: a.Reason})
 			if jm.storage != nil {
 				// Best effort: a snapshot still being written may add files
@@ -184,9 +188,7 @@ func (jm *JobMaster) Acknowledge(ref TaskRef, id int64, ack checkpoint.TaskAck) 
 			return nil
 		}
 		r.acked = max(r.acked, id)
-		if id > r.lastID {
-			r.lastID, r.lastAck = id, &ack
-		}
+		r.acks[id] = ack
 		return jm.perform(jm.ctx, jm.coord.Ack(jm.clock.Now(), ref.ID, id, ack))
 	})
 }
@@ -258,12 +260,14 @@ func (memoryStore) ReadState(_ context.Context, h checkpoint.StateHandle) ([]byt
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// addFinished puts the last acknowledged state of finished subtasks into a
-// checkpoint's metadata: a finished source's positions say its splits have
-// ended, so a restore does not read them again. Only state held inline is
-// carried: files belong to the checkpoint that wrote them, and retention
-// may delete them. A finished subtask's other state is quiescent (its
-// inputs have ended) and restores empty.
+// addFinished puts the state of finished subtasks into a checkpoint's
+// metadata, whatever its size: a finished source's positions say its
+// splits have ended, so a restore does not read them again, and a finished
+// operator's state is the state a failure-free run would hold. The state
+// is the subtask's last acknowledgement of a completed checkpoint,
+// carried by reference: handles of files in an earlier checkpoint's
+// directory, which storage keeps for as long as a completed checkpoint
+// names them (see storage.Storage.Discard).
 func (jm *JobMaster) addFinished(md *checkpoint.Metadata) {
 	for id, ack := range jm.finishedAcks {
 		v := jm.vertex(id.Vertex)
@@ -271,9 +275,6 @@ func (jm *JobMaster) addFinished(md *checkpoint.Metadata) {
 			continue
 		}
 		for uid, st := range ack.States {
-			if !inline(st) {
-				continue
-			}
 			op, ok := md.Operator(uid)
 			if !ok {
 				md.Operators = append(md.Operators, checkpoint.OperatorState{
@@ -282,25 +283,34 @@ func (jm *JobMaster) addFinished(md *checkpoint.Metadata) {
 				})
 				op = &md.Operators[len(md.Operators)-1]
 			}
-			if id.Subtask < len(op.Subtasks) && len(op.Subtasks[id.Subtask].Keyed) == 0 && len(op.Subtasks[id.Subtask].Operator) == 0 {
+			if id.Subtask < len(op.Subtasks) && op.Subtasks[id.Subtask].Empty() {
 				op.Subtasks[id.Subtask] = st
 			}
 		}
 	}
 }
 
-func inline(st checkpoint.SubtaskState) bool {
-	for _, h := range st.Keyed {
-		if h.Path != "" {
-			return false
+// checkpointCompleted records, for every subtask that acknowledged
+// checkpoint id, that acknowledgement as the subtask's state in the newest
+// completed checkpoint: the state a finished subtask is carried with. Only
+// a completed checkpoint's files are sure to stay; an aborted one's are
+// deleted.
+func (jm *JobMaster) checkpointCompleted(id int64) {
+	for tid, r := range jm.tasks {
+		ack, ok := r.acks[id]
+		if !ok {
+			continue
+		}
+		r.completedAck = &ack
+		for k := range r.acks {
+			if k <= id {
+				delete(r.acks, k)
+			}
+		}
+		if jm.finished[tid] {
+			jm.finishedAcks[tid] = ack
 		}
 	}
-	for _, h := range st.Operator {
-		if h.Path != "" {
-			return false
-		}
-	}
-	return true
 }
 
 func (jm *JobMaster) vertex(uid string) *Vertex {

@@ -166,6 +166,7 @@ func (tc *TaskContext) OperatorContext(uid, name string) *OperatorContext {
 		Parallelism:    tc.Parallelism,
 		MaxParallelism: tc.MaxParallelism,
 		KeyGroups:      KeyGroupsFor(tc.MaxParallelism, tc.Parallelism, tc.Subtask),
+		Watermark:      t.startWatermark,
 		Logger:         t.logger.With("operator", uid),
 		task:           t,
 	}

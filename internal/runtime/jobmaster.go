@@ -147,8 +147,9 @@ type JobMaster struct {
 	completed CompletedCheckpoint
 	attempt   int
 	finished  map[checkpoint.TaskID]bool
-	// finishedAcks are the last acknowledgements of finished subtasks,
-	// carried into later checkpoints so a restore does not run them again.
+	// finishedAcks are the states of finished subtasks in the newest
+	// completed checkpoint, carried into later checkpoints so a restore
+	// does not run them again.
 	finishedAcks map[checkpoint.TaskID]checkpoint.TaskAck
 	restarting   int // redeploys scheduled and not yet done
 	eod          map[checkpoint.TaskID]bool
@@ -163,9 +164,11 @@ type taskRun struct {
 	// triggered and acked are the newest checkpoints triggered at and
 	// acknowledged by the subtask (sources).
 	triggered, acked int64
-	// lastAck is the subtask's newest acknowledgement.
-	lastAck *checkpoint.TaskAck
-	lastID  int64
+	// acks are the subtask's acknowledgements of checkpoints not yet
+	// completed or aborted; completedAck is its acknowledgement of the
+	// newest completed checkpoint it took part in.
+	acks         map[int64]checkpoint.TaskAck
+	completedAck *checkpoint.TaskAck
 }
 
 // errRestart cancels subtasks that are being redeployed.
@@ -429,7 +432,7 @@ func (jm *JobMaster) deploy(ctx context.Context, ids []checkpoint.TaskID, from *
 				continue
 			}
 			d.Tasks = append(d.Tasks, id)
-			r := &taskRun{ref: TaskRef{ID: id, Attempt: jm.attempt}, done: make(chan struct{})}
+			r := &taskRun{ref: TaskRef{ID: id, Attempt: jm.attempt}, done: make(chan struct{}), acks: make(map[int64]checkpoint.TaskAck)}
 			jm.tasks[id] = r
 			jm.runsMu.Lock()
 			jm.runs[r.ref] = r
@@ -461,8 +464,8 @@ func (jm *JobMaster) taskExited(id checkpoint.TaskID, r *taskRun, err error) err
 	}
 	if err == nil {
 		jm.finished[id] = true
-		if r.lastAck != nil {
-			jm.finishedAcks[id] = *r.lastAck
+		if r.completedAck != nil {
+			jm.finishedAcks[id] = *r.completedAck
 		}
 		if jm.coord == nil {
 			return nil

@@ -98,7 +98,12 @@ type OperatorContext struct {
 	KeyGroups checkpoint.KeyGroupRange
 	// Restored is nil on a fresh start.
 	Restored *Restored
-	Logger   *slog.Logger
+	// Watermark is the operator's event time when it opens: MinWatermark,
+	// or the watermark the restored checkpoint recorded for the subtask.
+	// Its event-time timers up to it fired before the checkpoint;
+	// ProcessWatermark is called only with later watermarks.
+	Watermark int64
+	Logger    *slog.Logger
 
 	task *Task
 }

@@ -95,6 +95,10 @@ type Task struct {
 	// positions reports a source subtask's current split offsets.
 	positions atomic.Pointer[PositionReporter]
 
+	// startWatermark is the event time the operators open at: the
+	// restored checkpoint's, or MinWatermark.
+	startWatermark int64
+
 	recordsIn  atomic.Int64
 	watermark  atomic.Int64
 	lastCkptAt atomic.Int64
@@ -156,6 +160,7 @@ func (t *Task) run() (err error) {
 		return fmt.Errorf("building %s: %w", t.id, err)
 	}
 	t.chain = chain
+	t.restoreEventTime()
 	// Open tail first, so every operator's output is ready when it opens.
 	for i := len(chain.Operators) - 1; i >= 0; i-- {
 		op := chain.Operators[i]
@@ -170,6 +175,53 @@ func (t *Task) run() (err error) {
 		return t.runSource(chain.Source)
 	}
 	return t.runGate()
+}
+
+// restoreEventTime starts a subtask with inputs at the event time the
+// restored checkpoint recorded for it, so that it drops as late exactly
+// what it would have dropped without the failure, and fires no timer a
+// second time: the minimum over its chain's operators found in the
+// checkpoint (see restoredWatermark), and its input channels' watermarks
+// when it and every upstream vertex kept their parallelism. A source
+// subtask restores its splits' highest timestamps instead.
+func (t *Task) restoreEventTime() {
+	t.startWatermark = MinWatermark
+	if t.restore == nil || t.valve == nil {
+		return
+	}
+	md := t.restore.Metadata
+	wm, found := MaxWatermark, false
+	var inputs []int64
+	for i, op := range t.chain.Operators {
+		st, ok := md.Operator(op.UID)
+		if !ok {
+			continue
+		}
+		w, in := restoredWatermark(st, t.id.Subtask, t.vertex.Parallelism, t.vertex.MaxParallelism)
+		wm, found = min(wm, w), true
+		if i == 0 && t.sameUpstream(md) {
+			inputs = in
+		}
+	}
+	if !found {
+		return
+	}
+	t.valve.Restore(wm, inputs)
+	t.watermark.Store(wm)
+	t.startWatermark = wm
+}
+
+// sameUpstream reports whether every vertex feeding the subtask had the
+// parallelism it has now in md, so the subtask's input channels are the
+// ones md recorded.
+func (t *Task) sameUpstream(md *checkpoint.Metadata) bool {
+	for _, e := range t.vertex.Inputs {
+		st, ok := md.Operator(e.From.UID)
+		if !ok || st.Parallelism != e.From.Parallelism {
+			return false
+		}
+	}
+	return true
 }
 
 func (t *Task) chainOps() []ChainedOperator {
@@ -419,6 +471,14 @@ func (t *Task) checkpoint(b Barrier, startDelay, alignment time.Duration) error 
 	if t.finished && t.finalCheckpoint == 0 {
 		t.finalCheckpoint = b.ID
 	}
+	// The event time of a subtask with inputs goes into the checkpoint
+	// with its state; a source's splits record their own.
+	var wm *int64
+	var inputs []int64
+	if t.valve != nil {
+		w := t.valve.Current()
+		wm, inputs = &w, t.valve.Inputs()
+	}
 	t.lastCkptAt.Store(b.ID)
 	stats := checkpoint.SubtaskStats{
 		SyncDuration:      t.clock.Now().Sub(start),
@@ -428,12 +488,12 @@ func (t *Task) checkpoint(b Barrier, startDelay, alignment time.Duration) error 
 	t.snapshots.Add(1)
 	go func() {
 		defer t.snapshots.Done()
-		t.writeSnapshot(b.ID, ops, snaps, stats)
+		t.writeSnapshot(b.ID, ops, snaps, stats, wm, inputs)
 	}()
 	return nil
 }
 
-func (t *Task) writeSnapshot(id int64, ops []ChainedOperator, snaps []Snapshot, stats checkpoint.SubtaskStats) {
+func (t *Task) writeSnapshot(id int64, ops []ChainedOperator, snaps []Snapshot, stats checkpoint.SubtaskStats, wm *int64, inputs []int64) {
 	start := time.Now()
 	release := func() error {
 		for _, s := range snaps {
@@ -446,7 +506,10 @@ func (t *Task) writeSnapshot(id int64, ops []ChainedOperator, snaps []Snapshot, 
 	states := make(map[string]checkpoint.SubtaskState, len(ops))
 	var err error
 	for i, s := range snaps {
-		var st checkpoint.SubtaskState
+		st := checkpoint.SubtaskState{Watermark: wm}
+		if i == 0 {
+			st.InputWatermarks = inputs
+		}
 		uid := ops[i].UID
 		if s.Keyed != nil {
 			var h checkpoint.StateHandle

@@ -3,6 +3,8 @@ package runtime
 import (
 	"math"
 	"slices"
+
+	"github.com/weirstream/weir/internal/checkpoint"
 )
 
 // MinWatermark is the watermark before any was received; MaxWatermark is
@@ -48,6 +50,21 @@ func NewWatermarkValve(inputs int) *WatermarkValve {
 
 // Current returns the combined watermark.
 func (v *WatermarkValve) Current() int64 { return v.out }
+
+// Inputs returns a copy of each input's watermark, for a checkpoint.
+func (v *WatermarkValve) Inputs() []int64 { return slices.Clone(v.wm) }
+
+// Restore starts the valve at a checkpointed event time: the combined
+// watermark at out and, when inputs has one watermark per input (the
+// subtask has the channels it had when they were recorded), each input's.
+// Otherwise the inputs start at MinWatermark and the combined watermark
+// stays at out until every input has passed it.
+func (v *WatermarkValve) Restore(out int64, inputs []int64) {
+	v.out = out
+	if len(inputs) == len(v.wm) {
+		copy(v.wm, inputs)
+	}
+}
 
 // Idle reports whether every input is idle or ended, so the task itself is
 // idle downstream.
@@ -114,4 +131,50 @@ func (v *WatermarkValve) advance() (int64, bool) {
 	}
 	v.out = lowest
 	return v.out, true
+}
+
+// restoredWatermark returns the event time a subtask starts at when it
+// restores st, one operator's state in a checkpoint taken at
+// st.Parallelism, as subtask index of parallelism, and the watermarks of
+// its input channels if they were recorded with the same channels.
+//
+// Without rescaling the subtask takes its own recorded watermark. With
+// rescaling it takes the minimum over the old subtasks whose state it
+// takes: those whose key groups overlap its own for keyed state, every
+// old subtask otherwise. The minimum is never ahead of the event time any
+// of that state had reached, so no record the old subtasks would have
+// accepted is dropped as late. Behind an input that feeds every subtask
+// (hash, rebalance, broadcast), which an aligned checkpoint records at the
+// same watermark in every subtask, it is also exact. A checkpoint that
+// did not record a watermark for a subtask it takes gives MinWatermark.
+func restoredWatermark(st *checkpoint.OperatorState, index, parallelism, maxParallelism int) (int64, []int64) {
+	if st.Parallelism == parallelism {
+		if index >= len(st.Subtasks) || st.Subtasks[index].Watermark == nil {
+			return MinWatermark, nil
+		}
+		s := st.Subtasks[index]
+		return *s.Watermark, s.InputWatermarks
+	}
+	keyed := false
+	for _, s := range st.Subtasks {
+		keyed = keyed || len(s.Keyed) > 0
+	}
+	own := KeyGroupsFor(maxParallelism, parallelism, index)
+	wm, taken := MaxWatermark, false
+	for i, s := range st.Subtasks {
+		if keyed {
+			old := KeyGroupsFor(st.MaxParallelism, st.Parallelism, i)
+			if old.End < own.Start || old.Start > own.End {
+				continue
+			}
+		}
+		if s.Watermark == nil {
+			return MinWatermark, nil
+		}
+		wm, taken = min(wm, *s.Watermark), true
+	}
+	if !taken {
+		return MinWatermark, nil
+	}
+	return wm, nil
 }

@@ -6,31 +6,139 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+
+	"github.com/weirstream/weir/internal/checkpoint"
 )
 
 // deleteParallelism bounds the deletes in flight while discarding.
 const deleteParallelism = 8
 
-// Discard deletes checkpoint id's directory, for retention. It deletes
-// _metadata first, so a checkpoint whose deletion is interrupted is
-// incomplete rather than complete with missing files; then every other
-// file in the directory, including temporary files of abandoned writes.
-// Files already gone are not an error, so Discard can be repeated after a
-// partial failure, and discarding a checkpoint that does not exist
-// succeeds. It never touches shared/, taskowned/ or savepoints.
+// Discard deletes checkpoint id, for retention, except the state files
+// that another completed checkpoint references. A later checkpoint can
+// reference a file of an earlier one: the last state of a subtask that
+// finished is carried into every checkpoint after it by reference, not
+// copied. So Discard keeps those of id's files that a completed checkpoint
+// of the job still names, and deletes the files of discarded checkpoints
+// that only id named. The references are read from the _metadata of the
+// job's other checkpoints, not kept in memory, so they hold across
+// restarts of the process and for checkpoints another run wrote.
+//
+// It deletes _metadata first, so a checkpoint whose deletion is
+// interrupted is incomplete rather than complete with missing files; then
+// every other file in the directory, including temporary files of
+// abandoned writes. Files already gone are not an error, so Discard can be
+// repeated after a partial failure, and discarding a checkpoint that does
+// not exist succeeds. When the other checkpoints' references cannot be
+// read it deletes nothing and returns the error. It never touches
+// shared/, taskowned/ or savepoints.
 func (s *Storage) Discard(ctx context.Context, id int64) error {
 	if id < 0 {
 		return fmt.Errorf("storage: negative checkpoint id %d", id)
 	}
 	key := s.checkpointKey(id)
+	own, err := s.references(ctx, id)
+	if err != nil {
+		return err
+	}
+	live, err := s.liveReferences(ctx, id)
+	if err != nil {
+		return err
+	}
 	if err := s.st.remove(ctx, key+"/"+MetadataFile); err != nil {
 		return err
 	}
-	if err := s.removeAll(ctx, key+"/"); err != nil {
+	if err := s.removeAllExcept(ctx, key+"/", live); err != nil {
 		return err
 	}
+	// Files of earlier, discarded checkpoints that id was the last to
+	// reference. A file of a checkpoint that is still complete is in live:
+	// its own metadata names it.
+	var errs []error
+	dirs := map[string]bool{}
+	for k := range own {
+		if live[k] || strings.HasPrefix(k, key+"/") {
+			continue
+		}
+		if err := s.st.remove(ctx, k); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		dirs[parentKey(k)] = true
+	}
+	for d := range dirs {
+		s.st.removeEmptyDir(d)
+	}
 	s.st.removeEmptyDir(key)
-	return nil
+	return errors.Join(errs...)
+}
+
+// references returns the keys of the state files in other checkpoint
+// directories that checkpoint id's metadata names (state in shared/ is
+// left to DiscardAll). A checkpoint without readable metadata (never
+// completed, already being discarded, or corrupt) names none.
+func (s *Storage) references(ctx context.Context, id int64) (map[string]bool, error) {
+	m, err := s.readMetadata(ctx, id)
+	if err != nil || m == nil {
+		return nil, err
+	}
+	own := map[string]bool{}
+	_ = eachHandle(m, func(_ string, h checkpoint.StateHandle) error {
+		if h.Path != "" && validHandlePath(h.Path) && strings.HasPrefix(h.Path, checkpointDirPrefix) {
+			own[s.jobKey+h.Path] = true
+		}
+		return nil
+	})
+	return own, nil
+}
+
+// liveReferences returns the keys of every state file that a completed
+// checkpoint of the job other than except names.
+func (s *Storage) liveReferences(ctx context.Context, except int64) (map[string]bool, error) {
+	ids, err := s.checkpointIDs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	live := map[string]bool{}
+	for _, id := range ids {
+		if id == except {
+			continue
+		}
+		m, err := s.readMetadata(ctx, id)
+		if err != nil {
+			return nil, fmt.Errorf("storage: discarding checkpoint %d: reading the references of checkpoint %d: %w", except, id, err)
+		}
+		if m == nil {
+			continue
+		}
+		_ = eachHandle(m, func(_ string, h checkpoint.StateHandle) error {
+			if h.Path != "" {
+				live[s.jobKey+h.Path] = true
+			}
+			return nil
+		})
+	}
+	return live, nil
+}
+
+// readMetadata reads checkpoint id's _metadata for the references it
+// holds. It returns nil without an error when the checkpoint has none that
+// counts: no _metadata, or one that is corrupt (recovery never uses it).
+// A _metadata of a version this build cannot read is an error: its
+// references are unknown.
+func (s *Storage) readMetadata(ctx context.Context, id int64) (*checkpoint.Metadata, error) {
+	metaKey := s.checkpointKey(id) + "/" + MetadataFile
+	data, err := s.st.readAll(ctx, metaKey)
+	if isNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	m, err := decodeMetadata(data, s.st.loc.display(metaKey))
+	if errors.Is(err, ErrCorrupt) {
+		return nil, nil
+	}
+	return m, err
 }
 
 // DiscardAll deletes every checkpoint of the job and its shared state, for
@@ -43,10 +151,23 @@ func (s *Storage) DiscardAll(ctx context.Context) error {
 		return err
 	}
 	var errs []error
+	// Every _metadata first, so that no checkpoint is complete while the
+	// files it references are being deleted.
 	for _, id := range ids {
-		if err := s.Discard(ctx, id); err != nil {
+		if err := s.st.remove(ctx, s.checkpointKey(id)+"/"+MetadataFile); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	for _, id := range ids {
+		key := s.checkpointKey(id)
+		if err := s.removeAll(ctx, key+"/"); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		s.st.removeEmptyDir(key)
 	}
 	shared := s.jobKey + SharedDir
 	if err := s.removeAll(ctx, shared+"/"); err != nil {
@@ -63,7 +184,17 @@ func (s *Storage) removeAll(ctx context.Context, prefix string) error {
 	return removeAll(ctx, s.st, prefix)
 }
 
+// removeAllExcept is removeAll but keeps the keys in keep.
+func (s *Storage) removeAllExcept(ctx context.Context, prefix string, keep map[string]bool) error {
+	return removeMatching(ctx, s.st, prefix, func(key string) bool { return !keep[key] })
+}
+
 func removeAll(ctx context.Context, st *store, prefix string) error {
+	return removeMatching(ctx, st, prefix, func(string) bool { return true })
+}
+
+// removeMatching deletes the objects under prefix whose keys del accepts.
+func removeMatching(ctx context.Context, st *store, prefix string, del func(key string) bool) error {
 	objs, err := st.list(ctx, prefix, false)
 	if err != nil {
 		return err
@@ -75,6 +206,9 @@ func removeAll(ctx context.Context, st *store, prefix string) error {
 		sem  = make(chan struct{}, deleteParallelism)
 	)
 	for _, o := range objs {
+		if !del(o.Key) {
+			continue
+		}
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()

@@ -56,6 +56,84 @@ func TestDiscard(t *testing.T) {
 	})
 }
 
+// TestDiscardKeepsReferencedFiles: a checkpoint may reference files in an
+// earlier checkpoint's directory (a finished subtask's state, carried by
+// reference). Discarding the earlier checkpoint keeps the files a
+// completed checkpoint still names; discarding the last checkpoint that
+// names one deletes it.
+func TestDiscardKeepsReferencedFiles(t *testing.T) {
+	forBackends(t, func(t *testing.T, be *backend) {
+		ctx := context.Background()
+		faults := NewFaults(1)
+		s := be.open(t, WithFaults(faults))
+		m1, _ := writeCheckpoint(t, s, 1, 30<<10)
+		keyed := func(i int) checkpoint.StateHandle { return m1.Operators[0].Subtasks[i].Keyed[0] }
+		// Checkpoint 2 carries both of checkpoint 1's keyed files,
+		// checkpoint 3 only subtask 0's.
+		m2 := *m1
+		m2.CheckpointID = 2
+		if _, err := s.WriteMetadata(ctx, &m2); err != nil {
+			t.Fatal(err)
+		}
+		m3, _ := writeCheckpoint(t, s, 3, 30<<10)
+		m3.Operators[0].Subtasks[0].Keyed[0] = keyed(0)
+		if _, err := s.WriteMetadata(ctx, m3); err != nil {
+			t.Fatal(err)
+		}
+		verify := func(id int64) {
+			t.Helper()
+			snap, err := s.Resolve(ctx, s.CheckpointPath(id))
+			if err != nil {
+				t.Fatalf("checkpoint %d: %v", id, err)
+			}
+			defer snap.Close()
+			if err := snap.Verify(ctx); err != nil {
+				t.Fatalf("checkpoint %d: %v", id, err)
+			}
+		}
+		chk1 := func() []string {
+			keys := be.keys(t, "chk-1/")
+			slices.Sort(keys)
+			return keys
+		}
+
+		if err := s.Discard(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := chk1(), []string{keyed(0).Path, keyed(1).Path}; !slices.Equal(got, want) {
+			t.Fatalf("after discarding checkpoint 1, chk-1 holds %q, want %q", got, want)
+		}
+		verify(2)
+		verify(3)
+
+		// While a checkpoint's references cannot be read, nothing goes.
+		faults.Add(Fault{Op: OpRead, Path: "chk-3/_metadata", Times: 1})
+		wantErr(t, s.Discard(ctx, 2), ErrInjected)
+		verify(2)
+
+		if err := s.Discard(ctx, 2); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := chk1(), []string{keyed(0).Path}; !slices.Equal(got, want) {
+			t.Fatalf("after discarding checkpoint 2, chk-1 holds %q, want %q", got, want)
+		}
+		if keys := be.keys(t, "chk-2/"); len(keys) != 0 {
+			t.Fatalf("left behind %q", keys)
+		}
+		verify(3)
+
+		if err := s.Discard(ctx, 3); err != nil {
+			t.Fatal(err)
+		}
+		if keys := be.keys(t, ""); len(keys) != 0 {
+			t.Fatalf("left behind %q", keys)
+		}
+		if be.dir != "" && fileExists(filepath.Join(be.dir, testJob, "chk-1")) {
+			t.Fatal("empty chk-1 directory left behind")
+		}
+	})
+}
+
 func TestDiscardDeletesMetadataFirst(t *testing.T) {
 	be := memBackend(t)
 	faults := NewFaults(1)

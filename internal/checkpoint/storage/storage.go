@@ -40,7 +40,10 @@
 //
 // Paths in state handles are relative: to the job directory for a
 // checkpoint ("chk-7/op-0-keyed"), to the savepoint directory for a
-// savepoint ("op-0-keyed"), so a savepoint can be moved as a whole.
+// savepoint ("op-0-keyed"), so a savepoint can be moved as a whole. A
+// checkpoint may name files in an earlier checkpoint's directory (the
+// state of a subtask that finished before it); Discard keeps such a file
+// for as long as a completed checkpoint names it.
 package storage
 
 import (
