@@ -147,7 +147,7 @@ func (d *Directory) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				writeErr(w, err)
 				return
 			}
-			writeErr(w, notFoundf("job %s not found", seg[1]))
+			writeErr(w, notFoundf("job %s not found", echo(seg[1])))
 			return
 		}
 		s.route(w, r)

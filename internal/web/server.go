@@ -15,6 +15,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/weirstream/weir/config"
 	"github.com/weirstream/weir/internal/checkpoint/coordinator"
@@ -212,7 +213,7 @@ func checkRequest(w http.ResponseWriter, r *http.Request, token string) bool {
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
-		writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("%s is not allowed on %s: the REST API is read-only", r.Method, r.URL.Path))
+		writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("%s is not allowed on %s: the REST API is read-only", echo(r.Method), echo(r.URL.Path)))
 		return false
 	}
 	return true
@@ -333,7 +334,7 @@ func validJobID(id string) bool {
 // checkJobID rejects a malformed job id.
 func checkJobID(id string) error {
 	if !validJobID(id) {
-		return badRequest("malformed job id %q: want letters, digits, '.', '_' or '-'", id)
+		return badRequest("malformed job id %q: want letters, digits, '.', '_' or '-'", echo(id))
 	}
 	return nil
 }
@@ -343,7 +344,7 @@ func (s *Server) checkJob(id string) error {
 		return err
 	}
 	if id != s.jm.JobID() {
-		return notFoundf("job %s not found", id)
+		return notFoundf("job %s not found", echo(id))
 	}
 	return nil
 }
@@ -351,10 +352,10 @@ func (s *Server) checkJob(id string) error {
 // vertex resolves a vertex id of the path.
 func (s *Server) vertex(id string) (*runtime.Vertex, error) {
 	if len(id) != 32 {
-		return nil, badRequest("malformed vertex id %q: want 32 hexadecimal digits", id)
+		return nil, badRequest("malformed vertex id %q: want 32 hexadecimal digits", echo(id))
 	}
 	if _, err := hex.DecodeString(id); err != nil {
-		return nil, badRequest("malformed vertex id %q: want 32 hexadecimal digits", id)
+		return nil, badRequest("malformed vertex id %q: want 32 hexadecimal digits", echo(id))
 	}
 	v, ok := s.vertices[strings.ToLower(id)]
 	if !ok {
@@ -367,7 +368,7 @@ func (s *Server) vertex(id string) (*runtime.Vertex, error) {
 func checkpointID(s string) (int64, error) {
 	id, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || id < 0 {
-		return 0, badRequest("malformed checkpoint id %q: want a non-negative integer", s)
+		return 0, badRequest("malformed checkpoint id %q: want a non-negative integer", echo(s))
 	}
 	return id, nil
 }
@@ -406,5 +407,18 @@ func writeErr(w http.ResponseWriter, err error) {
 }
 
 func notFound(w http.ResponseWriter, r *http.Request) {
-	writeError(w, http.StatusNotFound, "Not found: "+r.URL.Path)
+	writeError(w, http.StatusNotFound, "Not found: "+echo(r.URL.Path))
+}
+
+// maxEcho bounds how much of a request's path, or of an id in it, an error
+// message repeats.
+const maxEcho = 64
+
+// echo returns s as an error message repeats it: its first maxEcho
+// characters, and an ellipsis if there are more.
+func echo(s string) string {
+	if utf8.RuneCountInString(s) <= maxEcho {
+		return s
+	}
+	return string([]rune(s)[:maxEcho]) + "…"
 }

@@ -16,6 +16,7 @@ import (
 	"io/fs"
 	"net/http"
 	"strings"
+	"unicode/utf8"
 )
 
 // Prefix is the path under which the UI's assets are served.
@@ -33,6 +34,18 @@ func FS() fs.FS {
 	return sub
 }
 
+// asset reports whether name is a file among the assets. A name that is no
+// valid path (dot segments, invalid UTF-8 such as the overlong encodings of
+// "." that probe for traversal) is none, rather than an error of the file
+// system's.
+func asset(name string) bool {
+	if !utf8.ValidString(name) || !fs.ValidPath(name) {
+		return false
+	}
+	fi, err := fs.Stat(FS(), name)
+	return err == nil && !fi.IsDir()
+}
+
 // Handler serves the page at "/" and "/index.html", and the assets under
 // Prefix. Anything else is 404.
 func Handler() http.Handler {
@@ -44,7 +57,7 @@ func Handler() http.Handler {
 		case r.URL.Path == "/" || r.URL.Path == "/index.html":
 			w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; script-src 'self'")
 			http.ServeFileFS(w, r, FS(), "index.html")
-		case strings.HasPrefix(r.URL.Path, Prefix) && r.URL.Path != Prefix:
+		case strings.HasPrefix(r.URL.Path, Prefix) && asset(strings.TrimPrefix(r.URL.Path, Prefix)):
 			r2 := r.Clone(r.Context())
 			r2.URL.Path = "/" + strings.TrimPrefix(r.URL.Path, Prefix)
 			files.ServeHTTP(w, r2)

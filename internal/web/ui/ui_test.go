@@ -19,6 +19,14 @@ func TestHandler(t *testing.T) {
 		{"/ui/", "", "", http.StatusNotFound},
 		{"/ui/missing.js", "", "", http.StatusNotFound},
 		{"/jobs", "", "", http.StatusNotFound},
+		// Traversal probes: overlong UTF-8 for "..", invalid UTF-8, dot
+		// segments, a directory.
+		{"/ui/%c0%ae%c0%ae/etc/passwd", "", "", http.StatusNotFound},
+		{"/ui/%c0%ae%c0%ae/%c0%ae%c0%ae/etc/passwd", "", "", http.StatusNotFound},
+		{"/ui/%ff", "", "", http.StatusNotFound},
+		{"/ui/..%2f..%2fetc/passwd", "", "", http.StatusNotFound},
+		{"/ui/./app.js", "", "", http.StatusNotFound},
+		{"/ui/.", "", "", http.StatusNotFound},
 	} {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, c.path, nil))
