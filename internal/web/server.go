@@ -3,7 +3,6 @@ package web
 import (
 	"context"
 	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -59,11 +58,15 @@ type options struct {
 	token    string
 	interval time.Duration
 	logger   *slog.Logger
+	// gate checks requests; made from token and logger by New and
+	// NewDirectory, whose servers share theirs.
+	gate *gate
 }
 
-// WithAuthToken makes every request present the bearer token tok
-// ("Authorization: Bearer tok"). Default: no token; then Listen accepts
-// only loopback addresses.
+// WithAuthToken makes every request present the token tok: as a bearer
+// token ("Authorization: Bearer tok"), or, from a browser, through the
+// session cookie the login page (ui.LoginPath) sets in exchange for it.
+// Default: no token; then Listen accepts only loopback addresses.
 func WithAuthToken(tok string) Option { return func(o *options) { o.token = tok } }
 
 // WithSampleInterval sets how often subtask counters are sampled for the
@@ -111,6 +114,9 @@ func New(job Job, opts ...Option) (*Server, error) {
 	}
 	if o.interval <= 0 {
 		return nil, fmt.Errorf("web: sample interval must be positive, got %v", o.interval)
+	}
+	if o.gate == nil {
+		o.gate = newGate(o.token, o.logger)
 	}
 	cfg := job.Config
 	if cfg == nil {
@@ -198,48 +204,24 @@ func defaultOptions() options { return options{interval: time.Second, logger: sl
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if checkRequest(w, r, s.opts.token) {
+	if s.opts.gate.check(w, r) {
 		s.route(w, r)
 	}
-}
-
-// checkRequest answers a request that lacks the bearer token (if token is
-// set) or that would modify anything, and reports whether it may go on.
-func checkRequest(w http.ResponseWriter, r *http.Request, token string) bool {
-	if token != "" && !authorized(r, token) {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="weir"`)
-		writeError(w, http.StatusUnauthorized, "missing or invalid bearer token (rest.auth-token)")
-		return false
-	}
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		w.Header().Set("Allow", "GET, HEAD")
-		writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("%s is not allowed on %s: the REST API is read-only", echo(r.Method), echo(r.URL.Path)))
-		return false
-	}
-	return true
-}
-
-// authorized checks the request's bearer token. Both sides are hashed
-// first so that the comparison takes the same time whatever the lengths.
-func authorized(r *http.Request, token string) bool {
-	h := r.Header.Get("Authorization")
-	scheme, tok, ok := strings.Cut(h, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return false
-	}
-	got := sha256.Sum256([]byte(strings.TrimSpace(tok)))
-	want := sha256.Sum256([]byte(token))
-	return subtle.ConstantTimeCompare(got[:], want[:]) == 1
 }
 
 // uiHandler serves the web UI: the page at "/" and its assets under
 // ui.Prefix, none of which a REST path uses.
 var uiHandler = ui.Handler()
 
-// route dispatches on the path's segments. The web UI gets "/",
-// "/index.html" and ui.Prefix; every other path is the REST API's.
+// uiPath reports whether p is the web UI's: "/", "/index.html",
+// ui.LoginPath or under ui.Prefix. Every other path is the REST API's.
+func uiPath(p string) bool {
+	return p == "/" || p == "/index.html" || p == ui.LoginPath || strings.HasPrefix(p, ui.Prefix)
+}
+
+// route dispatches on the path's segments.
 func (s *Server) route(w http.ResponseWriter, r *http.Request) {
-	if p := r.URL.Path; p == "/" || p == "/index.html" || strings.HasPrefix(p, ui.Prefix) {
+	if uiPath(r.URL.Path) {
 		uiHandler.ServeHTTP(w, r)
 		return
 	}

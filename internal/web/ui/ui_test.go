@@ -16,6 +16,8 @@ func TestHandler(t *testing.T) {
 		{"/", "text/html", `<script src="/ui/app.js"`, http.StatusOK},
 		{"/ui/app.js", "javascript", "data-ready", http.StatusOK},
 		{"/ui/style.css", "text/css", "--accent", http.StatusOK},
+		{"/login", "text/html", `<form id="login" method="post" action="/login">`, http.StatusOK},
+		{"/ui/login.js", "javascript", "data-ready", http.StatusOK},
 		{"/ui/", "", "", http.StatusNotFound},
 		{"/ui/missing.js", "", "", http.StatusNotFound},
 		{"/jobs", "", "", http.StatusNotFound},
