@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -135,7 +136,8 @@ func (g *gate) check(w http.ResponseWriter, r *http.Request) bool {
 }
 
 // login exchanges the token of a POST for a session cookie: HttpOnly,
-// SameSite=Strict, Secure over TLS. A login from another origin is
+// SameSite=Strict, Secure over TLS (here, or at a proxy in front that says
+// so in X-Forwarded-Proto). A login from another origin is
 // refused, whatever its token. It answers 303 to the UI, which a form
 // follows and fetch too.
 func (g *gate) login(w http.ResponseWriter, r *http.Request) {
@@ -166,7 +168,7 @@ func (g *gate) login(w http.ResponseWriter, r *http.Request) {
 		Expires:  exp,
 		MaxAge:   int(sessionLifetime / time.Second),
 		HttpOnly: true,
-		Secure:   r.TLS != nil,
+		Secure:   r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https"),
 		SameSite: http.SameSiteStrictMode,
 	})
 	w.Header().Set("Cache-Control", "no-store")
@@ -174,15 +176,15 @@ func (g *gate) login(w http.ResponseWriter, r *http.Request) {
 }
 
 // crossOrigin says why a login POST comes from another site, or "" if it
-// does not: its Origin, when the browser sends one, must be this server's,
-// and Sec-Fetch-Site, likewise, same-origin (or none: typed by the user).
+// does not: the host of its Origin, when the browser sends one, must be
+// the one the request is for (as a proxy in front may report it in
+// X-Forwarded-Host, which a page of another site cannot set), and
+// Sec-Fetch-Site, likewise, same-origin (or none: typed by the user).
 func crossOrigin(r *http.Request) string {
 	if o := r.Header.Get("Origin"); o != "" {
-		scheme := "http"
-		if r.TLS != nil {
-			scheme = "https"
-		}
-		if o != scheme+"://"+r.Host {
+		u, err := url.Parse(o)
+		fwd := r.Header.Get("X-Forwarded-Host")
+		if err != nil || u.Host == "" || !strings.EqualFold(u.Host, r.Host) && (fwd == "" || !strings.EqualFold(u.Host, fwd)) {
 			return fmt.Sprintf("the request comes from another origin, %q", echo(o))
 		}
 	}

@@ -145,6 +145,7 @@ func TestLogin(t *testing.T) {
 		{"the token with a suffix", loginToken + "x", nil, http.StatusUnauthorized, "authentication failed"},
 		{"another origin", loginToken, []string{"Origin", "http://evil.example"}, http.StatusForbidden, "another origin"},
 		{"an opaque origin", loginToken, []string{"Origin", "null"}, http.StatusForbidden, "another origin"},
+		{"another port", loginToken, []string{"Origin", "http://127.0.0.1:1"}, http.StatusForbidden, "another origin"},
 		{"another site", loginToken, []string{"Sec-Fetch-Site", "cross-site"}, http.StatusForbidden, "another site"},
 	} {
 		resp, body := b.do("POST", "/login", url.Values{"token": {c.token}}, c.header...)
@@ -158,8 +159,8 @@ func TestLogin(t *testing.T) {
 	if resp, _ := b.do("PUT", "/login", nil); resp.StatusCode != http.StatusMethodNotAllowed {
 		t.Errorf("PUT /login: %s, want 405", resp.Status)
 	}
-	if n := strings.Count(logs.String(), "refused a login"); n != 6 {
-		t.Errorf("%d refused logins logged, want 6:\n%s", n, logs.String())
+	if n := strings.Count(logs.String(), "refused a login"); n != 7 {
+		t.Errorf("%d refused logins logged, want 7:\n%s", n, logs.String())
 	}
 
 	// The login.
@@ -235,6 +236,26 @@ func TestLoginOverTLS(t *testing.T) {
 	resp, _ := b.do("POST", "/login", url.Values{"token": {loginToken}}, "Origin", ts.URL)
 	if resp.StatusCode != http.StatusSeeOther || len(resp.Cookies()) != 1 || !resp.Cookies()[0].Secure {
 		t.Fatalf("login over TLS: %s, cookies %v; want 303 and a Secure cookie", resp.Status, resp.Cookies())
+	}
+}
+
+// TestLoginBehindAProxy: behind a proxy that terminates TLS and forwards
+// the host it was asked for, the login from that origin is accepted and
+// its cookie is Secure.
+func TestLoginBehindAProxy(t *testing.T) {
+	f := startJob(t, nil)
+	srv, err := web.New(web.Job{Master: f.client.Master()}, web.WithAuthToken(loginToken), web.WithLogger(quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	ts := httptest.NewServer(srv)
+	defer ts.Close()
+	b := newBrowser(t, ts.URL, nil)
+	resp, _ := b.do("POST", "/login", url.Values{"token": {loginToken}},
+		"Origin", "https://weir.example", "X-Forwarded-Host", "weir.example", "X-Forwarded-Proto", "https")
+	if resp.StatusCode != http.StatusSeeOther || len(resp.Cookies()) != 1 || !resp.Cookies()[0].Secure {
+		t.Fatalf("login through a TLS proxy: %s, cookies %v; want 303 and a Secure cookie", resp.Status, resp.Cookies())
 	}
 }
 
