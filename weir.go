@@ -145,7 +145,7 @@ submits the job to the cluster whose job manager is at ADDR and follows it
 				return err
 			}
 			sub := cluster.Submission{JobID: clustercli.NewJobID(), Job: job.Name, Args: payload}
-			return clustercli.Submit(cmd.Context(), cmd.OutOrStdout(), prog, jobManager, sub, detached, nil)
+			return clustercli.Submit(cmd.Context(), cmd.OutOrStdout(), prog, jobManager, sub, detached, nil, clustercli.DialOptions(cfg)...)
 		},
 	}
 	cmd.Flags().StringVarP(&jobManager, "jobmanager", "m", "", "submit the job to the cluster whose job manager is at this address")

@@ -62,6 +62,10 @@ func TestDefaults(t *testing.T) {
 		KeyRESTPort:          "8081",
 		KeyRESTAuthToken:     "",
 		KeyCheckpointHistory: "10",
+		KeyClusterAuthToken:  "",
+
+		KeySSLInternalEnabled: "false",
+		KeySSLRESTEnabled:     "false",
 	}
 	opts := Options()
 	if len(opts) != len(want) {
@@ -313,6 +317,30 @@ func TestSensitiveValueNotEchoed(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), KeyRESTAuthToken) {
 		t.Errorf("error %q does not name the key", err)
+	}
+}
+
+// TestTLSSwitchesRefuseTrue: Flink's TLS switches are accepted only as
+// false, and true is refused with the reason and the option to use
+// instead.
+func TestTLSSwitchesRefuseTrue(t *testing.T) {
+	for key, instead := range map[string]string{KeySSLInternalEnabled: KeyClusterAuthToken, KeySSLRESTEnabled: KeyRESTAuthToken} {
+		if err := New().Set(key, "false"); err != nil {
+			t.Errorf("%s=false: %v", key, err)
+		}
+		err := New().Set(key, "TRUE")
+		var ive *InvalidValueError
+		if !errors.As(err, &ive) || !strings.Contains(err.Error(), "TLS is not implemented yet") ||
+			!strings.Contains(err.Error(), instead) || !strings.HasSuffix(err.Error(), "allowed: false") {
+			t.Errorf("%s=true: %v, want an *InvalidValueError saying TLS is not implemented and naming %s", key, err, instead)
+		}
+	}
+	cfg, err := ParseDynamic([]string{KeyClusterAuthToken + "=s3cret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cl, err := cfg.Cluster(); err != nil || cl.AuthToken != "s3cret" {
+		t.Errorf("Cluster().AuthToken = %q, %v", cl.AuthToken, err)
 	}
 }
 
@@ -706,7 +734,7 @@ func TestOptionsListing(t *testing.T) {
 			secret = append(secret, o.Key)
 		}
 	}
-	if !slices.Equal(secret, []string{KeyRESTAuthToken}) {
+	if !slices.Equal(secret, []string{KeyClusterAuthToken, KeyRESTAuthToken}) {
 		t.Errorf("sensitive options = %q", secret)
 	}
 }

@@ -211,4 +211,23 @@ const (
 	// KeyCheckpointHistory is the number of recent checkpoints whose
 	// statistics the REST API keeps. Default: 10. At least 0.
 	KeyCheckpointHistory = "web.checkpoints.history"
+
+	// KeyClusterAuthToken is the secret every process of a cluster shares:
+	// the job manager requires it of task managers and of the clients that
+	// submit, list and cancel jobs, and task managers require it of each
+	// other's data connections. It never travels in clear: each side
+	// proves it holds the token with an HMAC. A weir option with no Flink
+	// counterpart. Default: unset (no authentication), which only a
+	// loopback listen address allows. The value is sensitive and should
+	// not be printed.
+	KeyClusterAuthToken = "cluster.auth-token"
+
+	// KeySSLInternalEnabled is Flink's switch for TLS on internal
+	// connections (job manager, task managers, data plane). weir does not
+	// implement TLS yet: true is refused. Default: false.
+	KeySSLInternalEnabled = "security.ssl.internal.enabled"
+
+	// KeySSLRESTEnabled is Flink's switch for TLS on the REST API. weir
+	// does not implement TLS yet: true is refused. Default: false.
+	KeySSLRESTEnabled = "security.ssl.rest.enabled"
 )

@@ -119,10 +119,19 @@ type enumValue struct {
 }
 
 // constraint is a range or similar rule on a parsed value. ok receives the
-// parsed value: int, float64 or time.Duration as the option's kind dictates.
+// parsed value: bool, int, float64 or time.Duration as the option's kind
+// dictates.
 type constraint struct {
 	desc string
 	ok   func(v any) bool
+	// why, if set, explains a refused value in errors.
+	why string
+}
+
+// notImplemented accepts only false, for Flink's switches of features weir
+// lacks; why says what to use instead.
+func notImplemented(why string) *constraint {
+	return &constraint{desc: "false", ok: func(v any) bool { return !v.(bool) }, why: why}
 }
 
 func intAtLeast(n int) *constraint {
@@ -285,6 +294,16 @@ var optionTable = []option{
 		desc: "Bearer token required by the REST API (weir only); unset disables authentication."},
 	{key: KeyCheckpointHistory, kind: KindInt, def: "10", check: intAtLeast(0),
 		desc: "Number of recent checkpoints whose statistics the REST API keeps."},
+	{key: KeyClusterAuthToken, kind: KindString, sensitive: true,
+		desc: "Secret shared by the job manager, task managers and clients, required of every control and data connection (weir only); unset disables authentication."},
+
+	// Security (Flink's SecurityOptions).
+	{key: KeySSLInternalEnabled, kind: KindBool, def: "false",
+		check: notImplemented("TLS is not implemented yet; authenticate the cluster with " + KeyClusterAuthToken),
+		desc:  "TLS on the job manager's port and the data plane; not implemented yet, so only false is accepted."},
+	{key: KeySSLRESTEnabled, kind: KindBool, def: "false",
+		check: notImplemented("TLS is not implemented yet; authenticate the REST API with " + KeyRESTAuthToken + " and keep it on loopback or behind a TLS proxy"),
+		desc:  "TLS on the REST API; not implemented yet, so only false is accepted."},
 }
 
 // registry indexes optionTable. It is built once at package initialisation

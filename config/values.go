@@ -162,6 +162,9 @@ func (o *option) parse(value string) (canon string, parsed any, err error) {
 		panic(fmt.Sprintf("config: option %s has unknown kind %v", o.key, o.kind))
 	}
 	if o.check != nil && !o.check.ok(parsed) {
+		if o.check.why != "" {
+			return "", nil, errors.New(o.check.why)
+		}
 		return "", nil, errNotAllowed
 	}
 	return canon, parsed, nil
@@ -223,6 +226,9 @@ func (o *option) allowed() string {
 			s += "; also accepted: " + strings.Join(aliases, ", ")
 		}
 		s += ")"
+	}
+	if o.check != nil && o.kind == KindBool {
+		return o.check.desc
 	}
 	if o.check != nil {
 		if o.kind == KindDuration {

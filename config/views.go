@@ -312,6 +312,9 @@ type Cluster struct {
 	// CheckpointHistory is the number of recent checkpoints whose statistics
 	// the REST API keeps. Default: 10.
 	CheckpointHistory int
+	// AuthToken is the secret the cluster's processes share; "" when
+	// authentication is off (the default). It must not be logged.
+	AuthToken string
 }
 
 // Cluster returns the cluster configuration with defaults resolved. It returns
@@ -326,6 +329,7 @@ func (c *Configuration) Cluster() (Cluster, error) {
 		RESTPort:          c.Int(KeyRESTPort),
 		RESTAuthToken:     c.String(KeyRESTAuthToken),
 		CheckpointHistory: c.Int(KeyCheckpointHistory),
+		AuthToken:         c.String(KeyClusterAuthToken),
 	}
 	if cl.HeartbeatTimeout < cl.HeartbeatInterval {
 		return Cluster{}, &ConflictError{

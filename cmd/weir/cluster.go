@@ -127,7 +127,8 @@ func submit(ctx context.Context, stdout io.Writer, o runOptions, job string) err
 			fmt.Fprintf(stdout, "weir: finished; verify with: weir verify gatewaymeter --input %s --output %s\n", run.Input, run.Output)
 		}
 	}
-	return clustercli.Submit(ctx, stdout, "weir", o.jobManager, cluster.Submission{JobID: jobID, Job: job, Args: args}, o.detached, finished)
+	return clustercli.Submit(ctx, stdout, "weir", o.jobManager, cluster.Submission{JobID: jobID, Job: job, Args: args}, o.detached, finished,
+		clustercli.DialOptions(cfg)...)
 }
 
 // newBinaryJobs returns the jobs this binary carries, for one process of a

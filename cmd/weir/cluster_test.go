@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/weirstream/weir/internal/checkpoint/coordinator"
 	"github.com/weirstream/weir/internal/cluster"
+	"github.com/weirstream/weir/internal/clustercli"
 	"github.com/weirstream/weir/internal/kafkatest"
 )
 
@@ -149,11 +151,22 @@ var (
 // every 200 ms; a task manager silent for heartbeatTimeout is lost.
 func startCluster(t *testing.T, taskManagers int, heartbeatTimeout string) *testCluster {
 	t.Helper()
+	return startClusterOn(t, "127.0.0.1:0", taskManagers, heartbeatTimeout)
+}
+
+// startClusterOn is startCluster with the job manager listening on listen.
+// The test's client authenticates with $WEIR_CLUSTER_AUTH_TOKEN, which
+// every process started inherits.
+func startClusterOn(t *testing.T, listen string, taskManagers int, heartbeatTimeout string) *testCluster {
+	t.Helper()
 	c := &testCluster{dir: t.TempDir()}
-	c.jm = startProc(t, c.dir, "jobmanager", "jobmanager", "--listen", "127.0.0.1:0",
+	c.jm = startProc(t, c.dir, "jobmanager", "jobmanager", "--listen", listen,
 		"-D", "heartbeat.interval=200 ms", "-D", "heartbeat.timeout="+heartbeatTimeout, "-D", "rest.port=0")
 	c.addr = c.jm.waitLog(t, listeningRE, 1)[0][1]
-	client, err := cluster.Dial(c.addr)
+	if host, port, err := net.SplitHostPort(c.addr); err == nil && net.ParseIP(host).IsUnspecified() {
+		c.addr = net.JoinHostPort("127.0.0.1", port)
+	}
+	client, err := cluster.Dial(c.addr, cluster.WithToken(os.Getenv(clustercli.EnvClusterAuthToken)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -581,4 +594,83 @@ func TestClusterJobManagerRestart(t *testing.T) {
 		t.Fatalf("the resumed job restored %v, want one restore from a checkpoint of job %s", ids, firstID)
 	}
 	t.Log("a second job manager ran a new job and resumed the first from its checkpoint; both outputs verified")
+}
+
+// withoutToken returns the test's environment without
+// $WEIR_CLUSTER_AUTH_TOKEN, and with extra.
+func withoutToken(extra ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, clustercli.EnvClusterAuthToken+"=") {
+			env = append(env, kv)
+		}
+	}
+	return append(env, extra...)
+}
+
+// TestClusterAuthToken runs a cluster listening on every interface,
+// secured by cluster.auth-token given to every process in the environment:
+// the job runs to an exact result, while a task manager, weir list, weir
+// cancel and weir run -m without the token or with another one are
+// refused, saying which option to set; without a token, listening off
+// loopback is refused at start; the token appears in no log.
+func TestClusterAuthToken(t *testing.T) {
+	skipClusterUnlessEnabled(t)
+	bin := weirBinary(t)
+	for _, args := range [][]string{
+		{"jobmanager", "--listen", "0.0.0.0:0", "-D", "rest.port=0"},
+		{"taskmanager", "--data-listen", "0.0.0.0:0", "--jobmanager", "127.0.0.1:1"},
+	} {
+		cmd := exec.Command(bin, args...)
+		cmd.Env = withoutToken()
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "reachable from other machines: set cluster.auth-token") {
+			t.Fatalf("weir %s without a token: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+
+	const token = "tok-5e4c1c9b"
+	t.Setenv(clustercli.EnvClusterAuthToken, token)
+	c := startClusterOn(t, "0.0.0.0:0", 2, "10 s")
+	j := c.submit(t)
+
+	refused := func(what string, env []string, args ...string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, bin, args...)
+		cmd.Env, cmd.Dir = env, c.dir
+		out, err := cmd.CombinedOutput()
+		if err == nil || ctx.Err() != nil || !strings.Contains(string(out), "authentication failed") ||
+			!strings.Contains(string(out), "cluster.auth-token") || !strings.Contains(string(out), clustercli.EnvClusterAuthToken) {
+			t.Errorf("%s: %v\n%s", what, err, out)
+		}
+		if strings.Contains(string(out), token) || strings.Contains(string(out), "other-token") {
+			t.Errorf("%s shows a token:\n%s", what, out)
+		}
+	}
+	for _, env := range [][]string{withoutToken(), withoutToken(clustercli.EnvClusterAuthToken + "=other-token")} {
+		refused("weir list", env, "list", "-m", c.addr)
+		refused("weir cancel", env, "cancel", "-m", c.addr, j.id)
+		refused("weir taskmanager", env, "taskmanager", "--jobmanager", c.addr, "--id", "tm-bad")
+		refused("weir run -m", env, "run", "-m", c.addr, "-d", "gatewaymeter", "--input", j.trace, "--output", filepath.Join(c.dir, "out-bad"))
+	}
+	refused("weir list -D", withoutToken(), "list", "-m", c.addr, "-D", "cluster.auth-token=other-token")
+	out, err := exec.Command(bin, "list", "-m", c.addr).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), j.id) {
+		t.Errorf("weir list with the token: %v\n%s", err, out)
+	}
+
+	st := j.finish(t)
+	if st.LastCheckpoint == 0 {
+		t.Error("no checkpoint completed")
+	}
+	for _, p := range append([]*proc{c.jm}, c.tms...) {
+		if strings.Contains(p.output(), token) {
+			t.Errorf("the log of %s shows the token", p.name)
+		}
+	}
+	if n := strings.Count(c.jm.output(), "refused a call that failed authentication"); n < 9 {
+		t.Errorf("the job manager logged %d refusals, want at least 9", n)
+	}
 }

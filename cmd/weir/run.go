@@ -69,7 +69,10 @@ With --input DIR it reads a trace written by "weir gen gatewaymeter" and ends
 when the trace does; "weir verify gatewaymeter" then checks the outputs.
 
 Options use Flink's names: -D execution.checkpointing.interval=1s,
--D parallelism.default=2, -D restart-strategy.type=fixed-delay, ...`,
+-D parallelism.default=2, -D restart-strategy.type=fixed-delay, ...
+Tokens are best given in the environment, off the command line:
+WEIR_REST_AUTH_TOKEN sets rest.auth-token, WEIR_CLUSTER_AUTH_TOKEN sets
+cluster.auth-token, which -m needs for a cluster that requires it.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if args[0] != "gatewaymeter" {

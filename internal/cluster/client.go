@@ -11,18 +11,31 @@ import (
 // Client talks to a job manager for the CLI: submit, list and cancel jobs.
 type Client struct {
 	conn *grpc.ClientConn
+	addr string
 }
 
 // Dial returns a client of the job manager at addr. It connects lazily:
-// the first call fails if nothing listens there.
-func Dial(addr string) (*Client, error) {
-	conn, err := grpc.NewClient(addr,
+// the first call fails if nothing listens there. A job manager that
+// requires a token refuses calls without it (WithToken) with an error
+// wrapping ErrAuth.
+func Dial(addr string, opts ...DialOption) (*Client, error) {
+	conn, err := dial(addr, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{conn: conn, addr: addr}, nil
+}
+
+// dial makes the gRPC connection of a client or task manager.
+func dial(addr string, opts []DialOption) (*grpc.ClientConn, error) {
+	conn, err := grpc.NewClient(addr, append([]grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(jsonCodec{}), grpc.MaxCallRecvMsgSize(maxMessage), grpc.MaxCallSendMsgSize(maxMessage)))
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(jsonCodec{}), grpc.MaxCallRecvMsgSize(maxMessage), grpc.MaxCallSendMsgSize(maxMessage)),
+	}, grpcDialOptions(addr, opts)...)...)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: job manager address %q: %w", addr, err)
 	}
-	return &Client{conn: conn}, nil
+	return conn, nil
 }
 
 // Close closes the connection.
@@ -32,7 +45,7 @@ func (c *Client) Close() error { return c.conn.Close() }
 func (c *Client) Submit(ctx context.Context, sub Submission) (string, error) {
 	var resp submitResponse
 	if err := c.conn.Invoke(ctx, method("Submit"), &sub, &resp); err != nil {
-		return "", err
+		return "", authError(c.addr, err)
 	}
 	return resp.JobID, nil
 }
@@ -49,12 +62,12 @@ type Overview struct {
 func (c *Client) List(ctx context.Context) (Overview, error) {
 	var resp listResponse
 	if err := c.conn.Invoke(ctx, method("List"), &listRequest{}, &resp); err != nil {
-		return Overview{}, err
+		return Overview{}, authError(c.addr, err)
 	}
 	return Overview{Jobs: resp.Jobs, TaskManagers: resp.TaskManagers, SlotsTotal: resp.SlotsTotal, SlotsOccupied: resp.SlotsOccupied}, nil
 }
 
 // Cancel cancels a job and returns once it has stopped.
 func (c *Client) Cancel(ctx context.Context, jobID string) error {
-	return c.conn.Invoke(ctx, method("Cancel"), &cancelRequest{JobID: jobID}, &cancelResponse{})
+	return authError(c.addr, c.conn.Invoke(ctx, method("Cancel"), &cancelRequest{JobID: jobID}, &cancelResponse{}))
 }

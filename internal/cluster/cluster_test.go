@@ -176,20 +176,29 @@ type taskManager struct {
 	peers  *netio.Peers
 	cancel context.CancelFunc
 	done   chan struct{}
+	err    error // Run's, once done is closed
 }
 
 func startTaskManager(t testing.TB, id, jmAddr string, slots int, jobs cluster.Jobs) *taskManager {
+	t.Helper()
+	return startTaskManagerWithToken(t, id, jmAddr, slots, jobs, "")
+}
+
+// startTaskManagerWithToken starts a task manager that authenticates with
+// token, to the job manager and to other task managers; Run's error is
+// on x.err once done is closed.
+func startTaskManagerWithToken(t testing.TB, id, jmAddr string, slots int, jobs cluster.Jobs, token string) *taskManager {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	peers := netio.NewPeers(id, ln, quiet)
+	peers := netio.NewPeers(id, ln, quiet, netio.AuthToken(token))
 	ctx, cancel := context.WithCancel(context.Background())
-	x := &taskManager{tm: cluster.NewTaskManager(id, jmAddr, slots, jobs, peers, quiet), peers: peers, cancel: cancel, done: make(chan struct{})}
+	x := &taskManager{tm: cluster.NewTaskManager(id, jmAddr, slots, jobs, peers, quiet, cluster.WithToken(token)), peers: peers, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(x.done)
-		_ = x.tm.Run(ctx)
+		x.err = x.tm.Run(ctx)
 	}()
 	t.Cleanup(x.stop)
 	return x

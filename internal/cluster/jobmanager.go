@@ -68,6 +68,13 @@ func WithJobStarted(f func(Submission, Job)) JobManagerOption {
 	return func(m *JobManager) { m.onJob = f }
 }
 
+// WithAuthToken makes the job manager require the cluster's shared secret
+// (cluster.auth-token) of every call and session: task managers and
+// clients must dial with WithToken(tok). A refused call is logged, without
+// any secret, and answered Unauthenticated. Default: no token; then Serve
+// accepts only a loopback listener.
+func WithAuthToken(tok string) JobManagerOption { return func(m *JobManager) { m.token = tok } }
+
 // JobManager schedules jobs on the slots of registered task managers and
 // runs their job masters (checkpoint coordination, restarts).
 type JobManager struct {
@@ -76,6 +83,7 @@ type JobManager struct {
 	hbInterval time.Duration
 	hbTimeout  time.Duration
 	onJob      func(Submission, Job)
+	token      string
 	srv        *grpc.Server
 	ctx        context.Context
 	stop       context.CancelFunc
@@ -149,18 +157,28 @@ func NewJobManager(jobs Jobs, opts ...JobManagerOption) *JobManager {
 }
 
 // Serve accepts task managers and clients on ln until ctx is done or
-// Close is called.
+// Close is called. Without a token (WithAuthToken) it refuses, and closes,
+// a listener that is not on a loopback address (CheckListen).
 func (m *JobManager) Serve(ctx context.Context, ln net.Listener) error {
+	if err := CheckListen(ln.Addr(), m.token); err != nil {
+		ln.Close()
+		return fmt.Errorf("cluster: the job manager's listener: %w", err)
+	}
 	m.ctx, m.stop = context.WithCancel(ctx)
-	m.srv = grpc.NewServer(grpc.ForceServerCodecV2(jsonCodec{}),
-		grpc.MaxRecvMsgSize(maxMessage), grpc.MaxSendMsgSize(maxMessage))
+	opts := []grpc.ServerOption{grpc.ForceServerCodecV2(jsonCodec{}),
+		grpc.MaxRecvMsgSize(maxMessage), grpc.MaxSendMsgSize(maxMessage)}
+	if m.token != "" {
+		a := newAuthenticator(m.token, m.log)
+		opts = append(opts, grpc.UnaryInterceptor(a.unary), grpc.StreamInterceptor(a.stream))
+	}
+	m.srv = grpc.NewServer(opts...)
 	m.srv.RegisterService(serviceDesc(), m)
 	go m.heartbeats()
 	go func() {
 		<-m.ctx.Done()
 		m.srv.Stop()
 	}()
-	m.log.Info("job manager listening", "addr", ln.Addr().String())
+	m.log.Info("job manager listening", "addr", ln.Addr().String(), "auth", m.token != "")
 	err := m.srv.Serve(ln)
 	if errors.Is(err, grpc.ErrServerStopped) {
 		err = nil

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/netio"
@@ -27,28 +27,30 @@ type TaskManager struct {
 	jobs   Jobs
 	peers  *netio.Peers
 	log    *slog.Logger
+	dial   []DialOption
 }
 
 // NewTaskManager returns a task manager with the given id and slots that
-// registers at the job manager jmAddr and exchanges records with other
-// task managers through peers.
-func NewTaskManager(id, jmAddr string, slots int, jobs Jobs, peers *netio.Peers, log *slog.Logger) *TaskManager {
+// registers at the job manager jmAddr, connecting with opts (WithToken if
+// the job manager requires one), and exchanges records with other task
+// managers through peers.
+func NewTaskManager(id, jmAddr string, slots int, jobs Jobs, peers *netio.Peers, log *slog.Logger, opts ...DialOption) *TaskManager {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &TaskManager{id: id, jmAddr: jmAddr, slots: slots, jobs: jobs, peers: peers, log: log.With("task_manager", id)}
+	return &TaskManager{id: id, jmAddr: jmAddr, slots: slots, jobs: jobs, peers: peers, log: log.With("task_manager", id), dial: opts}
 }
 
 // ID returns the task manager's id.
 func (tm *TaskManager) ID() string { return tm.id }
 
-// Run registers and serves sessions until ctx is done.
+// Run registers and serves sessions until ctx is done. It returns an
+// error wrapping ErrAuth if the job manager refuses its credentials, or
+// cannot prove it shares the token: trying again would not help.
 func (tm *TaskManager) Run(ctx context.Context) error {
-	conn, err := grpc.NewClient(tm.jmAddr,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(jsonCodec{}), grpc.MaxCallRecvMsgSize(maxMessage), grpc.MaxCallSendMsgSize(maxMessage)))
+	conn, err := dial(tm.jmAddr, tm.dial)
 	if err != nil {
-		return fmt.Errorf("cluster: job manager address %q: %w", tm.jmAddr, err)
+		return err
 	}
 	defer conn.Close()
 	backoff := 100 * time.Millisecond
@@ -57,6 +59,10 @@ func (tm *TaskManager) Run(ctx context.Context) error {
 		err := tm.session(ctx, conn)
 		if ctx.Err() != nil {
 			return nil
+		}
+		if errors.Is(err, ErrAuth) {
+			tm.log.Error("the job manager refused to register this task manager", "job_manager", tm.jmAddr, "err", err)
+			return err
 		}
 		if time.Since(start) > 10*time.Second {
 			backoff = 100 * time.Millisecond
@@ -88,9 +94,11 @@ type tmSession struct {
 func (s *tmSession) send(m *tmMessage) {
 	s.sendMu.Lock()
 	defer s.sendMu.Unlock()
-	if err := s.stream.SendMsg(m); err != nil {
+	if err := s.stream.SendMsg(m); err != nil && !errors.Is(err, io.EOF) {
 		s.end(fmt.Errorf("sending to the job manager: %w", err))
 	}
+	// io.EOF: the job manager ended the stream, and the receiver's RecvMsg
+	// returns why (a refused registration, say).
 }
 
 func (tm *TaskManager) session(ctx context.Context, conn *grpc.ClientConn) error {
@@ -111,7 +119,7 @@ func (tm *TaskManager) session(ctx context.Context, conn *grpc.ClientConn) error
 	s.send(&tmMessage{Register: &TaskManagerInfo{ID: tm.id, DataAddr: tm.peers.Addr(), Slots: tm.slots}})
 	var first jmMessage
 	if err := stream.RecvMsg(&first); err != nil {
-		return fmt.Errorf("registering: %w", err)
+		return fmt.Errorf("registering: %w", authError(tm.jmAddr, err))
 	}
 	if first.Registered == nil {
 		return errors.New("registering: the job manager did not confirm")

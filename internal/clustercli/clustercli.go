@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/weirstream/weir/config"
@@ -60,10 +61,13 @@ func NewJobID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// ConfigFlags are the options of a command: a YAML file and -D.
+// ConfigFlags are the options of a command: a YAML file and -D, and the
+// secrets the environment gives (EnvSecrets).
 type ConfigFlags struct {
 	File    string
 	Dynamic []string
+	// Getenv reads the environment; nil means os.Getenv.
+	Getenv func(string) string
 }
 
 // Add registers --config and -D on cmd.
@@ -72,13 +76,42 @@ func (f *ConfigFlags) Add(cmd *cobra.Command) {
 	cmd.Flags().StringArrayVarP(&f.Dynamic, "define", "D", nil, "set an option: -D key=value (repeatable)")
 }
 
-// Config merges defaults (key=value), the file and -D, in that order, and
+// Environment variables that set the options holding secrets, so that
+// they need not appear on a command line, where other users of the
+// machine can read them.
+const (
+	EnvClusterAuthToken = "WEIR_CLUSTER_AUTH_TOKEN" // cluster.auth-token
+	EnvRESTAuthToken    = "WEIR_REST_AUTH_TOKEN"    // rest.auth-token
+)
+
+// EnvSecrets returns the environment variables that set options, by
+// variable: EnvClusterAuthToken and EnvRESTAuthToken.
+func EnvSecrets() map[string]string {
+	return map[string]string{
+		EnvClusterAuthToken: config.KeyClusterAuthToken,
+		EnvRESTAuthToken:    config.KeyRESTAuthToken,
+	}
+}
+
+// Config merges defaults (key=value), the environment (EnvSecrets; an
+// empty variable counts as unset), the file and -D, in that order, and
 // validates the result.
 // Every problem of the file and of -D is reported, not only the first.
 func (f *ConfigFlags) Config(defaults ...string) (*config.Configuration, error) {
 	cfg, err := config.ParseDynamic(defaults)
 	if err != nil {
 		return nil, err
+	}
+	getenv := f.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	for env, key := range EnvSecrets() {
+		if v := getenv(env); v != "" {
+			if err := cfg.Set(key, v); err != nil {
+				return nil, fmt.Errorf("$%s: %w", env, err)
+			}
+		}
 	}
 	var errs []error
 	if f.File != "" {
@@ -131,14 +164,61 @@ func AbsPath(p string) (string, error) {
 }
 
 // Pairs returns cfg as key=value pairs, the form a submission carries.
+// Sensitive options (the tokens) are left out: they are the processes'
+// own, and a submission is no place for secrets.
 func Pairs(cfg *config.Configuration) []string {
+	secret := map[string]bool{}
+	for _, o := range config.Options() {
+		secret[o.Key] = o.Sensitive
+	}
 	var out []string
 	for _, k := range cfg.Keys() {
+		if secret[k] {
+			continue
+		}
 		v, _ := cfg.Get(k)
 		out = append(out, k+"="+v)
 	}
 	return out
 }
+
+// DialOptions returns how to connect to the job manager as cfg says: with
+// cluster.auth-token, if set.
+func DialOptions(cfg *config.Configuration) []cluster.DialOption {
+	return []cluster.DialOption{cluster.WithToken(cfg.String(config.KeyClusterAuthToken))}
+}
+
+// authHint adds to an authentication failure where the token comes from.
+func authHint(err error) error {
+	if !errors.Is(err, cluster.ErrAuth) && !errors.Is(err, netio.ErrAuth) {
+		return err
+	}
+	return fmt.Errorf("%w (set it with -D %s=..., in --config, or in the environment variable %s)",
+		err, config.KeyClusterAuthToken, EnvClusterAuthToken)
+}
+
+// listenOn listens on addr, the value of flag, and refuses an address off
+// loopback unless token is set (cluster.CheckListen).
+func listenOn(flag, addr, token string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", flag, addr, err)
+	}
+	if err := cluster.CheckListen(ln.Addr(), token); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("%s %s: %w", flag, addr, err)
+	}
+	return ln, nil
+}
+
+// securityHelp is the part of a cluster command's help on the token.
+const securityHelp = `
+Off loopback, every process of the cluster needs the same secret,
+cluster.auth-token: the job manager requires it of task managers and
+clients, task managers of each other's data connections, and no process
+sends it in clear (each proves it holds it with an HMAC). Give it in the
+environment variable ` + EnvClusterAuthToken + ` rather than with -D, which
+other users of the machine can read on the command line.`
 
 // JobManagerCommand returns the jobmanager command.
 func JobManagerCommand(newJobs NewJobs) *cobra.Command {
@@ -156,6 +236,7 @@ A task manager that misses heartbeats for heartbeat.timeout, or whose
 connection breaks, is declared lost: its subtasks count as failed and the
 restart strategy redeploys the job on the slots there are, waiting for a
 replacement task manager if too few are left.
+` + securityHelp + `
 
 If the job manager itself stops, its jobs stop with it: task managers cancel
 their subtasks and wait for a job manager to register with again. Resume a
@@ -180,9 +261,9 @@ func runJobManager(ctx context.Context, prog string, stderr io.Writer, listen st
 		return err
 	}
 	logger := NewLogger(stderr)
-	ln, err := net.Listen("tcp", listen)
+	ln, err := listenOn("--listen", listen, cl.AuthToken)
 	if err != nil {
-		return fmt.Errorf("--listen %s: %w", listen, err)
+		return err
 	}
 	var jm *cluster.JobManager
 	restAddr, addJob, stopREST, err := StartDirectory(ctx, cfg, logger, func() web.ClusterInfo {
@@ -196,6 +277,7 @@ func runJobManager(ctx context.Context, prog string, stderr io.Writer, listen st
 	defer stopREST()
 	jm = cluster.NewJobManager(newJobs(logger),
 		cluster.WithLogger(logger),
+		cluster.WithAuthToken(cl.AuthToken),
 		cluster.WithHeartbeat(cl.HeartbeatInterval, cl.HeartbeatTimeout),
 		cluster.WithJobStarted(func(sub cluster.Submission, job cluster.Job) {
 			c, ok := job.(StartedJob)
@@ -208,7 +290,11 @@ func runJobManager(ctx context.Context, prog string, stderr io.Writer, listen st
 			}
 			logger.Info("REST API serves job", "job_id", sub.JobID, "addr", restAddr)
 		}))
-	fmt.Fprintf(stderr, "%s: job manager listening on %s; start task managers with: %s taskmanager --jobmanager %s\n", prog, ln.Addr(), prog, ln.Addr())
+	same := ""
+	if cl.AuthToken != "" {
+		same = " (and the same " + config.KeyClusterAuthToken + ")"
+	}
+	fmt.Fprintf(stderr, "%s: job manager listening on %s; start task managers with: %s taskmanager --jobmanager %s%s\n", prog, ln.Addr(), prog, ln.Addr(), same)
 	return jm.Serve(ctx, ln)
 }
 
@@ -222,8 +308,10 @@ func TaskManagerCommand(newJobs NewJobs) *cobra.Command {
 		Short: "Run a task manager: offers task slots to a job manager and runs subtasks",
 		Long: `taskmanager offers --slots task slots (taskmanager.numberOfTaskSlots) to the
 job manager at --jobmanager and runs the subtasks it is given. It may start
-before the job manager: it keeps trying to register. Records between task
-managers travel over a TCP connection per pair, listening on --data-listen.`,
+before the job manager: it keeps trying to register, unless the job manager
+refuses its credentials. Records between task managers travel over a TCP
+connection per pair, listening on --data-listen.
+` + securityHelp,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := f.Config()
@@ -236,7 +324,7 @@ managers travel over a TCP connection per pair, listening on --data-listen.`,
 			if slots <= 0 {
 				return fmt.Errorf("--slots %d: a task manager needs at least one slot", slots)
 			}
-			return runTaskManager(cmd.Context(), cmd.Root().Name(), cmd.ErrOrStderr(), id, jmAddr, dataListen, slots, newJobs)
+			return authHint(runTaskManager(cmd.Context(), cmd.Root().Name(), cmd.ErrOrStderr(), id, jmAddr, dataListen, slots, cfg, newJobs))
 		},
 	}
 	cmd.Flags().StringVar(&jmAddr, "jobmanager", DefaultJobManager, "the job manager's address")
@@ -247,19 +335,20 @@ managers travel over a TCP connection per pair, listening on --data-listen.`,
 	return cmd
 }
 
-func runTaskManager(ctx context.Context, prog string, stderr io.Writer, id, jmAddr, dataListen string, slots int, newJobs NewJobs) error {
+func runTaskManager(ctx context.Context, prog string, stderr io.Writer, id, jmAddr, dataListen string, slots int, cfg *config.Configuration, newJobs NewJobs) error {
 	logger := NewLogger(stderr)
 	if id == "" {
 		host, _ := os.Hostname()
 		id = fmt.Sprintf("tm-%s-%d", host, os.Getpid())
 	}
-	ln, err := net.Listen("tcp", dataListen)
+	token := cfg.String(config.KeyClusterAuthToken)
+	ln, err := listenOn("--data-listen", dataListen, token)
 	if err != nil {
-		return fmt.Errorf("--data-listen %s: %w", dataListen, err)
+		return err
 	}
-	peers := netio.NewPeers(id, ln, logger)
+	peers := netio.NewPeers(id, ln, logger, netio.AuthToken(token))
 	defer peers.Close()
-	tm := cluster.NewTaskManager(id, jmAddr, slots, newJobs(logger), peers, logger)
+	tm := cluster.NewTaskManager(id, jmAddr, slots, newJobs(logger), peers, logger, DialOptions(cfg)...)
 	fmt.Fprintf(stderr, "%s: task manager %s with %d slots; data plane on %s; registering with %s\n", prog, id, slots, peers.Addr(), jmAddr)
 	return tm.Run(ctx)
 }
@@ -267,19 +356,25 @@ func runTaskManager(ctx context.Context, prog string, stderr io.Writer, id, jmAd
 // ListCommand returns the list command.
 func ListCommand() *cobra.Command {
 	var jmAddr string
+	var f ConfigFlags
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List a cluster's jobs and task managers",
+		Long:  "list shows the jobs and task managers of the cluster whose job manager is at -m.\n" + securityHelp,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := cluster.Dial(jmAddr)
+			cfg, err := f.Config()
+			if err != nil {
+				return err
+			}
+			c, err := cluster.Dial(jmAddr, DialOptions(cfg)...)
 			if err != nil {
 				return err
 			}
 			defer c.Close()
 			ov, err := c.List(cmd.Context())
 			if err != nil {
-				return fmt.Errorf("listing %s: %w", jmAddr, err)
+				return authHint(fmt.Errorf("listing %s: %w", jmAddr, err))
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "JOB ID\tJOB\tSTATE\tSTARTED\tRESTARTS\tLAST CHECKPOINT")
@@ -295,49 +390,57 @@ func ListCommand() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVarP(&jmAddr, "jobmanager", "m", DefaultJobManager, "the job manager's address")
+	f.Add(cmd)
 	return cmd
 }
 
 // CancelCommand returns the cancel command.
 func CancelCommand() *cobra.Command {
 	var jmAddr string
+	var f ConfigFlags
 	cmd := &cobra.Command{
 		Use:   "cancel JOB_ID",
 		Short: "Cancel a job on a cluster",
+		Long:  "cancel cancels a job of the cluster whose job manager is at -m.\n" + securityHelp,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := cluster.Dial(jmAddr)
+			cfg, err := f.Config()
+			if err != nil {
+				return err
+			}
+			c, err := cluster.Dial(jmAddr, DialOptions(cfg)...)
 			if err != nil {
 				return err
 			}
 			defer c.Close()
 			if err := c.Cancel(cmd.Context(), args[0]); err != nil {
-				if st, ok := status.FromError(err); ok {
+				if st, ok := status.FromError(err); ok && st.Code() == codes.FailedPrecondition {
 					return fmt.Errorf("canceling %s: %s", args[0], st.Message())
 				}
-				return fmt.Errorf("canceling %s: %w", args[0], err)
+				return authHint(fmt.Errorf("canceling %s: %w", args[0], err))
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: job %s canceled\n", cmd.Root().Name(), args[0])
 			return nil
 		},
 	}
 	cmd.Flags().StringVarP(&jmAddr, "jobmanager", "m", DefaultJobManager, "the job manager's address")
+	f.Add(cmd)
 	return cmd
 }
 
-// Submit sends a job to the job manager at jmAddr and, unless detached,
-// follows it until it ends: a FAILED job is an error. Ctrl-C (ctx) while
-// following detaches; the job keeps running. finished, if set, runs when
-// the job has finished.
-func Submit(ctx context.Context, stdout io.Writer, prog, jmAddr string, sub cluster.Submission, detached bool, finished func()) error {
-	c, err := cluster.Dial(jmAddr)
+// Submit sends a job to the job manager at jmAddr, connecting with opts
+// (DialOptions), and, unless detached, follows it until it ends: a FAILED
+// job is an error. Ctrl-C (ctx) while following detaches; the job keeps
+// running. finished, if set, runs when the job has finished.
+func Submit(ctx context.Context, stdout io.Writer, prog, jmAddr string, sub cluster.Submission, detached bool, finished func(), opts ...cluster.DialOption) error {
+	c, err := cluster.Dial(jmAddr, opts...)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	id, err := c.Submit(ctx, sub)
 	if err != nil {
-		return fmt.Errorf("submitting to %s: %w", jmAddr, err)
+		return authHint(fmt.Errorf("submitting to %s: %w", jmAddr, err))
 	}
 	fmt.Fprintf(stdout, "%s: submitted %s as job %s to %s\n", prog, sub.Job, id, jmAddr)
 	if detached {

@@ -18,12 +18,14 @@ var ErrClosed = errors.New("netio: connection closed")
 // Release forgot its channel.
 var ErrReleased = errors.New("netio: channel released")
 
-// Option configures a Conn.
+// Option configures a Conn, or the Peers that make Conns.
 type Option func(*config)
 
 type config struct {
 	maxFrame int
 	bufSize  int
+	// token is the secret Peers authenticate connections with; nil: none.
+	token []byte
 }
 
 func defaultConfig() config {
@@ -46,6 +48,22 @@ func BufferSize(n int) Option {
 	return func(c *config) {
 		if n > 0 {
 			c.bufSize = n
+		}
+	}
+}
+
+// AuthToken makes Peers authenticate every connection with the secret
+// tok, which every process of the cluster shares (cluster.auth-token):
+// each side of a handshake proves it holds tok with an HMAC of both sides'
+// fresh nonces, so tok itself never crosses the wire, and a peer without
+// it, or with another one, is refused with an error wrapping ErrAuth. An
+// empty tok turns authentication off. It has no effect on a Conn made by
+// New, which starts after the handshake.
+func AuthToken(tok string) Option {
+	return func(c *config) {
+		c.token = nil
+		if tok != "" {
+			c.token = []byte(tok)
 		}
 	}
 }

@@ -1,7 +1,12 @@
 package netio
 
 import (
+	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -10,24 +15,53 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	weirconfig "github.com/weirstream/weir/config"
 )
 
 // A connection between Peers starts with a handshake before any frame:
 //
-//	dialer:   magic "WEIRNET1" | uvarint length, dialer id | uvarint length, expected acceptor id
+//	dialer:   magic "WEIRNET2" | uvarint length, dialer id | uvarint length, expected acceptor id | auth uint8
 //	acceptor: status uint8, and unless it is 0 (ok): uvarint length, message
 //
-// The acceptor checks the magic, that the expected id is its own and that
-// the dialer's id is the smaller one, and answers. Both sides bound the
-// handshake with handshakeTimeout.
+// The acceptor checks the magic, that both sides agree on authentication,
+// that the expected id is its own and that the dialer's id is the smaller
+// one, and answers. Both sides bound the handshake with handshakeTimeout.
+//
+// With authentication (auth 1, both sides hold the token AuthToken
+// gives), proofs come before the ids are checked:
+//
+//	dialer:   hello as above | nonce [32]byte
+//	acceptor: status 5 (challenge) | nonce [32]byte | proof [32]byte
+//	dialer:   proof [32]byte
+//	acceptor: status as above
+//
+// A proof is an HMAC-SHA256 keyed by the token of a label naming the
+// side that sends it, both ids and both nonces: the token never crosses
+// the wire, and a proof is good for one side of one connection only.
+// Each side checks the other's proof, so neither a dialer nor an acceptor
+// without the token gets a connection.
 const (
-	handshakeMagic   = "WEIRNET1"
+	handshakeMagic   = "WEIRNET2"
 	handshakeTimeout = 10 * time.Second
 
 	// maxPeerID bounds the length of a process id, in bytes.
 	maxPeerID = 255
 	// maxStatusMessage bounds the acceptor's explanation of a rejection.
 	maxStatusMessage = 1024
+	// nonceSize and proofSize are the sizes of the authentication's nonces
+	// and proofs (HMAC-SHA256).
+	nonceSize = 32
+	proofSize = sha256.Size
+)
+
+// tokenKey is the option that sets the token, for error messages.
+const tokenKey = weirconfig.KeyClusterAuthToken
+
+// Authentication modes of a hello.
+const (
+	authNone byte = iota
+	authHMAC
 )
 
 // Handshake status codes.
@@ -37,6 +71,8 @@ const (
 	statusBadHello
 	statusWrongID
 	statusWrongDirection
+	statusChallenge
+	statusAuthFailed
 )
 
 func statusName(code byte) string {
@@ -51,6 +87,10 @@ func statusName(code byte) string {
 		return "wrong id"
 	case statusWrongDirection:
 		return "wrong direction"
+	case statusChallenge:
+		return "challenge"
+	case statusAuthFailed:
+		return "authentication failed"
 	}
 	return fmt.Sprintf("unknown status %d", code)
 }
@@ -59,6 +99,11 @@ func statusName(code byte) string {
 // failed its handshake: the other end is not a weir data-plane endpoint, is
 // another process than the one expected, or rejected the connection.
 var ErrHandshake = errors.New("netio: handshake failed")
+
+// ErrAuth is wrapped, with ErrHandshake, by the errors of a handshake that
+// failed because the two sides do not share the token AuthToken gives:
+// one has none, or they differ.
+var ErrAuth = errors.New("authentication failed")
 
 // Peers keeps one connection per pair of processes, each process known by
 // a string id. Of a pair, the process with the lexicographically smaller id
@@ -72,6 +117,7 @@ type Peers struct {
 	ln     net.Listener
 	logger *slog.Logger
 	opts   []Option
+	token  []byte // the shared secret (AuthToken); nil: no authentication
 
 	ctx    context.Context // canceled by Close: aborts dials and waits
 	cancel context.CancelFunc
@@ -102,8 +148,9 @@ func checkID(id string) error {
 
 // NewPeers starts accepting connections from other processes on ln, self
 // being this process's id (1 to 255 bytes; NewPeers panics otherwise).
-// Every connection is a Conn made with opts. The Peers owns ln and closes
-// it in Close. A nil logger discards the logs.
+// Every connection is a Conn made with opts; with AuthToken among them,
+// every connection is authenticated both ways. The Peers owns ln and
+// closes it in Close. A nil logger discards the logs.
 func NewPeers(self string, ln net.Listener, logger *slog.Logger, opts ...Option) *Peers {
 	if err := checkID(self); err != nil {
 		panic(err.Error())
@@ -111,12 +158,17 @@ func NewPeers(self string, ln net.Listener, logger *slog.Logger, opts ...Option)
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o(&cfg)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Peers{
 		self:    self,
 		ln:      ln,
 		logger:  logger.With("self", self),
 		opts:    opts,
+		token:   cfg.token,
 		ctx:     ctx,
 		cancel:  cancel,
 		conns:   map[string]*Conn{},
@@ -323,21 +375,34 @@ func (p *Peers) dialHandshake(peer, addr string) (net.Conn, error) {
 	}
 	p.raw[nc] = struct{}{}
 	p.mu.Unlock()
-	return nc, clientHandshake(nc, p.self, peer)
+	return nc, clientHandshake(nc, p.self, peer, p.token)
 }
 
-// clientHandshake introduces self to the acceptor, expected to be peer, and
-// reads its answer.
-func clientHandshake(nc net.Conn, self, peer string) error {
+// clientHandshake introduces self to the acceptor, expected to be peer,
+// proves it holds token (if any) and checks the acceptor's proof, and
+// reads the acceptor's answer.
+func clientHandshake(nc net.Conn, self, peer string, token []byte) error {
 	if err := nc.SetDeadline(time.Now().Add(handshakeTimeout)); err != nil {
 		return fmt.Errorf("%w: %w", ErrHandshake, err)
 	}
-	hello := make([]byte, 0, len(handshakeMagic)+2*binary.MaxVarintLen64+len(self)+len(peer))
+	hello := make([]byte, 0, len(handshakeMagic)+2*binary.MaxVarintLen64+len(self)+len(peer)+1+nonceSize)
 	hello = append(hello, handshakeMagic...)
 	hello = appendString(hello, self)
 	hello = appendString(hello, peer)
+	var nonce []byte
+	if token == nil {
+		hello = append(hello, authNone)
+	} else {
+		nonce = newNonce()
+		hello = append(append(hello, authHMAC), nonce...)
+	}
 	if _, err := nc.Write(hello); err != nil {
 		return fmt.Errorf("%w: sending hello: %w", ErrHandshake, err)
+	}
+	if token != nil {
+		if err := answerChallenge(nc, self, peer, token, nonce); err != nil {
+			return err
+		}
 	}
 	if err := readStatus(nc); err != nil {
 		return err
@@ -346,6 +411,58 @@ func clientHandshake(nc net.Conn, self, peer string) error {
 		return fmt.Errorf("%w: %w", ErrHandshake, err)
 	}
 	return nil
+}
+
+// answerChallenge reads the acceptor's challenge to the dialer self,
+// checks the acceptor's proof and sends the dialer's.
+func answerChallenge(nc net.Conn, self, peer string, token, nonce []byte) error {
+	var code [1]byte
+	if _, err := io.ReadFull(nc, code[:]); err != nil {
+		if err == io.EOF {
+			return fmt.Errorf("%w: connection closed without an answer (not a weir data-plane endpoint?)", ErrHandshake)
+		}
+		return fmt.Errorf("%w: reading the answer: %w", ErrHandshake, err)
+	}
+	if code[0] != statusChallenge {
+		return readStatus(io.MultiReader(bytes.NewReader(code[:]), nc))
+	}
+	var ch [nonceSize + proofSize]byte
+	if _, err := io.ReadFull(nc, ch[:]); err != nil {
+		return fmt.Errorf("%w: reading the challenge: %w", ErrHandshake, err)
+	}
+	theirs, proof := ch[:nonceSize], ch[nonceSize:]
+	if !proofOK(proof, token, "acceptor", self, peer, nonce, theirs) {
+		return fmt.Errorf("%w: %w: the peer's proof does not match this process's %s: the processes hold different tokens",
+			ErrHandshake, ErrAuth, tokenKey)
+	}
+	if _, err := nc.Write(prove(token, "dialer", self, peer, nonce, theirs)); err != nil {
+		return fmt.Errorf("%w: sending the proof: %w", ErrHandshake, err)
+	}
+	return nil
+}
+
+// newNonce returns fresh random bytes for a handshake.
+func newNonce() []byte {
+	b := make([]byte, nonceSize)
+	_, _ = rand.Read(b) // never fails, as crypto/rand documents
+	return b
+}
+
+// prove returns the proof side sends on the connection between dialer
+// and acceptor whose nonces are dn and an.
+func prove(token []byte, side, dialer, acceptor string, dn, an []byte) []byte {
+	m := hmac.New(sha256.New, token)
+	msg := appendString(nil, "weir netio proof of the "+side)
+	msg = appendString(msg, dialer)
+	msg = appendString(msg, acceptor)
+	msg = append(append(msg, dn...), an...)
+	m.Write(msg)
+	return m.Sum(nil)
+}
+
+// proofOK checks a proof in constant time.
+func proofOK(proof, token []byte, side, dialer, acceptor string, dn, an []byte) bool {
+	return subtle.ConstantTimeCompare(proof, prove(token, side, dialer, acceptor, dn, an)) == 1
 }
 
 // readStatus reads the acceptor's answer to a hello.
@@ -364,6 +481,9 @@ func readStatus(r io.Reader) error {
 	msg, err := readString(br, maxStatusMessage)
 	if err != nil {
 		return fmt.Errorf("%w: unreadable answer after status %q (not a weir data-plane endpoint?): %w", ErrHandshake, statusName(code), err)
+	}
+	if code == statusAuthFailed {
+		return fmt.Errorf("%w: %w: rejected by the peer: %s", ErrHandshake, ErrAuth, msg)
 	}
 	return fmt.Errorf("%w: rejected by the peer: %s: %s", ErrHandshake, statusName(code), msg)
 }
@@ -444,8 +564,8 @@ func (p *Peers) accept(nc net.Conn) {
 	}
 }
 
-// serverHandshake reads a dialer's hello, answers it and returns the
-// dialer's id.
+// serverHandshake reads a dialer's hello, authenticates the dialer if
+// this process has a token, answers and returns the dialer's id.
 func (p *Peers) serverHandshake(nc net.Conn) (string, error) {
 	if err := nc.SetDeadline(time.Now().Add(handshakeTimeout)); err != nil {
 		return "", fmt.Errorf("%w: %w", ErrHandshake, err)
@@ -475,6 +595,15 @@ func (p *Peers) serverHandshake(nc net.Conn) (string, error) {
 		reject(nc, statusBadHello, msg)
 		return "", fmt.Errorf("%w: from %q: %s", ErrHandshake, from, msg)
 	}
+	mode, err := br.ReadByte()
+	if err != nil {
+		msg := fmt.Sprintf("authentication mode: %v", err)
+		reject(nc, statusBadHello, msg)
+		return "", fmt.Errorf("%w: from %q: %s", ErrHandshake, from, msg)
+	}
+	if err := p.authenticate(nc, mode, from, want); err != nil {
+		return "", err
+	}
 	if want != p.self {
 		msg := fmt.Sprintf("this is %q, not %q", p.self, want)
 		reject(nc, statusWrongID, msg)
@@ -492,6 +621,58 @@ func (p *Peers) serverHandshake(nc net.Conn) (string, error) {
 		return "", fmt.Errorf("%w: %w", ErrHandshake, err)
 	}
 	return from, nil
+}
+
+// authenticate checks that the dialer from, which expects the acceptor
+// want, authenticates as this process requires (mode is the hello's),
+// and with a token exchanges proofs with it. A failure is answered and
+// returned wrapping ErrAuth.
+func (p *Peers) authenticate(nc net.Conn, mode byte, from, want string) error {
+	fail := func(format string, args ...any) error {
+		msg := fmt.Sprintf(format, args...)
+		reject(nc, statusAuthFailed, msg)
+		return fmt.Errorf("%w: %w: from %q: %s", ErrHandshake, ErrAuth, from, msg)
+	}
+	switch {
+	case mode == authNone && p.token == nil:
+		return nil
+	case mode == authNone:
+		return fail("%q did not authenticate, but this process requires %s: set the same token on every process of the cluster",
+			from, tokenKey)
+	case mode == authHMAC && p.token == nil:
+		return fail("%q authenticates, but this process has no %s: set the same token on every process of the cluster",
+			from, tokenKey)
+	case mode != authHMAC:
+		msg := fmt.Sprintf("unknown authentication mode %d", mode)
+		reject(nc, statusBadHello, msg)
+		return fmt.Errorf("%w: from %q: %s", ErrHandshake, from, msg)
+	}
+	theirs := make([]byte, nonceSize)
+	if _, err := io.ReadFull(nc, theirs); err != nil {
+		return fmt.Errorf("%w: from %q: reading the nonce: %w", ErrHandshake, from, err)
+	}
+	// The proofs name the acceptor the dialer expects, so that a dialer
+	// reaching the wrong process learns it from the id check below.
+	ours := newNonce()
+	ch := append(append([]byte{statusChallenge}, ours...), prove(p.token, "acceptor", from, want, theirs, ours)...)
+	if _, err := nc.Write(ch); err != nil {
+		return fmt.Errorf("%w: from %q: sending the challenge: %w", ErrHandshake, from, err)
+	}
+	proof := make([]byte, proofSize)
+	if _, err := io.ReadFull(nc, proof); err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			// The dialer hung up on the challenge: it refused this
+			// process's proof.
+			return fmt.Errorf("%w: %w: from %q: the dialer hung up after the challenge: its %s differs from this process's",
+				ErrHandshake, ErrAuth, from, tokenKey)
+		}
+		return fmt.Errorf("%w: from %q: reading the proof: %w", ErrHandshake, from, err)
+	}
+	if !proofOK(proof, p.token, "dialer", from, want, theirs, ours) {
+		return fail("the proof of %q does not match this process's %s: the processes hold different tokens",
+			from, tokenKey)
+	}
+	return nil
 }
 
 // reject answers a hello with an error status and message and ends this

@@ -69,9 +69,9 @@ type testPeer struct {
 	logs logLines
 }
 
-// newPeer starts Peers id on a loopback port; Close runs at the end of the
-// test.
-func newPeer(t *testing.T, id string) *testPeer {
+// newPeer starts Peers id on a loopback port, made with opts; Close runs
+// at the end of the test.
+func newPeer(t *testing.T, id string, opts ...Option) *testPeer {
 	t.Helper()
 	nl, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -80,7 +80,7 @@ func newPeer(t *testing.T, id string) *testPeer {
 	ln := &countingListener{Listener: nl}
 	logs := make(logLines, 256)
 	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	p := &testPeer{Peers: NewPeers(id, ln, logger), ln: ln, logs: logs}
+	p := &testPeer{Peers: NewPeers(id, ln, logger, opts...), ln: ln, logs: logs}
 	t.Cleanup(func() {
 		if err := p.Close(); err != nil {
 			t.Errorf("close peers %s: %v", id, err)
@@ -341,7 +341,7 @@ func TestPeersWrongID(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	err = clientHandshake(nc, "b", "a")
+	err = clientHandshake(nc, "b", "a", nil)
 	if !errors.Is(err, ErrHandshake) || !strings.Contains(err.Error(), "wrong direction") {
 		t.Fatalf("dial from the larger id: %v", err)
 	}
@@ -350,6 +350,102 @@ func TestPeersWrongID(t *testing.T) {
 	// The right process still connects.
 	ac, bc := connect(t, a, b)
 	exchange(t, ac, bc, 1)
+}
+
+// TestPeersAuthenticated: peers that share a token connect; a dialer or
+// an acceptor without it, or with another one, is refused on both sides
+// with an error wrapping ErrAuth that names the option, and the token
+// appears neither in the refusal nor in the logs nor on the wire.
+func TestPeersAuthenticated(t *testing.T) {
+	const token = "s3cret-token"
+	a, b := newPeer(t, "a", AuthToken(token)), newPeer(t, "b", AuthToken(token))
+	ac, bc := connect(t, a, b)
+	exchange(t, ac, bc, 1)
+
+	for _, c := range []struct {
+		name    string
+		dialer  []Option
+		dialed  *testPeer
+		refusal string
+	}{
+		{"dialer without a token", nil, b, "did not authenticate"},
+		{"dialer with another token", []Option{AuthToken("other")}, b, "does not match"},
+		{"acceptor without a token", []Option{AuthToken(token)}, newPeer(t, "z"), "has no cluster.auth-token"},
+		{"acceptor with another token", []Option{AuthToken(token)}, newPeer(t, "y", AuthToken("other")), "does not match"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			x := newPeer(t, "0-"+c.dialed.self, c.dialer...)
+			_, err := x.Conn(t.Context(), c.dialed.self, c.dialed.Addr())
+			if !errors.Is(err, ErrHandshake) || !errors.Is(err, ErrAuth) || !strings.Contains(err.Error(), "cluster.auth-token") {
+				t.Fatalf("Conn: %v, want an authentication failure naming cluster.auth-token", err)
+			}
+			if !strings.Contains(err.Error(), c.refusal) {
+				t.Errorf("Conn: %v, want %q", err, c.refusal)
+			}
+			line := c.dialed.logs.wait(t, "level=WARN", "rejected a connection", "authentication failed")
+			for _, s := range []string{err.Error(), line} {
+				if strings.Contains(s, token) || strings.Contains(s, "other") {
+					t.Errorf("a token is shown: %s", s)
+				}
+			}
+			if x.Connected(c.dialed.self) || c.dialed.Connected(x.self) {
+				t.Fatal("connected without authentication")
+			}
+		})
+	}
+
+	// A dialer's hello and proof, as the acceptor receives them, hold
+	// nothing of the token.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	wire := make(chan []byte, 1)
+	go func() {
+		nc, err := ln.Accept()
+		if err != nil {
+			wire <- nil
+			return
+		}
+		defer nc.Close()
+		nc.SetDeadline(time.Now().Add(testTimeout))
+		hello := make([]byte, len(handshakeMagic)+2+2+1+nonceSize)
+		if _, err := io.ReadFull(nc, hello); err != nil {
+			wire <- nil
+			return
+		}
+		// Answer as an acceptor holding the token would.
+		dn := hello[len(hello)-nonceSize:]
+		an := newNonce()
+		nc.Write(append(append([]byte{statusChallenge}, an...), prove([]byte(token), "acceptor", "c", "d", dn, an)...))
+		proof := make([]byte, proofSize)
+		_, err = io.ReadFull(nc, proof)
+		if err == nil && !proofOK(proof, []byte(token), "dialer", "c", "d", dn, an) {
+			err = errors.New("bad proof")
+		}
+		nc.Write([]byte{statusOK})
+		if err != nil {
+			wire <- nil
+			return
+		}
+		wire <- append(hello, proof...)
+	}()
+	nc, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if err := clientHandshake(nc, "c", "d", []byte(token)); err != nil {
+		t.Fatal(err)
+	}
+	got := <-wire
+	if got == nil {
+		t.Fatal("the dialer's hello or proof was not as expected")
+	}
+	if strings.Contains(string(got), token) {
+		t.Fatalf("the token went over the wire: %q", got)
+	}
 }
 
 // TestPeersRestart closes one side of a pair: the other's connection ends,

@@ -10,8 +10,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-
-	"github.com/weirstream/weir/internal/web/ui"
 )
 
 // ClusterInfo is what a job manager knows of its task managers, for
@@ -44,6 +42,9 @@ func NewDirectory(cluster func() ClusterInfo, opts ...Option) *Directory {
 	o := options{logger: defaultOptions().logger, interval: defaultOptions().interval}
 	for _, f := range opts {
 		f(&o)
+	}
+	if o.gate == nil {
+		o.gate = newGate(o.token, o.logger)
 	}
 	d := &Directory{opts: o, cluster: cluster, reg: prometheus.NewRegistry(), servers: map[string]*Server{}}
 	d.prom = promhttp.HandlerFor(d.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
@@ -105,11 +106,11 @@ func (d *Directory) Close() error {
 
 // ServeHTTP implements http.Handler.
 func (d *Directory) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !checkRequest(w, r, d.opts.token) {
+	if !d.opts.gate.check(w, r) {
 		return
 	}
 	p := r.URL.Path
-	if p == "/" || p == "/index.html" || strings.HasPrefix(p, ui.Prefix) {
+	if uiPath(p) {
 		uiHandler.ServeHTTP(w, r)
 		return
 	}
@@ -147,7 +148,7 @@ func (d *Directory) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				writeErr(w, err)
 				return
 			}
-			writeErr(w, notFoundf("job %s not found", seg[1]))
+			writeErr(w, notFoundf("job %s not found", echo(seg[1])))
 			return
 		}
 		s.route(w, r)

@@ -28,6 +28,13 @@
 // readings of each subtask's backpressured time, so that the backpressure
 // endpoint reports a ratio over the last sampling interval.
 //
-// Listening anywhere but on a loopback address requires a bearer token
-// (rest.auth-token), checked on every request in constant time.
+// Listening anywhere but on a loopback address requires a token
+// (rest.auth-token), checked on every request in constant time: as a
+// bearer token, or, for browsers, through a session cookie. The login
+// page, GET /login, served without credentials like the UI's assets,
+// POSTs the token (pasted, or from a link's #token=... fragment) to
+// /login, which checks it and the request's origin and sets an HttpOnly,
+// SameSite=Strict cookie (Secure over TLS) holding an expiry time signed
+// with a key of the process, nothing of the token. A browser opening the
+// UI without credentials is sent to the login page.
 package web

@@ -3,7 +3,6 @@ package web
 import (
 	"context"
 	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -15,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/weirstream/weir/config"
 	"github.com/weirstream/weir/internal/checkpoint/coordinator"
@@ -60,11 +60,15 @@ type options struct {
 	token    string
 	interval time.Duration
 	logger   *slog.Logger
+	// gate checks requests; made from token and logger by New and
+	// NewDirectory, whose servers share theirs.
+	gate *gate
 }
 
-// WithAuthToken makes every request present the bearer token tok
-// ("Authorization: Bearer tok"). Default: no token; then Listen accepts
-// only loopback addresses.
+// WithAuthToken makes every request present the token tok: as a bearer
+// token ("Authorization: Bearer tok"), or, from a browser, through the
+// session cookie the login page (ui.LoginPath) sets in exchange for it.
+// Default: no token; then Listen accepts only loopback addresses.
 func WithAuthToken(tok string) Option { return func(o *options) { o.token = tok } }
 
 // WithSampleInterval sets how often subtask counters are sampled for the
@@ -112,6 +116,9 @@ func New(job Job, opts ...Option) (*Server, error) {
 	}
 	if o.interval <= 0 {
 		return nil, fmt.Errorf("web: sample interval must be positive, got %v", o.interval)
+	}
+	if o.gate == nil {
+		o.gate = newGate(o.token, o.logger)
 	}
 	cfg := job.Config
 	if cfg == nil {
@@ -199,48 +206,24 @@ func defaultOptions() options { return options{interval: time.Second, logger: sl
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if checkRequest(w, r, s.opts.token) {
+	if s.opts.gate.check(w, r) {
 		s.route(w, r)
 	}
-}
-
-// checkRequest answers a request that lacks the bearer token (if token is
-// set) or that would modify anything, and reports whether it may go on.
-func checkRequest(w http.ResponseWriter, r *http.Request, token string) bool {
-	if token != "" && !authorized(r, token) {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="weir"`)
-		writeError(w, http.StatusUnauthorized, "missing or invalid bearer token (rest.auth-token)")
-		return false
-	}
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		w.Header().Set("Allow", "GET, HEAD")
-		writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("%s is not allowed on %s: the REST API is read-only", r.Method, r.URL.Path))
-		return false
-	}
-	return true
-}
-
-// authorized checks the request's bearer token. Both sides are hashed
-// first so that the comparison takes the same time whatever the lengths.
-func authorized(r *http.Request, token string) bool {
-	h := r.Header.Get("Authorization")
-	scheme, tok, ok := strings.Cut(h, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return false
-	}
-	got := sha256.Sum256([]byte(strings.TrimSpace(tok)))
-	want := sha256.Sum256([]byte(token))
-	return subtle.ConstantTimeCompare(got[:], want[:]) == 1
 }
 
 // uiHandler serves the web UI: the page at "/" and its assets under
 // ui.Prefix, none of which a REST path uses.
 var uiHandler = ui.Handler()
 
-// route dispatches on the path's segments. The web UI gets "/",
-// "/index.html" and ui.Prefix; every other path is the REST API's.
+// uiPath reports whether p is the web UI's: "/", "/index.html",
+// ui.LoginPath or under ui.Prefix. Every other path is the REST API's.
+func uiPath(p string) bool {
+	return p == "/" || p == "/index.html" || p == ui.LoginPath || strings.HasPrefix(p, ui.Prefix)
+}
+
+// route dispatches on the path's segments.
 func (s *Server) route(w http.ResponseWriter, r *http.Request) {
-	if p := r.URL.Path; p == "/" || p == "/index.html" || strings.HasPrefix(p, ui.Prefix) {
+	if uiPath(r.URL.Path) {
 		uiHandler.ServeHTTP(w, r)
 		return
 	}
@@ -337,7 +320,7 @@ func validJobID(id string) bool {
 // checkJobID rejects a malformed job id.
 func checkJobID(id string) error {
 	if !validJobID(id) {
-		return badRequest("malformed job id %q: want letters, digits, '.', '_' or '-'", id)
+		return badRequest("malformed job id %q: want letters, digits, '.', '_' or '-'", echo(id))
 	}
 	return nil
 }
@@ -347,7 +330,7 @@ func (s *Server) checkJob(id string) error {
 		return err
 	}
 	if id != s.jm.JobID() {
-		return notFoundf("job %s not found", id)
+		return notFoundf("job %s not found", echo(id))
 	}
 	return nil
 }
@@ -355,10 +338,10 @@ func (s *Server) checkJob(id string) error {
 // vertex resolves a vertex id of the path.
 func (s *Server) vertex(id string) (*runtime.Vertex, error) {
 	if len(id) != 32 {
-		return nil, badRequest("malformed vertex id %q: want 32 hexadecimal digits", id)
+		return nil, badRequest("malformed vertex id %q: want 32 hexadecimal digits", echo(id))
 	}
 	if _, err := hex.DecodeString(id); err != nil {
-		return nil, badRequest("malformed vertex id %q: want 32 hexadecimal digits", id)
+		return nil, badRequest("malformed vertex id %q: want 32 hexadecimal digits", echo(id))
 	}
 	v, ok := s.vertices[strings.ToLower(id)]
 	if !ok {
@@ -371,7 +354,7 @@ func (s *Server) vertex(id string) (*runtime.Vertex, error) {
 func checkpointID(s string) (int64, error) {
 	id, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || id < 0 {
-		return 0, badRequest("malformed checkpoint id %q: want a non-negative integer", s)
+		return 0, badRequest("malformed checkpoint id %q: want a non-negative integer", echo(s))
 	}
 	return id, nil
 }
@@ -410,5 +393,18 @@ func writeErr(w http.ResponseWriter, err error) {
 }
 
 func notFound(w http.ResponseWriter, r *http.Request) {
-	writeError(w, http.StatusNotFound, "Not found: "+r.URL.Path)
+	writeError(w, http.StatusNotFound, "Not found: "+echo(r.URL.Path))
+}
+
+// maxEcho bounds how much of a request's path, or of an id in it, an error
+// message repeats.
+const maxEcho = 64
+
+// echo returns s as an error message repeats it: its first maxEcho
+// characters, and an ellipsis if there are more.
+func echo(s string) string {
+	if utf8.RuneCountInString(s) <= maxEcho {
+		return s
+	}
+	return string([]rune(s)[:maxEcho]) + "…"
 }

@@ -610,3 +610,53 @@ func TestAuth(t *testing.T) {
 		t.Errorf("0.0.0.0 with the token: %d", code)
 	}
 }
+
+// TestBadPathsAnswerBriefly: probes for the UI's files outside its
+// assets answer 404, and an error repeats at most 64 characters of a long
+// id or path, with an ellipsis, from a job's server and from a directory.
+func TestBadPathsAnswerBriefly(t *testing.T) {
+	f := startJob(t, []string{"execution.checkpointing.interval=50 ms"})
+	dir := web.NewDirectory(nil, web.WithLogger(quiet))
+	if err := dir.Add(web.Job{Master: f.client.Master(), Done: f.client.Done(), Err: f.client.Wait}); err != nil {
+		t.Fatal(err)
+	}
+	addr, stop, err := dir.Listen(context.Background(), "127.0.0.1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		stop()
+		dir.Close()
+	})
+	long := strings.Repeat("a", 5000)
+	jid := f.jobID()
+	for _, g := range []*fixture{f, {t: t, base: "http://" + addr}} {
+		for _, p := range []string{"/ui/%c0%ae%c0%ae/etc/passwd", "/ui/%c0%ae%c0%ae/%c0%ae%c0%ae/etc/passwd", "/ui/%ff", "/ui/..%2findex.html"} {
+			if code, body := g.get(p); code != http.StatusNotFound {
+				t.Errorf("GET %s: %d %s, want 404", p, code, body)
+			}
+		}
+		for _, c := range []struct {
+			path string
+			code int
+		}{
+			{"/jobs/" + long, http.StatusBadRequest},
+			{"/jobs/" + long + "/checkpoints", http.StatusBadRequest},
+			{"/jobs/" + jid + "/vertices/" + long, http.StatusBadRequest},
+			{"/jobs/" + jid + "/checkpoints/details/" + strings.Repeat("9", 5000), http.StatusBadRequest},
+			{"/nothing/" + long, http.StatusNotFound},
+			{"/jobs/" + jid + "/nothing/" + long, http.StatusNotFound},
+		} {
+			code, body := g.get(c.path)
+			var e struct{ Errors []string }
+			if code != c.code || json.Unmarshal(body, &e) != nil || len(e.Errors) != 1 {
+				t.Errorf("GET %.80s…: %d %.200s, want %d with an error", c.path, code, body, c.code)
+				continue
+			}
+			if msg := e.Errors[0]; len(msg) > 200 || !strings.Contains(msg, "…") ||
+				strings.Contains(msg, strings.Repeat("a", 65)) || strings.Contains(msg, strings.Repeat("9", 65)) {
+				t.Errorf("GET %.80s…: error %q, want the id cut to 64 characters with an ellipsis", c.path, msg)
+			}
+		}
+	}
+}

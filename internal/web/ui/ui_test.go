@@ -16,9 +16,19 @@ func TestHandler(t *testing.T) {
 		{"/", "text/html", `<script src="/ui/app.js"`, http.StatusOK},
 		{"/ui/app.js", "javascript", "data-ready", http.StatusOK},
 		{"/ui/style.css", "text/css", "--accent", http.StatusOK},
+		{"/login", "text/html", `<form id="login" method="post" action="/login">`, http.StatusOK},
+		{"/ui/login.js", "javascript", "data-ready", http.StatusOK},
 		{"/ui/", "", "", http.StatusNotFound},
 		{"/ui/missing.js", "", "", http.StatusNotFound},
 		{"/jobs", "", "", http.StatusNotFound},
+		// Traversal probes: overlong UTF-8 for "..", invalid UTF-8, dot
+		// segments, a directory.
+		{"/ui/%c0%ae%c0%ae/etc/passwd", "", "", http.StatusNotFound},
+		{"/ui/%c0%ae%c0%ae/%c0%ae%c0%ae/etc/passwd", "", "", http.StatusNotFound},
+		{"/ui/%ff", "", "", http.StatusNotFound},
+		{"/ui/..%2f..%2fetc/passwd", "", "", http.StatusNotFound},
+		{"/ui/./app.js", "", "", http.StatusNotFound},
+		{"/ui/.", "", "", http.StatusNotFound},
 	} {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, c.path, nil))

@@ -12,6 +12,7 @@ import (
 	"image/png"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -63,9 +64,10 @@ func (s *syncBuffer) String() string {
 }
 
 // startWeir builds cmd/weir and runs gatewaymeter with a free REST port and
-// a checkpoint a second; it returns the REST API's base URL. The job is
-// stopped with SIGINT when the test ends.
-func startWeir(t *testing.T) string {
+// a checkpoint a second, with env added to its environment; it returns
+// the REST API's base URL. The job is stopped with SIGINT when the test
+// ends.
+func startWeir(t *testing.T, env ...string) string {
 	t.Helper()
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "weir")
@@ -83,6 +85,7 @@ func startWeir(t *testing.T) string {
 		"-D", "execution.checkpointing.num-retained=20",
 		"--checkpoint-dir", filepath.Join(dir, "checkpoints"),
 		"--output", filepath.Join(dir, "out"))
+	cmd.Env = append(os.Environ(), env...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -124,9 +127,17 @@ func startWeir(t *testing.T) string {
 	return strings.TrimRight(m[1], "/")
 }
 
-func getJSON(t *testing.T, url string, v any) error {
+// getJSON fetches url into v, with the bearer token tok if there is one.
+func getJSON(t *testing.T, url string, v any, tok ...string) error {
 	t.Helper()
-	resp, err := http.Get(url)
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	if len(tok) > 0 {
+		req.Header.Set("Authorization", "Bearer "+tok[0])
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return err
 	}
@@ -360,5 +371,64 @@ func TestUIInChromium(t *testing.T) {
 			}
 		}
 		t.Logf("updated docs/ui-overview.png and docs/ui-cut.png")
+	}
+}
+
+// TestUILoginInChromium runs a job whose REST API requires a token
+// (rest.auth-token, from $WEIR_REST_AUTH_TOKEN) and drives the login in
+// Chromium: a link with the token in its fragment opens the UI on the
+// job, the UI without it shows the login page, and a wrong token is
+// refused on the page.
+func TestUILoginInChromium(t *testing.T) {
+	bin := chromium(t)
+	if testing.Short() {
+		t.Skip("starts a job and a browser; skipped with -short")
+	}
+	const token = "ui+tok/en=&x"
+	base := startWeir(t, "WEIR_REST_AUTH_TOKEN="+token)
+
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := noRedirect.Get(base + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/login" {
+		t.Fatalf("GET / without credentials: %s to %q, want 303 to /login", resp.Status, resp.Header.Get("Location"))
+	}
+	var ov struct {
+		Jobs []struct {
+			JID string `json:"jid"`
+		} `json:"jobs"`
+	}
+	if err := getJSON(t, base+"/jobs/overview", &ov); err == nil {
+		t.Fatal("GET /jobs/overview without credentials succeeded")
+	}
+	if err := getJSON(t, base+"/jobs/overview", &ov, token); err != nil || len(ov.Jobs) != 1 {
+		t.Fatalf("GET /jobs/overview with the bearer token: %v %+v", err, ov)
+	}
+	var job struct {
+		Vertices []struct {
+			Name string `json:"name"`
+		} `json:"vertices"`
+	}
+	if err := getJSON(t, base+"/jobs/"+ov.Jobs[0].JID, &job, token); err != nil {
+		t.Fatal(err)
+	}
+
+	dom := dumpDOM(t, bin, base+"/#token="+url.QueryEscape(token), "job")
+	for _, v := range job.Vertices {
+		if !strings.Contains(dom, fmt.Sprintf(`data-vertex="%s"`, v.Name)) {
+			t.Errorf("after the login: the job graph has no vertex %q", v.Name)
+		}
+	}
+
+	dom = dumpDOM(t, bin, base+"/", "login")
+	if !strings.Contains(dom, `<form id="login"`) || strings.Contains(dom, "data-vertex=") {
+		t.Errorf("without the token: not the login page:\n%s", dom)
+	}
+	dom = dumpDOM(t, bin, base+"/#token=n0t-it", "login-failed")
+	if !strings.Contains(dom, "authentication failed") {
+		t.Errorf("a wrong token: the page does not say it was refused:\n%s", dom)
 	}
 }

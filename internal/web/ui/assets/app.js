@@ -20,6 +20,9 @@
 
   async function api(path) {
     const r = await fetch(path, { cache: "no-store", headers: { Accept: "application/json" } });
+    // The session ended (it expires, and with the server): log in again,
+    // back to this route.
+    if (r.status === 401) location.replace("/login" + (location.hash.startsWith("#/") ? location.hash : ""));
     let body = null;
     try { body = await r.json(); } catch (e) { body = null; }
     if (!r.ok) {
