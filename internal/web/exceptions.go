@@ -34,7 +34,7 @@ func (s *Server) exceptions(maxParam string) (any, error) {
 	if maxParam != "" {
 		n, err := strconv.Atoi(maxParam)
 		if err != nil || n < 0 {
-			return nil, badRequest("maxExceptions must be a non-negative integer, got %q", truncate(maxParam))
+			return nil, badRequest("maxExceptions must be a non-negative integer, got %q", echo(maxParam))
 		}
 		limit = n
 	}
@@ -78,14 +78,4 @@ func (s *Server) vertexParallelism(uid string) int {
 		}
 	}
 	return 0
-}
-
-// truncate shortens what a client sent before an error message echoes
-// it.
-func truncate(s string) string {
-	const max = 64
-	if len(s) <= max {
-		return s
-	}
-	return s[:max] + "…"
 }
