@@ -185,7 +185,7 @@ func TestSetCanonicalForm(t *testing.T) {
 		{KeyCheckpointingExternalizedRetention, "retain_on_cancellation", "RETAIN_ON_CANCELLATION"},
 		{KeyCheckpointingStorage, "FileSystem", "filesystem"},
 		{KeyCheckpointingIncremental, "TRUE", "true"},
-		{KeyCheckpointingCreateSubdir, "False", "false"},
+		{KeyCheckpointingCreateSubdir, "TRUE", "true"},
 		{KeyCheckpointingMaxConcurrent, "+3", "3"},
 		{KeyMaxParallelism, "-1", "-1"},
 		{KeyMaxParallelism, "32768", "32768"},
@@ -236,7 +236,13 @@ func TestSetInvalidValue(t *testing.T) {
 		{KeyStateBackend, "memory", []string{"one of hashmap"}},
 		{KeyStateBackend, "rocksdb", []string{"rocksdb is a Flink value that weir does not implement", "one of hashmap"}},
 		{KeyStateBackend, "ForSt", []string{"forst is a Flink value that weir does not implement"}},
-		{KeyCheckpointingUnaligned, "yes", []string{"true or false"}},
+		{KeyCheckpointingIncremental, "yes", []string{"true or false"}},
+		{KeyCheckpointingUnaligned, "true", []string{"not implemented yet", "allowed: false"}},
+		{KeyCheckpointingSavepointDir, "/sp", []string{"cannot take savepoints yet"}},
+		{KeyBufferTimeout, "5 ms", []string{"allowed: 100 ms"}},
+		{KeyAutoWatermarkInterval, "1 s", []string{"after every batch"}},
+		{KeyRESTAddress, "10.0.0.1", []string{"rest.bind-address"}},
+		{KeyCheckpointingCreateSubdir, "false", []string{"allowed: true"}},
 		{KeyCheckpointingIncremental, "1", []string{"true or false"}},
 		{KeyCheckpointingInterval, "10 sex", []string{`unknown unit "sex"`, "a duration such as", "a bare number is milliseconds"}},
 		{KeyCheckpointingInterval, "1.5 s", []string{"fractions are not supported", "a duration"}},
@@ -397,16 +403,15 @@ func TestDeprecatedKeys(t *testing.T) {
 		{"state.checkpoints.dir", KeyCheckpointingDir, "file:///tmp/chk", "file:///tmp/chk"},
 		{"state.backend.fs.checkpointdir", KeyCheckpointingDir, "/data/chk", "/data/chk"},
 		{"state.checkpoint-storage", KeyCheckpointingStorage, "filesystem", "filesystem"},
-		{"state.savepoints.dir", KeyCheckpointingSavepointDir, "/sp", "/sp"},
 		{"state.checkpoints.num-retained", KeyCheckpointingNumRetained, "3", "3"},
 		{"state.backend.incremental", KeyCheckpointingIncremental, "true", "true"},
-		{"state.checkpoints.create-subdir", KeyCheckpointingCreateSubdir, "false", "false"},
+		{"state.checkpoints.create-subdir", KeyCheckpointingCreateSubdir, "true", "true"},
 		{"execution.savepoint.path", KeyStateRecoveryPath, "/sp/savepoint-1", "/sp/savepoint-1"},
-		{"execution.checkpointing.unaligned", KeyCheckpointingUnaligned, "true", "true"},
-		{"execution.checkpointing.alignment-timeout", KeyCheckpointingAlignedTimeout, "30 s", "30 s"},
+		{"execution.checkpointing.unaligned", KeyCheckpointingUnaligned, "false", "false"},
+		{"execution.checkpointing.alignment-timeout", KeyCheckpointingAlignedTimeout, "0", "0 ms"},
 		{"state.backend", KeyStateBackend, "hashmap", "hashmap"},
 		{"restart-strategy", KeyRestartStrategy, "fixeddelay", "fixed-delay"},
-		{"execution.buffer-timeout", KeyBufferTimeout, "5 ms", "5 ms"},
+		{"execution.buffer-timeout", KeyBufferTimeout, "100ms", "100 ms"},
 	}
 	for _, tt := range tests {
 		c := New()
@@ -541,11 +546,11 @@ func TestTypedSetters(t *testing.T) {
 			c.Float(KeyExponentialDelayJitterFactor), c.Bool(KeyCheckpointingIncremental))
 	}
 	// Sub-millisecond durations survive the round trip through text.
-	if err := c.SetDuration(KeyBufferTimeout, 1500*time.Microsecond); err != nil {
+	if err := c.SetDuration(KeyHeartbeatInterval, 1500*time.Microsecond); err != nil {
 		t.Fatal(err)
 	}
-	if got := c.Duration(KeyBufferTimeout); got != 1500*time.Microsecond {
-		t.Errorf("buffer timeout = %v", got)
+	if got := c.Duration(KeyHeartbeatInterval); got != 1500*time.Microsecond {
+		t.Errorf("heartbeat interval = %v", got)
 	}
 }
 

@@ -134,6 +134,18 @@ func notImplemented(why string) *constraint {
 	return &constraint{desc: "false", ok: func(v any) bool { return !v.(bool) }, why: why}
 }
 
+// only accepts the one value weir implements (compared in canonical,
+// parsed form), for Flink options whose other values weir does not
+// honour; why says what weir does instead.
+func only[T comparable](v T, desc, why string) *constraint {
+	return &constraint{desc: desc, ok: func(x any) bool { return x.(T) == v }, why: why}
+}
+
+// unset refuses every value of an option whose feature weir lacks.
+func unset(why string) *constraint {
+	return &constraint{desc: "none (leave it unset)", ok: func(any) bool { return false }, why: why}
+}
+
 func intAtLeast(n int) *constraint {
 	return &constraint{
 		desc: fmt.Sprintf("at least %d", n),
@@ -216,15 +228,19 @@ var optionTable = []option{
 		deprecated: []string{"state.backend.incremental"},
 		desc:       "Incremental checkpoints, on state backends that support them."},
 	{key: KeyCheckpointingUnaligned, kind: KindBool, def: "false",
+		check:      notImplemented("unaligned checkpoints are not implemented yet: weir's checkpoints are aligned (EXACTLY_ONCE) or tracked without alignment (AT_LEAST_ONCE)"),
 		deprecated: []string{"execution.checkpointing.unaligned"},
 		desc:       "Unaligned checkpoints; requires EXACTLY_ONCE and one concurrent checkpoint."},
 	{key: KeyCheckpointingAlignedTimeout, kind: KindDuration, def: "0 ms",
+		check:      only(time.Duration(0), "0 ms", "the aligned-checkpoint timeout switches a checkpoint to unaligned, and unaligned checkpoints are not implemented yet: checkpoints stay aligned"),
 		deprecated: []string{"execution.checkpointing.alignment-timeout"},
 		desc:       "With unaligned checkpoints, time a checkpoint stays aligned before switching; 0 starts unaligned."},
 	{key: KeyCheckpointingSavepointDir, kind: KindString,
+		check:      unset("weir cannot take savepoints yet, so it has no savepoint directory; to resume, use a retained checkpoint (execution.checkpointing.externalized-checkpoint-retention: RETAIN_ON_CANCELLATION)"),
 		deprecated: []string{"state.savepoints.dir"},
 		desc:       "Default directory or URL for savepoints."},
 	{key: KeyCheckpointingCreateSubdir, kind: KindBool, def: "true",
+		check:      only(true, "true", "weir always writes checkpoints under <dir>/<job-id>/chk-<n>; writing them into the directory itself is not implemented"),
 		deprecated: []string{"state.checkpoints.create-subdir"},
 		desc:       "Write checkpoints under a subdirectory named after the job ID."},
 	{key: KeyStateRecoveryPath, kind: KindString,
@@ -268,8 +284,10 @@ var optionTable = []option{
 	{key: KeyMaxParallelism, kind: KindInt, def: "-1", check: maxParallelismRange,
 		desc: "Maximum parallelism (number of key groups) of keyed operators; -1 derives it from the parallelism."},
 	{key: KeyAutoWatermarkInterval, kind: KindDuration, def: "200 ms",
-		desc: "Interval of periodic watermark emission; 0 disables it."},
+		check: only(200*time.Millisecond, "200 ms", "weir's sources emit a watermark after every batch they read, not periodically; another interval is not implemented"),
+		desc:  "Interval of periodic watermark emission; 0 disables it."},
 	{key: KeyBufferTimeout, kind: KindDuration, def: "100 ms",
+		check:      only(100*time.Millisecond, "100 ms", "a weir task sends a partly filled batch as soon as it has no input to process, so batches never wait; another timeout is not implemented"),
 		deprecated: []string{"execution.buffer-timeout"},
 		desc:       "Longest time a partly filled output batch waits before it is flushed."},
 	{key: KeyStateBackend, kind: KindEnum, def: string(BackendHashMap), values: stateBackends,
@@ -285,7 +303,8 @@ var optionTable = []option{
 	{key: KeyTaskSlots, kind: KindInt, def: "1", check: intAtLeast(1),
 		desc: "Number of slots a task manager offers."},
 	{key: KeyRESTAddress, kind: KindString,
-		desc: "Address clients use to reach the REST API."},
+		check: unset("weir's clients reach a cluster through its job manager (-m ADDR), not through the REST address; use rest.bind-address and rest.port for where the REST API listens"),
+		desc:  "Address clients use to reach the REST API."},
 	{key: KeyRESTBindAddress, kind: KindString, def: "localhost",
 		desc: "Address the REST server listens on; the default reaches only the local machine."},
 	{key: KeyRESTPort, kind: KindInt, def: "8081", check: intBetween(0, 65535),

@@ -116,16 +116,16 @@ func TestLoadYAMLScalarsAsText(t *testing.T) {
 execution.checkpointing.interval: 5000        # an int: milliseconds
 execution.checkpointing.incremental: True     # a bool
 restart-strategy.exponential-delay.jitter-factor: .25
-execution.checkpointing.savepoint-dir: '/data/savepoints'
-rest.address: 10.0.0.1
+execution.checkpointing.dir: '/data/checkpoints'
+rest.bind-address: 10.0.0.1
 rest.auth-token: "12345"
 `)
 	want := map[string]string{
 		KeyCheckpointingInterval:        "5 s",
 		KeyCheckpointingIncremental:     "true",
 		KeyExponentialDelayJitterFactor: "0.25",
-		KeyCheckpointingSavepointDir:    "/data/savepoints",
-		KeyRESTAddress:                  "10.0.0.1",
+		KeyCheckpointingDir:             "/data/checkpoints",
+		KeyRESTBindAddress:              "10.0.0.1",
 		KeyRESTAuthToken:                "12345",
 	}
 	if got := values(c); !maps.Equal(got, want) {
@@ -140,23 +140,23 @@ execution:
   checkpointing:
     dir: /new
 state:
-  savepoints:
-    dir: /sp
+  checkpoints:
+    num-retained: 3
   backend: hashmap
 restart-strategy: none
 `)
 	want := map[string]string{
-		KeyCheckpointingDir:          "/new",
-		KeyCheckpointingSavepointDir: "/sp",
-		KeyStateBackend:              "hashmap",
-		KeyRestartStrategy:           "none",
+		KeyCheckpointingDir:         "/new",
+		KeyCheckpointingNumRetained: "3",
+		KeyStateBackend:             "hashmap",
+		KeyRestartStrategy:          "none",
 	}
 	if got := values(c); !maps.Equal(got, want) {
 		t.Errorf("got %v\nwant %v", got, want)
 	}
 	wantDep := []Deprecation{
 		{Key: "state.checkpoints.dir", Replacement: KeyCheckpointingDir, Ignored: true},
-		{Key: "state.savepoints.dir", Replacement: KeyCheckpointingSavepointDir},
+		{Key: "state.checkpoints.num-retained", Replacement: KeyCheckpointingNumRetained},
 		{Key: "state.backend", Replacement: KeyStateBackend},
 		{Key: "restart-strategy", Replacement: KeyRestartStrategy},
 	}

@@ -227,7 +227,8 @@ func (o *option) allowed() string {
 		}
 		s += ")"
 	}
-	if o.check != nil && o.kind == KindBool {
+	if o.check != nil && (o.kind == KindBool || o.check.why != "") {
+		// Only what weir implements; why explains the rest.
 		return o.check.desc
 	}
 	if o.check != nil {

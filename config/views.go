@@ -97,24 +97,15 @@ func (c *Configuration) Checkpointing() (Checkpointing, error) {
 		if cp.Dir != "" {
 			cp.Storage = StorageFilesystem
 		}
+	} else if cp.Storage == StorageJobManager && cp.Dir != "" {
+		errs = append(errs, &ConflictError{
+			Keys:   []string{KeyCheckpointingStorage, KeyCheckpointingDir},
+			Reason: fmt.Sprintf("%s=%s keeps checkpoints in memory, but %s is set: choose %s=%s, or unset the directory", KeyCheckpointingStorage, cp.Storage, KeyCheckpointingDir, KeyCheckpointingStorage, StorageFilesystem),
+		})
 	} else if cp.Storage == StorageFilesystem && cp.Dir == "" {
 		errs = append(errs, &ConflictError{
 			Keys:   []string{KeyCheckpointingStorage, KeyCheckpointingDir},
 			Reason: fmt.Sprintf("%s=%s requires %s, which is not set", KeyCheckpointingStorage, cp.Storage, KeyCheckpointingDir),
-		})
-	}
-	if cp.Unaligned && cp.Mode != ExactlyOnce {
-		errs = append(errs, &ConflictError{
-			Keys: []string{KeyCheckpointingUnaligned, KeyCheckpointingMode},
-			Reason: fmt.Sprintf("%s=true requires %s=%s, but it is %s",
-				KeyCheckpointingUnaligned, KeyCheckpointingMode, ExactlyOnce, cp.Mode),
-		})
-	}
-	if cp.Unaligned && cp.MaxConcurrent > 1 {
-		errs = append(errs, &ConflictError{
-			Keys: []string{KeyCheckpointingUnaligned, KeyCheckpointingMaxConcurrent},
-			Reason: fmt.Sprintf("%s=true allows one checkpoint at a time, but %s is %d",
-				KeyCheckpointingUnaligned, KeyCheckpointingMaxConcurrent, cp.MaxConcurrent),
 		})
 	}
 	if len(errs) > 0 {

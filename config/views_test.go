@@ -133,26 +133,21 @@ func TestCheckpointingView(t *testing.T) {
 			func(cp Checkpointing) bool { return cp.Storage == StorageFilesystem && cp.Dir == "file:///tmp/chk" }},
 		{"dir through deprecated key implies filesystem", []string{"state.checkpoints.dir", "/chk"},
 			func(cp Checkpointing) bool { return cp.Storage == StorageFilesystem }},
-		{"explicit jobmanager with dir", []string{KeyCheckpointingDir, "/chk", KeyCheckpointingStorage, "jobmanager"},
-			func(cp Checkpointing) bool { return cp.Storage == StorageJobManager }},
+		{"explicit jobmanager without dir", []string{KeyCheckpointingStorage, "jobmanager"},
+			func(cp Checkpointing) bool { return cp.Storage == StorageJobManager && cp.Dir == "" }},
 		{"min-pause limits concurrency", []string{KeyCheckpointingMaxConcurrent, "4", KeyCheckpointingMinPause, "1 s"},
 			func(cp Checkpointing) bool { return cp.MaxConcurrent == 1 && cp.MinPause == time.Second }},
 		{"concurrency without min-pause", []string{KeyCheckpointingMaxConcurrent, "4"},
 			func(cp Checkpointing) bool { return cp.MaxConcurrent == 4 }},
-		{"unaligned with exactly-once", []string{KeyCheckpointingUnaligned, "true", KeyCheckpointingAlignedTimeout, "30 s"},
-			func(cp Checkpointing) bool { return cp.Unaligned && cp.AlignedTimeout == 30*time.Second }},
-		{"unaligned with min-pause and max-concurrent", []string{KeyCheckpointingUnaligned, "true",
-			KeyCheckpointingMaxConcurrent, "3", KeyCheckpointingMinPause, "10 s"},
-			func(cp Checkpointing) bool { return cp.Unaligned && cp.MaxConcurrent == 1 }},
 		{"everything else", []string{
 			KeyCheckpointingTimeout, "1 h", KeyCheckpointingTolerableFailures, "3",
 			KeyCheckpointingNumRetained, "5", KeyCheckpointingExternalizedRetention, "retain_on_cancellation",
-			KeyCheckpointingIncremental, "true", KeyCheckpointingSavepointDir, "/sp",
-			KeyCheckpointingCreateSubdir, "false", KeyStateRecoveryPath, "/sp/savepoint-1"},
+			KeyCheckpointingIncremental, "true",
+			KeyCheckpointingCreateSubdir, "true", KeyStateRecoveryPath, "/sp/savepoint-1"},
 			func(cp Checkpointing) bool {
 				return cp.Timeout == time.Hour && cp.TolerableFailures == 3 && cp.NumRetained == 5 &&
 					cp.ExternalizedRetention == RetainOnCancellation && cp.Incremental &&
-					cp.SavepointDir == "/sp" && !cp.CreateSubdir && cp.RecoveryPath == "/sp/savepoint-1"
+					cp.CreateSubdir && cp.RecoveryPath == "/sp/savepoint-1"
 			}},
 	}
 	for _, tt := range tests {
@@ -178,19 +173,11 @@ func TestConflicts(t *testing.T) {
 		wantInMsg []string
 	}{
 		{
-			name:     "unaligned with at-least-once",
-			kv:       []string{KeyCheckpointingInterval, "10 s", KeyCheckpointingUnaligned, "true", KeyCheckpointingMode, "AT_LEAST_ONCE"},
-			view:     func(c *Configuration) error { _, err := c.Checkpointing(); return err },
-			wantKeys: []string{KeyCheckpointingUnaligned, KeyCheckpointingMode},
-			wantInMsg: []string{"execution.checkpointing.unaligned.enabled=true requires execution.checkpointing.mode=EXACTLY_ONCE",
-				"AT_LEAST_ONCE"},
-		},
-		{
-			name:      "unaligned with concurrent checkpoints",
-			kv:        []string{KeyCheckpointingUnaligned, "true", KeyCheckpointingMaxConcurrent, "2"},
+			name:      "jobmanager storage with dir",
+			kv:        []string{KeyCheckpointingStorage, "jobmanager", KeyCheckpointingDir, "/chk"},
 			view:      func(c *Configuration) error { _, err := c.Checkpointing(); return err },
-			wantKeys:  []string{KeyCheckpointingUnaligned, KeyCheckpointingMaxConcurrent},
-			wantInMsg: []string{"one checkpoint at a time", "is 2"},
+			wantKeys:  []string{KeyCheckpointingStorage, KeyCheckpointingDir},
+			wantInMsg: []string{"execution.checkpointing.storage=jobmanager keeps checkpoints in memory"},
 		},
 		{
 			name:      "filesystem storage without dir",
@@ -267,7 +254,7 @@ func TestConflictsNotRaised(t *testing.T) {
 
 func TestValidateReportsEveryConflict(t *testing.T) {
 	c := with(t,
-		KeyCheckpointingUnaligned, "true", KeyCheckpointingMode, "AT_LEAST_ONCE", KeyCheckpointingMaxConcurrent, "2",
+		KeyCheckpointingStorage, "filesystem",
 		KeyParallelism, "10", KeyMaxParallelism, "5",
 		KeyHeartbeatTimeout, "1 s",
 	)
@@ -275,7 +262,7 @@ func TestValidateReportsEveryConflict(t *testing.T) {
 	if err == nil {
 		t.Fatal("no error")
 	}
-	for _, k := range []string{KeyCheckpointingMode, KeyCheckpointingMaxConcurrent, KeyMaxParallelism, KeyHeartbeatTimeout} {
+	for _, k := range []string{KeyCheckpointingStorage, KeyMaxParallelism, KeyHeartbeatTimeout} {
 		if !strings.Contains(err.Error(), k) {
 			t.Errorf("Validate() error %q does not mention %s", err, k)
 		}

@@ -25,6 +25,10 @@ func (e *Environment) prepare(ctx context.Context, name string) (*runtime.JobMas
 	if err != nil {
 		return nil, nop, err
 	}
+	if cp.Enabled && cp.Incremental {
+		// Flink accepts and ignores it with the heap backend too.
+		e.logger.Warn("execution.checkpointing.incremental=true has no effect: the hashmap state backend takes full checkpoints")
+	}
 	rs, err := e.cfg.Restart()
 	if err != nil {
 		return nil, nop, err
