@@ -116,7 +116,7 @@ type fixture struct {
 // kv, and serves its REST API on a free loopback port.
 func startJob(t *testing.T, kv []string, opts ...stream.Option) *fixture {
 	t.Helper()
-	cfg, err := config.ParseDynamic(append([]string{"parallelism.default=2", "pipeline.auto-watermark-interval=10 ms"}, kv...))
+	cfg, err := config.ParseDynamic(append([]string{"parallelism.default=2"}, kv...))
 	if err != nil {
 		t.Fatal(err)
 	}
