@@ -116,25 +116,26 @@ type Small struct {
 type UserID string
 
 type Nested struct {
-	ID       UserID
-	Tags     []string
-	Scores   map[string]float64
-	Parent   *Nested
-	Window   [2]int64
-	Hash     [4]byte
-	Raw      []byte
-	When     time.Time
-	Addr     netip.Addr
-	Small    Small
-	Empty    struct{}
-	Ratio    float32
-	Z        complex128
-	U8       uint8
-	I16      int16
-	Items    []Small
-	Ptrs     []*Small
-	Skipped  chan int `weir:"-"`
-	internal int      `weir:"-"`
+	ID      UserID
+	Tags    []string
+	Scores  map[string]float64
+	Parent  *Nested
+	Window  [2]int64
+	Hash    [4]byte
+	Raw     []byte
+	When    time.Time
+	Addr    netip.Addr
+	Small   Small
+	Empty   struct{}
+	Ratio   float32
+	Z       complex128
+	U8      uint8
+	I16     int16
+	Items   []Small
+	Ptrs    []*Small
+	Skipped chan int `weir:"-"`
+	//lint:ignore U1000 the codec must skip an unexported field tagged weir:"-"
+	internal int `weir:"-"`
 }
 
 type List struct {
@@ -228,7 +229,8 @@ func TestForUnsupported(t *testing.T) {
 		Items []inner
 	}
 	type hidden struct {
-		Public  int
+		Public int
+		//lint:ignore U1000 the codec must refuse an untagged unexported field
 		private int
 	}
 	tests := []struct {

@@ -11,11 +11,9 @@ import (
 type OpOption func(*opSettings)
 
 type opSettings struct {
-	uid, name     string
-	parallelism   int
-	noChain       bool
-	maxPar        int
-	slotSharingID string
+	uid, name   string
+	parallelism int
+	noChain     bool
 }
 
 // Uid sets the operator's stable id: its state in checkpoints and

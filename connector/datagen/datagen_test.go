@@ -83,7 +83,8 @@ func TestValidation(t *testing.T) {
 }
 
 func TestMixIsDeterministicAndSpreads(t *testing.T) {
-	if Mix(1, 2, 3) != Mix(1, 2, 3) || Mix(1, 2, 3) == Mix(1, 2, 4) || Mix(1, 2, 3) == Mix(2, 2, 3) {
+	a, b := Mix(1, 2, 3), Mix(1, 2, 3)
+	if a != b || a == Mix(1, 2, 4) || a == Mix(2, 2, 3) {
 		t.Fatal("Mix is not a deterministic function of its arguments")
 	}
 	buckets := make([]int, 16)

@@ -69,7 +69,6 @@ type livePart struct {
 	lines   chan file.Line
 	skip    int64 // lines starting before this offset are replayed silently
 	emitted int64 // lines emitted by this reader
-	next    int64
 	err     error
 }
 

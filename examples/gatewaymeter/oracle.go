@@ -84,8 +84,9 @@ func TraceFiles(dir string) ([]string, error) {
 	var files []string
 	for _, e := range entries {
 		name := e.Name()
-		num, ok := strings.CutPrefix(name, "part-")
-		if num, ok = strings.CutSuffix(num, ".jsonl"); !ok || e.IsDir() {
+		num, prefixed := strings.CutPrefix(name, "part-")
+		num, suffixed := strings.CutSuffix(num, ".jsonl")
+		if !prefixed || !suffixed || e.IsDir() {
 			continue
 		}
 		p, err := strconv.Atoi(num)

@@ -44,10 +44,9 @@ type Keyed[K, N comparable] struct {
 	event   *state.Timers[K, N]
 	proc    *state.Timers[K, N]
 
-	watermark    int64
-	procWakeup   int64 // processing time the next wake-up is scheduled for
-	procPending  bool
-	currentTimer int64
+	watermark   int64
+	procWakeup  int64 // processing time the next wake-up is scheduled for
+	procPending bool
 }
 
 // Open creates the backend and restores it.

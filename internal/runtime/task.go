@@ -35,7 +35,6 @@ type taskOptions struct {
 	batchSize     int
 	checkpointing bool
 	mode          CheckpointMode
-	clock         Clock
 	faults        FaultInjector
 	attempt       int
 }
