@@ -5,7 +5,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/weirstream/weir/config"
-	"github.com/weirstream/weir/internal/cluster/restart"
+	"github.com/weirstream/weir/internal/runtime/restart"
 	"github.com/weirstream/weir/internal/runtime"
 )
 

@@ -12,8 +12,8 @@ import (
 
 	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/checkpoint/coordinator"
-	"github.com/weirstream/weir/internal/cluster/failover"
-	"github.com/weirstream/weir/internal/cluster/restart"
+	"github.com/weirstream/weir/internal/runtime/failover"
+	"github.com/weirstream/weir/internal/runtime/restart"
 )
 
 // Options configure a JobMaster.
