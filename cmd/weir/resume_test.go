@@ -332,3 +332,41 @@ func TestResumeLine(t *testing.T) {
 		t.Fatalf("the quoted argument does not split back: %q", p)
 	}
 }
+
+// TestSignalStopsEveryState sends SIGINT or SIGTERM to weir run as soon
+// as it is starting, restoring, and restarting after failures to reach its
+// broker: it must exit promptly each time (stop fails the test after 30 s),
+// and a resumed run that is stopped keeps the checkpoint it resumed from.
+func TestSignalStopsEveryState(t *testing.T) {
+	skipClusterUnlessEnabled(t)
+	dir := t.TempDir()
+	genTrace(t, dir, "trace", 6000)
+	common := []string{"-D", "rest.port=0", "--status-interval", "0", "-D", "execution.checkpointing.interval=100 ms"}
+
+	starting := startProc(t, dir, "starting", append([]string{"run", "gatewaymeter", "--input", "trace", "--input-rate", "200"}, common...)...)
+	jobID := starting.waitLog(t, jobIDRE, 1)[0][1]
+	starting.stop(t, syscall.SIGINT)
+	if !strings.Contains(starting.output(), "weir: stopped") {
+		t.Fatalf("a run stopped while starting did not say so:\n%s", starting.output())
+	}
+
+	first := startProc(t, dir, "first", append([]string{"run", "gatewaymeter", "--input", "trace", "--input-rate", "200", "--output", "out"}, common...)...)
+	jobID = first.waitLog(t, jobIDRE, 1)[0][1]
+	waitCheckpointFile(t, first, dir, jobID, 2)
+	first.stop(t, syscall.SIGTERM)
+	restoring := startProc(t, dir, "restoring", append([]string{"run", "gatewaymeter", "--input", "trace", "--input-rate", "200",
+		"--from", filepath.Join("weir-data", "checkpoints", jobID)}, common...)...)
+	restoring.waitLog(t, regexp.MustCompile(`msg="restoring from checkpoint"`), 1)
+	restoring.stop(t, syscall.SIGINT)
+	if out := restoring.output(); !strings.Contains(out, "weir: stopped") || !strings.Contains(out, "resume") {
+		t.Fatalf("a run stopped while restoring does not say how to resume:\n%s", out)
+	}
+
+	unreachable := startProc(t, dir, "unreachable", append([]string{"run", "gatewaymeter", "--kafka", "127.0.0.1:1",
+		"-D", "restart-strategy.type=fixed-delay", "-D", "restart-strategy.fixed-delay.attempts=1000", "-D", "restart-strategy.fixed-delay.delay=10 ms"}, common...)...)
+	unreachable.waitLog(t, regexp.MustCompile(`msg="subtask failed"`), 3)
+	unreachable.stop(t, syscall.SIGTERM)
+	if !strings.Contains(unreachable.output(), "connection refused") {
+		t.Fatalf("a run that cannot reach its broker does not say why:\n%s", unreachable.output())
+	}
+}
