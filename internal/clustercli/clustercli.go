@@ -261,6 +261,7 @@ func runJobManager(ctx context.Context, prog string, stderr io.Writer, listen st
 		return err
 	}
 	logger := NewLogger(stderr)
+	WarnDeprecated(logger, cfg)
 	ln, err := listenOn("--listen", listen, cl.AuthToken)
 	if err != nil {
 		return err
@@ -337,6 +338,7 @@ connection per pair, listening on --data-listen.
 
 func runTaskManager(ctx context.Context, prog string, stderr io.Writer, id, jmAddr, dataListen string, slots int, cfg *config.Configuration, newJobs NewJobs) error {
 	logger := NewLogger(stderr)
+	WarnDeprecated(logger, cfg)
 	if id == "" {
 		host, _ := os.Hostname()
 		id = fmt.Sprintf("tm-%s-%d", host, os.Getpid())
