@@ -70,6 +70,7 @@ func (s *Sink[T]) Open(ctx *runtime.OperatorContext) error {
 	w, err := s.sink.NewWriter(ctx, connector.WriterInfo{
 		Subtask:              ctx.Subtask,
 		Parallelism:          ctx.Parallelism,
+		JobID:                ctx.JobID,
 		UID:                  ctx.UID,
 		ExactlyOnce:          s.checkpointing && s.exactlyOnce,
 		RestoredCheckpointID: restoredID,

@@ -135,7 +135,7 @@ func (s *Source[T]) Open(ctx *runtime.OperatorContext) error {
 	if ctx.Restored != nil {
 		ctx.Logger.Info("source restored", "checkpoint", ctx.Restored.CheckpointID, "positions", s.Positions())
 	}
-	s.info = connector.ReaderInfo{Subtask: ctx.Subtask, Parallelism: ctx.Parallelism}
+	s.info = connector.ReaderInfo{Subtask: ctx.Subtask, Parallelism: ctx.Parallelism, JobID: ctx.JobID}
 	s.fetched = make(chan any, 2)
 	if s.wm.Idleness > 0 {
 		s.scheduleIdleCheck()

@@ -1,8 +1,10 @@
 package runtime
 
 import (
+	"flag"
 	"fmt"
 	"maps"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,10 +22,20 @@ import (
 // steps. The harness plays the input gate: an arrival on a blocked input
 // stays queued in its channel, and once inputs unblock, the queued
 // elements are read in arrival order.
+//
+// The transcripts are mini's, the oracle's: this test reads them and never
+// writes them, so -rewrite here is refused (rewrite them in ./mini).
 func TestAlignmentScenariosAgainstMini(t *testing.T) {
+	if f := flag.Lookup("rewrite"); f != nil && f.Value.String() == "true" {
+		t.Fatal("the alignment transcripts belong to mini, the oracle: regenerate them with go test ./mini -rewrite, never from the engine")
+	}
 	datadriven.Walk(t, "../../mini/testdata/align", func(t *testing.T, path string) {
 		var g *gateHarness
-		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		datadriven.RunTestFromString(t, string(b), func(t *testing.T, d *datadriven.TestData) string {
 			switch d.Cmd {
 			case "task":
 				var inputs []string

@@ -160,6 +160,7 @@ func (tc *TaskContext) OperatorContext(uid, name string) *OperatorContext {
 	t := tc.task
 	oc := &OperatorContext{
 		Context:        t.ctx,
+		JobID:          t.opts.jobID,
 		UID:            uid,
 		Name:           name,
 		Subtask:        tc.Subtask,

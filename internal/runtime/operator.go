@@ -89,6 +89,8 @@ func (r *Restored) KeyedHandles(kg checkpoint.KeyGroupRange) []checkpoint.StateH
 // OperatorContext is what an operator gets at Open.
 type OperatorContext struct {
 	context.Context
+	// JobID is the id of the job the operator runs in.
+	JobID          string
 	UID            string
 	Name           string
 	Subtask        int
