@@ -239,8 +239,8 @@ func TestExactlyOnceSinkExpiredTransaction(t *testing.T) {
 			cs := prepare(t, w, 1)
 			time.Sleep(300 * time.Millisecond) // the brokers' transaction timer, not ours
 			err = w.(connector.Committer).Commit(testCtx(t), cs)
-			if err == nil || !strings.Contains(err.Error(), "5 records are lost") {
-				t.Fatalf("commit of an expired transaction: %v", err)
+			if err == nil || !strings.Contains(err.Error(), "5 records are lost") || !connector.IsPermanent(err) {
+				t.Fatalf("commit of an expired transaction: %v, want a permanent error saying the records are lost", err)
 			}
 			t.Log(err)
 			if got := readCommitted(t, brokers, "out"); len(got) != 0 {

@@ -306,10 +306,12 @@ func commitTxn(ctx context.Context, cl *client, cfg sinkConfig, c committable) e
 	case errors.Is(err, kerr.ProducerFenced), errors.Is(err, kerr.InvalidProducerEpoch),
 		errors.Is(err, kerr.InvalidTxnState), errors.Is(err, kerr.InvalidProducerIDMapping),
 		errors.Is(err, kerr.TransactionalIDNotFound):
-		return fmt.Errorf("kafka: %s (producer id %d, epoch %d): the transaction was aborted, and its %d records are lost: "+
+		// Restoring the same checkpoint again would meet the same aborted
+		// transaction: the job fails instead of restarting.
+		return connector.Permanent(fmt.Errorf("kafka: %s (producer id %d, epoch %d): the transaction was aborted, and its %d records are lost: "+
 			"it outlived the transaction timeout (%v; it must exceed the checkpoint interval plus the time to restart), "+
 			"or another writer used its transactional id (the prefix must be unique to this sink): %w",
-			what, c.ProducerID, c.Epoch, c.Records, cfg.txnTimeout, err)
+			what, c.ProducerID, c.Epoch, c.Records, cfg.txnTimeout, err))
 	}
 	return cl.describe(err, what)
 }
