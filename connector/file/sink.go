@@ -575,11 +575,12 @@ func commit(dir string, committables [][]byte) (err error) {
 			fi, err := os.Stat(dst)
 			switch {
 			case errors.Is(err, fs.ErrNotExist):
-				return fmt.Errorf("file: committing %s: neither it nor its in-progress file %s exists: the transaction's records are lost", dst, src)
+				// A restart would restore the same committable again.
+				return connector.Permanent(fmt.Errorf("file: committing %s: neither it nor its in-progress file %s exists: the transaction's records are lost", dst, src))
 			case err != nil:
 				return fmt.Errorf("file: committing %s: %w", dst, err)
 			case fi.Size() != c.Size:
-				return fmt.Errorf("file: committing %s: its in-progress file %s is gone and it has %d bytes, the committable says %d", dst, src, fi.Size(), c.Size)
+				return connector.Permanent(fmt.Errorf("file: committing %s: its in-progress file %s is gone and it has %d bytes, the committable says %d", dst, src, fi.Size(), c.Size))
 			}
 			// Committed before.
 		default:

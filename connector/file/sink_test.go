@@ -223,8 +223,8 @@ func TestCommitOfLostTransactionFails(t *testing.T) {
 		os.Remove(filepath.Join(dir, ".inprogress", name))
 	}
 	err := w.(connector.Committer).Commit(ctx, cs)
-	if err == nil || !strings.Contains(err.Error(), file.FinalName("bill-sink", 0, 1)) {
-		t.Fatalf("commit with both files missing: %v", err)
+	if err == nil || !strings.Contains(err.Error(), file.FinalName("bill-sink", 0, 1)) || !connector.IsPermanent(err) {
+		t.Fatalf("commit with both files missing: %v, want a permanent error naming the file", err)
 	}
 }
 
