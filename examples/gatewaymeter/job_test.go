@@ -140,6 +140,8 @@ func TestGatewayMeterDeadLetters(t *testing.T) {
 	check(t, trace, out)
 }
 
+// check diffs the run's outputs in out against the package's oracle and
+// against the independent one, over the trace in trace.
 func check(t *testing.T, trace, out string) {
 	t.Helper()
 	want, err := gm.OracleFiles(trace)
@@ -153,7 +155,33 @@ func check(t *testing.T, trace, out string) {
 	if rep := gm.Diff(want, got); !rep.OK() {
 		t.Fatalf("outputs differ from the oracle:\n%s", rep)
 	}
+	spec, err := specOracle(readTrace(t, trace), specDefaultRules())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := specDiff(spec.out, got); len(d) > 0 {
+		t.Fatalf("outputs differ from the independent oracle:\n%s", specReport(d))
+	}
 	if len(want.TenantCost) == 0 || len(want.ModelLatency) == 0 {
 		t.Fatal("the oracle is empty: the trace is too small to test anything")
 	}
+}
+
+// TestGatewayMeterHandTrace runs the job over the hand-computed trace:
+// unknown fields (one holding a "ts" far in the future), a malformed line
+// with a ts far in the future on each partition, CRLF line ends, a window's
+// exact end, the alert rule's bounds.
+func TestGatewayMeterHandTrace(t *testing.T) {
+	trace, out := t.TempDir(), t.TempDir()
+	parts := handTrace()
+	writeTrace(t, trace, parts)
+	runJob(t, trace, out, nil)
+	got, err := gm.ReadOutputs(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := specDiff(handExpected(parts), got); len(d) > 0 {
+		t.Fatalf("outputs differ from the hand-computed ones:\n%s", specReport(d))
+	}
+	check(t, trace, out)
 }
