@@ -1,11 +1,14 @@
 package gatewaymeter_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 
@@ -184,4 +187,48 @@ func TestGatewayMeterHandTrace(t *testing.T) {
 		t.Fatalf("outputs differ from the hand-computed ones:\n%s", specReport(d))
 	}
 	check(t, trace, out)
+}
+
+// TestGatewayMeterEventTimeIsTheEventsTS: a line's event time is its
+// event's ts. The ts of a malformed line, or a "ts" nested in an unknown
+// field of a valid line, is not event time: were it taken for it, here on
+// every partition, the watermark would jump ahead, later windows would get
+// their records late and the held requests would be orphaned by their
+// timers.
+func TestGatewayMeterEventTimeIsTheEventsTS(t *testing.T) {
+	const far = 1_999_999_999_999
+	for _, tc := range []struct {
+		name string
+		line func(p int, ts int64) string
+	}{
+		{"malformed", func(p int, _ int64) string {
+			return fmt.Sprintf(`{"type":"heartbeat","request_id":"hb%d","ts":%d}`, p, int64(far))
+		}},
+		{"nested", func(p int, ts int64) string {
+			return fmt.Sprintf(`{"type":"request","trace":{"ts":%d},"request_id":"x%d","tenant_id":"acme","model":"small","ts":%d,"input_tokens":1}`, int64(far), p, ts)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := gm.DefaultGenConfig()
+			cfg.Requests, cfg.Partitions, cfg.Tenants = 2000, 2, 5
+			parts := generateBytes(t, cfg)
+			for p := range parts {
+				// After the tenth line, with its ts: within the disorder
+				// bound.
+				ls := bytes.SplitAfter(parts[p], []byte("\n"))
+				var prev struct{ TS int64 }
+				if err := json.Unmarshal(ls[9], &prev); err != nil {
+					t.Fatal(err)
+				}
+				ls = slices.Insert(ls, 10, []byte(tc.line(p, prev.TS)+"\n"))
+				parts[p] = bytes.Join(ls, nil)
+			}
+			trace, out := t.TempDir(), t.TempDir()
+			writeTrace(t, trace, parts)
+			// One source subtask per partition: a subtask without a split
+			// would hold event time back until the end of the input.
+			runJob(t, trace, out, nil, "parallelism.default=2")
+			check(t, trace, out)
+		})
+	}
 }
