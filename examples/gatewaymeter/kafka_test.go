@@ -62,7 +62,7 @@ func TestGatewayMeterOnKafka(t *testing.T) {
 				t.Fatal(err)
 			}
 
-			f := &faults{plan: []fault{{gm.UIDSource, 1, 700}, {gm.UIDAssemble, 2, 600}}}
+			f := &faults{plan: []fault{{vertex: gm.UIDSource, subtask: 1, records: 700}, {vertex: gm.UIDAssemble, subtask: 2, records: 600}}}
 			conf, err := config.ParseDynamic([]string{"parallelism.default=4", "execution.checkpointing.interval=50 ms",
 				"restart-strategy.type=fixed-delay", "restart-strategy.fixed-delay.attempts=10", "restart-strategy.fixed-delay.delay=0 ms"})
 			if err != nil {
