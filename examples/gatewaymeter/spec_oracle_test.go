@@ -296,46 +296,69 @@ type specResult struct {
 // response before its request, or one more than the orphan timeout after
 // it (the timer may fire before it arrives).
 func specOracle(partitions [][]byte, rules specRules) (specResult, error) {
-	var res specResult
-	type pair struct{ req, resp *specEvent }
-	pairs := map[string]*pair{}
-	var ids []string
+	tr, err := specRead(partitions, rules.prices)
+	if err != nil {
+		return specResult{}, err
+	}
+	return specCompute(tr, rules)
+}
+
+// specTrace is a trace read: its dead letters and its events by request
+// id, in the order the ids first appear.
+type specTrace struct {
+	dead  []gm.DeadLetter
+	ids   []string
+	pairs map[string]*specPair
+}
+
+type specPair struct{ req, resp *specEvent }
+
+// specRead reads a trace: it splits the lines, parses them, checks the
+// disorder bound and groups the events by request id.
+func specRead(partitions [][]byte, prices map[string][2]int64) (specTrace, error) {
+	tr := specTrace{pairs: map[string]*specPair{}}
 	for p, data := range partitions {
 		var maxTS int64 = -1
 		for _, l := range specSplitLines(data) {
-			e, why := specParse(l.text, rules.prices)
+			e, why := specParse(l.text, prices)
 			if why != "" {
-				res.out.DeadLetters = append(res.out.DeadLetters, gm.DeadLetter{
+				tr.dead = append(tr.dead, gm.DeadLetter{
 					Partition: p, Offset: l.off, Line: specJSONString(l.text), Reason: why})
 				continue
 			}
 			if maxTS >= 0 && e.ts < maxTS-specDisorderBound {
-				return res, fmt.Errorf("partition %d offset %d: ts %d is more than %d ms behind %d: late data", p, l.off, e.ts, specDisorderBound, maxTS)
+				return tr, fmt.Errorf("partition %d offset %d: ts %d is more than %d ms behind %d: late data", p, l.off, e.ts, specDisorderBound, maxTS)
 			}
 			maxTS = max(maxTS, e.ts)
 			e.part, e.off = p, l.off
-			pr := pairs[e.id]
+			pr := tr.pairs[e.id]
 			if pr == nil {
-				pr = &pair{}
-				pairs[e.id] = pr
-				ids = append(ids, e.id)
+				pr = &specPair{}
+				tr.pairs[e.id] = pr
+				tr.ids = append(tr.ids, e.id)
 			}
 			side := &pr.req
 			if e.response {
 				side = &pr.resp
 			}
 			if *side != nil {
-				return res, fmt.Errorf("request id %q: two events of one type, partition %d offset %d and partition %d offset %d", e.id, (*side).part, (*side).off, p, l.off)
+				return tr, fmt.Errorf("request id %q: two events of one type, partition %d offset %d and partition %d offset %d", e.id, (*side).part, (*side).off, p, l.off)
 			}
 			*side = &e
 		}
 	}
+	return tr, nil
+}
 
+// specCompute computes the outputs of a trace read under rules.
+func specCompute(tr specTrace, rules specRules) (specResult, error) {
+	var res specResult
+	res.out.DeadLetters = slices.Clone(tr.dead)
 	type costSum struct{ cost, n int64 }
 	costs := map[specTenantWindow]*costSum{}
 	res.latencies = map[specModelWindow][]int64{}
-	for _, id := range ids {
-		pr := pairs[id]
+	for _, id := range tr.ids {
+		pr := tr.pairs[id]
 		if pr.req == nil || pr.resp == nil {
 			e := pr.req
 			o := gm.Orphan{RequestID: id, Type: "request"}

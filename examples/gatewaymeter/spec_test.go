@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -498,5 +499,206 @@ func TestSpecOracleAgreesWithOracle(t *testing.T) {
 		len(total.TenantCost), len(total.ModelLatency), len(total.Alerts), len(total.Orphans), len(total.DeadLetters))
 	if *flagSeed == 0 && (len(total.TenantCost) < 1000 || len(total.Alerts) < 10 || len(total.Orphans) < 100 || len(total.DeadLetters) < 100) {
 		t.Fatal("the traces are too small to compare every output")
+	}
+}
+
+func cloneOutputs(o gm.Outputs) gm.Outputs {
+	return gm.Outputs{
+		TenantCost:   slices.Clone(o.TenantCost),
+		ModelLatency: slices.Clone(o.ModelLatency),
+		Alerts:       slices.Clone(o.Alerts),
+		Orphans:      slices.Clone(o.Orphans),
+		DeadLetters:  slices.Clone(o.DeadLetters),
+	}
+}
+
+// outputsOf returns the names of the outputs that differences are in.
+func outputsOf(d []string) []string {
+	var names []string
+	for _, l := range d {
+		name, _, _ := strings.Cut(l, " ")
+		if !slices.Contains(names, name) {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// TestSpecOracleCatchesWrongOutputs runs the job once, checks that its
+// output matches the independent oracle, then perturbs that output the way
+// a business-logic bug would and requires the diff to flag each
+// perturbation in the right output: a cost off by one unit, a percentile
+// from the wrong rank, a lost or invented alert, an orphan or a dead letter
+// with a wrong field, and so on. It also computes what a job with a wrong
+// rule (a price, the rank formula, the alert rule, the window's time)
+// would output, and requires each to differ from the oracle's, so that
+// the traces exercise the rule.
+func TestSpecOracleCatchesWrongOutputs(t *testing.T) {
+	cfg := gm.DefaultGenConfig()
+	cfg.Requests, cfg.Partitions, cfg.Tenants, cfg.RequestsPerSecond = 3000, 4, 10, 5
+	cfg.SpikeRate, cfg.BadRate, cfg.NoResponseRate = 0.5, 0.02, 0.01
+	trace, out := t.TempDir(), t.TempDir()
+	if _, err := gm.GenerateFiles(cfg, trace); err != nil {
+		t.Fatal(err)
+	}
+	runJob(t, trace, out, nil)
+	got, err := gm.ReadOutputs(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := specRead(readTrace(t, trace), specDefaultRules().prices)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := specCompute(tr, specDefaultRules())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := specDiff(spec.out, got); len(d) > 0 {
+		t.Fatalf("the job's output differs from the independent oracle:\n%s", specReport(d))
+	}
+
+	r := rand.New(rand.NewPCG(3, 3))
+	// pick returns the index of a random record for which ok holds.
+	pick := func(n int, ok func(i int) bool) int {
+		var is []int
+		for i := range n {
+			if ok(i) {
+				is = append(is, i)
+			}
+		}
+		if len(is) == 0 {
+			t.Fatal("the trace has no record to perturb this way")
+		}
+		return is[r.IntN(len(is))]
+	}
+	every := func(int) bool { return true }
+	sample := func(m gm.ModelLatencyMinute) []int64 {
+		return spec.latencies[specModelWindow{m.Model, m.WindowEnd}]
+	}
+	// wrongRank finds a model-latency record whose P-th percentile would
+	// change were it taken at rank k+delta, and sets it so.
+	wrongRank := func(o *gm.Outputs, p, delta int64, field func(*gm.ModelLatencyMinute) *int64) {
+		ok := func(i int) bool {
+			s := sample(o.ModelLatency[i])
+			k := specNearestRank(p, int64(len(s))) + delta
+			return k >= 1 && k <= int64(len(s)) && s[k-1] != *field(&o.ModelLatency[i])
+		}
+		i := pick(len(o.ModelLatency), ok)
+		s := sample(o.ModelLatency[i])
+		*field(&o.ModelLatency[i]) = s[specNearestRank(p, int64(len(s)))+delta-1]
+	}
+	isOrphan := func(typ gm.EventType) func(o *gm.Outputs) func(int) bool {
+		return func(o *gm.Outputs) func(int) bool {
+			return func(i int) bool { return o.Orphans[i].Type == typ }
+		}
+	}
+
+	for _, m := range []struct {
+		name, output string
+		apply        func(o *gm.Outputs)
+	}{
+		{"a cost off by one micro-dollar", "tenant-cost", func(o *gm.Outputs) { o.TenantCost[pick(len(o.TenantCost), every)].CostMicros++ }},
+		{"a request counted twice", "tenant-cost", func(o *gm.Outputs) { o.TenantCost[pick(len(o.TenantCost), every)].Requests++ }},
+		{"a window start a minute early", "tenant-cost", func(o *gm.Outputs) { o.TenantCost[pick(len(o.TenantCost), every)].WindowStart -= 60_000 }},
+		{"a minute lost", "tenant-cost", func(o *gm.Outputs) {
+			i := pick(len(o.TenantCost), every)
+			o.TenantCost = slices.Delete(o.TenantCost, i, i+1)
+		}},
+		{"a minute emitted twice", "tenant-cost", func(o *gm.Outputs) {
+			o.TenantCost = append(o.TenantCost, o.TenantCost[pick(len(o.TenantCost), every)])
+		}},
+		{"p50 from rank k-1", "model-latency", func(o *gm.Outputs) {
+			wrongRank(o, 50, -1, func(m *gm.ModelLatencyMinute) *int64 { return &m.P50MS })
+		}},
+		{"p50 from rank k+1", "model-latency", func(o *gm.Outputs) {
+			wrongRank(o, 50, +1, func(m *gm.ModelLatencyMinute) *int64 { return &m.P50MS })
+		}},
+		{"p95 from rank k-1", "model-latency", func(o *gm.Outputs) {
+			wrongRank(o, 95, -1, func(m *gm.ModelLatencyMinute) *int64 { return &m.P95MS })
+		}},
+		{"p95 from rank k+1", "model-latency", func(o *gm.Outputs) {
+			wrongRank(o, 95, +1, func(m *gm.ModelLatencyMinute) *int64 { return &m.P95MS })
+		}},
+		{"p99 from rank k-1", "model-latency", func(o *gm.Outputs) {
+			wrongRank(o, 99, -1, func(m *gm.ModelLatencyMinute) *int64 { return &m.P99MS })
+		}},
+		{"max from the second largest", "model-latency", func(o *gm.Outputs) {
+			i := pick(len(o.ModelLatency), func(i int) bool { s := sample(o.ModelLatency[i]); return len(s) > 1 && s[len(s)-2] != s[len(s)-1] })
+			s := sample(o.ModelLatency[i])
+			o.ModelLatency[i].MaxMS = s[len(s)-2]
+		}},
+		{"a latency sample short of one", "model-latency", func(o *gm.Outputs) { o.ModelLatency[pick(len(o.ModelLatency), every)].Requests-- }},
+		{"a baseline off by one", "alerts", func(o *gm.Outputs) { o.Alerts[pick(len(o.Alerts), every)].BaselineMicros++ }},
+		{"an alert's cost off by one", "alerts", func(o *gm.Outputs) { o.Alerts[pick(len(o.Alerts), every)].CostMicros-- }},
+		{"an alert lost", "alerts", func(o *gm.Outputs) { o.Alerts = slices.Delete(o.Alerts, 0, 1) }},
+		{"an alert on a quiet minute", "alerts", func(o *gm.Outputs) {
+			alerted := map[string]bool{}
+			for _, a := range o.Alerts {
+				alerted[fmt.Sprint(a.TenantID, a.WindowEnd)] = true
+			}
+			m := o.TenantCost[pick(len(o.TenantCost), func(i int) bool { return !alerted[fmt.Sprint(o.TenantCost[i].TenantID, o.TenantCost[i].WindowEnd)] })]
+			o.Alerts = append(o.Alerts, gm.Alert{TenantID: m.TenantID, WindowEnd: m.WindowEnd, CostMicros: m.CostMicros, BaselineMicros: m.CostMicros / 4})
+		}},
+		{"an orphan request's tokens off by one", "orphans", func(o *gm.Outputs) { o.Orphans[pick(len(o.Orphans), isOrphan(gm.Request)(o))].InputTokens++ }},
+		{"an orphan request's tenant", "orphans", func(o *gm.Outputs) { o.Orphans[pick(len(o.Orphans), isOrphan(gm.Request)(o))].TenantID += "x" }},
+		{"an orphan response's status", "orphans", func(o *gm.Outputs) { o.Orphans[pick(len(o.Orphans), isOrphan(gm.Response)(o))].Status = 599 }},
+		{"an orphan's ts", "orphans", func(o *gm.Outputs) { o.Orphans[pick(len(o.Orphans), every)].TS++ }},
+		{"an orphan lost", "orphans", func(o *gm.Outputs) { o.Orphans = o.Orphans[1:] }},
+		{"a paired request reported as an orphan", "orphans", func(o *gm.Outputs) {
+			o.Orphans = append(o.Orphans, gm.Orphan{RequestID: gm.RequestID(1), Type: gm.Request, TS: cfg.StartMS})
+		}},
+		{"a dead letter's offset", "dead-letters", func(o *gm.Outputs) { o.DeadLetters[pick(len(o.DeadLetters), every)].Offset++ }},
+		{"a dead letter's partition", "dead-letters", func(o *gm.Outputs) {
+			o.DeadLetters[pick(len(o.DeadLetters), every)].Partition = cfg.Partitions
+		}},
+		{"a dead letter's line cut short", "dead-letters", func(o *gm.Outputs) {
+			d := &o.DeadLetters[pick(len(o.DeadLetters), func(i int) bool { return len(o.DeadLetters[i].Line) > 1 })]
+			d.Line = d.Line[:len(d.Line)-1]
+		}},
+		{"a dead letter without a reason", "dead-letters", func(o *gm.Outputs) { o.DeadLetters[pick(len(o.DeadLetters), every)].Reason = "" }},
+		{"a dead letter lost", "dead-letters", func(o *gm.Outputs) { o.DeadLetters = o.DeadLetters[:len(o.DeadLetters)-1] }},
+	} {
+		bad := cloneOutputs(got)
+		m.apply(&bad)
+		d := specDiff(spec.out, bad)
+		if names := outputsOf(d); !slices.Equal(names, []string{m.output}) {
+			t.Errorf("%s: the diff flags %v, want [%s]:\n%s", m.name, names, m.output, specReport(d))
+		}
+	}
+
+	withRule := func(change func(*specRules)) gm.Outputs {
+		rules := specDefaultRules()
+		rules.prices = maps.Clone(rules.prices)
+		change(&rules)
+		res, err := specCompute(tr, rules)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.out
+	}
+	for _, m := range []struct {
+		name    string
+		outputs []string
+		change  func(*specRules)
+	}{
+		{"medium output priced 14", []string{"alerts", "tenant-cost"}, func(r *specRules) { r.prices["medium"] = [2]int64{3, 14} }},
+		{"large input and output prices swapped", []string{"alerts", "tenant-cost"}, func(r *specRules) { r.prices["large"] = [2]int64{75, 15} }},
+		{"small input priced 2", []string{"alerts", "tenant-cost"}, func(r *specRules) { r.prices["small"] = [2]int64{2, 2} }},
+		{"rank rounded down", []string{"model-latency"}, func(r *specRules) { r.rank = func(p, n int64) int64 { return max(1, p*n/100) } }},
+		{"rank (P·n+50)/100", []string{"model-latency"}, func(r *specRules) { r.rank = func(p, n int64) int64 { return max(1, (p*n+50)/100) } }},
+		{"rank one too high", []string{"model-latency"}, func(r *specRules) { r.rank = func(p, n int64) int64 { return min(n, specNearestRank(p, n)+1) } }},
+		{"alerts over 4 minutes", []string{"alerts"}, func(r *specRules) { r.history = 4 }},
+		{"alerts from 4 minutes", []string{"alerts"}, func(r *specRules) { r.minHistory = 4 }},
+		{"alerts above 2× the mean", []string{"alerts"}, func(r *specRules) { r.factor = 2 }},
+		{"windows by start_ts", []string{"alerts", "model-latency", "tenant-cost"}, func(r *specRules) {
+			r.eventTime = func(start, _ int64) int64 { return start }
+		}},
+	} {
+		d := specDiff(spec.out, withRule(m.change))
+		if names := outputsOf(d); !slices.Equal(names, m.outputs) {
+			t.Errorf("a job with %s: the diff flags %v, want %v:\n%s", m.name, names, m.outputs, specReport(d))
+		}
 	}
 }
