@@ -200,8 +200,7 @@ func TestGatewayMeterExactlyOnce(t *testing.T) {
 	}
 }
 
-// TestGatewayMeterNoFailures is the same without failures and without
-// checkpoints.
+// TestGatewayMeterNoFailures is the same without failures.
 func TestGatewayMeterNoFailures(t *testing.T) {
 	trace, out := t.TempDir(), t.TempDir()
 	cfg := gm.DefaultGenConfig()
