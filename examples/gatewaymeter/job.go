@@ -96,10 +96,12 @@ func jsonSink[T any](dir string, opts []file.SinkOption) (connector.Sink[T], err
 func Build(env *stream.Environment, src connector.Source[file.Line], sinks Sinks) {
 	wm := stream.BoundedOutOfOrderness[file.Line](time.Duration(OutOfOrderness) * time.Millisecond).
 		WithTimestamps(func(l file.Line, _ int64) int64 {
-			if ts, ok := ScanTS(l.Text); ok {
+			if ts, ok := EventTS(l.Text); ok {
 				return ts
 			}
-			return stream.NoTimestamp // a malformed line: the parser routes it away
+			// A malformed line: the parser routes it to the dead letters,
+			// and whatever ts it may hold is not event time.
+			return stream.NoTimestamp
 		})
 	lines := stream.FromSource(env, src, UIDSource, wm, stream.Uid(UIDSource))
 
@@ -228,23 +230,6 @@ func (a *alerter) ProcessElement(ctx *stream.Context[string, Alert], m TenantCos
 		return ctx.Emit(alert)
 	}
 	return nil
-}
-
-// ScanTS finds the value of the "ts" field in a JSON line without decoding
-// it; the source uses it to assign event time before the parser runs.
-func ScanTS(line []byte) (int64, bool) {
-	s := string(line)
-	i := strings.Index(s, `"ts":`)
-	if i < 0 {
-		return 0, false
-	}
-	s = strings.TrimLeft(s[i+5:], " ")
-	j := 0
-	for j < len(s) && (s[j] == '-' || s[j] >= '0' && s[j] <= '9') {
-		j++
-	}
-	ts, err := strconv.ParseInt(s[:j], 10, 64)
-	return ts, err == nil
 }
 
 // PartitionOf returns the partition a split id (part-NNNNN.jsonl) names.

@@ -247,7 +247,7 @@ func OracleKafka(ctx context.Context, brokers []string, topic string, tmp string
 			return Outputs{}, err
 		}
 	}
-	o, err := OracleFiles(tmp)
+	o, err := oracleFiles(tmp, false)
 	if err != nil {
 		return o, err
 	}

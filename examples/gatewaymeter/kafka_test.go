@@ -64,7 +64,7 @@ func TestGatewayMeterOnKafka(t *testing.T) {
 
 			// The second failure strikes early in the restored run, so that
 			// it strikes whichever checkpoint the first one restored.
-			f := &faults{plan: []fault{{gm.UIDSource, 1, 700}, {gm.UIDAssemble, 2, 150}}}
+			f := &faults{plan: []fault{{vertex: gm.UIDSource, subtask: 1, records: 700}, {vertex: gm.UIDAssemble, subtask: 2, records: 150}}}
 			conf, err := config.ParseDynamic([]string{"parallelism.default=4", "execution.checkpointing.interval=50 ms",
 				"restart-strategy.type=fixed-delay", "restart-strategy.fixed-delay.attempts=10", "restart-strategy.fixed-delay.delay=0 ms"})
 			if err != nil {

@@ -2,7 +2,6 @@ package gatewaymeter
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -40,13 +39,18 @@ import (
 // The partitions are read merged by ts, so memory holds the requests in
 // flight, the window aggregates and one latency per request — not the
 // trace.
-func Oracle(partitions []io.Reader) (Outputs, error) {
+func Oracle(partitions []io.Reader) (Outputs, error) { return oracleReaders(partitions, true) }
+
+// oracleReaders is Oracle; crlf says whether a line's "\r\n" ending is dropped
+// whole (file lines) or only its "\n" (a Kafka record written out as a
+// line, whose value may end in "\r").
+func oracleReaders(partitions []io.Reader, crlf bool) (Outputs, error) {
 	o := newOracle()
 	heads := make([]*traceHead, len(partitions))
 	for p, r := range partitions {
 		h := &traceHead{part: p, done: r == nil}
 		if r != nil {
-			h.lines = lineReader{r: newReader(r)}
+			h.lines = lineReader{r: newReader(r), crlf: crlf}
 		}
 		if err := o.advance(h); err != nil {
 			return Outputs{}, err
@@ -105,7 +109,9 @@ func TraceFiles(dir string) ([]string, error) {
 }
 
 // OracleFiles runs Oracle over the trace in dir (see TraceFiles).
-func OracleFiles(dir string) (Outputs, error) {
+func OracleFiles(dir string) (Outputs, error) { return oracleFiles(dir, true) }
+
+func oracleFiles(dir string, crlf bool) (Outputs, error) {
 	names, err := TraceFiles(dir)
 	if err != nil {
 		return Outputs{}, err
@@ -122,7 +128,7 @@ func OracleFiles(dir string) (Outputs, error) {
 		defer f.Close()
 		readers[p] = f
 	}
-	return Oracle(readers)
+	return oracleReaders(readers, crlf)
 }
 
 // bufSize is the read buffer of trace and output files.
@@ -136,10 +142,12 @@ type lineReader struct {
 	r    *bufio.Reader
 	off  int64
 	long []byte
+	// crlf drops the "\r" of a "\r\n" line ending too.
+	crlf bool
 }
 
-// next returns the next line without its newline, and the offset of its
-// first byte; io.EOF after the last.
+// next returns the next line without its line ending, and the offset of
+// its first byte; io.EOF after the last.
 func (l *lineReader) next() ([]byte, int64, error) {
 	line, err := l.r.ReadSlice('\n')
 	if errors.Is(err, bufio.ErrBufferFull) {
@@ -158,7 +166,13 @@ func (l *lineReader) next() ([]byte, int64, error) {
 	}
 	off := l.off
 	l.off += int64(len(line))
-	return bytes.TrimSuffix(line, []byte{'\n'}), off, nil
+	if n := len(line); line[n-1] == '\n' {
+		line = line[:n-1]
+		if l.crlf && n > 1 && line[n-2] == '\r' {
+			line = line[:n-2]
+		}
+	}
+	return line, off, nil
 }
 
 // traceHead is a partition's next valid event.

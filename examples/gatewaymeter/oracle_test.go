@@ -210,6 +210,26 @@ func TestOracleLinesAndOffsets(t *testing.T) {
 	}
 }
 
+// TestOracleCRLF: a "\r\n" line ending is not part of the line, as the
+// file source reads it; a last line without "\n" keeps its "\r".
+func TestOracleCRLF(t *testing.T) {
+	data := "{\"type\":\"heartbeat\"}\r\n" + req("r1", "a", "small", t0, 1) + "\r\n" + resp("r1", t0+5, 1, 200) + "\r\n{\"x\r"
+	out, err := Oracle([]io.Reader{strings.NewReader(data)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []DeadLetter{
+		{Partition: 0, Offset: 0, Line: `{"type":"heartbeat"}`, Reason: `unknown type "heartbeat"`},
+		{Partition: 0, Offset: int64(strings.LastIndex(data, "\n") + 1), Line: "{\"x\r", Reason: "invalid JSON at byte 3: want a string character, got byte 0x0d"},
+	}
+	if !reflect.DeepEqual(out.DeadLetters, want) {
+		t.Fatalf("dead letters %+v, want %+v", out.DeadLetters, want)
+	}
+	if len(out.TenantCost) != 1 || len(out.Orphans) != 0 {
+		t.Fatalf("outputs %+v", out)
+	}
+}
+
 func TestPercentileNearestRank(t *testing.T) {
 	s := []int64{15, 20, 35, 40, 50}
 	for _, tc := range []struct {

@@ -197,6 +197,9 @@ func FuzzParseEvent(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, line []byte) {
 		e, err := ParseEvent(line)
+		if ts, ok := EventTS(line); ok != (err == nil) || ts != e.TS {
+			t.Fatalf("%q: EventTS %d, %v; ParseEvent %+v, %v", line, ts, ok, e, err)
+		}
 		if err != nil {
 			return
 		}
@@ -229,6 +232,44 @@ func TestParseDoesNotAllocateBeyondIdentifiers(t *testing.T) {
 	}
 	if n := testing.AllocsPerRun(100, func() { _, _ = ParseEvent(resp) }); n > 1 {
 		t.Errorf("response: %v allocations, want at most 1 (request_id)", n)
+	}
+}
+
+// TestEventTS: a line's event time is its event's ts, and a malformed line
+// has none, whatever "ts" it holds.
+func TestEventTS(t *testing.T) {
+	for _, tc := range []struct {
+		line string
+		ts   int64
+		ok   bool
+	}{
+		{specRequest, 1764504000123, true},
+		{specResponse, 1764504001567, true},
+		{`{"type":"response","x":{"ts":9},"request_id":"r","ts":7,"output_tokens":1,"status":200}`, 7, true},
+		{`{"type":"response","request_id":"\"ts\":9","ts" :` + "\t7" + `,"output_tokens":1,"status":200}`, 7, true},
+		{`{"type":"heartbeat","request_id":"r","ts":9}`, 0, false},
+		{`{"type":"response","request_id":"r","ts":9,"output_tokens":1}`, 0, false},
+		{`{"type":"response","request_id":"r","ts":9,`, 0, false},
+	} {
+		ts, ok := EventTS([]byte(tc.line))
+		if ts != tc.ts || ok != tc.ok {
+			t.Errorf("EventTS(%s) = %d, %v; want %d, %v", tc.line, ts, ok, tc.ts, tc.ok)
+		}
+	}
+	req := []byte(specRequest)
+	if n := testing.AllocsPerRun(100, func() { _, _ = EventTS(req) }); n > 0 {
+		t.Errorf("EventTS: %v allocations, want none", n)
+	}
+}
+
+// BenchmarkEventTS is the watermark's share of the per-line cost.
+func BenchmarkEventTS(b *testing.B) {
+	line := []byte(specRequest)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, ok := EventTS(line); !ok {
+			b.Fatal("no ts")
+		}
 	}
 }
 
