@@ -344,14 +344,14 @@ func TestSignalStopsEveryState(t *testing.T) {
 	common := []string{"-D", "rest.port=0", "--status-interval", "0", "-D", "execution.checkpointing.interval=100 ms"}
 
 	starting := startProc(t, dir, "starting", append([]string{"run", "gatewaymeter", "--input", "trace", "--input-rate", "200"}, common...)...)
-	jobID := starting.waitLog(t, jobIDRE, 1)[0][1]
+	starting.waitLog(t, jobIDRE, 1)
 	starting.stop(t, syscall.SIGINT)
 	if !strings.Contains(starting.output(), "weir: stopped") {
 		t.Fatalf("a run stopped while starting did not say so:\n%s", starting.output())
 	}
 
 	first := startProc(t, dir, "first", append([]string{"run", "gatewaymeter", "--input", "trace", "--input-rate", "200", "--output", "out"}, common...)...)
-	jobID = first.waitLog(t, jobIDRE, 1)[0][1]
+	jobID := first.waitLog(t, jobIDRE, 1)[0][1]
 	waitCheckpointFile(t, first, dir, jobID, 2)
 	first.stop(t, syscall.SIGTERM)
 	restoring := startProc(t, dir, "restoring", append([]string{"run", "gatewaymeter", "--input", "trace", "--input-rate", "200",
