@@ -358,23 +358,30 @@ func (jm *JobMaster) Run(ctx context.Context) error {
 			return jm.abort(err)
 		}
 	}
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
+	// The checkpoint timer runs on the job master's clock, so that a
+	// manual clock drives checkpoint intervals and timeouts too; it posts
+	// a tick for the coordinator's next deadline, armed.
+	var armed time.Time
+	stopTimer := func() bool { return false }
+	defer func() { stopTimer() }()
+	tick := func() error {
+		armed = time.Time{}
+		if jm.restarting > 0 {
+			return nil // the redeploy starts checkpointing again
 		}
-	}()
+		return jm.perform(ctx, jm.coord.Tick(jm.clock.Now()))
+	}
 	for {
-		var wake <-chan time.Time
 		if jm.coord != nil && jm.restarting == 0 {
-			if at, ok := jm.coord.NextDeadline(); ok {
-				d := max(at.Sub(jm.clock.Now()), 0)
-				if timer == nil {
-					timer = time.NewTimer(d)
+			if at, ok := jm.coord.NextDeadline(); ok && !at.Equal(armed) {
+				stopTimer()
+				armed = at
+				if d := at.Sub(jm.clock.Now()); d > 0 {
+					stopTimer = jm.clock.AfterFunc(d, func() { jm.post(tick) })
 				} else {
-					timer.Reset(d)
+					stopTimer = func() bool { return false }
+					jm.post(tick)
 				}
-				wake = timer.C
 			}
 		}
 		select {
@@ -383,13 +390,6 @@ func (jm *JobMaster) Run(ctx context.Context) error {
 			jm.hist.set(StatusCanceled, jm.clock.Now())
 			return context.Cause(ctx)
 		case <-jm.inbox.signal:
-		case <-wake:
-			if jm.restarting > 0 {
-				break
-			}
-			if err := jm.perform(ctx, jm.coord.Tick(jm.clock.Now())); err != nil {
-				return jm.abort(err)
-			}
 		}
 		for _, f := range jm.inbox.take() {
 			if err := f(); err != nil {
