@@ -95,7 +95,8 @@ const (
 	EventCheckpointCompleted
 	// EventCheckpointFailed: Checkpoint was aborted; Message says why.
 	EventCheckpointFailed
-	// EventTaskFailed: Task failed with Err.
+	// EventTaskFailed: Task failed with Err; Task is zero when the job
+	// itself failed (checkpoint failures beyond the tolerable number).
 	EventTaskFailed
 	// EventRestarting: the restart strategy allowed a restart of Tasks;
 	// Message is its decision.
@@ -483,20 +484,31 @@ func (jm *JobMaster) taskExited(id checkpoint.TaskID, r *taskRun, err error) err
 }
 
 // fail handles a subtask's failure: restart or give up. A global failure
-// (checkpoint failures beyond the tolerable number) restarts every subtask
-// whatever the failover strategy.
+// (checkpoint failures beyond the tolerable number) is the job's own, with
+// no subtask (id is zero), and restarts every subtask whatever the failover
+// strategy.
 func (jm *JobMaster) fail(id checkpoint.TaskID, cause error, global bool) error {
 	now := jm.clock.Now()
-	jm.log.Warn("subtask failed", "task", id.String(), "err", cause)
+	if global {
+		jm.log.Warn("job failed", "err", cause)
+	} else {
+		jm.log.Warn("subtask failed", "task", id.String(), "err", cause)
+	}
 	jm.emit(Event{Kind: EventTaskFailed, Task: id, Err: cause})
+	failed := func(why string) error {
+		if global {
+			return fmt.Errorf("job failed: %w (%s)", cause, why)
+		}
+		return fmt.Errorf("job failed: %s failed: %w (%s)", id, cause, why)
+	}
 	if permanent(cause) {
 		jm.hist.fail(Failure{Time: now, Task: id, Err: cause})
-		return fmt.Errorf("job failed: %s failed: %w (a restart cannot cure this failure)", id, cause)
+		return failed("a restart cannot cure this failure")
 	}
 	d := jm.opts.Restart.OnFailure(now, cause)
 	jm.hist.fail(Failure{Time: now, Task: id, Err: cause, Restarted: d.Restart})
 	if !d.Restart {
-		return fmt.Errorf("job failed: %s failed: %w (%s)", id, cause, d.Reason)
+		return failed(d.Reason)
 	}
 	jm.hist.set(StatusRestarting, now)
 	ids := jm.all
