@@ -389,6 +389,9 @@ func (jm *JobMaster) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			jm.cancelAll(context.Cause(ctx))
 			jm.hist.set(StatusCanceled, jm.clock.Now())
+			if jm.coord != nil {
+				jm.coord.Stop(jm.clock.Now())
+			}
 			return context.Cause(ctx)
 		case <-jm.inbox.signal:
 		}
