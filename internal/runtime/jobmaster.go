@@ -131,6 +131,11 @@ type JobMaster struct {
 	// inbox carries work into the job master's loop: reports from
 	// subtasks, queries, timers.
 	inbox *mailbox
+	// busy counts the work given to the job master and not yet done: Run's
+	// start, mails until the loop has run them and re-armed its timer, and
+	// redeploys waiting for canceled subtasks to stop. Zero means the job
+	// master waits for a report, a timer or its context (tests wait for it).
+	busy atomic.Int64
 
 	// hist is the job's status and its latest failures.
 	hist history
@@ -207,6 +212,7 @@ func NewJobMaster(g *JobGraph, opts Options) (*JobMaster, error) {
 		latest:       opts.Restore,
 		runs:         make(map[TaskRef]*taskRun),
 	}
+	jm.busy.Store(1) // Run's start
 	var fg failover.Graph
 	for _, v := range g.Vertices {
 		for i := range v.Parallelism {
@@ -329,7 +335,10 @@ func (jm *JobMaster) Latest() *Restore {
 	return jm.latest
 }
 
-func (jm *JobMaster) post(f func() error) { jm.inbox.post(f) }
+func (jm *JobMaster) post(f func() error) {
+	jm.busy.Add(1)
+	jm.inbox.post(f)
+}
 
 func (jm *JobMaster) emit(e Event) {
 	e.Time = jm.clock.Now()
@@ -372,6 +381,7 @@ func (jm *JobMaster) Run(ctx context.Context) error {
 		}
 		return jm.perform(ctx, jm.coord.Tick(jm.clock.Now()))
 	}
+	done := int64(1) // Run's start
 	for {
 		if jm.coord != nil && jm.restarting == 0 {
 			if at, ok := jm.coord.NextDeadline(); ok && !at.Equal(armed) {
@@ -385,6 +395,7 @@ func (jm *JobMaster) Run(ctx context.Context) error {
 				}
 			}
 		}
+		jm.busy.Add(-done)
 		select {
 		case <-ctx.Done():
 			jm.cancelAll(context.Cause(ctx))
@@ -395,11 +406,13 @@ func (jm *JobMaster) Run(ctx context.Context) error {
 			return context.Cause(ctx)
 		case <-jm.inbox.signal:
 		}
-		for _, f := range jm.inbox.take() {
+		mails := jm.inbox.take()
+		for _, f := range mails {
 			if err := f(); err != nil {
 				return jm.abort(err)
 			}
 		}
+		done = int64(len(mails))
 		if len(jm.finished) == len(jm.all) {
 			jm.hist.set(StatusFinished, jm.clock.Now())
 			jm.emit(Event{Kind: EventFinished})
@@ -568,9 +581,11 @@ func (jm *JobMaster) fail(id checkpoint.TaskID, cause error, global bool) error 
 		return jm.perform(jm.ctx, acts)
 	}
 	whenStopped := func() {
+		jm.busy.Add(1)
 		go func() {
 			<-stopped
 			jm.post(redeploy)
+			jm.busy.Add(-1)
 		}()
 	}
 	if d.Delay <= 0 {
