@@ -160,9 +160,7 @@ func (jm *JobMaster) perform(ctx context.Context, actions []CheckpointAction) er
 		case FailJob:
 			// A checkpoint failure beyond the tolerable count fails the
 			// job over, through the restart strategy.
-			if len(jm.all) > 0 {
-				return jm.fail(jm.all[0], a.Err, true)
-			}
+			return jm.fail(checkpoint.TaskID{}, a.Err, true)
 		}
 	}
 	return nil

@@ -95,7 +95,8 @@ const (
 	EventCheckpointCompleted
 	// EventCheckpointFailed: Checkpoint was aborted; Message says why.
 	EventCheckpointFailed
-	// EventTaskFailed: Task failed with Err.
+	// EventTaskFailed: Task failed with Err; Task is zero when the job
+	// itself failed (checkpoint failures beyond the tolerable number).
 	EventTaskFailed
 	// EventRestarting: the restart strategy allowed a restart of Tasks;
 	// Message is its decision.
@@ -130,6 +131,11 @@ type JobMaster struct {
 	// inbox carries work into the job master's loop: reports from
 	// subtasks, queries, timers.
 	inbox *mailbox
+	// busy counts the work given to the job master and not yet done: Run's
+	// start, mails until the loop has run them and re-armed its timer, and
+	// redeploys waiting for canceled subtasks to stop. Zero means the job
+	// master waits for a report, a timer or its context (tests wait for it).
+	busy atomic.Int64
 
 	// hist is the job's status and its latest failures.
 	hist history
@@ -206,6 +212,7 @@ func NewJobMaster(g *JobGraph, opts Options) (*JobMaster, error) {
 		latest:       opts.Restore,
 		runs:         make(map[TaskRef]*taskRun),
 	}
+	jm.busy.Store(1) // Run's start
 	var fg failover.Graph
 	for _, v := range g.Vertices {
 		for i := range v.Parallelism {
@@ -328,7 +335,10 @@ func (jm *JobMaster) Latest() *Restore {
 	return jm.latest
 }
 
-func (jm *JobMaster) post(f func() error) { jm.inbox.post(f) }
+func (jm *JobMaster) post(f func() error) {
+	jm.busy.Add(1)
+	jm.inbox.post(f)
+}
 
 func (jm *JobMaster) emit(e Event) {
 	e.Time = jm.clock.Now()
@@ -358,44 +368,51 @@ func (jm *JobMaster) Run(ctx context.Context) error {
 			return jm.abort(err)
 		}
 	}
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
+	// The checkpoint timer runs on the job master's clock, so that a
+	// manual clock drives checkpoint intervals and timeouts too; it posts
+	// a tick for the coordinator's next deadline, armed.
+	var armed time.Time
+	stopTimer := func() bool { return false }
+	defer func() { stopTimer() }()
+	tick := func() error {
+		armed = time.Time{}
+		if jm.restarting > 0 {
+			return nil // the redeploy starts checkpointing again
 		}
-	}()
+		return jm.perform(ctx, jm.coord.Tick(jm.clock.Now()))
+	}
+	done := int64(1) // Run's start
 	for {
-		var wake <-chan time.Time
 		if jm.coord != nil && jm.restarting == 0 {
-			if at, ok := jm.coord.NextDeadline(); ok {
-				d := max(at.Sub(jm.clock.Now()), 0)
-				if timer == nil {
-					timer = time.NewTimer(d)
+			if at, ok := jm.coord.NextDeadline(); ok && !at.Equal(armed) {
+				stopTimer()
+				armed = at
+				if d := at.Sub(jm.clock.Now()); d > 0 {
+					stopTimer = jm.clock.AfterFunc(d, func() { jm.post(tick) })
 				} else {
-					timer.Reset(d)
+					stopTimer = func() bool { return false }
+					jm.post(tick)
 				}
-				wake = timer.C
 			}
 		}
+		jm.busy.Add(-done)
 		select {
 		case <-ctx.Done():
 			jm.cancelAll(context.Cause(ctx))
 			jm.hist.set(StatusCanceled, jm.clock.Now())
+			if jm.coord != nil {
+				jm.coord.Stop(jm.clock.Now())
+			}
 			return context.Cause(ctx)
 		case <-jm.inbox.signal:
-		case <-wake:
-			if jm.restarting > 0 {
-				break
-			}
-			if err := jm.perform(ctx, jm.coord.Tick(jm.clock.Now())); err != nil {
-				return jm.abort(err)
-			}
 		}
-		for _, f := range jm.inbox.take() {
+		mails := jm.inbox.take()
+		for _, f := range mails {
 			if err := f(); err != nil {
 				return jm.abort(err)
 			}
 		}
+		done = int64(len(mails))
 		if len(jm.finished) == len(jm.all) {
 			jm.hist.set(StatusFinished, jm.clock.Now())
 			jm.emit(Event{Kind: EventFinished})
@@ -483,20 +500,31 @@ func (jm *JobMaster) taskExited(id checkpoint.TaskID, r *taskRun, err error) err
 }
 
 // fail handles a subtask's failure: restart or give up. A global failure
-// (checkpoint failures beyond the tolerable number) restarts every subtask
-// whatever the failover strategy.
+// (checkpoint failures beyond the tolerable number) is the job's own, with
+// no subtask (id is zero), and restarts every subtask whatever the failover
+// strategy.
 func (jm *JobMaster) fail(id checkpoint.TaskID, cause error, global bool) error {
 	now := jm.clock.Now()
-	jm.log.Warn("subtask failed", "task", id.String(), "err", cause)
+	if global {
+		jm.log.Warn("job failed", "err", cause)
+	} else {
+		jm.log.Warn("subtask failed", "task", id.String(), "err", cause)
+	}
 	jm.emit(Event{Kind: EventTaskFailed, Task: id, Err: cause})
+	failed := func(why string) error {
+		if global {
+			return fmt.Errorf("job failed: %w (%s)", cause, why)
+		}
+		return fmt.Errorf("job failed: %s failed: %w (%s)", id, cause, why)
+	}
 	if permanent(cause) {
 		jm.hist.fail(Failure{Time: now, Task: id, Err: cause})
-		return fmt.Errorf("job failed: %s failed: %w (a restart cannot cure this failure)", id, cause)
+		return failed("a restart cannot cure this failure")
 	}
 	d := jm.opts.Restart.OnFailure(now, cause)
 	jm.hist.fail(Failure{Time: now, Task: id, Err: cause, Restarted: d.Restart})
 	if !d.Restart {
-		return fmt.Errorf("job failed: %s failed: %w (%s)", id, cause, d.Reason)
+		return failed(d.Reason)
 	}
 	jm.hist.set(StatusRestarting, now)
 	ids := jm.all
@@ -553,9 +581,11 @@ func (jm *JobMaster) fail(id checkpoint.TaskID, cause error, global bool) error 
 		return jm.perform(jm.ctx, acts)
 	}
 	whenStopped := func() {
+		jm.busy.Add(1)
 		go func() {
 			<-stopped
 			jm.post(redeploy)
+			jm.busy.Add(-1)
 		}()
 	}
 	if d.Delay <= 0 {
