@@ -5,8 +5,8 @@ import (
 	"math/rand/v2"
 
 	"github.com/weirstream/weir/config"
-	"github.com/weirstream/weir/internal/runtime/restart"
 	"github.com/weirstream/weir/internal/runtime"
+	"github.com/weirstream/weir/internal/runtime/restart"
 )
 
 // prepare turns the environment into a job master ready to run.

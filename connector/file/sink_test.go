@@ -599,7 +599,7 @@ func TestRestoreFromAnOlderCheckpointReplacesLaterOutput(t *testing.T) {
 	got := ids(t, dir)
 	slices.Sort(got)
 	var want []int
-	want = append(want, span(100, 110)...)  // subtask 0, checkpoint 1
+	want = append(want, span(100, 110)...)   // subtask 0, checkpoint 1
 	want = append(want, span(1100, 1110)...) // subtask 1, checkpoint 1
 	want = append(want, span(1200, 1210)...) // subtask 1, checkpoint 2: its writer is not restored yet
 	want = append(want, span(1300, 1310)...)
