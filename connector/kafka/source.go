@@ -95,6 +95,9 @@ func MaxPollRecords(n int) SourceOption {
 // says, without a restart. Default DefaultPartitionDiscoveryInterval (5
 // minutes); 0 or less disables discovery, and a Bounded source never
 // discovers (as in Flink): its partitions are those of its first listing.
+// A running reader consumes an added partition from its next fetch
+// request, which on a quiet partition waits up to franz-go's fetch max
+// wait (5 s unless kgo.FetchMaxWait is passed in ClientOptions).
 func PartitionDiscoveryInterval(d time.Duration) SourceOption {
 	return sourceOptionFunc(func(c *sourceConfig) { c.discovery = max(d, 0) })
 }
@@ -406,9 +409,15 @@ func (s *Source[T]) NewReader(ctx context.Context, info connector.ReaderInfo, sp
 
 // AddSplits implements connector.SplitAdder: the reader goes on with its
 // partitions and starts consuming the added ones, which start as
-// NewReader's do.
+// NewReader's do. Their offsets are resolved through a new client: the
+// reader's may not know the partitions yet.
 func (r *reader[T]) AddSplits(ctx context.Context, splits []connector.SplitStart) error {
-	consume, err := r.prepare(ctx, r.cl, splits)
+	admin, err := r.src.cfg.client.newClient()
+	if err != nil {
+		return err
+	}
+	defer admin.Close()
+	consume, err := r.prepare(ctx, admin, splits)
 	if err != nil {
 		return err
 	}
