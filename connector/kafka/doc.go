@@ -10,7 +10,8 @@
 // a split named "<topic>-<partition>" (SplitID); when the job starts, the
 // job manager assigns split i of the sorted list to subtask i mod
 // parallelism, as Flink's enumerator does: readers consume their
-// partitions directly and never join a consumer group. A split's offset is a Kafka offset: a Fetch's Next is
+// partitions directly and never join a consumer group. The job manager
+// lists the partitions, so on a cluster it must reach the brokers too. A split's offset is a Kafka offset: a Fetch's Next is
 // the offset after its last record, the engine stores it in every
 // checkpoint, and a restore seeks each partition exactly there. A
 // partition without a checkpointed offset starts where StartingOffsets
