@@ -152,8 +152,8 @@ func (s *Source[T]) Open(ctx *runtime.OperatorContext) error {
 // list, every Parallelism-th split of its own listing.
 func (s *Source[T]) assigned(ctx *runtime.OperatorContext) ([]string, error) {
 	if a := ctx.Splits; a != nil {
-		if a.Err != "" {
-			return nil, errors.New("listing splits: " + a.Err)
+		if err := a.ListErr(); err != nil {
+			return nil, fmt.Errorf("listing splits: %w", err)
 		}
 		return a.Splits, nil
 	}

@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
@@ -73,7 +72,7 @@ func (jm *JobMaster) assignSplits(ctx context.Context, d *Deployment) {
 		}
 		for _, id := range mine {
 			if !s.enum.Listed() {
-				d.Splits[id] = &SplitAssignment{Err: s.err.Error()}
+				d.Splits[id] = &SplitAssignment{Err: s.err.Error(), err: s.err}
 				continue
 			}
 			restored, fresh := s.enum.Restart(id.Subtask, from)
@@ -88,7 +87,7 @@ func (jm *JobMaster) assignSplits(ctx context.Context, d *Deployment) {
 func (jm *JobMaster) firstListing(ctx context.Context, s *sourceSplits, deploying map[checkpoint.TaskID]bool) {
 	ids, err := s.v.ListSplits(ctx)
 	if err != nil {
-		s.err = fmt.Errorf("listing the splits of %s: %w", s.v.Name, err)
+		s.err = err
 		jm.log.Warn("listing source splits", "vertex", s.v.Name, "err", err)
 		return
 	}

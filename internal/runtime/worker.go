@@ -57,6 +57,20 @@ type SplitAssignment struct {
 	// source's splits: the subtask fails with it when it opens, and the
 	// restart strategy decides what happens next.
 	Err string `json:"err,omitempty"`
+	// err is that error itself, for subtasks in the job master's process
+	// (a connector.Permanent error stays permanent).
+	err error
+}
+
+// ListErr returns why the splits could not be listed, or nil.
+func (a *SplitAssignment) ListErr() error {
+	switch {
+	case a.err != nil:
+		return a.err
+	case a.Err != "":
+		return errors.New(a.Err)
+	}
+	return nil
 }
 
 // Executor runs subtasks on behalf of a JobMaster: a Worker in the same
