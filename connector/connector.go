@@ -8,6 +8,7 @@ package connector
 import (
 	"context"
 	"errors"
+	"time"
 )
 
 // Source describes an input made of splits (Kafka partitions, files,
@@ -16,8 +17,13 @@ import (
 // checkpoint and hands back on restore, together with the split's reader
 // state if the reader keeps one (SplitStateReader).
 type Source[T any] interface {
-	// Splits lists the source's splits. Split i of the returned slice is
-	// assigned to subtask i mod parallelism.
+	// Splits lists the source's splits. The job lists them when it
+	// starts, on the job manager, and assigns split i of the returned
+	// slice to subtask i mod parallelism; a source that implements
+	// SplitDiscoverer is listed again while the job runs, and the splits
+	// a listing adds are assigned to the subtasks with the fewest. A
+	// split keeps its subtask while the job runs; only a job started
+	// from a checkpoint at another parallelism assigns them anew.
 	Splits(ctx context.Context) ([]string, error)
 	// NewReader opens a reader for the given splits, each starting at its
 	// offset (or, with StartDefault, where the source's configuration says:
@@ -124,6 +130,30 @@ var ErrEndOfInput = errors.New("connector: end of input")
 // keeps the state it was opened with.
 type SplitStateReader interface {
 	SplitStates() map[string][]byte
+}
+
+// SplitDiscoverer is implemented by sources whose splits can grow while a
+// job runs (partitions added to a Kafka topic): the job lists the splits
+// again every SplitDiscoveryInterval (0: never), and hands the new ones
+// to running subtasks, which read them from StartDefault. A split
+// discovered after checkpoint n and read by a subtask that then restores
+// from n is read again from StartDefault, by the same subtask, once.
+type SplitDiscoverer interface {
+	SplitDiscoveryInterval() time.Duration
+}
+
+// SplitAdder is implemented by readers that take more splits while they
+// read (Flink's SourceReader.addSplits): splits the job discovered after
+// the reader opened. AddSplits is called on the subtask's goroutine while
+// Fetch may be running on the fetcher's; the reader must allow that. If
+// the reader is a SplitStateReader, SplitStates is called again after
+// AddSplits returns, for the added splits' states.
+//
+// A reader that does not implement it is closed and opened again with
+// all its splits at their current offsets, which is exact only if a split
+// still at StartDefault starts at the same offset whenever it is opened.
+type SplitAdder interface {
+	AddSplits(ctx context.Context, splits []SplitStart) error
 }
 
 // CheckpointListener is implemented by readers and sink writers that act

@@ -1,7 +1,9 @@
 package stream
 
 import (
+	"context"
 	"fmt"
+	"time"
 
 	"github.com/weirstream/weir/config"
 	"github.com/weirstream/weir/internal/runtime"
@@ -54,6 +56,10 @@ type node struct {
 
 	// sink is the connector a sink node writes to (nil for other nodes).
 	sink any
+	// listSplits lists a source node's splits, which the job master
+	// assigns, again every discovery if it is not 0.
+	listSplits func(ctx context.Context) ([]string, error)
+	discovery  time.Duration
 
 	// resolved by prepare
 	uid, name   string
@@ -255,6 +261,7 @@ func (e *Environment) graph(name string, pipe config.Pipeline) (*runtime.JobGrap
 			v.Name = fmt.Sprint(names)
 		}
 		head := chainNodes[0]
+		v.ListSplits, v.DiscoveryInterval = head.listSplits, head.discovery
 		v.Build = func(tc *runtime.TaskContext) (*runtime.Chain, error) {
 			return buildChain(tc, head, chained, netEdge)
 		}

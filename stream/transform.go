@@ -44,13 +44,20 @@ func (s WatermarkStrategy[T]) WithIdleness(d time.Duration) WatermarkStrategy[T]
 // NoTimestamp is the timestamp of a record without event time.
 const NoTimestamp = runtime.NoTimestamp
 
-// FromSource adds a source to the job.
+// FromSource adds a source to the job. The job lists the source's splits
+// when it starts, and again every SplitDiscoveryInterval if the source is
+// an unbounded connector.SplitDiscoverer; each split is read by one
+// subtask, which keeps it while the job runs (see connector.Source).
 func FromSource[T any](env *Environment, src connector.Source[T], name string, wm WatermarkStrategy[T], opts ...OpOption) Stream[T] {
 	n := newNode[T](env, "source", append([]OpOption{Name(name)}, opts...))
 	if n.settings.uid == "" {
 		n.settings.uid = name
 	}
 	n.source = true
+	n.listSplits = src.Splits
+	if d, ok := src.(connector.SplitDiscoverer); ok && !src.Bounded() {
+		n.discovery = max(d.SplitDiscoveryInterval(), 0)
+	}
 	n.build = func(_ *buildCtx, out any) (runtime.Operator, []any, error) {
 		return ops.NewSource(src, wm.w, out.(runtime.Output[T])), nil, nil
 	}

@@ -7,10 +7,11 @@
 // # Source
 //
 // NewSource reads the partitions of one or more topics. Each partition is
-// a split named "<topic>-<partition>" (SplitID); the engine assigns split
-// i of the sorted list to subtask i mod parallelism, statically, as Flink
-// does: readers consume their partitions directly and never join a
-// consumer group. A split's offset is a Kafka offset: a Fetch's Next is
+// a split named "<topic>-<partition>" (SplitID); when the job starts, the
+// job manager assigns split i of the sorted list to subtask i mod
+// parallelism, as Flink's enumerator does: readers consume their
+// partitions directly and never join a consumer group. The job manager
+// lists the partitions, so on a cluster it must reach the brokers too. A split's offset is a Kafka offset: a Fetch's Next is
 // the offset after its last record, the engine stores it in every
 // checkpoint, and a restore seeks each partition exactly there. A
 // partition without a checkpointed offset starts where StartingOffsets
@@ -34,13 +35,18 @@
 // are read only by Committed starting offsets, for partitions that have no
 // checkpointed offset.
 //
-// Partitions are discovered when the job starts and whenever it restarts
-// (Splits lists them anew), not while it runs: the engine's static
-// assignment has no way to hand a running job a new split. A partition
-// added while the job runs is read from its next restart on, starting
-// where StartingOffsets says — with Latest, records written to it before
-// that restart are skipped, so topics that grow want Earliest or
-// Committed(Earliest()).
+// While the job runs, the job manager lists the partitions again every
+// PartitionDiscoveryInterval (Flink's partition.discovery.interval.ms,
+// default 5 minutes; never for a Bounded source) and gives each partition
+// it had not seen to the subtask with the fewest, whose reader starts
+// consuming it without a restart. A partition keeps its subtask: a
+// subtask that restarts, alone or with its failover region, gets back the
+// partitions it had, and the assignment is part of every checkpoint, so
+// no partition is read by two subtasks or by none. A new partition starts
+// where StartingOffsets says; a restore from a checkpoint taken before it
+// was assigned starts it there again. With Latest, records written to it
+// before it is discovered are skipped, so topics that grow want Earliest
+// or Committed(Earliest()).
 //
 // A missing topic, or brokers that refuse connections or do not answer
 // within RequestTimeout, fail the source's start with an error that names

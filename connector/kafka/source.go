@@ -20,7 +20,8 @@ import (
 )
 
 // SourceOption configures a Source: Topics, GroupID, StartingOffsets,
-// Bounded, IsolationLevel, MaxPollRecords and every ClientOption.
+// Bounded, IsolationLevel, MaxPollRecords, PartitionDiscoveryInterval and
+// every ClientOption.
 type SourceOption interface{ applySource(*sourceConfig) }
 
 type sourceOptionFunc func(*sourceConfig)
@@ -35,7 +36,13 @@ type sourceConfig struct {
 	bounded       bool
 	readCommitted bool
 	maxPoll       int
+	discovery     time.Duration
 }
+
+// DefaultPartitionDiscoveryInterval is how often a running job lists its
+// topics' partitions unless PartitionDiscoveryInterval says otherwise:
+// Flink's default for partition.discovery.interval.ms.
+const DefaultPartitionDiscoveryInterval = 5 * time.Minute
 
 // Topics sets the topics to read (Flink's setTopics). Required.
 func Topics(topics ...string) SourceOption {
@@ -79,6 +86,20 @@ func IsolationLevel(level kgo.IsolationLevel) SourceOption {
 // max.poll.records). Default 500.
 func MaxPollRecords(n int) SourceOption {
 	return sourceOptionFunc(func(c *sourceConfig) { c.maxPoll = n })
+}
+
+// PartitionDiscoveryInterval sets how often a running job lists the
+// topics' partitions again, to read those added since (Flink's
+// partition.discovery.interval.ms). A new partition goes to the source
+// subtask with the fewest, which reads it from where StartingOffsets
+// says, without a restart. Default DefaultPartitionDiscoveryInterval (5
+// minutes); 0 or less disables discovery, and a Bounded source never
+// discovers (as in Flink): its partitions are those of its first listing.
+// A running reader consumes an added partition from its next fetch
+// request, which on a quiet partition waits up to franz-go's fetch max
+// wait (5 s unless kgo.FetchMaxWait is passed in ClientOptions).
+func PartitionDiscoveryInterval(d time.Duration) SourceOption {
+	return sourceOptionFunc(func(c *sourceConfig) { c.discovery = max(d, 0) })
 }
 
 // Offsets says where a partition starts when it has no checkpointed
@@ -155,7 +176,7 @@ type topicPartition struct {
 // NewSource does not contact the brokers; a source's first listing of its
 // partitions does.
 func NewSource[T any](deserialize func(*kgo.Record) (T, error), opts ...SourceOption) (*Source[T], error) {
-	c := sourceConfig{client: defaultClientConfig(), start: Earliest(), maxPoll: 500}
+	c := sourceConfig{client: defaultClientConfig(), start: Earliest(), maxPoll: 500, discovery: DefaultPartitionDiscoveryInterval}
 	for _, o := range opts {
 		o.applySource(&c)
 	}
@@ -187,6 +208,15 @@ func (s *Source[T]) Topics() []string { return slices.Clone(s.cfg.topics) }
 // Bounded implements connector.Source.
 func (s *Source[T]) Bounded() bool { return s.cfg.bounded }
 
+// SplitDiscoveryInterval implements connector.SplitDiscoverer: the
+// PartitionDiscoveryInterval, or 0 for a bounded source.
+func (s *Source[T]) SplitDiscoveryInterval() time.Duration {
+	if s.cfg.bounded {
+		return 0
+	}
+	return s.cfg.discovery
+}
+
 // SplitID returns the split id of a topic partition: "<topic>-<partition>".
 func SplitID(topic string, partition int32) string {
 	return topic + "-" + strconv.FormatInt(int64(partition), 10)
@@ -206,10 +236,10 @@ func parseSplit(id string) (topicPartition, error) {
 }
 
 // Splits implements connector.Source: every partition of every topic,
-// topics in name order and partitions in number order. The partitions are
-// listed anew each time a job (re)starts, so partitions added to a topic
-// are read from the next restart on. A missing topic, or brokers that do
-// not answer within the request timeout, is an error that names them.
+// topics in name order and partitions in number order. A job lists them
+// when it starts and every PartitionDiscoveryInterval while it runs. A
+// missing topic, or brokers that do not answer within the request
+// timeout, is an error that names them.
 func (s *Source[T]) Splits(ctx context.Context) ([]string, error) {
 	cl, err := s.cfg.client.newClient()
 	if err != nil {
@@ -355,6 +385,55 @@ func listOffsets(ctx context.Context, cl *client, o Offsets, readCommitted bool,
 // a consumer group.
 func (s *Source[T]) NewReader(ctx context.Context, info connector.ReaderInfo, splits []connector.SplitStart) (connector.Reader[T], error) {
 	r := &reader[T]{src: s, parts: make(map[topicPartition]*partState, len(splits))}
+	admin, err := s.cfg.client.newClient()
+	if err != nil {
+		return nil, err
+	}
+	defer admin.Close()
+	consume, err := r.prepare(ctx, admin, splits)
+	if err != nil {
+		return nil, err
+	}
+	opts := []kgo.Opt{kgo.KeepControlRecords()}
+	if s.cfg.readCommitted {
+		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	}
+	if len(consume) > 0 {
+		opts = append(opts, kgo.ConsumePartitions(consume))
+	}
+	if r.cl, err = s.cfg.client.newClient(opts...); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// AddSplits implements connector.SplitAdder: the reader goes on with its
+// partitions and starts consuming the added ones, which start as
+// NewReader's do. Their offsets are resolved through a new client: the
+// reader's may not know the partitions yet.
+func (r *reader[T]) AddSplits(ctx context.Context, splits []connector.SplitStart) error {
+	admin, err := r.src.cfg.client.newClient()
+	if err != nil {
+		return err
+	}
+	defer admin.Close()
+	consume, err := r.prepare(ctx, admin, splits)
+	if err != nil {
+		return err
+	}
+	if len(consume) > 0 {
+		r.cl.AddConsumePartitions(consume)
+	}
+	return nil
+}
+
+// prepare resolves where splits start (and, bounded, stop) through cl,
+// makes them the reader's, and returns the partitions to consume, at
+// their offsets. Splits that have reached their stop are returned by the
+// next Fetch as ended.
+func (r *reader[T]) prepare(ctx context.Context, cl *client, splits []connector.SplitStart) (map[string]map[int32]kgo.Offset, error) {
+	s := r.src
+	parts := make(map[topicPartition]*partState, len(splits))
 	var all, unset, unstopped []topicPartition
 	for _, sp := range splits {
 		tp, err := parseSplit(sp.Split)
@@ -364,7 +443,7 @@ func (s *Source[T]) NewReader(ctx context.Context, info connector.ReaderInfo, sp
 		if !slices.Contains(s.cfg.topics, tp.topic) {
 			return nil, fmt.Errorf("kafka: split %q is not a partition of topics %s", sp.Split, strings.Join(s.cfg.topics, ","))
 		}
-		if _, dup := r.parts[tp]; dup {
+		if _, dup := parts[tp]; dup || r.has(tp) {
 			return nil, fmt.Errorf("kafka: split %q given twice", sp.Split)
 		}
 		switch {
@@ -388,34 +467,32 @@ func (s *Source[T]) NewReader(ctx context.Context, info connector.ReaderInfo, sp
 				st.stop = ss.End
 			}
 		}
-		r.parts[tp] = st
+		parts[tp] = st
 		all = append(all, tp)
 	}
-	admin, err := s.cfg.client.newClient()
-	if err != nil {
-		return nil, err
-	}
-	defer admin.Close()
 	if len(unset) > 0 {
-		starts, err := s.startOffsets(ctx, admin, unset)
+		starts, err := s.startOffsets(ctx, cl, unset)
 		if err != nil {
 			return nil, err
 		}
 		for tp, off := range starts {
-			r.parts[tp].next = off
+			parts[tp].next = off
 		}
 	}
 	if len(unstopped) > 0 {
-		if err := s.fixStops(ctx, admin, unstopped); err != nil {
+		if err := s.fixStops(ctx, cl, unstopped); err != nil {
 			return nil, err
 		}
 		for tp, stop := range s.stopsOf(unstopped) {
-			r.parts[tp].stop = stop
+			parts[tp].stop = stop
 		}
 	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	consume := make(map[string]map[int32]kgo.Offset)
 	for _, tp := range all {
-		st := r.parts[tp]
+		st := parts[tp]
+		r.parts[tp] = st
 		if st.stop >= 0 && st.next >= st.stop {
 			st.ended = true
 			r.ready = append(r.ready, connector.Fetch[T]{Split: st.split, Next: st.next, EndOfSplit: true})
@@ -427,17 +504,15 @@ func (s *Source[T]) NewReader(ctx context.Context, info connector.ReaderInfo, sp
 		}
 		consume[tp.topic][tp.partition] = kgo.NewOffset().At(st.next)
 	}
-	opts := []kgo.Opt{kgo.KeepControlRecords()}
-	if s.cfg.readCommitted {
-		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
-	}
-	if len(consume) > 0 {
-		opts = append(opts, kgo.ConsumePartitions(consume))
-	}
-	if r.cl, err = s.cfg.client.newClient(opts...); err != nil {
-		return nil, err
-	}
-	return r, nil
+	return consume, nil
+}
+
+// has reports whether tp is one of the reader's partitions.
+func (r *reader[T]) has(tp topicPartition) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.parts[tp]
+	return ok
 }
 
 // startOffsets resolves the starting offsets of partitions without a
@@ -493,11 +568,14 @@ type partState struct {
 }
 
 // reader consumes its partitions with one franz-go client. Fetch runs on
-// the engine's fetcher goroutine; CommitOffsets on the subtask's
-// goroutine only uses the client, which is safe for concurrent use.
+// the engine's fetcher goroutine; AddSplits, SplitStates and
+// CommitOffsets on the subtask's. The client is safe for concurrent use;
+// mu guards the partitions.
 type reader[T any] struct {
-	src    *Source[T]
-	cl     *client
+	src *Source[T]
+	cl  *client
+
+	mu     sync.Mutex
 	parts  map[topicPartition]*partState
 	ready  []connector.Fetch[T] // fetched, not yet returned
 	active int                  // partitions not ended
@@ -510,14 +588,8 @@ type reader[T any] struct {
 // read them again.
 func (r *reader[T]) Fetch(ctx context.Context) (connector.Fetch[T], error) {
 	for {
-		if len(r.ready) > 0 {
-			f := r.ready[0]
-			r.ready[0] = connector.Fetch[T]{}
-			r.ready = r.ready[1:]
-			return f, nil
-		}
-		if r.active == 0 {
-			return connector.Fetch[T]{}, connector.ErrEndOfInput
+		if f, ok, err := r.next(); ok || err != nil {
+			return f, err
 		}
 		fs := r.cl.PollRecords(ctx, r.src.cfg.maxPoll)
 		if err := ctx.Err(); err != nil {
@@ -535,18 +607,37 @@ func (r *reader[T]) Fetch(ctx context.Context) (connector.Fetch[T], error) {
 		if err != nil {
 			return connector.Fetch[T]{}, err
 		}
+		r.mu.Lock()
 		fs.EachPartition(func(p kgo.FetchTopicPartition) {
 			if err == nil {
 				err = r.add(p)
 			}
 		})
+		r.mu.Unlock()
 		if err != nil {
 			return connector.Fetch[T]{}, err
 		}
 	}
 }
 
-// add turns one partition's polled records into a Fetch.
+// next returns the oldest fetch not yet returned, if there is one, or
+// ErrEndOfInput once every partition has ended.
+func (r *reader[T]) next() (connector.Fetch[T], bool, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.ready) > 0 {
+		f := r.ready[0]
+		r.ready[0] = connector.Fetch[T]{}
+		r.ready = r.ready[1:]
+		return f, true, nil
+	}
+	if r.active == 0 {
+		return connector.Fetch[T]{}, false, connector.ErrEndOfInput
+	}
+	return connector.Fetch[T]{}, false, nil
+}
+
+// add turns one partition's polled records into a Fetch. r.mu is held.
 func (r *reader[T]) add(p kgo.FetchTopicPartition) error {
 	tp := topicPartition{p.Topic, p.Partition}
 	st := r.parts[tp]
@@ -598,6 +689,8 @@ func (r *reader[T]) SplitStates() map[string][]byte {
 	if !r.src.cfg.bounded {
 		return nil
 	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	m := make(map[string][]byte, len(r.parts))
 	for _, st := range r.parts {
 		b, _ := json.Marshal(splitState{End: st.stop}) // cannot fail

@@ -140,6 +140,19 @@ type OperatorState struct {
 	Parallelism    int            `json:"parallelism"`
 	MaxParallelism int            `json:"max_parallelism"`
 	Subtasks       []SubtaskState `json:"subtasks"`
+	// SplitAssignment is a source's split enumerator state (Flink's
+	// SplitEnumerator checkpoint, kept by the job master): the splits
+	// the job had discovered when the checkpoint was triggered, in the
+	// order it discovered them, each with the subtask that reads it.
+	// Empty for other operators, and in checkpoints written before it
+	// was recorded.
+	SplitAssignment []AssignedSplit `json:"split_assignment,omitempty"`
+}
+
+// AssignedSplit is a split and the source subtask it is assigned to.
+type AssignedSplit struct {
+	Split   string `json:"split"`
+	Subtask int    `json:"subtask"`
 }
 
 // Metadata describes a completed checkpoint: what the _metadata file

@@ -653,6 +653,9 @@ func (x *clusterExecutor) placeLocked(d runtime.Deployment) bool {
 			msgs[tm.info.ID] = msg
 		}
 		msg.Tasks = append(msg.Tasks, id)
+		if a := d.Splits[id]; a != nil {
+			msg.Splits = append(msg.Splits, taskSplits{Task: id, Assignment: *a})
+		}
 		x.where[runtime.TaskRef{ID: id, Attempt: d.Attempt}] = tm.info.ID
 	}
 	for c := range x.g.Channels() {
@@ -780,6 +783,23 @@ func (x *clusterExecutor) NotifyComplete(ref runtime.TaskRef, id int64) {
 // NotifyAbort implements runtime.Executor.
 func (x *clusterExecutor) NotifyAbort(ref runtime.TaskRef, id int64, reason string) {
 	x.route(ref, &jmMessage{Abort: &notifyMsg{taskMsg: x.taskMsg(ref), Checkpoint: id, Reason: reason}})
+}
+
+// AssignSplits implements runtime.Executor. The splits of a subtask whose
+// deployment waits for a slot join its deployment.
+func (x *clusterExecutor) AssignSplits(ref runtime.TaskRef, splits []string) {
+	x.m.mu.Lock()
+	defer x.m.mu.Unlock()
+	if tm := x.m.tms[x.where[ref]]; tm != nil {
+		tm.send(&jmMessage{Assign: &assignMsg{taskMsg: x.taskMsg(ref), Splits: splits}})
+		return
+	}
+	for _, d := range x.pending {
+		if a := d.Splits[ref.ID]; a != nil && d.Attempt == ref.Attempt && slices.Contains(d.Tasks, ref.ID) {
+			a.Splits = append(a.Splits, splits...)
+			return
+		}
+	}
 }
 
 // SubtaskMetrics implements runtime.Executor, from the task managers'

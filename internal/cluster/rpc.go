@@ -164,6 +164,7 @@ type jmMessage struct {
 	Trigger    *triggerMsg    `json:"trigger,omitempty"`
 	Complete   *notifyMsg     `json:"complete,omitempty"`
 	Abort      *notifyMsg     `json:"abort,omitempty"`
+	Assign     *assignMsg     `json:"assign,omitempty"`
 	Release    *releaseMsg    `json:"release,omitempty"`
 }
 
@@ -181,6 +182,13 @@ type deployMsg struct {
 	RestorePath string               `json:"restore_path,omitempty"`
 	Restore     *checkpoint.Metadata `json:"restore,omitempty"`
 	Remote      []remoteChannel      `json:"remote,omitempty"`
+	// Splits are the source subtasks' splits (runtime.Deployment.Splits).
+	Splits []taskSplits `json:"splits,omitempty"`
+}
+
+type taskSplits struct {
+	Task       checkpoint.TaskID       `json:"task"`
+	Assignment runtime.SplitAssignment `json:"assignment"`
 }
 
 type remoteChannel struct {
@@ -203,6 +211,12 @@ type notifyMsg struct {
 	taskMsg
 	Checkpoint int64  `json:"checkpoint"`
 	Reason     string `json:"reason,omitempty"`
+}
+
+// assignMsg: more splits for a running source subtask.
+type assignMsg struct {
+	taskMsg
+	Splits []string `json:"splits"`
 }
 
 // releaseMsg: the job ended; the task manager drops what it holds for it.

@@ -227,6 +227,10 @@ func (s *tmSession) handle(m *jmMessage) {
 		if w := s.worker(m.Abort.JobID); w != nil {
 			w.NotifyAbort(m.Abort.Ref, m.Abort.Checkpoint, m.Abort.Reason)
 		}
+	case m.Assign != nil:
+		if w := s.worker(m.Assign.JobID); w != nil {
+			w.AssignSplits(m.Assign.Ref, m.Assign.Splits)
+		}
 	case m.Release != nil:
 		s.mu.Lock()
 		w := s.workers[m.Release.JobID]
@@ -268,6 +272,12 @@ func (s *tmSession) deploy(d *deployMsg) {
 	}
 	for _, rc := range d.Remote {
 		rd.Remote[rc.Key] = rc.Channel
+	}
+	if len(d.Splits) > 0 {
+		rd.Splits = make(map[checkpoint.TaskID]*runtime.SplitAssignment, len(d.Splits))
+		for _, ts := range d.Splits {
+			rd.Splits[ts.Task] = &ts.Assignment
+		}
 	}
 	s.tm.log.Info("deploying subtasks", "job_id", jobID, "attempt", d.Attempt, "subtasks", len(d.Tasks), "remote_channels", len(d.Remote))
 	w.Deploy(s.ctx, rd)

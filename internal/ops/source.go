@@ -55,12 +55,15 @@ type Source[T any] struct {
 	out  runtime.Output[T]
 	info connector.ReaderInfo
 
-	ctx     *runtime.OperatorContext
-	splits  map[string]*splitState
-	maxTs   map[string]int64
-	lastAt  map[string]time.Time
-	idle    map[string]bool
-	emitted int64 // current watermark
+	ctx *runtime.OperatorContext
+	// restored is every split's state in the restored checkpoint, for
+	// the splits the subtask is assigned later.
+	restored map[string]splitState
+	splits   map[string]*splitState
+	maxTs    map[string]int64
+	lastAt   map[string]time.Time
+	idle     map[string]bool
+	emitted  int64 // current watermark
 	// offsets of checkpoints not yet complete, for committing on complete
 	pending map[int64]map[string]int64
 
@@ -99,12 +102,11 @@ func (s *Source[T]) publish() {
 
 func (s *Source[T]) Open(ctx *runtime.OperatorContext) error {
 	s.ctx = ctx
-	all, err := s.src.Splits(ctx)
+	ids, err := s.assigned(ctx)
 	if err != nil {
-		return fmt.Errorf("listing splits: %w", err)
+		return err
 	}
-	restored, err := s.restore(ctx)
-	if err != nil {
+	if s.restored, err = s.restore(ctx); err != nil {
 		return err
 	}
 	s.splits = make(map[string]*splitState)
@@ -113,22 +115,9 @@ func (s *Source[T]) Open(ctx *runtime.OperatorContext) error {
 	s.idle = make(map[string]bool)
 	s.pending = make(map[int64]map[string]int64)
 	var starts []connector.SplitStart
-	for i, id := range all {
-		if i%ctx.Parallelism != ctx.Subtask {
-			continue
-		}
-		st := splitState{Offset: connector.StartDefault}
-		if r, ok := restored[id]; ok {
-			st = r
-		}
-		s.splits[id] = &st
-		s.maxTs[id] = runtime.MinWatermark
-		if st.MaxTs != nil {
-			s.maxTs[id] = *st.MaxTs
-		}
-		s.lastAt[id] = ctx.Now()
-		if !st.Ended {
-			starts = append(starts, connector.SplitStart{Split: id, Offset: st.Offset, State: st.State})
+	for _, id := range ids {
+		if st, ok := s.addSplit(id); ok {
+			starts = append(starts, st)
 		}
 	}
 	s.publish()
@@ -142,7 +131,8 @@ func (s *Source[T]) Open(ctx *runtime.OperatorContext) error {
 	}
 	if len(starts) == 0 {
 		if !s.src.Bounded() {
-			// Nothing to read, ever: do not hold back event time downstream.
+			// Nothing to read for now: do not hold back event time
+			// downstream.
 			if err := ctx.SetIdle(true); err != nil {
 				return err
 			}
@@ -154,22 +144,157 @@ func (s *Source[T]) Open(ctx *runtime.OperatorContext) error {
 		})
 		return nil
 	}
-	r, err := s.src.NewReader(ctx, s.info, starts)
+	return s.openReader(starts)
+}
+
+// assigned returns the splits the subtask reads: those the job master
+// assigned it, or, for a vertex whose splits the job master does not
+// list, every Parallelism-th split of its own listing.
+func (s *Source[T]) assigned(ctx *runtime.OperatorContext) ([]string, error) {
+	if a := ctx.Splits; a != nil {
+		if err := a.ListErr(); err != nil {
+			return nil, fmt.Errorf("listing splits: %w", err)
+		}
+		return a.Splits, nil
+	}
+	all, err := s.src.Splits(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("listing splits: %w", err)
+	}
+	var mine []string
+	for i, id := range all {
+		if i%ctx.Parallelism == ctx.Subtask {
+			mine = append(mine, id)
+		}
+	}
+	return mine, nil
+}
+
+// addSplit makes split id one of the subtask's, at its position in the
+// restored checkpoint if it has one. It returns where the reader starts
+// the split, and false if the split has ended or was the subtask's
+// already.
+func (s *Source[T]) addSplit(id string) (connector.SplitStart, bool) {
+	if _, ok := s.splits[id]; ok {
+		return connector.SplitStart{}, false
+	}
+	st := splitState{Offset: connector.StartDefault}
+	if r, ok := s.restored[id]; ok {
+		st = r
+	}
+	s.splits[id] = &st
+	s.maxTs[id] = runtime.MinWatermark
+	if st.MaxTs != nil {
+		s.maxTs[id] = *st.MaxTs
+	}
+	s.lastAt[id] = s.ctx.Now()
+	if st.Ended {
+		return connector.SplitStart{}, false
+	}
+	return connector.SplitStart{Split: id, Offset: st.Offset, State: st.State}, true
+}
+
+// openReader opens a reader of starts and starts fetching.
+func (s *Source[T]) openReader(starts []connector.SplitStart) error {
+	r, err := s.src.NewReader(s.ctx, s.info, starts)
 	if err != nil {
 		return fmt.Errorf("opening reader: %w", err)
 	}
 	s.reader = r
-	if sr, ok := r.(connector.SplitStateReader); ok {
-		for id, b := range sr.SplitStates() {
-			st, ok := s.splits[id]
-			if !ok {
-				return fmt.Errorf("source: reader reports state of split %q that this subtask does not own", id)
-			}
-			st.State = b
-		}
+	if err := s.takeSplitStates(nil); err != nil {
+		return err
 	}
 	s.startFetcher(s.fetch)
 	return nil
+}
+
+// takeSplitStates records the reader's split states (of the splits in
+// only, if it is not nil).
+func (s *Source[T]) takeSplitStates(only map[string]bool) error {
+	sr, ok := s.reader.(connector.SplitStateReader)
+	if !ok {
+		return nil
+	}
+	for id, b := range sr.SplitStates() {
+		if only != nil && !only[id] {
+			continue
+		}
+		st, ok := s.splits[id]
+		if !ok {
+			return fmt.Errorf("source: reader reports state of split %q that this subtask does not own", id)
+		}
+		st.State = b
+	}
+	return nil
+}
+
+// AddSplits implements runtime.SplitReceiver: the job master assigned the
+// subtask splits it discovered after the subtask opened. Each starts where
+// the restored checkpoint has it, or at StartDefault. A reader that is a
+// connector.SplitAdder takes them as it reads; any other is replaced by
+// one that reads every split from its current offset.
+func (s *Source[T]) AddSplits(ids []string) error {
+	var starts []connector.SplitStart
+	added := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		if st, ok := s.addSplit(id); ok {
+			starts = append(starts, st)
+			added[id] = true
+		}
+	}
+	s.publish()
+	if len(starts) == 0 {
+		return nil
+	}
+	s.ctx.Logger.Info("source splits added", "splits", ids)
+	if a, ok := s.reader.(connector.SplitAdder); ok {
+		if err := a.AddSplits(s.ctx, starts); err != nil {
+			return fmt.Errorf("adding splits to the reader: %w", err)
+		}
+		if err := s.takeSplitStates(added); err != nil {
+			return err
+		}
+	} else if err := s.reopen(); err != nil {
+		return err
+	}
+	return s.ctx.SetIdle(false)
+}
+
+// reopen replaces the reader by one that reads every split that has not
+// ended from its current offset. What the old one fetched and was not
+// emitted yet is dropped: the new one reads it again.
+func (s *Source[T]) reopen() error {
+	s.stopFetcher()
+	if r := s.reader; r != nil {
+		s.reader = nil
+		if err := r.Close(); err != nil {
+			return fmt.Errorf("closing reader: %w", err)
+		}
+	}
+	var starts []connector.SplitStart
+	for _, id := range s.SplitIDs() {
+		if st := s.splits[id]; !st.Ended {
+			starts = append(starts, connector.SplitStart{Split: id, Offset: st.Offset, State: st.State})
+		}
+	}
+	return s.openReader(starts)
+}
+
+// stopFetcher stops the fetcher goroutine and drops what it fetched.
+func (s *Source[T]) stopFetcher() {
+	if s.cancel == nil {
+		return
+	}
+	s.cancel()
+	<-s.done
+	s.cancel, s.done = nil, nil
+	for {
+		select {
+		case <-s.fetched:
+		default:
+			return
+		}
+	}
 }
 
 // startFetcher runs fetch on the fetcher goroutine, which Close cancels

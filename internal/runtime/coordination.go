@@ -94,6 +94,7 @@ func (jm *JobMaster) perform(ctx context.Context, actions []CheckpointAction) er
 		actions = actions[1:]
 		switch a := a.(type) {
 		case TriggerCheckpoint:
+			jm.snapshotSplits(a.Barrier.ID)
 			for _, id := range a.Tasks {
 				r := jm.tasks[id]
 				if r == nil || r.canceled || jm.finished[id] {
@@ -107,6 +108,7 @@ func (jm *JobMaster) perform(ctx context.Context, actions []CheckpointAction) er
 			md := a.Metadata
 			md.JobID = jm.opts.JobID
 			jm.addFinished(md)
+			jm.addSplitAssignments(md)
 			var path string
 			var err error
 			if jm.storage != nil {

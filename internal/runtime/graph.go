@@ -1,8 +1,10 @@
 package runtime
 
 import (
+	"context"
 	"fmt"
 	"iter"
+	"time"
 
 	"github.com/weirstream/weir/internal/checkpoint"
 )
@@ -30,6 +32,16 @@ type Vertex struct {
 	// Build constructs the chain of one subtask. It is called on every
 	// deployment, including redeployments after a failure.
 	Build func(tc *TaskContext) (*Chain, error)
+	// ListSplits, if set, lists a source vertex's splits. The job master
+	// lists them when the job starts and assigns them to the vertex's
+	// subtasks (see SplitEnumerator); a subtask's deployment carries its
+	// splits. Without it, each source subtask lists the splits itself
+	// when it opens and takes every Parallelism-th.
+	ListSplits func(ctx context.Context) ([]string, error)
+	// DiscoveryInterval is how often the job master lists the splits
+	// again, to assign those added since to the running subtasks (0:
+	// never).
+	DiscoveryInterval time.Duration
 }
 
 // Source reports whether the vertex reads from a source (it has no input
@@ -170,6 +182,9 @@ func (tc *TaskContext) OperatorContext(uid, name string) *OperatorContext {
 		Watermark:      t.startWatermark,
 		Logger:         t.logger.With("operator", uid),
 		task:           t,
+	}
+	if uid == t.vertex.UID && t.vertex.Source() {
+		oc.Splits = t.splits
 	}
 	if t.restore != nil {
 		if st, ok := t.restore.Metadata.Operator(uid); ok {

@@ -161,6 +161,12 @@ type JobMaster struct {
 	eod          map[checkpoint.TaskID]bool
 	sources      []checkpoint.TaskID
 	all          []checkpoint.TaskID
+
+	// splits are the split enumerators of the source vertices that list
+	// their splits on the job master, and discovery runs their periodic
+	// listings; both belong to the job master's loop.
+	splits    []*sourceSplits
+	discovery *discoveries
 }
 
 type taskRun struct {
@@ -230,6 +236,7 @@ func NewJobMaster(g *JobGraph, opts Options) (*JobMaster, error) {
 			To:   failover.TaskID{Vertex: c.Edge.To.UID, Subtask: c.To},
 		})
 	}
+	jm.splits = newSourceSplits(g, opts.Restore)
 	regions, err := failover.NewRegions(fg)
 	if err != nil {
 		return nil, fmt.Errorf("runtime: %w", err)
@@ -354,6 +361,15 @@ func (jm *JobMaster) Run(ctx context.Context) error {
 	jm.startedAt.Store(jm.clock.Now().UnixNano())
 	defer close(jm.stopped)
 	defer jm.keepFinalStats()
+	jm.discovery = newDiscoveries(ctx)
+	defer func() {
+		for _, s := range jm.splits {
+			if s.stop != nil {
+				s.stop()
+			}
+		}
+		jm.discovery.stop()
+	}()
 	jm.deploy(ctx, jm.all, jm.latest)
 	if jm.latest != nil {
 		jm.emitRestored(jm.latest)
@@ -459,6 +475,7 @@ func (jm *JobMaster) deploy(ctx context.Context, ids []checkpoint.TaskID, from *
 			delete(jm.eod, id)
 		}
 	}
+	jm.assignSplits(ctx, &d)
 	jm.exec.Deploy(ctx, d)
 }
 

@@ -100,6 +100,12 @@ type OperatorContext struct {
 	KeyGroups checkpoint.KeyGroupRange
 	// Restored is nil on a fresh start.
 	Restored *Restored
+	// Splits is a source's assignment from the job master: the splits
+	// the subtask reads (more may come through SplitReceiver). Nil for
+	// other operators, and for a source vertex whose splits the job
+	// master does not list (Vertex.ListSplits): the source lists them
+	// and takes split i if i mod Parallelism is Subtask.
+	Splits *SplitAssignment
 	// Watermark is the operator's event time when it opens: MinWatermark,
 	// or the watermark the restored checkpoint recorded for the subtask.
 	// Its event-time timers up to it fired before the checkpoint;

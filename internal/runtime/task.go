@@ -68,6 +68,7 @@ type Task struct {
 	master   taskMaster
 	store    StateStore
 	restore  *restoreInfo
+	splits   *SplitAssignment // a source's, from its deployment
 	mailbox  *mailbox
 	gate     *inputGate
 	outChans map[*Edge][]*channel
@@ -629,6 +630,29 @@ func (t *Task) runSource(src SourceDriver) error {
 			}
 		}
 	}
+}
+
+// SplitReceiver is implemented by source drivers that take splits the
+// job master assigns them while they run.
+type SplitReceiver interface {
+	AddSplits(splits []string) error
+}
+
+// assignSplits is the job master's assignment of splits discovered since
+// the subtask was deployed, as a mail.
+func (t *Task) assignSplits(splits []string) error {
+	r, ok := t.chain.Source.(SplitReceiver)
+	switch {
+	case !ok:
+		return fmt.Errorf("%s cannot take the splits %v it was assigned", t.id, splits)
+	case t.finished:
+		// Its reader is gone: fail, and the redeploy reads the splits.
+		return fmt.Errorf("%s was assigned the splits %v after its input ended", t.id, splits)
+	}
+	if err := r.AddSplits(splits); err != nil {
+		return fmt.Errorf("adding splits %v: %w", splits, err)
+	}
+	return nil
 }
 
 // endSource runs when every split of a bounded source has ended: event

@@ -44,6 +44,33 @@ type Deployment struct {
 	// another process. Every other channel must have both ends among
 	// Tasks.
 	Remote map[ChannelKey]RemoteChannel
+	// Splits holds the splits of each source subtask among Tasks whose
+	// vertex lists its splits on the job master (Vertex.ListSplits).
+	Splits map[checkpoint.TaskID]*SplitAssignment
+}
+
+// SplitAssignment is what the job master assigns a source subtask when it
+// deploys it: the splits it reads, or why they could not be listed.
+type SplitAssignment struct {
+	Splits []string `json:"splits"`
+	// Err, if not empty, is why the job master could not list the
+	// source's splits: the subtask fails with it when it opens, and the
+	// restart strategy decides what happens next.
+	Err string `json:"err,omitempty"`
+	// err is that error itself, for subtasks in the job master's process
+	// (a connector.Permanent error stays permanent).
+	err error
+}
+
+// ListErr returns why the splits could not be listed, or nil.
+func (a *SplitAssignment) ListErr() error {
+	switch {
+	case a.err != nil:
+		return a.err
+	case a.Err != "":
+		return errors.New(a.Err)
+	}
+	return nil
 }
 
 // Executor runs subtasks on behalf of a JobMaster: a Worker in the same
@@ -60,6 +87,11 @@ type Executor interface {
 	Trigger(ref TaskRef, b Barrier)
 	NotifyComplete(ref TaskRef, checkpointID int64)
 	NotifyAbort(ref TaskRef, checkpointID int64, reason string)
+	// AssignSplits gives a running source subtask more splits to read:
+	// splits the job master discovered after it deployed the subtask.
+	// Messages to one subtask keep their order: a split assigned before
+	// a checkpoint's trigger reaches the subtask before the trigger.
+	AssignSplits(ref TaskRef, splits []string)
 	// SubtaskMetrics returns the counters of the latest deployment of
 	// every subtask it runs.
 	SubtaskMetrics() []SubtaskMetrics
@@ -208,6 +240,7 @@ func (w *Worker) Deploy(ctx context.Context, d Deployment) {
 				master:   taskReport{ref: ref, l: w.l},
 				store:    w.opts.Store,
 				restore:  restore,
+				splits:   d.Splits[id],
 				mailbox:  newMailbox(),
 				outChans: make(map[*Edge][]*channel),
 				opts: taskOptions{
@@ -405,6 +438,11 @@ func (w *Worker) NotifyComplete(ref TaskRef, id int64) {
 // NotifyAbort implements Executor.
 func (w *Worker) NotifyAbort(ref TaskRef, id int64, reason string) {
 	w.post(ref, func(t *Task) error { return t.notifyAbort(id, reason) })
+}
+
+// AssignSplits implements Executor.
+func (w *Worker) AssignSplits(ref TaskRef, splits []string) {
+	w.post(ref, func(t *Task) error { return t.assignSplits(splits) })
 }
 
 func (w *Worker) latestTasks() []*Task {

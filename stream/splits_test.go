@@ -1,0 +1,144 @@
+package stream_test
+
+import (
+	"context"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/weirstream/weir/connector"
+	"github.com/weirstream/weir/connector/datagen"
+	"github.com/weirstream/weir/internal/runtime"
+	"github.com/weirstream/weir/stream"
+	"github.com/weirstream/weir/streamtest"
+)
+
+// listedInOrder is a generated source listed in the order order says,
+// whose readers record which subtask opened which splits.
+type listedInOrder struct {
+	*datagen.Source[int64]
+	order []string
+
+	mu      sync.Mutex
+	readers map[int][]string
+}
+
+func (l *listedInOrder) Splits(context.Context) ([]string, error) { return l.order, nil }
+
+func (l *listedInOrder) NewReader(ctx context.Context, info connector.ReaderInfo, splits []connector.SplitStart) (connector.Reader[int64], error) {
+	l.mu.Lock()
+	for _, s := range splits {
+		l.readers[info.Subtask] = append(l.readers[info.Subtask], s.Split)
+	}
+	l.mu.Unlock()
+	return l.Source.NewReader(ctx, info, splits)
+}
+
+func (l *listedInOrder) read() map[int][]string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := map[int][]string{}
+	for k, v := range l.readers {
+		out[k] = slices.Sorted(slices.Values(v))
+	}
+	return out
+}
+
+// TestResumeKeepsSplitAssignment stops a job after a few checkpoints and
+// resumes it from the newest with the source now listing its splits in
+// another order: at the same parallelism each split stays with the
+// subtask the checkpoint recorded (where the new listing's "split i to
+// subtask i mod parallelism" would swap them), and the output of both
+// runs holds every record exactly once. At another parallelism the new
+// listing is assigned anew.
+func TestResumeKeepsSplitAssignment(t *testing.T) {
+	const perPartition = 3000
+	dir := t.TempDir()
+	common := []string{"execution.checkpointing.interval=10 ms", "execution.checkpointing.dir=" + dir,
+		"execution.checkpointing.externalized-checkpoint-retention=RETAIN_ON_CANCELLATION"}
+	run := func(ctx context.Context, jobID string, order []string, sink *streamtest.Collector[int64], events func(stream.JobEvent), conf ...string) (map[int][]string, error) {
+		t.Helper()
+		env, err := stream.NewEnvironment(stream.WithConfig(mustConfig(t, append(common, conf...)...)), stream.WithLogger(quiet),
+			stream.WithJobID(jobID), stream.WithEvents(events))
+		if err != nil {
+			t.Fatal(err)
+		}
+		gen, _ := datagen.New(func(p int, seq int64) int64 { return int64(p)<<32 | seq },
+			datagen.Partitions(2), datagen.Count(perPartition), datagen.BatchSize(20), datagen.RatePerSecond(20_000))
+		src := &listedInOrder{Source: gen, order: order, readers: map[int][]string{}}
+		stream.SinkTo(stream.FromSource(env, src, "numbers", stream.NoWatermarks[int64]()), sink, stream.Uid("sink"))
+		err = env.Execute(ctx, jobID)
+		return src.read(), err
+	}
+
+	sink := streamtest.NewCollector[int64](true)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var completed atomic.Int32
+	first, err := run(ctx, "first", []string{"datagen-0", "datagen-1"}, sink, func(e stream.JobEvent) {
+		if e.Kind == runtime.EventCheckpointCompleted && completed.Add(1) == 3 {
+			cancel()
+		}
+	}, "parallelism.default=2")
+	if err == nil {
+		t.Fatal("the first run finished before it was canceled: make the input longer")
+	}
+	if want := map[int][]string{0: {"datagen-0"}, 1: {"datagen-1"}}; !mapsEqual(first, want) {
+		t.Fatalf("the first run's readers: %v, want %v", first, want)
+	}
+
+	resume := "execution.state-recovery.path=" + filepath.Join(dir, "first")
+	var restored atomic.Int64
+	onRestore := func(e stream.JobEvent) {
+		if e.Kind == runtime.EventRestored {
+			restored.Store(e.Checkpoint)
+		}
+	}
+	second, err := run(context.Background(), "second", []string{"datagen-1", "datagen-0"}, sink, onRestore, "parallelism.default=2", resume)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if restored.Load() == 0 {
+		t.Fatal("the second run did not restore a checkpoint")
+	}
+	if want := map[int][]string{0: {"datagen-0"}, 1: {"datagen-1"}}; !mapsEqual(second, want) {
+		t.Fatalf("the resumed run's readers: %v, want the checkpoint's assignment %v", second, want)
+	}
+	count := map[int64]int{}
+	for _, v := range sink.Results() {
+		count[v]++
+	}
+	for p := range int64(2) {
+		for seq := range int64(perPartition) {
+			if n := count[p<<32|seq]; n != 1 {
+				t.Fatalf("record %d of datagen-%d committed %d times over both runs", seq, p, n)
+			}
+		}
+	}
+	if len(count) != 2*perPartition {
+		t.Fatalf("%d distinct records committed, want %d", len(count), 2*perPartition)
+	}
+
+	// The sink holds the transactions the checkpoint commits again.
+	third, err := run(context.Background(), "third", []string{"datagen-1", "datagen-0"}, sink, nil, "parallelism.default=3", resume)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[int][]string{0: {"datagen-1"}, 1: {"datagen-0"}}; !mapsEqual(third, want) {
+		t.Fatalf("readers when resumed at parallelism 3: %v, want the new listing's %v", third, want)
+	}
+}
+
+func mapsEqual(a, b map[int][]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if !slices.Equal(v, b[k]) {
+			return false
+		}
+	}
+	return true
+}
