@@ -2,7 +2,6 @@ package file_test
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -14,6 +13,7 @@ import (
 	"github.com/weirstream/weir/connector/file"
 	"github.com/weirstream/weir/internal/runtime"
 	"github.com/weirstream/weir/stream"
+	"github.com/weirstream/weir/streamtest"
 )
 
 type cost struct {
@@ -66,7 +66,16 @@ func TestJobExactlyOnceThroughFailures(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var completed, restored, fails atomic.Int32
+			var completed, restored atomic.Int32
+			// Fail each of the first two attempts once it has read
+			// something, after a checkpoint if there are any.
+			faults := streamtest.NewFaults()
+			var injected []*streamtest.Fault
+			for attempt := range 2 {
+				injected = append(injected, faults.Add(stream.FaultBatch, streamtest.Fail(nil), streamtest.OnVertex("traces"),
+					streamtest.AfterRecords(1001), streamtest.InAttempt(attempt),
+					streamtest.When(func(stream.FaultSite) bool { return !checkpointing || completed.Load() > int32(attempt) })))
+			}
 			env, err := stream.NewEnvironment(stream.WithConfig(cfg), stream.WithLogger(slog.New(slog.DiscardHandler)),
 				stream.WithEvents(func(e stream.JobEvent) {
 					switch {
@@ -76,16 +85,7 @@ func TestJobExactlyOnceThroughFailures(t *testing.T) {
 						restored.Add(1)
 					}
 				}),
-				stream.WithFaults(func(task stream.TaskInfo, attempt int, records int64) error {
-					// Fail each of the first two attempts once it has read
-					// something, after a checkpoint if there are any.
-					if task.Vertex == "traces" && attempt < 2 && records > 1000 && fails.Load() == int32(attempt) &&
-						(!checkpointing || completed.Load() > int32(attempt)) {
-						fails.Add(1)
-						return errors.New("injected")
-					}
-					return nil
-				}))
+				faults.Option())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -109,7 +109,10 @@ func TestJobExactlyOnceThroughFailures(t *testing.T) {
 			if err := env.Execute(ctx, "bill"); err != nil {
 				t.Fatal(err)
 			}
-			t.Logf("%d failures, %d checkpoints completed, %d restores from a checkpoint", fails.Load(), completed.Load(), restored.Load())
+			t.Logf("%d checkpoints completed, %d restores from a checkpoint", completed.Load(), restored.Load())
+			if !injected[0].Fired() || !injected[1].Fired() {
+				t.Fatalf("not both failures struck: %s", faults)
+			}
 			got, err := file.ReadJSONLines[cost](out)
 			if err != nil {
 				t.Fatal(err)

@@ -3,7 +3,6 @@ package kafka_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -115,7 +114,14 @@ func balancesJob(t *testing.T, brokers []string, in, out, name string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var completed, restored, fails atomic.Int32
+	var completed, restored atomic.Int32
+	faults := streamtest.NewFaults()
+	var injected []*streamtest.Fault
+	for attempt := range 2 {
+		injected = append(injected, faults.Add(stream.FaultBatch, streamtest.Fail(nil), streamtest.OnVertex("payments"),
+			streamtest.AfterRecords(301), streamtest.InAttempt(attempt),
+			streamtest.When(func(stream.FaultSite) bool { return completed.Load() > int32(attempt) })))
+	}
 	env, err := stream.NewEnvironment(stream.WithConfig(cfg), stream.WithLogger(slog.New(slog.DiscardHandler)),
 		stream.WithEvents(func(e stream.JobEvent) {
 			switch {
@@ -125,13 +131,7 @@ func balancesJob(t *testing.T, brokers []string, in, out, name string) {
 				restored.Add(1)
 			}
 		}),
-		stream.WithFaults(func(task stream.TaskInfo, attempt int, records int64) error {
-			if task.Vertex == "payments" && attempt < 2 && records > 300 && fails.Load() == int32(attempt) && completed.Load() > int32(attempt) {
-				fails.Add(1)
-				return errors.New("injected")
-			}
-			return nil
-		}))
+		faults.Option())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,10 +160,16 @@ func balancesJob(t *testing.T, brokers []string, in, out, name string) {
 	if err := env.Execute(ctx, "balances"); err != nil {
 		t.Fatal(err)
 	}
+	fails := 0
+	for _, f := range injected {
+		if f.Fired() {
+			fails++
+		}
+	}
 	t.Logf("%d failures, %d checkpoints completed, %d restores from a checkpoint, %d payments processed",
-		fails.Load(), completed.Load(), restored.Load(), n.Load())
-	if fails.Load() != 2 || restored.Load() == 0 || n.Load() <= int64(len(want)) {
-		t.Fatalf("%d failures, %d restores, %d payments processed: the failures did not exercise recovery", fails.Load(), restored.Load(), n.Load())
+		fails, completed.Load(), restored.Load(), n.Load())
+	if fails != 2 || restored.Load() == 0 || n.Load() <= int64(len(want)) {
+		t.Fatalf("%d failures, %d restores, %d payments processed: the failures did not exercise recovery", fails, restored.Load(), n.Load())
 	}
 
 	settle(t, brokers, out)

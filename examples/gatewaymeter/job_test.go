@@ -6,21 +6,20 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"path/filepath"
-	"sync"
 	"testing"
 
 	"github.com/weirstream/weir/config"
 	"github.com/weirstream/weir/connector/file"
 	gm "github.com/weirstream/weir/examples/gatewaymeter"
 	"github.com/weirstream/weir/stream"
+	"github.com/weirstream/weir/streamtest"
 )
 
-// faults fails, in attempt i, subtask (vertex, subtask) once it processed
-// records records.
+// faults fails, in attempt i, subtask (vertex, subtask) of plan[i] once
+// it processed records records.
 type faults struct {
-	mu     sync.Mutex
-	plan   []fault
-	struck int
+	plan     []fault
+	injected []*streamtest.Fault
 }
 
 type fault struct {
@@ -29,18 +28,25 @@ type fault struct {
 	records int64
 }
 
-func (f *faults) fn(task stream.TaskInfo, attempt int, records int64) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if attempt != f.struck || attempt >= len(f.plan) {
-		return nil
+// option installs the plan's faults in a job.
+func (f *faults) option() stream.Option {
+	fs := streamtest.NewFaults()
+	for i, p := range f.plan {
+		f.injected = append(f.injected, fs.Add(stream.FaultBatch, streamtest.Fail(fmt.Errorf("injected failure %d", i+1)),
+			streamtest.OnVertex(p.vertex), streamtest.OnSubtask(p.subtask), streamtest.AfterRecords(p.records), streamtest.InAttempt(i)))
 	}
-	p := f.plan[attempt]
-	if task.Vertex == p.vertex && task.Subtask == p.subtask && records >= p.records {
-		f.struck++
-		return fmt.Errorf("injected failure %d", f.struck)
+	return fs.Option()
+}
+
+// struck returns how many of the plan's failures struck.
+func (f *faults) struck() int {
+	n := 0
+	for _, i := range f.injected {
+		if i.Fired() {
+			n++
+		}
 	}
-	return nil
+	return n
 }
 
 func runJob(t *testing.T, trace, out string, f *faults, kv ...string) {
@@ -52,7 +58,7 @@ func runJob(t *testing.T, trace, out string, f *faults, kv ...string) {
 	}
 	opts := []stream.Option{stream.WithConfig(cfg), stream.WithLogger(slog.New(slog.DiscardHandler))}
 	if f != nil {
-		opts = append(opts, stream.WithFaults(f.fn))
+		opts = append(opts, f.option())
 	}
 	env, err := stream.NewEnvironment(opts...)
 	if err != nil {
@@ -98,8 +104,8 @@ func TestGatewayMeterExactlyOnce(t *testing.T) {
 				f.plan = append(f.plan, fault{v.uid, r.IntN(4), int64(r.IntN(v.bound))})
 			}
 			runJob(t, trace, out, f)
-			if f.struck < 2 {
-				t.Fatalf("seed %d: %d of %d failures struck (plan %v)", seed, f.struck, len(f.plan), f.plan)
+			if f.struck() < 2 {
+				t.Fatalf("seed %d: %d of %d failures struck (plan %v)", seed, f.struck(), len(f.plan), f.plan)
 			}
 			check(t, trace, out)
 		})

@@ -68,7 +68,7 @@ func TestGatewayMeterOnKafka(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			env, err := stream.NewEnvironment(stream.WithConfig(conf), stream.WithLogger(slog.New(slog.DiscardHandler)), stream.WithFaults(f.fn))
+			env, err := stream.NewEnvironment(stream.WithConfig(conf), stream.WithLogger(slog.New(slog.DiscardHandler)), f.option())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -84,8 +84,8 @@ func TestGatewayMeterOnKafka(t *testing.T) {
 			if err := env.Execute(ctx, "gatewaymeter"); err != nil {
 				t.Fatal(err)
 			}
-			if f.struck != 2 {
-				t.Fatalf("%d of 2 failures struck", f.struck)
+			if f.struck() != 2 {
+				t.Fatalf("%d of 2 failures struck", f.struck())
 			}
 			want, err := gm.OracleKafka(ctx, bs, topics.Events, t.TempDir())
 			if err != nil {

@@ -154,6 +154,9 @@ func (s *Source[T]) Open(ctx *runtime.OperatorContext) error {
 		})
 		return nil
 	}
+	if err := ctx.InjectFault(runtime.FaultSite{Point: runtime.FaultNewReader}); err != nil {
+		return fmt.Errorf("opening reader: %w", err)
+	}
 	r, err := s.src.NewReader(ctx, s.info, starts)
 	if err != nil {
 		return fmt.Errorf("opening reader: %w", err)
