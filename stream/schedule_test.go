@@ -289,6 +289,12 @@ func drawSchedule(r *rand.Rand, fs *streamtest.Faults, s shape, kinds []string) 
 			}
 			f = fs.Add(stream.FaultOpen, streamtest.Fail(nil), opts...)
 		case kindRestoreError:
+			// A restore reads state only after a failure: one strikes
+			// halfway through the input or later, when checkpoints have
+			// completed.
+			v, sub := s.vertex(r)
+			trigger := fs.Add(stream.FaultBatch, streamtest.Fail(nil), streamtest.OnVertex(v), streamtest.OnSubtask(sub), streamtest.AfterRecords(s.records/2+1+r.Int64N(s.records/2+1)))
+			sc.drawn = append(sc.drawn, drawnFault{kind: "restore-trigger", fault: trigger})
 			f = fs.Add(stream.FaultRestore, streamtest.Fail(nil), streamtest.OnOperator(pickOp(s.operators)), streamtest.OnCall(1+r.IntN(2)))
 		case kindNewReaderError:
 			f = fs.Add(stream.FaultNewReader, streamtest.Fail(nil), streamtest.OnOperator(pickOp(s.sources)), streamtest.OnCall(1+r.IntN(3)))
