@@ -168,6 +168,8 @@ const (
 	kindHang           = "hang"
 	kindSlow           = "slow"
 	kindSyncError      = "sync-error"
+	kindSyncSlow       = "sync-slow"
+	kindCommitSlow     = "commit-slow"
 	kindAsyncError     = "async-error"
 	kindAsyncSlow      = "async-slow"
 	kindStorageWrite   = "storage-write"
@@ -178,7 +180,7 @@ const (
 )
 
 var faultKinds = []string{kindBatchError, kindOpenError, kindRestoreError, kindNewReaderError, kindNewReaderHang,
-	kindCommitBefore, kindCommitAfter, kindHang, kindSlow, kindSyncError, kindAsyncError, kindAsyncSlow,
+	kindCommitBefore, kindCommitAfter, kindCommitSlow, kindHang, kindSlow, kindSyncError, kindSyncSlow, kindAsyncError, kindAsyncSlow,
 	kindStorageWrite, kindStorageRead, kindStorageList, kindStorageDelete, kindStorageSlow}
 
 // shape is what a schedule needs to know of a job to aim its faults.
@@ -315,6 +317,13 @@ func drawSchedule(r *rand.Rand, fs *streamtest.Faults, s shape, kinds []string) 
 			v, sub := s.vertex(r)
 			f = fs.Add(stream.FaultSync, streamtest.Fail(nil), streamtest.OnVertex(v), streamtest.OnSubtask(sub),
 				atFraction(r.Float64()), streamtest.OnCall(1+r.IntN(8)))
+		case kindSyncSlow:
+			v, sub := s.vertex(r)
+			f = fs.Add(stream.FaultSync, streamtest.Delay(time.Duration(1+r.IntN(20))*time.Millisecond), streamtest.OnVertex(v), streamtest.OnSubtask(sub),
+				atFraction(r.Float64()), streamtest.OnCall(1+r.IntN(5)), streamtest.Times(1+r.IntN(4)))
+		case kindCommitSlow:
+			f = fs.Add(stream.FaultCommit, streamtest.Delay(time.Duration(5+r.IntN(40))*time.Millisecond), streamtest.OnOperator(pickOp(s.sinks)),
+				streamtest.OnCall(1+r.IntN(4)), streamtest.Times(1+r.IntN(4)))
 		case kindAsyncError:
 			v, sub := s.vertex(r)
 			f = fs.Add(stream.FaultAsync, streamtest.Fail(nil), streamtest.OnVertex(v), streamtest.OnSubtask(sub),

@@ -155,6 +155,13 @@ func TestFaultsReachAJob(t *testing.T) {
 			}
 			return out
 		}},
+		{name: "async-after-the-end", restarts: 1, add: func(fs *streamtest.Faults) []*streamtest.Fault {
+			// A source subtask that has read all its records fails
+			// after acknowledging a checkpoint: it may have ended
+			// already, or wait for its final checkpoint.
+			return []*streamtest.Fault{fs.Add(stream.FaultAsync, fail, streamtest.OnVertex("src"), streamtest.OnSubtask(0), streamtest.AfterRecords(total/2),
+				streamtest.When(func(s stream.FaultSite) bool { return s.Step == s.Steps-1 }))}
+		}},
 		{name: "storage-write", restarts: 1, kv: []string{"execution.checkpointing.dir=mem://"}, add: func(fs *streamtest.Faults) []*streamtest.Fault {
 			return []*streamtest.Fault{fs.Add(stream.FaultStorageWrite, fail, streamtest.OnPath("_metadata"), streamtest.OnCall(3))}
 		}},
