@@ -24,12 +24,16 @@ var (
 )
 
 // diffSeedList returns the seeds a differential test runs: -diff.seed
-// alone, or the first -diff.seeds, or the first def.
+// alone, or the first -diff.seeds, or the first def (a quarter of them,
+// at least 6, under the race detector).
 func diffSeedList(def int) []uint64 {
 	if *diffSeed != 0 {
 		return []uint64{*diffSeed}
 	}
 	n := def
+	if raceEnabled {
+		n = max(min(def, 6), def/4)
+	}
 	if *diffSeeds > 0 {
 		n = *diffSeeds
 	}
