@@ -30,7 +30,7 @@ func (e *Environment) checkpointing(ctx context.Context, cp config.Checkpointing
 	}
 	closer := func() error { return nil }
 	if cp.Dir != "" {
-		st, err := storage.Open(ctx, cp.Dir, e.jobID, storage.VerifyChecksums(true))
+		st, err := storage.Open(ctx, cp.Dir, e.jobID, e.storageOptions(storage.VerifyChecksums(true))...)
 		if err != nil {
 			return nil, nil, nil, errorf("opening checkpoint storage %s (execution.checkpointing.dir): %w", cp.Dir, err)
 		}
@@ -69,7 +69,7 @@ func (e *Environment) resolve(ctx context.Context, st *storage.Storage, p string
 		return nil, nil, err
 	}
 	parent, jobID := trimmed[:i], trimmed[i+1:]
-	js, jerr := storage.Open(ctx, parent, jobID, storage.VerifyChecksums(true))
+	js, jerr := storage.Open(ctx, parent, jobID, e.storageOptions(storage.VerifyChecksums(true))...)
 	if jerr != nil {
 		return nil, nil, err
 	}
@@ -190,7 +190,7 @@ func (e *Environment) InspectRestore(ctx context.Context, sinkUIDs ...string) (*
 	if cp.Dir == "" {
 		return nil, errorf("execution.state-recovery.path %s needs execution.checkpointing.dir to be set", cp.RecoveryPath)
 	}
-	st, err := storage.Open(ctx, cp.Dir, e.jobID, storage.VerifyChecksums(true))
+	st, err := storage.Open(ctx, cp.Dir, e.jobID, e.storageOptions(storage.VerifyChecksums(true))...)
 	if err != nil {
 		return nil, errorf("opening checkpoint storage %s (execution.checkpointing.dir): %w", cp.Dir, err)
 	}

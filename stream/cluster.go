@@ -47,19 +47,20 @@ func (e *Environment) NewWorker(ctx context.Context, name string, peers runtime.
 	if err != nil {
 		return nil, err
 	}
-	wo := runtime.WorkerOptions{JobID: e.jobID, Logger: e.logger.With("job", name, "job_id", e.jobID), Peers: peers, Checkpointing: cp.Enabled}
+	wo := runtime.WorkerOptions{JobID: e.jobID, Logger: e.logger.With("job", name, "job_id", e.jobID), Peers: peers, Checkpointing: cp.Enabled,
+		BatchSize: e.batchSize, ChannelCapacity: e.channelCapacity}
 	if e.clock != nil {
 		wo.Clock = e.clock
 	}
 	if e.faults != nil {
-		wo.Faults = faultAdapter(e.faults)
+		wo.Faults = faultInjector(e.faults)
 	}
 	if cp.Mode == config.AtLeastOnce {
 		wo.Mode = runtime.Tracked
 	}
 	w := &Worker{env: e, restores: map[string]runtime.StateReader{}}
 	if cp.Enabled && cp.Dir != "" {
-		st, err := storage.Open(ctx, cp.Dir, e.jobID)
+		st, err := storage.Open(ctx, cp.Dir, e.jobID, e.storageOptions()...)
 		if err != nil {
 			return nil, errorf("opening checkpoint storage %s (execution.checkpointing.dir): %w", cp.Dir, err)
 		}

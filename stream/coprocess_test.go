@@ -64,10 +64,12 @@ func (j *join) ProcessElement2(ctx *stream.Context[string, joined], p payment) e
 // records arrive in opposite orders, under failures, exactly once.
 func TestCoProcessJoinAcrossFailures(t *testing.T) {
 	const n = 3000
-	fp := &plan{failures: []failure{{vertex: "join", subtask: 1, records: 800}, {vertex: "orders", subtask: 0, records: 600}}}
+	faults := streamtest.NewFaults()
+	first := faults.Add(stream.FaultBatch, streamtest.Fail(nil), streamtest.OnVertex("join"), streamtest.OnSubtask(1), streamtest.AfterRecords(800), streamtest.InAttempt(0))
+	second := faults.Add(stream.FaultBatch, streamtest.Fail(nil), streamtest.OnVertex("orders"), streamtest.OnSubtask(0), streamtest.AfterRecords(600), streamtest.InAttempt(1))
 	env, err := stream.NewEnvironment(stream.WithConfig(mustConfig(t, "parallelism.default=2", "execution.checkpointing.interval=10 ms",
 		"restart-strategy.type=fixed-delay", "restart-strategy.fixed-delay.attempts=5", "restart-strategy.fixed-delay.delay=0 ms")),
-		stream.WithLogger(quiet), stream.WithFaults(fp.fault))
+		stream.WithLogger(quiet), faults.Option())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,8 +83,8 @@ func TestCoProcessJoinAcrossFailures(t *testing.T) {
 	if err := env.Execute(context.Background(), "join"); err != nil {
 		t.Fatal(err)
 	}
-	if fp.struck != 2 {
-		t.Fatalf("%d failures struck, want 2", fp.struck)
+	if !first.Fired() || !second.Fired() {
+		t.Fatalf("not both failures struck: %s", faults)
 	}
 	got := sink.Results()
 	slices.SortFunc(got, func(a, b joined) int { return int(a.Amount - b.Amount) })

@@ -1,13 +1,12 @@
 package stream_test
 
 import (
-	"context"
-	"flag"
+	"cmp"
 	"fmt"
 	"maps"
 	"math/rand/v2"
 	"slices"
-	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/weirstream/weir/connector/datagen"
@@ -16,22 +15,6 @@ import (
 	"github.com/weirstream/weir/stream"
 	"github.com/weirstream/weir/streamtest"
 )
-
-var (
-	diffSeed  = flag.Uint64("diff.seed", 0, "run the differential tests for this seed only")
-	diffSeeds = flag.Int("diff.seeds", 12, "number of seeds the differential tests run (raise for a soak)")
-)
-
-func diffSeedList() []uint64 {
-	if *diffSeed != 0 {
-		return []uint64{*diffSeed}
-	}
-	s := make([]uint64, *diffSeeds)
-	for i := range s {
-		s[i] = uint64(i + 1)
-	}
-	return s
-}
 
 // rec is a generated record: a key and a value unique within the key, so
 // that an output sum identifies exactly which records it includes.
@@ -73,129 +56,182 @@ func (f *runningSum) ProcessElement(ctx *stream.Context[string, KeyedSum], r rec
 	return ctx.Emit(KeyedSum{Key: r.Key, Sum: s, P: r.P, Seq: r.Seq})
 }
 
-// plan is a seeded failure schedule: failure i strikes subtask (vertex,
-// subtask) of attempt i once it has processed at least records records.
-type plan struct {
-	mu       sync.Mutex
-	failures []failure
-	struck   int
-}
-
-type failure struct {
-	vertex  string
-	subtask int
-	records int64
-}
-
-func (p *plan) fault(task stream.TaskInfo, attempt int, records int64) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if attempt >= len(p.failures) || attempt != p.struck {
-		return nil
-	}
-	f := p.failures[attempt]
-	if task.Vertex == f.vertex && task.Subtask == f.subtask && records >= f.records {
-		p.struck++
-		return fmt.Errorf("injected failure %d at %s[%d] after %d records", attempt+1, f.vertex, f.subtask, records)
-	}
-	return nil
-}
+// keyedKinds are the faults the keyed-sum suite draws from: all of them.
+var keyedKinds = faultKinds
 
 // TestDifferentialKeyedSum runs a keyed running sum over seeded random
-// input with aligned exactly-once checkpoints and seeded failures of random
-// subtasks at random moments, and checks the transactional sink's output
-// against the mini oracle: every record's sum appears exactly once, each
-// key's sums are the prefix sums of its records in an order that keeps
-// every partition's order, and the last sum of each key is the fold.
+// input with aligned exactly-once checkpoints, under a seeded schedule of
+// faults of every kind (errors between batches, in Open, in restores, in
+// a source's NewReader, in a sink's commit before and after it took
+// effect, hung and slow subtasks, failures and delays in a checkpoint's
+// synchronous and asynchronous phases, failing and slow checkpoint
+// storage) and seeded engine options (batch size, channel capacity,
+// chaining, concurrent checkpoints, failover strategy, checkpoint
+// storage, retention). Two thirds of the seeds add a second source of a
+// thousand short splits, whose position state (above the 20 KiB inline
+// threshold, so a file) is final within milliseconds while the first
+// source runs on: a finished subtask with large state. Its records join
+// the first source's, or go through a pipeline of their own, so that
+// region failover restarts the running pipeline without the finished one.
+// Each transactional sink's output is checked against the mini oracle
+// (see verifySums).
 func TestDifferentialKeyedSum(t *testing.T) {
-	struckTotal := 0
-	for _, seed := range diffSeedList() {
+	seeds := diffSeedList(300)
+	var tally kindTally
+	var largeFinished atomic.Int64
+	forEachSeed(t, seeds, func(t *testing.T, seed uint64) {
 		r := rand.New(rand.NewPCG(seed, 99))
 		partitions := 1 + r.IntN(4)
-		perPartition := int64(500 + r.IntN(2500))
+		perPartition := int64(200 + r.IntN(1300))
 		keys := 1 + r.IntN(40)
 		par := 1 + r.IntN(3)
+		early := []string{"none", "joined", "separate"}[r.IntN(3)]
+		const earlySplits, earlyPerSplit = 1000, 2
+		total := partitions + earlySplits
 		gen := func(p int, seq int64) rec {
 			k := datagen.Mix(seed, p, seq) % uint64(keys)
-			return rec{Key: fmt.Sprintf("k%02d", k), Value: int64(p) + int64(partitions)*seq + 1, P: p, Seq: seq}
+			return rec{Key: fmt.Sprintf("k%02d", k), Value: int64(p) + int64(total)*seq + 1, P: p, Seq: seq}
 		}
-		vertices := []string{"numbers", "sum"}
-		fp := &plan{}
-		for range 1 + r.IntN(3) {
-			fp.failures = append(fp.failures, failure{
-				vertex:  vertices[r.IntN(len(vertices))],
-				subtask: r.IntN(par),
-				records: int64(r.IntN(int(perPartition))),
-			})
+		genEarly := func(p int, seq int64) rec { return gen(partitions+p, seq) }
+		eng := drawEngine(r)
+		kinds := drawKinds(r, 4, keyedKinds)
+		if early != "none" {
+			eng.memStorage = true
 		}
-		name := fmt.Sprintf("seed=%d partitions=%d records=%d keys=%d parallelism=%d failures=%v", seed, partitions, perPartition, keys, par, fp.failures)
+		needsEngine(&eng, kinds)
 
 		var ev events
-		env, err := stream.NewEnvironment(
-			stream.WithConfig(mustConfig(t, fmt.Sprintf("parallelism.default=%d", par), "execution.checkpointing.interval=10 ms",
-				"restart-strategy.type=fixed-delay", "restart-strategy.fixed-delay.attempts=10", "restart-strategy.fixed-delay.delay=0 ms")),
-			stream.WithLogger(quiet), stream.WithEvents(ev.add), stream.WithFaults(fp.fault))
+		faults := streamtest.NewFaults()
+		env, err := stream.NewEnvironment(append(eng.options(),
+			stream.WithConfig(mustConfig(t, eng.config(fmt.Sprintf("parallelism.default=%d", par))...)),
+			stream.WithLogger(quiet), stream.WithEvents(ev.add), faults.Option())...)
 		if err != nil {
 			t.Fatal(err)
 		}
-		src, err := datagen.New(gen, datagen.Partitions(partitions), datagen.Count(perPartition), datagen.BatchSize(64), datagen.RatePerSecond(40_000))
+		src, err := datagen.New(gen, datagen.Partitions(partitions), datagen.Count(perPartition), datagen.BatchSize(64), datagen.RatePerSecond(60_000))
 		if err != nil {
 			t.Fatal(err)
 		}
+		key := func(r rec) string { return r.Key }
 		in := stream.FromSource(env, src, "numbers", stream.NoWatermarks[rec]())
-		sums := stream.Process(stream.KeyBy(in, func(r rec) string { return r.Key }), stream.KeyedProcessFunction[string, rec, KeyedSum](&runningSum{}), stream.Uid("sum"))
+		sources, operators, sinks := []string{"numbers"}, []string{"numbers", "sum", "sink"}, []string{"sink"}
+		var earlySink *streamtest.Collector[KeyedSum]
+		if early != "none" {
+			esrc, err := datagen.New(genEarly, datagen.Partitions(earlySplits), datagen.Count(earlyPerSplit), datagen.BatchSize(earlyPerSplit))
+			if err != nil {
+				t.Fatal(err)
+			}
+			e := stream.FromSource(env, esrc, "early", stream.NoWatermarks[rec](), stream.Parallelism(1))
+			sources, operators = append(sources, "early"), append(operators, "early")
+			if early == "joined" {
+				in = stream.Union(in, e)
+			} else {
+				sums := stream.Process(stream.KeyBy(e, key), stream.KeyedProcessFunction[string, rec, KeyedSum](&runningSum{}), eng.op(stream.Uid("early-sum"))...)
+				earlySink = streamtest.NewCollector[KeyedSum](true)
+				stream.SinkTo(sums, earlySink, eng.op(stream.Uid("early-sink"), stream.Parallelism(1))...)
+				operators, sinks = append(operators, "early-sum", "early-sink"), append(sinks, "early-sink")
+			}
+		}
+		sums := stream.Process(stream.KeyBy(in, key), stream.KeyedProcessFunction[string, rec, KeyedSum](&runningSum{}), eng.op(stream.Uid("sum"))...)
 		sink := streamtest.NewCollector[KeyedSum](true)
-		stream.SinkTo(sums, sink, stream.Uid("sink"), stream.Parallelism(1))
-		if err := env.Execute(context.Background(), "differential"); err != nil {
+		stream.SinkTo(sums, sink, eng.op(stream.Uid("sink"), stream.Parallelism(1))...)
+
+		nrecords := int64(partitions) * perPartition
+		shape := jobShape(t, env, sources, operators, sinks, max(nrecords/int64(par), 1))
+		sched := drawSchedule(r, faults, shape, kinds)
+		// Observes the finished source's state being written as a file.
+		earlyFile := faults.Add(stream.FaultStorageWrite, streamtest.Delay(0), streamtest.OnPath("early-0-op"), streamtest.Always())
+		name := fmt.Sprintf("seed=%d partitions=%d records=%d keys=%d parallelism=%d early=%s engine: %s",
+			seed, partitions, perPartition, keys, par, early, eng)
+
+		runErr := executeJob(t, env, "differential", name)
+		tally.add(sched)
+		if earlyFile.Fired() {
+			largeFinished.Add(1)
+		}
+		name += "; faults: " + sched.String()
+		if runErr != nil {
+			t.Fatalf("%s: %v", name, runErr)
+		}
+
+		generate := func(gen func(int, int64) rec, splits int, count int64) []rec {
+			var out []rec
+			for p := range splits {
+				for seq := range count {
+					out = append(out, gen(p, seq))
+				}
+			}
+			return out
+		}
+		numbers, earlyRecs := generate(gen, partitions, perPartition), generate(genEarly, earlySplits, earlyPerSplit)
+		// The early source's records reach a joined sum through a union
+		// with a source of other parallelism, which rebalances them:
+		// their order is not kept.
+		ordered := func(p int) bool { return p < partitions }
+		switch early {
+		case "none":
+			err = verifySums(sink.Results(), numbers, ordered)
+		case "joined":
+			err = verifySums(sink.Results(), append(numbers, earlyRecs...), ordered)
+		case "separate":
+			if err = verifySums(sink.Results(), numbers, ordered); err == nil {
+				if err = verifySums(earlySink.Results(), earlyRecs, func(int) bool { return true }); err != nil {
+					err = fmt.Errorf("the early pipeline: %w", err)
+				}
+			}
+		}
+		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		struckTotal += fp.struck
-
-		// The mini oracle: the fold over every partition's records.
-		var all []mini.Element
-		records := map[[2]int64]rec{}
-		for p := range partitions {
-			for seq := range perPartition {
-				x := gen(p, seq)
-				all = append(all, mini.Event{Key: x.Key, Value: x.Value})
-				records[[2]int64{int64(p), seq}] = x
-			}
+		if restarting, restored := len(ev.of(runtime.EventRestarting)), len(ev.of(runtime.EventRestored)); restored != restarting {
+			t.Fatalf("%s: %d restarts but %d restores", name, restarting, restored)
 		}
-		want := mini.Fold(all, mini.ByKey, len(all))
-
-		out := sink.Results()
-		if len(out) != len(all) {
-			t.Fatalf("%s: %d sums for %d records (%d written)", name, len(out), len(all), sink.Writes())
-		}
-		byKey := map[string][]KeyedSum{}
-		for _, s := range out {
-			byKey[s.Key] = append(byKey[s.Key], s)
-		}
-		got := map[string]int64{}
-		for k, ss := range byKey {
-			slices.SortFunc(ss, func(a, b KeyedSum) int { return int(a.Sum - b.Sum) })
-			lastSeq := map[int]int64{}
-			prev := int64(0)
-			for _, s := range ss {
-				x := records[[2]int64{int64(s.P), s.Seq}]
-				if x.Key != k || s.Sum-prev != x.Value {
-					t.Fatalf("%s: key %s: sum %d after %d does not add record %d/%d (value %d)", name, k, s.Sum, prev, s.P, s.Seq, x.Value)
-				}
-				if last, ok := lastSeq[s.P]; ok && s.Seq <= last {
-					t.Fatalf("%s: key %s: record %d/%d summed after %d/%d", name, k, s.P, s.Seq, s.P, last)
-				}
-				lastSeq[s.P], prev = s.Seq, s.Sum
-			}
-			got[k] = prev
-		}
-		if !maps.Equal(got, want) {
-			t.Fatalf("%s: final sums %v, oracle %v", name, got, want)
-		}
-		if n := len(ev.of(runtime.EventRestored)); n != fp.struck {
-			t.Fatalf("%s: %d failures struck but %d restores", name, fp.struck, n)
-		}
+	})
+	tally.check(t, len(seeds), keyedKinds)
+	if len(seeds) >= 20 && largeFinished.Load() == 0 {
+		t.Error("no seed wrote the finished source's state as a file: the suite proves nothing about finished subtasks with large state")
 	}
-	if struckTotal == 0 {
-		t.Fatal("no injected failure struck: the test proves nothing about recovery")
+}
+
+// verifySums checks a keyed running sum's output against its input with
+// the mini oracle: every record's sum appears exactly once, each key's
+// sums are the prefix sums of its records, in an order that keeps the
+// order of every partition for which ordered is true, and the last sum of
+// each key is the fold.
+func verifySums(out []KeyedSum, input []rec, ordered func(p int) bool) error {
+	all := make([]mini.Element, len(input))
+	records := map[[2]int64]rec{}
+	for i, x := range input {
+		all[i] = mini.Event{Key: x.Key, Value: x.Value}
+		records[[2]int64{int64(x.P), x.Seq}] = x
 	}
+	want := mini.Fold(all, mini.ByKey, len(all))
+	if len(out) != len(all) {
+		return fmt.Errorf("%d sums for %d records", len(out), len(all))
+	}
+	byKey := map[string][]KeyedSum{}
+	for _, s := range out {
+		byKey[s.Key] = append(byKey[s.Key], s)
+	}
+	got := map[string]int64{}
+	for k, ss := range byKey {
+		slices.SortFunc(ss, func(a, b KeyedSum) int { return cmp.Compare(a.Sum, b.Sum) })
+		lastSeq := map[int]int64{}
+		prev := int64(0)
+		for _, s := range ss {
+			x := records[[2]int64{int64(s.P), s.Seq}]
+			if x.Key != k || s.Sum-prev != x.Value {
+				return fmt.Errorf("key %s: sum %d after %d does not add record %d/%d (value %d)", k, s.Sum, prev, s.P, s.Seq, x.Value)
+			}
+			if last, ok := lastSeq[s.P]; ok && s.Seq <= last && ordered(s.P) {
+				return fmt.Errorf("key %s: record %d/%d summed after %d/%d", k, s.P, s.Seq, s.P, last)
+			}
+			lastSeq[s.P], prev = s.Seq, s.Sum
+		}
+		got[k] = prev
+	}
+	if !maps.Equal(got, want) {
+		return fmt.Errorf("final sums %v, oracle %v", got, want)
+	}
+	return nil
 }

@@ -22,7 +22,6 @@ import (
 	"time"
 
 	"github.com/weirstream/weir/config"
-	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/runtime"
 )
 
@@ -33,9 +32,12 @@ type Environment struct {
 	nodes  []*node
 	faults FaultFunc
 	clock  Clock
-	events func(JobEvent)
-	jobID  string
-	err    error // first error from building the graph
+	// batchSize and channelCapacity tune the data plane; 0 keeps the
+	// runtime's defaults.
+	batchSize, channelCapacity int
+	events                     func(JobEvent)
+	jobID                      string
+	err                        error // first error from building the graph
 	// newExec, if set, makes the executor of the job's subtasks.
 	newExec func(g *runtime.JobGraph, l runtime.Listener) (runtime.Executor, error)
 
@@ -60,10 +62,6 @@ func WithLogger(l *slog.Logger) Option { return func(e *Environment) { e.logger 
 // under it.
 func WithJobID(id string) Option { return func(e *Environment) { e.jobID = id } }
 
-// FaultFunc is asked before each batch a subtask processes; a non-nil
-// error fails that subtask. It exists to test recovery.
-type FaultFunc func(task TaskInfo, attempt int, records int64) error
-
 // TaskInfo names a subtask.
 type TaskInfo struct {
 	// Vertex is the uid of the chain's head operator.
@@ -71,8 +69,16 @@ type TaskInfo struct {
 	Subtask int
 }
 
-// WithFaults installs a fault injector (tests, chaos drills).
-func WithFaults(f FaultFunc) Option { return func(e *Environment) { e.faults = f } }
+// WithBatchSize sets how many records a subtask sends downstream in one
+// batch (default 1024). Smaller batches lower latency and raise the
+// per-record cost; tests use 1 to interleave records, barriers and
+// watermarks as finely as possible.
+func WithBatchSize(n int) Option { return func(e *Environment) { e.batchSize = n } }
+
+// WithChannelCapacity sets how many batches a channel between two
+// subtasks buffers, and the credit of a network channel (default 4).
+// With 1, a slow consumer backpressures its producers at once.
+func WithChannelCapacity(n int) Option { return func(e *Environment) { e.channelCapacity = n } }
 
 // JobEvent is something that happened to a running job.
 type JobEvent = runtime.Event
@@ -98,6 +104,9 @@ func NewEnvironment(opts ...Option) (*Environment, error) {
 	}
 	if err := e.cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if e.batchSize < 0 || e.channelCapacity < 0 {
+		return nil, errorf("batch size %d and channel capacity %d must not be negative", e.batchSize, e.channelCapacity)
 	}
 	if e.jobID == "" {
 		var b [16]byte
@@ -127,12 +136,6 @@ func (e *Environment) Execute(ctx context.Context, name string) error {
 		return err
 	}
 	return c.Wait()
-}
-
-type faultAdapter FaultFunc
-
-func (f faultAdapter) BeforeBatch(t checkpoint.TaskID, attempt int, records int64) error {
-	return f(TaskInfo{Vertex: t.Vertex, Subtask: t.Subtask}, attempt, records)
 }
 
 func errorf(format string, args ...any) error { return fmt.Errorf("stream: "+format, args...) }

@@ -49,8 +49,9 @@ func (e *Environment) prepare(ctx context.Context, name string) (*runtime.JobMas
 		opts.Clock = e.clock
 	}
 	if e.faults != nil {
-		opts.Faults = faultAdapter(e.faults)
+		opts.Faults = faultInjector(e.faults)
 	}
+	opts.BatchSize, opts.ChannelCapacity = e.batchSize, e.channelCapacity
 	closer := nop
 	if cp.Enabled {
 		ckpt, restore, c, err := e.checkpointing(ctx, cp)

@@ -2,7 +2,6 @@ package stream_test
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"slices"
 	"sync"
@@ -49,23 +48,16 @@ func TestRegionFailoverRestartsOnlyTheFailedPipeline(t *testing.T) {
 	}{{"region", 4}, {"full", 8}} {
 		t.Run(tc.strategy, func(t *testing.T) {
 			var ev events
-			failed := false
-			var mu sync.Mutex
+			faults := streamtest.NewFaults()
+			failure := faults.Add(stream.FaultBatch, streamtest.Fail(nil), streamtest.OnVertex("a-source"), streamtest.OnSubtask(1),
+				streamtest.AfterRecords(100), streamtest.InAttempt(0))
 			env, err := stream.NewEnvironment(
 				stream.WithConfig(mustConfig(t, "parallelism.default=2", "restart-strategy.type=fixed-delay",
 					"restart-strategy.fixed-delay.attempts=1", "restart-strategy.fixed-delay.delay=0 ms",
 					"jobmanager.execution.failover-strategy="+tc.strategy)),
 				stream.WithEvents(ev.add),
 				stream.WithLogger(quiet),
-				stream.WithFaults(func(task stream.TaskInfo, attempt int, records int64) error {
-					mu.Lock()
-					defer mu.Unlock()
-					if task.Vertex == "a-source" && task.Subtask == 1 && attempt == 0 && records >= 100 && !failed {
-						failed = true
-						return errors.New("injected failure")
-					}
-					return nil
-				}),
+				faults.Option(),
 			)
 			if err != nil {
 				t.Fatal(err)
@@ -82,7 +74,7 @@ func TestRegionFailoverRestartsOnlyTheFailedPipeline(t *testing.T) {
 				t.Fatal(err)
 			}
 			rs := ev.of(runtime.EventRestarting)
-			if len(rs) != 1 {
+			if !failure.Fired() || len(rs) != 1 {
 				t.Fatalf("%d restarts, want 1", len(rs))
 			}
 			var vertices []string

@@ -7,28 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/weirstream/weir/connector"
 	"github.com/weirstream/weir/connector/datagen"
 	"github.com/weirstream/weir/internal/runtime"
 	"github.com/weirstream/weir/stream"
 	"github.com/weirstream/weir/streamtest"
 )
-
-// flakyOpen is a source whose NewReader fails when fail says so, as a
-// reader does when its brokers are briefly unreachable.
-type flakyOpen[T any] struct {
-	connector.Source[T]
-	calls, failed atomic.Int32
-	fail          func(call int32) bool
-}
-
-func (f *flakyOpen[T]) NewReader(ctx context.Context, info connector.ReaderInfo, splits []connector.SplitStart) (connector.Reader[T], error) {
-	if f.fail(f.calls.Add(1)) {
-		f.failed.Add(1)
-		return nil, errors.New("brokers briefly unreachable")
-	}
-	return f.Source.NewReader(ctx, info, splits)
-}
 
 // executeWithin runs the job and returns its result, failing the test if
 // it has not ended after two minutes: a subtask that never exits keeps a
@@ -52,10 +35,15 @@ func executeWithin(t *testing.T, env *stream.Environment, name string) error {
 // which ends with exactly the output of a run without failures.
 func TestSourceThatFailsToOpenRestarts(t *testing.T) {
 	const n = 6000
-	var afterFault atomic.Bool
 	var completed atomic.Int32
-	var faulted atomic.Bool
 	var ev events
+	unreachable := errors.New("brokers briefly unreachable")
+	faults := streamtest.NewFaults()
+	atStart := faults.Add(stream.FaultNewReader, streamtest.Fail(unreachable), streamtest.Times(2))
+	failure := faults.Add(stream.FaultBatch, streamtest.Fail(nil), streamtest.OnVertex("count"), streamtest.AfterRecords(n/3),
+		streamtest.When(func(stream.FaultSite) bool { return completed.Load() > 0 }))
+	onRestore := faults.Add(stream.FaultNewReader, streamtest.Fail(unreachable), streamtest.AfterRestore(),
+		streamtest.When(func(stream.FaultSite) bool { return failure.Fired() }))
 	env, err := stream.NewEnvironment(stream.WithConfig(mustConfig(t, "parallelism.default=2", "execution.checkpointing.interval=10 ms",
 		"restart-strategy.type=fixed-delay", "restart-strategy.fixed-delay.attempts=10", "restart-strategy.fixed-delay.delay=0 ms")),
 		stream.WithLogger(quiet),
@@ -65,20 +53,11 @@ func TestSourceThatFailsToOpenRestarts(t *testing.T) {
 				completed.Add(1)
 			}
 		}),
-		stream.WithFaults(func(task stream.TaskInfo, _ int, records int64) error {
-			if task.Vertex == "count" && records >= n/3 && completed.Load() > 0 && faulted.CompareAndSwap(false, true) {
-				afterFault.Store(true)
-				return errors.New("injected failure")
-			}
-			return nil
-		}))
+		faults.Option())
 	if err != nil {
 		t.Fatal(err)
 	}
-	gen, _ := datagen.New(func(int, int64) int64 { return 1 }, datagen.Partitions(2), datagen.Count(n/2), datagen.BatchSize(10), datagen.RatePerSecond(20_000))
-	src := &flakyOpen[int64]{Source: gen, fail: func(call int32) bool {
-		return call <= 2 || afterFault.CompareAndSwap(true, false)
-	}}
+	src, _ := datagen.New(func(int, int64) int64 { return 1 }, datagen.Partitions(2), datagen.Count(n/2), datagen.BatchSize(10), datagen.RatePerSecond(20_000))
 	in := stream.FromSource[int64](env, src, "src", stream.NoWatermarks[int64]())
 	sums := stream.Process(stream.KeyBy(in, func(int64) int { return 0 }), stream.KeyedProcessFunction[int, int64, int64](&counter{}), stream.Uid("count"), stream.Parallelism(1))
 	sink := streamtest.NewCollector[int64](true)
@@ -86,8 +65,8 @@ func TestSourceThatFailsToOpenRestarts(t *testing.T) {
 	if err := executeWithin(t, env, "flaky-open"); err != nil {
 		t.Fatal(err)
 	}
-	if !faulted.Load() || src.failed.Load() != 3 {
-		t.Fatalf("injected failure struck: %v; NewReader failed %d times, want 3", faulted.Load(), src.failed.Load())
+	if !failure.Fired() || atStart.Count() != 2 || onRestore.Count() != 1 {
+		t.Fatalf("not every fault struck as planned: %s", faults)
 	}
 	// The injected failure restores a checkpoint, and so does the restart
 	// after the reader fails to open on that restore.

@@ -2,8 +2,6 @@ package stream_test
 
 import (
 	"context"
-	"errors"
-	"sync"
 	"testing"
 	"time"
 
@@ -87,23 +85,13 @@ func (c *counter) ProcessElement(ctx *stream.Context[int, int64], v int64) error
 	return ctx.Emit(n + v)
 }
 
-// once fails subtask vertex[subtask] of the first attempt after records.
-func once(vertex string, subtask int, records int64) (stream.FaultFunc, func() bool) {
-	var mu sync.Mutex
-	failed := false
-	return func(task stream.TaskInfo, attempt int, n int64) error {
-			mu.Lock()
-			defer mu.Unlock()
-			if !failed && attempt == 0 && task.Vertex == vertex && task.Subtask == subtask && n >= records {
-				failed = true
-				return errors.New("injected failure")
-			}
-			return nil
-		}, func() bool {
-			mu.Lock()
-			defer mu.Unlock()
-			return failed
-		}
+// once fails subtask vertex[subtask] of the first attempt after records;
+// it returns the option that installs the fault, and the fault.
+func once(vertex string, subtask int, records int64) (stream.Option, *streamtest.Fault) {
+	fs := streamtest.NewFaults()
+	f := fs.Add(stream.FaultBatch, streamtest.Fail(nil), streamtest.OnVertex(vertex), streamtest.OnSubtask(subtask),
+		streamtest.AfterRecords(records), streamtest.InAttempt(0))
+	return fs.Option(), f
 }
 
 // TestFinishedSourceIsNotReplayed: a source subtask that finished before
@@ -112,7 +100,7 @@ func TestFinishedSourceIsNotReplayed(t *testing.T) {
 	fault, failed := once("count", 0, 1500)
 	env, err := stream.NewEnvironment(stream.WithConfig(mustConfig(t, "parallelism.default=2", "execution.checkpointing.interval=10 ms",
 		"restart-strategy.type=fixed-delay", "restart-strategy.fixed-delay.attempts=3", "restart-strategy.fixed-delay.delay=0 ms")),
-		stream.WithLogger(quiet), stream.WithFaults(fault))
+		stream.WithLogger(quiet), fault)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +111,7 @@ func TestFinishedSourceIsNotReplayed(t *testing.T) {
 	if err := env.Execute(context.Background(), "finished"); err != nil {
 		t.Fatal(err)
 	}
-	if !failed() {
+	if !failed.Fired() {
 		t.Fatal("the failure did not strike")
 	}
 	out := sink.Results()
@@ -140,7 +128,7 @@ func TestRegionFailoverAfterOtherRegionFinished(t *testing.T) {
 			fault, failed := once("a-source", 0, 2000)
 			env, err := stream.NewEnvironment(stream.WithConfig(mustConfig(t, "parallelism.default=1", "execution.checkpointing.interval=10 ms",
 				"restart-strategy.type=fixed-delay", "restart-strategy.fixed-delay.attempts=3", "restart-strategy.fixed-delay.delay=0 ms",
-				"jobmanager.execution.failover-strategy="+strategy)), stream.WithLogger(quiet), stream.WithFaults(fault))
+				"jobmanager.execution.failover-strategy="+strategy)), stream.WithLogger(quiet), fault)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -164,7 +152,7 @@ func TestRegionFailoverAfterOtherRegionFinished(t *testing.T) {
 			if err := env.Execute(ctx, "regions"); err != nil {
 				t.Fatal(err)
 			}
-			if !failed() {
+			if !failed.Fired() {
 				t.Fatal("the failure did not strike")
 			}
 			for name, want := range map[string]int{"a": 4000, "b": 10} {
@@ -184,7 +172,7 @@ func TestDelayedRestart(t *testing.T) {
 	var ev events
 	env, err := stream.NewEnvironment(stream.WithConfig(mustConfig(t, "parallelism.default=1", "execution.checkpointing.interval=10 ms",
 		"execution.checkpointing.timeout=100 ms", "restart-strategy.type=fixed-delay", "restart-strategy.fixed-delay.attempts=1",
-		"restart-strategy.fixed-delay.delay=300 ms")), stream.WithLogger(quiet), stream.WithFaults(fault), stream.WithEvents(ev.add))
+		"restart-strategy.fixed-delay.delay=300 ms")), stream.WithLogger(quiet), fault, stream.WithEvents(ev.add))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +184,7 @@ func TestDelayedRestart(t *testing.T) {
 	if err := env.Execute(context.Background(), "delayed"); err != nil {
 		t.Fatal(err)
 	}
-	if !failed() {
+	if !failed.Fired() {
 		t.Fatal("the failure did not strike")
 	}
 	if n := len(ev.of(runtime.EventRestarting)); n != 1 {

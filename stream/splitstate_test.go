@@ -2,7 +2,6 @@ package stream_test
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -64,7 +63,9 @@ func (r *statefulReader[T]) Fetch(ctx context.Context) (connector.Fetch[T], erro
 func TestSplitStateRestoredWithOffset(t *testing.T) {
 	const n = 6000
 	var completed atomic.Int32
-	var faulted atomic.Bool
+	faults := streamtest.NewFaults()
+	failure := faults.Add(stream.FaultBatch, streamtest.Fail(nil), streamtest.OnVertex("count"), streamtest.AfterRecords(n/3),
+		streamtest.When(func(stream.FaultSite) bool { return completed.Load() > 0 }))
 	env, err := stream.NewEnvironment(stream.WithConfig(mustConfig(t, "parallelism.default=2", "execution.checkpointing.interval=10 ms",
 		"restart-strategy.type=fixed-delay", "restart-strategy.fixed-delay.attempts=3", "restart-strategy.fixed-delay.delay=0 ms")),
 		stream.WithLogger(quiet),
@@ -73,12 +74,7 @@ func TestSplitStateRestoredWithOffset(t *testing.T) {
 				completed.Add(1)
 			}
 		}),
-		stream.WithFaults(func(task stream.TaskInfo, _ int, records int64) error {
-			if task.Vertex == "count" && records >= n/3 && completed.Load() > 0 && faulted.CompareAndSwap(false, true) {
-				return fmt.Errorf("injected failure")
-			}
-			return nil
-		}))
+		faults.Option())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +87,7 @@ func TestSplitStateRestoredWithOffset(t *testing.T) {
 	if err := executeWithin(t, env, "split-state"); err != nil {
 		t.Fatal(err)
 	}
-	if !faulted.Load() {
+	if !failure.Fired() {
 		t.Fatal("the failure did not strike")
 	}
 	restored := 0

@@ -2,10 +2,8 @@ package stream_test
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"strconv"
-	"sync/atomic"
 	"testing"
 
 	"github.com/weirstream/weir/config"
@@ -67,16 +65,14 @@ func TestExactlyOnceSinkAcrossFailures(t *testing.T) {
 		if dir != "" {
 			kv = append(kv, "execution.checkpointing.dir="+dir)
 		}
-		var fails atomic.Int32
 		var ev events
-		env, err := stream.NewEnvironment(stream.WithConfig(mustConfig(t, kv...)), stream.WithLogger(quiet), stream.WithEvents(ev.add),
-			stream.WithFaults(func(task stream.TaskInfo, attempt int, records int64) error {
-				if task.Vertex == "numbers" && attempt < 2 && records > 3000 && fails.Load() == int32(attempt) {
-					fails.Add(1)
-					return errors.New("injected")
-				}
-				return nil
-			}))
+		faults := streamtest.NewFaults()
+		var injected []*streamtest.Fault
+		for attempt := range 2 {
+			injected = append(injected, faults.Add(stream.FaultBatch, streamtest.Fail(nil),
+				streamtest.OnVertex("numbers"), streamtest.AfterRecords(3001), streamtest.InAttempt(attempt)))
+		}
+		env, err := stream.NewEnvironment(stream.WithConfig(mustConfig(t, kv...)), stream.WithLogger(quiet), stream.WithEvents(ev.add), faults.Option())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -88,8 +84,8 @@ func TestExactlyOnceSinkAcrossFailures(t *testing.T) {
 		if err := env.Execute(context.Background(), "eo"); err != nil {
 			t.Fatal(err)
 		}
-		if fails.Load() != 2 {
-			t.Fatalf("dir %q: %d failures injected, want 2", dir, fails.Load())
+		if !injected[0].Fired() || !injected[1].Fired() {
+			t.Fatalf("dir %q: not every failure struck: %s", dir, faults)
 		}
 		restored := 0
 		for _, e := range ev.of(runtime.EventRestored) {

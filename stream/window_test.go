@@ -86,88 +86,76 @@ func windowOracle(recs []tsRec, kind string, size, slide, gap int64) map[WindowS
 }
 
 // TestDifferentialWindows runs tumbling, sliding and session window sums
-// under seeded failures and compares the transactional sink's output with
-// a batch oracle: every window exactly once, with exactly its records.
+// under a seeded schedule of faults of every kind and seeded engine
+// options (see TestDifferentialKeyedSum), and compares the transactional
+// sink's output with a batch oracle: every window exactly once, with
+// exactly its records. Records are out of order within the watermark's
+// bound; TestLateDataAcrossRestores covers records beyond it.
 func TestDifferentialWindows(t *testing.T) {
-	struck := 0
-	for _, seed := range diffSeedList() {
-		for _, kind := range []string{"tumbling", "sliding", "session"} {
-			r := rand.New(rand.NewPCG(seed, 7))
-			partitions := 1 + r.IntN(4)
-			perPartition := int64(300 + r.IntN(1500))
-			keys := 1 + r.IntN(12)
-			par := 1 + r.IntN(3)
-			const size, slide, gap = 1000, 250, 150
-			// Per partition, time advances 0-40 ms per record, with up to
-			// 100 ms of disorder; the watermark allows 200 ms.
-			gen := func(p int, seq int64) tsRec {
-				m := datagen.Mix(seed, p, seq)
-				base := seq * 20
-				return tsRec{Key: fmt.Sprintf("k%d", m%uint64(keys)), Value: int64(m>>20%100) + 1, Ts: 1_700_000_000_000 + base + int64(m>>40%100)}
-			}
-			fp := &plan{}
-			for range 1 + r.IntN(2) {
-				fp.failures = append(fp.failures, failure{vertex: []string{"events", "windows"}[r.IntN(2)], subtask: r.IntN(par), records: int64(r.IntN(int(perPartition)))})
-			}
-			name := fmt.Sprintf("seed=%d kind=%s partitions=%d records=%d keys=%d parallelism=%d failures=%v", seed, kind, partitions, perPartition, keys, par, fp.failures)
-			env, err := stream.NewEnvironment(
-				stream.WithConfig(mustConfig(t, fmt.Sprintf("parallelism.default=%d", par), "execution.checkpointing.interval=10 ms",
-					"restart-strategy.type=fixed-delay", "restart-strategy.fixed-delay.attempts=10", "restart-strategy.fixed-delay.delay=0 ms")),
-				stream.WithLogger(quiet), stream.WithFaults(fp.fault))
-			if err != nil {
-				t.Fatal(err)
-			}
-			src, _ := datagen.New(gen, datagen.Partitions(partitions), datagen.Count(perPartition), datagen.BatchSize(32), datagen.RatePerSecond(30_000))
-			wm := stream.BoundedOutOfOrderness[tsRec](200 * time.Millisecond).WithTimestamps(func(v tsRec, _ int64) int64 { return v.Ts })
-			events := stream.FromSource(env, src, "events", wm)
-			var assigner stream.WindowAssigner
-			switch kind {
-			case "tumbling":
-				assigner = stream.TumblingEventTimeWindows(size * time.Millisecond)
-			case "sliding":
-				assigner = stream.SlidingEventTimeWindows(size*time.Millisecond, slide*time.Millisecond)
-			case "session":
-				assigner = stream.EventTimeSessionWindows(gap * time.Millisecond)
-			}
-			ws := stream.Windowed(stream.KeyBy(events, func(v tsRec) string { return v.Key }), assigner)
-			sums := stream.Aggregate(ws, stream.AggregateFunction[tsRec, [2]int64, [2]int64](sumAgg{}), windowSum, stream.Uid("windows"))
-			sink := streamtest.NewCollector[WindowSum](true)
-			stream.SinkTo(sums, sink, stream.Uid("sink"), stream.Parallelism(1))
-			if err := env.Execute(context.Background(), "windows"); err != nil {
-				t.Fatalf("%s: %v", name, err)
-			}
-			struck += fp.struck
-			var recs []tsRec
-			for p := range partitions {
-				for seq := range perPartition {
-					recs = append(recs, gen(p, seq))
-				}
-			}
-			want := windowOracle(recs, kind, size, map[string]int64{"tumbling": size, "sliding": slide, "session": size}[kind], gap)
-			got := map[WindowSum]int{}
-			for _, s := range sink.Results() {
-				got[s]++
-			}
-			if !maps.Equal(got, want) {
-				var missing, extra []WindowSum
-				for k, n := range want {
-					if got[k] != n {
-						missing = append(missing, k)
-					}
-				}
-				for k, n := range got {
-					if want[k] != n {
-						extra = append(extra, k)
-					}
-				}
-				t.Fatalf("%s: %d windows, oracle %d; missing or wrong %d (e.g. %v), extra or duplicated %d (e.g. %v)",
-					name, len(got), len(want), len(missing), first(missing), len(extra), first(extra))
+	seeds := diffSeedList(300)
+	var tally kindTally
+	forEachSeed(t, seeds, func(t *testing.T, seed uint64) {
+		r := rand.New(rand.NewPCG(seed, 7))
+		kind := []string{"tumbling", "sliding", "session"}[r.IntN(3)]
+		partitions := 1 + r.IntN(4)
+		perPartition := int64(200 + r.IntN(1000))
+		keys := 1 + r.IntN(12)
+		par := 1 + r.IntN(3)
+		const size, slide, gap = 1000, 250, 150
+		// Per partition, time advances 0-40 ms per record, with up to
+		// 100 ms of disorder; the watermark allows 200 ms.
+		gen := func(p int, seq int64) tsRec {
+			m := datagen.Mix(seed, p, seq)
+			base := seq * 20
+			return tsRec{Key: fmt.Sprintf("k%d", m%uint64(keys)), Value: int64(m>>20%100) + 1, Ts: 1_700_000_000_000 + base + int64(m>>40%100)}
+		}
+		eng := drawEngine(r)
+		kinds := drawKinds(r, 3, faultKinds)
+		needsEngine(&eng, kinds)
+		faults := streamtest.NewFaults()
+		env, err := stream.NewEnvironment(append(eng.options(),
+			stream.WithConfig(mustConfig(t, eng.config(fmt.Sprintf("parallelism.default=%d", par))...)),
+			stream.WithLogger(quiet), faults.Option())...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src, _ := datagen.New(gen, datagen.Partitions(partitions), datagen.Count(perPartition), datagen.BatchSize(32), datagen.RatePerSecond(40_000))
+		wm := stream.BoundedOutOfOrderness[tsRec](200 * time.Millisecond).WithTimestamps(func(v tsRec, _ int64) int64 { return v.Ts })
+		events := stream.FromSource(env, src, "events", wm)
+		var assigner stream.WindowAssigner
+		switch kind {
+		case "tumbling":
+			assigner = stream.TumblingEventTimeWindows(size * time.Millisecond)
+		case "sliding":
+			assigner = stream.SlidingEventTimeWindows(size*time.Millisecond, slide*time.Millisecond)
+		case "session":
+			assigner = stream.EventTimeSessionWindows(gap * time.Millisecond)
+		}
+		ws := stream.Windowed(stream.KeyBy(events, func(v tsRec) string { return v.Key }), assigner)
+		sums := stream.Aggregate(ws, stream.AggregateFunction[tsRec, [2]int64, [2]int64](sumAgg{}), windowSum, eng.op(stream.Uid("windows"))...)
+		sink := streamtest.NewCollector[WindowSum](true)
+		stream.SinkTo(sums, sink, eng.op(stream.Uid("sink"), stream.Parallelism(1))...)
+		shape := jobShape(t, env, []string{"events"}, []string{"events", "windows", "sink"}, []string{"sink"}, max(int64(partitions)*perPartition/int64(par), 1))
+		sched := drawSchedule(r, faults, shape, kinds)
+		name := fmt.Sprintf("seed=%d kind=%s partitions=%d records=%d keys=%d parallelism=%d engine: %s", seed, kind, partitions, perPartition, keys, par, eng)
+		runErr := executeJob(t, env, "windows", name)
+		tally.add(sched)
+		name += "; faults: " + sched.String()
+		if runErr != nil {
+			t.Fatalf("%s: %v", name, runErr)
+		}
+		var recs []tsRec
+		for p := range partitions {
+			for seq := range perPartition {
+				recs = append(recs, gen(p, seq))
 			}
 		}
-	}
-	if struck == 0 {
-		t.Fatal("no injected failure struck")
-	}
+		want := windowOracle(recs, kind, size, map[string]int64{"tumbling": size, "sliding": slide, "session": size}[kind], gap)
+		if got := counts(sink.Results()); !maps.Equal(got, want) {
+			t.Fatalf("%s: windows: %s", name, diffMaps(got, want))
+		}
+	})
+	tally.check(t, len(seeds), faultKinds)
 }
 
 func first[T any](s []T) any {
@@ -340,18 +328,19 @@ func lateOracle(splits int, count int64, gen func(int, int64) lateRec, bound, si
 // event-time window sums, and a keyed process function that tags each
 // record with whether it was behind its event time, into the exactly-once
 // sinks windows and tags.
-func lateJob(env *stream.Environment, src *orderedSource, windowPar int, bound, size int64, windows *streamtest.Collector[WindowSum], tags *streamtest.Collector[Tagged]) {
+func lateJob(env *stream.Environment, src *orderedSource, windowPar int, bound, size int64, windows *streamtest.Collector[WindowSum], tags *streamtest.Collector[Tagged], opts ...stream.OpOption) {
 	wm := stream.BoundedOutOfOrderness[lateRec](time.Duration(bound) * time.Millisecond).WithTimestamps(func(v lateRec, _ int64) int64 { return v.Ts })
 	events := stream.FromSource(env, src, "events", wm, stream.Parallelism(1))
 	keyed := stream.KeyBy(events, func(v lateRec) string { return v.Key })
 	ws := stream.Windowed(keyed, stream.TumblingEventTimeWindows(time.Duration(size)*time.Millisecond))
-	sums := stream.Aggregate(ws, stream.AggregateFunction[lateRec, [2]int64, [2]int64](lateSumAgg{}), windowSum, stream.Uid("windows"), stream.Parallelism(windowPar))
-	stream.SinkTo(sums, windows, stream.Uid("window-sink"), stream.Parallelism(1))
+	with := func(o ...stream.OpOption) []stream.OpOption { return append(o, opts...) }
+	sums := stream.Aggregate(ws, stream.AggregateFunction[lateRec, [2]int64, [2]int64](lateSumAgg{}), windowSum, with(stream.Uid("windows"), stream.Parallelism(windowPar))...)
+	stream.SinkTo(sums, windows, with(stream.Uid("window-sink"), stream.Parallelism(1))...)
 	tag := stream.ProcessFunc[string, lateRec, Tagged](func(ctx *stream.Context[string, Tagged], v lateRec) error {
 		return ctx.Emit(Tagged{P: v.P, Seq: v.Seq, Late: v.Ts <= ctx.CurrentWatermark()})
 	})
-	tagged := stream.Process(keyed, stream.KeyedProcessFunction[string, lateRec, Tagged](tag), stream.Uid("tagger"), stream.Parallelism(windowPar))
-	stream.SinkTo(tagged, tags, stream.Uid("tag-sink"), stream.Parallelism(1))
+	tagged := stream.Process(keyed, stream.KeyedProcessFunction[string, lateRec, Tagged](tag), with(stream.Uid("tagger"), stream.Parallelism(windowPar))...)
+	stream.SinkTo(tagged, tags, with(stream.Uid("tag-sink"), stream.Parallelism(1))...)
 }
 
 // lateGen returns a seeded generator of records whose timestamps advance
@@ -408,49 +397,49 @@ func counts[T comparable](vs []T) map[T]int {
 // failure-free run saw it at.
 func TestLateDataAcrossRestores(t *testing.T) {
 	const bound, size = 200, 1000
-	struck, lateTotal := 0, 0
-	for _, seed := range diffSeedList() {
+	seeds := diffSeedList(200)
+	var tally kindTally
+	var lateTotal atomic.Int64
+	forEachSeed(t, seeds, func(t *testing.T, seed uint64) {
 		r := rand.New(rand.NewPCG(seed, 11))
 		splits := 1 + r.IntN(4)
-		count := int64(1200/splits + r.IntN(1500/splits))
+		count := int64(600/splits + r.IntN(1200/splits))
 		keys := 1 + r.IntN(12)
 		par := 1 + r.IntN(3)
-		fp := &plan{}
-		for range 1 + r.IntN(3) {
-			v := []string{"events", "windows", "tagger"}[r.IntN(3)]
-			n := int64(splits) * count / 2
-			sub := 0
-			if v != "events" {
-				n, sub = n/int64(par), r.IntN(par)
-			}
-			fp.failures = append(fp.failures, failure{vertex: v, subtask: sub, records: r.Int64N(n)})
-		}
-		name := fmt.Sprintf("seed=%d splits=%d records=%d keys=%d parallelism=%d failures=%v", seed, splits, count, keys, par, fp.failures)
 		gen := lateGen(seed, keys)
-		env, err := stream.NewEnvironment(
-			stream.WithConfig(mustConfig(t, "execution.checkpointing.interval=10 ms",
-				"restart-strategy.type=fixed-delay", "restart-strategy.fixed-delay.attempts=10", "restart-strategy.fixed-delay.delay=0 ms")),
-			stream.WithLogger(quiet), stream.WithFaults(fp.fault))
+		eng := drawEngine(r)
+		kinds := drawKinds(r, 3, faultKinds)
+		needsEngine(&eng, kinds)
+		faults := streamtest.NewFaults()
+		env, err := stream.NewEnvironment(append(eng.options(),
+			stream.WithConfig(mustConfig(t, eng.config()...)), stream.WithLogger(quiet), faults.Option())...)
 		if err != nil {
 			t.Fatal(err)
 		}
 		windows, tags := streamtest.NewCollector[WindowSum](true), streamtest.NewCollector[Tagged](true)
-		lateJob(env, &orderedSource{splits: splits, count: count, pace: 8, gen: gen}, par, bound, size, windows, tags)
-		if err := env.Execute(context.Background(), "late"); err != nil {
-			t.Fatalf("%s: %v", name, err)
+		lateJob(env, &orderedSource{splits: splits, count: count, pace: 8, gen: gen}, par, bound, size, windows, tags, eng.op()...)
+		shape := jobShape(t, env, []string{"events"}, []string{"events", "windows", "window-sink", "tagger", "tag-sink"}, []string{"window-sink", "tag-sink"},
+			max(int64(splits)*count/int64(par)/2, 1))
+		sched := drawSchedule(r, faults, shape, kinds)
+		name := fmt.Sprintf("seed=%d splits=%d records=%d keys=%d parallelism=%d engine: %s", seed, splits, count, keys, par, eng)
+		runErr := executeJob(t, env, "late", name)
+		tally.add(sched)
+		name += "; faults: " + sched.String()
+		if runErr != nil {
+			t.Fatalf("%s: %v", name, runErr)
 		}
-		struck += fp.struck
 		wantWindows, wantTags, late := lateOracle(splits, count, gen, bound, size)
-		lateTotal += late
+		lateTotal.Add(int64(late))
 		if got := counts(windows.Results()); !maps.Equal(got, wantWindows) {
-			t.Fatalf("%s: %d failures struck: windows: %s", name, fp.struck, diffMaps(got, wantWindows))
+			t.Fatalf("%s: windows: %s", name, diffMaps(got, wantWindows))
 		}
 		if got := counts(tags.Results()); !maps.Equal(got, wantTags) {
-			t.Fatalf("%s: %d failures struck: tagged records: %s", name, fp.struck, diffMaps(got, wantTags))
+			t.Fatalf("%s: tagged records: %s", name, diffMaps(got, wantTags))
 		}
-	}
-	if struck == 0 || lateTotal == 0 {
-		t.Fatalf("%d failures struck, %d late records: the test proves nothing about late data across restores", struck, lateTotal)
+	})
+	tally.check(t, len(seeds), faultKinds)
+	if lateTotal.Load() == 0 {
+		t.Fatal("no late records: the test proves nothing about late data across restores")
 	}
 }
 
@@ -461,10 +450,7 @@ func TestLateDataAcrossRestores(t *testing.T) {
 // both runs together is the failure-free run's.
 func TestLateDataRescaledResume(t *testing.T) {
 	const bound, size = 200, 1000
-	seeds := diffSeedList()
-	if len(seeds) > 6 {
-		seeds = seeds[:6]
-	}
+	seeds := diffSeedList(6)
 	for _, seed := range seeds {
 		r := rand.New(rand.NewPCG(seed, 13))
 		splits := 1 + r.IntN(4)

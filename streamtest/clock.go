@@ -1,96 +1,31 @@
 package streamtest
 
 import (
-	"sort"
-	"sync"
 	"time"
+
+	"github.com/weirstream/weir/internal/manualclock"
 )
 
 // ManualClock is a processing-time clock that moves only when told to:
 // timers registered with AfterFunc run when Advance passes their time. It
 // implements stream.Clock.
-type ManualClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	timers []*manualTimer
-	seq    int
-}
-
-type manualTimer struct {
-	at      time.Time
-	seq     int
-	f       func()
-	stopped bool
-}
+type ManualClock struct{ c *manualclock.Clock }
 
 // NewManualClock returns a clock at start.
-func NewManualClock(start time.Time) *ManualClock { return &ManualClock{now: start} }
+func NewManualClock(start time.Time) *ManualClock { return &ManualClock{manualclock.New(start)} }
 
 // Now returns the clock's time.
-func (c *ManualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
+func (c *ManualClock) Now() time.Time { return c.c.Now() }
 
 // AfterFunc runs f once the clock has advanced by d; with d <= 0 it runs f
 // at once, on its own goroutine, as time.AfterFunc does.
 func (c *ManualClock) AfterFunc(d time.Duration, f func()) (stop func() bool) {
-	if d <= 0 {
-		go f()
-		return func() bool { return false }
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.seq++
-	t := &manualTimer{at: c.now.Add(d), seq: c.seq, f: f}
-	c.timers = append(c.timers, t)
-	return func() bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		was := !t.stopped
-		t.stopped = true
-		return was
-	}
+	return c.c.AfterFunc(d, f)
 }
 
 // Pending returns how many timers wait to fire.
-func (c *ManualClock) Pending() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := 0
-	for _, t := range c.timers {
-		if !t.stopped {
-			n++
-		}
-	}
-	return n
-}
+func (c *ManualClock) Pending() int { return c.c.Pending() }
 
 // Advance moves the clock forward by d and runs, in time order, the timers
 // that became due.
-func (c *ManualClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	var due, rest []*manualTimer
-	for _, t := range c.timers {
-		switch {
-		case t.stopped:
-		case !t.at.After(c.now):
-			due = append(due, t)
-		default:
-			rest = append(rest, t)
-		}
-	}
-	c.timers = rest
-	c.mu.Unlock()
-	sort.Slice(due, func(i, j int) bool {
-		if !due[i].at.Equal(due[j].at) {
-			return due[i].at.Before(due[j].at)
-		}
-		return due[i].seq < due[j].seq
-	})
-	for _, t := range due {
-		t.f()
-	}
-}
+func (c *ManualClock) Advance(d time.Duration) { c.c.Advance(d) }

@@ -1,6 +1,16 @@
 // Package streamtest helps test jobs: sinks that collect what a job
 // writes (transactionally, as an exactly-once sink would, or directly, as
-// an at-least-once one), and helpers to inject failures.
+// an at-least-once one), a processing-time clock that moves when told to,
+// and declarative faults to inject into a running job (Faults): errors,
+// hangs and delays between batches, in Open, in restores, in a source's
+// NewReader, around a sink's commit, in a checkpoint's synchronous and
+// asynchronous phases, and in checkpoint storage.
+//
+//	faults := streamtest.NewFaults()
+//	crash := faults.Add(stream.FaultCommitted, streamtest.Fail(nil), streamtest.OnOperator("sink"), streamtest.OnCall(3))
+//	env, _ := stream.NewEnvironment(stream.WithConfig(cfg), faults.Option())
+//	// build and run the job, then:
+//	if !crash.Fired() { t.Fatal("the commit never failed") }
 package streamtest
 
 import (

@@ -642,7 +642,12 @@ func (p *faultPlan) event(e stream.JobEvent) {
 	p.since = time.Now()
 }
 
-func (p *faultPlan) fn(task stream.TaskInfo, attempt int, records int64) error {
+// fn is the plan's stream.FaultFunc: failures strike between batches.
+func (p *faultPlan) fn(_ context.Context, site stream.FaultSite) error {
+	if site.Point != stream.FaultBatch {
+		return nil
+	}
+	task, attempt, records := site.Task, site.Attempt, site.Records
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.started || p.struck >= len(p.faults) || attempt != p.struck {

@@ -77,7 +77,11 @@ func newDiscoveryFaults(seed uint64) *discoveryFaults {
 	return f
 }
 
-func (f *discoveryFaults) fault(task stream.TaskInfo, attempt int, records int64) error {
+func (f *discoveryFaults) fault(_ context.Context, site stream.FaultSite) error {
+	if site.Point != stream.FaultBatch {
+		return nil
+	}
+	task, attempt, records := site.Task, site.Attempt, site.Records
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	switch {

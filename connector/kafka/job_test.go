@@ -3,7 +3,6 @@ package kafka_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -104,10 +103,44 @@ func TestJobKafkaToKafkaExactlyOnce(t *testing.T) {
 	balancesJob(t, brokers, "payments", "balances", "balances-job")
 }
 
+// TestJobKafkaToKafkaUnderCommitFaults is TestJobKafkaToKafkaExactlyOnce
+// with faults around the Kafka sink's commits as well: a commit that
+// fails before it takes effect, one that takes effect and then fails (the
+// transaction is committed again after the restore, from the
+// checkpoint), the same for that commit after the restore, and a failure
+// of the sink right after it acknowledged a checkpoint.
+func TestJobKafkaToKafkaUnderCommitFaults(t *testing.T) {
+	fail := streamtest.Fail(nil)
+	for _, tc := range []struct {
+		name string
+		add  func(fs *streamtest.Faults) []*streamtest.Fault
+	}{
+		{"commit-before", func(fs *streamtest.Faults) []*streamtest.Fault {
+			return []*streamtest.Fault{fs.Add(stream.FaultCommit, fail, streamtest.OnOperator("balances-sink"), streamtest.OnCall(3))}
+		}},
+		{"commit-after", func(fs *streamtest.Faults) []*streamtest.Fault {
+			return []*streamtest.Fault{
+				fs.Add(stream.FaultCommitted, fail, streamtest.OnOperator("balances-sink"), streamtest.OnSubtask(0), streamtest.OnCall(3)),
+				fs.Add(stream.FaultCommitted, fail, streamtest.OnOperator("balances-sink"), streamtest.OnSubtask(0), streamtest.AfterRestore()),
+			}
+		}},
+		{"after-ack", func(fs *streamtest.Faults) []*streamtest.Fault {
+			return []*streamtest.Fault{fs.Add(stream.FaultAsync, fail, streamtest.OnVertex("balance"), streamtest.OnSubtask(1), streamtest.OnCall(4),
+				streamtest.When(func(s stream.FaultSite) bool { return s.Step == s.Steps-1 }))}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			brokers := newCluster(t, 4, []string{"payments", "balances"})
+			balancesJob(t, brokers, "payments", "balances", "balances-job", tc.add)
+		})
+	}
+}
+
 // balancesJob runs the job of TestJobKafkaToKafkaExactlyOnce from topic in
 // (of 4 partitions) to topic out, with name as its consumer group and
-// transactional id prefix.
-func balancesJob(t *testing.T, brokers []string, in, out, name string) {
+// transactional id prefix, and the faults extra declares too, which must
+// strike.
+func balancesJob(t *testing.T, brokers []string, in, out, name string, extra ...func(*streamtest.Faults) []*streamtest.Fault) {
 	want := seedPayments(t, brokers, in, 4, 500)
 
 	cfg, err := config.ParseDynamic([]string{"parallelism.default=2", "execution.checkpointing.interval=10 ms",
@@ -115,7 +148,28 @@ func balancesJob(t *testing.T, brokers []string, in, out, name string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var completed, restored, fails atomic.Int32
+	var completed, restored atomic.Int32
+	faults := streamtest.NewFaults()
+	// Two failures of the source, each once a checkpoint more has
+	// completed, the second in a later attempt than the first.
+	injected := make([]*streamtest.Fault, 2)
+	for i := range injected {
+		injected[i] = faults.Add(stream.FaultBatch, streamtest.Fail(nil), streamtest.OnVertex("payments"), streamtest.AfterRecords(301),
+			streamtest.When(func(s stream.FaultSite) bool {
+				if completed.Load() <= int32(i) {
+					return false
+				}
+				if i == 0 {
+					return true
+				}
+				first := injected[0].Sites()
+				return len(first) > 0 && s.Attempt > first[0].Attempt
+			}))
+	}
+	var extras []*streamtest.Fault
+	for _, x := range extra {
+		extras = append(extras, x(faults)...)
+	}
 	env, err := stream.NewEnvironment(stream.WithConfig(cfg), stream.WithLogger(slog.New(slog.DiscardHandler)),
 		stream.WithEvents(func(e stream.JobEvent) {
 			switch {
@@ -125,13 +179,7 @@ func balancesJob(t *testing.T, brokers []string, in, out, name string) {
 				restored.Add(1)
 			}
 		}),
-		stream.WithFaults(func(task stream.TaskInfo, attempt int, records int64) error {
-			if task.Vertex == "payments" && attempt < 2 && records > 300 && fails.Load() == int32(attempt) && completed.Load() > int32(attempt) {
-				fails.Add(1)
-				return errors.New("injected")
-			}
-			return nil
-		}))
+		faults.Option())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,10 +208,21 @@ func balancesJob(t *testing.T, brokers []string, in, out, name string) {
 	if err := env.Execute(ctx, "balances"); err != nil {
 		t.Fatal(err)
 	}
+	fails := 0
+	for _, f := range injected {
+		if f.Fired() {
+			fails++
+		}
+	}
 	t.Logf("%d failures, %d checkpoints completed, %d restores from a checkpoint, %d payments processed",
-		fails.Load(), completed.Load(), restored.Load(), n.Load())
-	if fails.Load() != 2 || restored.Load() == 0 || n.Load() <= int64(len(want)) {
-		t.Fatalf("%d failures, %d restores, %d payments processed: the failures did not exercise recovery", fails.Load(), restored.Load(), n.Load())
+		fails, completed.Load(), restored.Load(), n.Load())
+	if fails != 2 || restored.Load() == 0 || n.Load() <= int64(len(want)) {
+		t.Fatalf("%d failures, %d restores, %d payments processed: the failures did not exercise recovery", fails, restored.Load(), n.Load())
+	}
+	for _, f := range extras {
+		if !f.Fired() {
+			t.Fatalf("fault %s did not strike; faults: %s", f, faults)
+		}
 	}
 
 	settle(t, brokers, out)

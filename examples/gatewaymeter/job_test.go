@@ -47,7 +47,11 @@ type fault struct {
 	afterCheckpoint bool
 }
 
-func (f *faults) fn(task stream.TaskInfo, attempt int, records int64) error {
+func (f *faults) fn(_ context.Context, site stream.FaultSite) error {
+	if site.Point != stream.FaultBatch {
+		return nil
+	}
+	task, attempt, records := site.Task, site.Attempt, site.Records
 	if f.pace > 0 && task.Vertex == gm.UIDSource {
 		time.Sleep(f.pace)
 	}

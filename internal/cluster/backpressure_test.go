@@ -10,6 +10,7 @@ import (
 	"github.com/weirstream/weir/connector/datagen"
 	"github.com/weirstream/weir/internal/cluster"
 	"github.com/weirstream/weir/stream"
+	"github.com/weirstream/weir/streamtest"
 )
 
 // slowJob is an unbounded generator → keyBy → running sum whose subtasks
@@ -19,13 +20,9 @@ func slowJob(sub cluster.Submission, opts ...stream.Option) (*stream.Environment
 	if err != nil {
 		return nil, err
 	}
-	slow := func(task stream.TaskInfo, _ int, _ int64) error {
-		if task.Vertex == "sum" {
-			time.Sleep(20 * time.Millisecond)
-		}
-		return nil
-	}
-	env, err := stream.NewEnvironment(append([]stream.Option{stream.WithConfig(cfg), stream.WithJobID(sub.JobID), stream.WithLogger(quiet), stream.WithFaults(slow)}, opts...)...)
+	slow := streamtest.NewFaults()
+	slow.Add(stream.FaultBatch, streamtest.Delay(20*time.Millisecond), streamtest.OnVertex("sum"), streamtest.Always())
+	env, err := stream.NewEnvironment(append([]stream.Option{stream.WithConfig(cfg), stream.WithJobID(sub.JobID), stream.WithLogger(quiet), slow.Option()}, opts...)...)
 	if err != nil {
 		return nil, err
 	}

@@ -27,7 +27,11 @@ type twoPipelines struct {
 
 const pipelineRecords = 2000 // per partition
 
-func (j *twoPipelines) fault(task stream.TaskInfo, attempt int, records int64) error {
+func (j *twoPipelines) fault(_ context.Context, site stream.FaultSite) error {
+	if site.Point != stream.FaultBatch {
+		return nil
+	}
+	task, attempt, records := site.Task, site.Attempt, site.Records
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if task.Vertex == "a-source" && task.Subtask == 1 && attempt == 0 && records >= 500 && !j.failed {

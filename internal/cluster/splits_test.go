@@ -78,7 +78,11 @@ func (j *growingJob) env(sub cluster.Submission, opts ...stream.Option) (*stream
 	return env, nil
 }
 
-func (j *growingJob) fault(task stream.TaskInfo, _ int, _ int64) error {
+func (j *growingJob) fault(_ context.Context, site stream.FaultSite) error {
+	if site.Point != stream.FaultBatch {
+		return nil
+	}
+	task := site.Task
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if task.Subtask == 1 && !j.failed && j.read[2] >= 100 {

@@ -181,8 +181,14 @@ func (s *Sink[T]) commit(byID map[int64][][]byte) error {
 		return nil
 	}
 	for _, id := range slices.Sorted(maps.Keys(byID)) {
+		if err := s.ctx.InjectFault(runtime.FaultSite{Point: runtime.FaultCommit, Checkpoint: id}); err != nil {
+			return fmt.Errorf("committing checkpoint %d: %w", id, err)
+		}
 		if err := c.Commit(s.ctx, byID[id]); err != nil {
 			return fmt.Errorf("committing checkpoint %d: %w", id, err)
+		}
+		if err := s.ctx.InjectFault(runtime.FaultSite{Point: runtime.FaultCommitted, Checkpoint: id}); err != nil {
+			return fmt.Errorf("after committing checkpoint %d: %w", id, err)
 		}
 	}
 	return nil

@@ -196,6 +196,9 @@ func (s *Source[T]) addSplit(id string) (connector.SplitStart, bool) {
 
 // openReader opens a reader of starts and starts fetching.
 func (s *Source[T]) openReader(starts []connector.SplitStart) error {
+	if err := s.ctx.InjectFault(runtime.FaultSite{Point: runtime.FaultNewReader}); err != nil {
+		return fmt.Errorf("opening reader: %w", err)
+	}
 	r, err := s.src.NewReader(s.ctx, s.info, starts)
 	if err != nil {
 		return fmt.Errorf("opening reader: %w", err)

@@ -17,8 +17,8 @@ import (
 
 	"github.com/weirstream/weir/config"
 	"github.com/weirstream/weir/internal/checkpoint"
+	"github.com/weirstream/weir/internal/manualclock"
 	"github.com/weirstream/weir/internal/runtime/restart"
-	"github.com/weirstream/weir/streamtest"
 )
 
 // TestJobMasterScenarios runs the transcripts in testdata/jobmaster: a job
@@ -57,7 +57,7 @@ func TestJobMasterScenarios(t *testing.T) {
 
 type jmHarness struct {
 	t0     time.Time
-	clock  *streamtest.ManualClock
+	clock  *manualclock.Clock
 	exec   *fakeExecutor
 	jm     *JobMaster
 	cancel context.CancelFunc
@@ -405,7 +405,7 @@ func (h *jmHarness) init(t *testing.T, d *datadriven.TestData) string {
 		d.ScanArgs(t, "failover", &failover)
 	}
 
-	h.clock = streamtest.NewManualClock(h.t0)
+	h.clock = manualclock.New(h.t0)
 	h.exec = &fakeExecutor{live: map[TaskRef]bool{}, attempt: map[checkpoint.TaskID]int{}}
 	jm, err := NewJobMaster(g, Options{
 		JobID:    "job",

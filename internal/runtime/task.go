@@ -39,12 +39,6 @@ type taskOptions struct {
 	attempt       int
 }
 
-// FaultInjector lets tests fail a subtask at a chosen moment: it is asked
-// before every input batch and may return an error that fails the task.
-type FaultInjector interface {
-	BeforeBatch(task checkpoint.TaskID, attempt int, recordsIn int64) error
-}
-
 type restoreInfo struct {
 	Metadata *checkpoint.Metadata
 	Store    StateReader
@@ -102,6 +96,10 @@ type Task struct {
 	recordsIn  atomic.Int64
 	watermark  atomic.Int64
 	lastCkptAt atomic.Int64
+
+	// asyncFault is an injected failure of an asynchronous snapshot
+	// write, which fails the subtask even if it has ended meanwhile.
+	asyncFault atomic.Pointer[error]
 }
 
 func (t *Task) head() Operator { return t.chain.Operators[0].Op }
@@ -148,6 +146,9 @@ func (t *Task) run() (err error) {
 			pt.stop()
 		}
 		t.snapshots.Wait()
+		if f := t.asyncFault.Load(); f != nil && err == nil {
+			err = *f
+		}
 		for _, op := range t.chainOps() {
 			if cerr := op.Op.Close(); cerr != nil && err == nil {
 				err = fmt.Errorf("closing %s: %w", op.UID, cerr)
@@ -164,8 +165,14 @@ func (t *Task) run() (err error) {
 	// Open tail first, so every operator's output is ready when it opens.
 	for i := len(chain.Operators) - 1; i >= 0; i-- {
 		op := chain.Operators[i]
+		if err := t.fault(t.ctx, FaultSite{Point: FaultOpen, Operator: op.UID}); err != nil {
+			return fmt.Errorf("opening %s: %w", op.UID, err)
+		}
 		if err := op.Op.Open(tc.OperatorContext(op.UID, op.Name)); err != nil {
 			return fmt.Errorf("opening %s: %w", op.UID, err)
+		}
+		if err := t.fault(t.ctx, FaultSite{Point: FaultOpen, Operator: op.UID, Step: 1}); err != nil {
+			return fmt.Errorf("after opening %s: %w", op.UID, err)
 		}
 	}
 	if chain.Source != nil {
@@ -308,11 +315,9 @@ func (t *Task) runGate() error {
 func (t *Task) onMessage(ch int, m message) error {
 	switch m.kind {
 	case msgData:
-		n := t.recordsIn.Add(int64(m.n))
-		if t.opts.faults != nil {
-			if err := t.opts.faults.BeforeBatch(t.id, t.opts.attempt, n); err != nil {
-				return err
-			}
+		t.recordsIn.Add(int64(m.n))
+		if err := t.fault(t.ctx, FaultSite{Point: FaultBatch}); err != nil {
+			return err
 		}
 		if err := t.chain.Deliver(t.gate.logical[ch], m.data); err != nil {
 			return err
@@ -455,18 +460,28 @@ func (t *Task) triggerCheckpoint(b Barrier) error {
 // checkpoint when done.
 func (t *Task) checkpoint(b Barrier, startDelay, alignment time.Duration) error {
 	start := t.clock.Now()
+	ops := t.chain.Operators
+	steps := len(ops) + 2
+	if err := t.fault(t.ctx, FaultSite{Point: FaultSync, Checkpoint: b.ID, Steps: steps}); err != nil {
+		return fmt.Errorf("checkpoint %d: %w", b.ID, err)
+	}
 	if err := t.broadcast(message{kind: msgBarrier, barrier: b}); err != nil {
 		return err
 	}
-	ops := t.chain.Operators
 	snaps := make([]Snapshot, len(ops))
 	for i, op := range ops {
+		if err := t.fault(t.ctx, FaultSite{Point: FaultSync, Checkpoint: b.ID, Operator: op.UID, Step: i + 1, Steps: steps}); err != nil {
+			return fmt.Errorf("snapshot of %s for checkpoint %d: %w", op.UID, b.ID, err)
+		}
 		s, err := op.Op.Snapshot(b.ID)
 		if err != nil {
 			// A failure in the synchronous part fails the task.
 			return fmt.Errorf("snapshot of %s for checkpoint %d: %w", op.UID, b.ID, err)
 		}
 		snaps[i] = s
+	}
+	if err := t.fault(t.ctx, FaultSite{Point: FaultSync, Checkpoint: b.ID, Step: steps - 1, Steps: steps}); err != nil {
+		return fmt.Errorf("checkpoint %d: %w", b.ID, err)
 	}
 	if t.finished && t.finalCheckpoint == 0 {
 		t.finalCheckpoint = b.ID
@@ -503,8 +518,23 @@ func (t *Task) writeSnapshot(id int64, ops []ChainedOperator, snaps []Snapshot, 
 		}
 		return nil
 	}
+	writes := 0
+	for _, s := range snaps {
+		if s.Keyed != nil {
+			writes++
+		}
+		if s.Operator != nil {
+			writes++
+		}
+	}
+	steps, step := writes+2, 0
+	// fault asks the injector about the next step of the write.
+	fault := func() error {
+		step++
+		return t.fault(t.ctx, FaultSite{Point: FaultAsync, Checkpoint: id, Step: step - 1, Steps: steps})
+	}
 	states := make(map[string]checkpoint.SubtaskState, len(ops))
-	var err error
+	var err, ferr error
 	for i, s := range snaps {
 		st := checkpoint.SubtaskState{Watermark: wm}
 		if i == 0 {
@@ -512,6 +542,9 @@ func (t *Task) writeSnapshot(id int64, ops []ChainedOperator, snaps []Snapshot, 
 		}
 		uid := ops[i].UID
 		if s.Keyed != nil {
+			if ferr = fault(); ferr != nil {
+				break
+			}
 			var h checkpoint.StateHandle
 			h, err = t.store.WriteState(t.ctx, id, fmt.Sprintf("%s-%d-keyed", uid, t.id.Subtask), func(w io.Writer) error {
 				_, err := s.Keyed.WriteTo(w)
@@ -525,6 +558,9 @@ func (t *Task) writeSnapshot(id int64, ops []ChainedOperator, snaps []Snapshot, 
 			st.Keyed = append(st.Keyed, h)
 		}
 		if s.Operator != nil {
+			if ferr = fault(); ferr != nil {
+				break
+			}
 			var h checkpoint.StateHandle
 			h, err = t.store.WriteState(t.ctx, id, fmt.Sprintf("%s-%d-op", uid, t.id.Subtask), func(w io.Writer) error {
 				_, err := w.Write(s.Operator)
@@ -538,6 +574,13 @@ func (t *Task) writeSnapshot(id int64, ops []ChainedOperator, snaps []Snapshot, 
 		states[uid] = st
 	}
 	t.mailbox.post(release)
+	if err == nil && ferr == nil {
+		ferr = fault()
+	}
+	if ferr != nil {
+		t.failAsync(id, ferr)
+		return
+	}
 	if err != nil {
 		if t.ctx.Err() == nil {
 			t.master.decline(t.id, id, DeclineAsyncFailure, fmt.Errorf("asynchronous part of checkpoint %d failed: %w", id, err))
@@ -546,6 +589,21 @@ func (t *Task) writeSnapshot(id int64, ops []ChainedOperator, snaps []Snapshot, 
 	}
 	stats.AsyncDuration = time.Since(start)
 	t.master.acknowledge(t.id, id, checkpoint.TaskAck{States: states, Stats: stats})
+	if ferr = fault(); ferr != nil {
+		t.failAsync(id, ferr)
+	}
+}
+
+// failAsync fails the subtask with an injected failure of checkpoint id's
+// asynchronous part: on its goroutine at the next mail, or when it exits
+// if it has ended.
+func (t *Task) failAsync(id int64, err error) {
+	if t.ctx.Err() != nil {
+		return // canceled already: the fault was a hang that ended
+	}
+	err = fmt.Errorf("asynchronous part of checkpoint %d: %w", id, err)
+	t.asyncFault.CompareAndSwap(nil, &err)
+	t.mailbox.post(func() error { return err })
 }
 
 // notifyComplete is the coordinator's notification, as a mail.
@@ -617,11 +675,9 @@ func (t *Task) runSource(src SourceDriver) error {
 		if err != nil {
 			return err
 		}
-		total := t.recordsIn.Add(int64(n))
-		if t.opts.faults != nil {
-			if err := t.opts.faults.BeforeBatch(t.id, t.opts.attempt, total); err != nil {
-				return err
-			}
+		t.recordsIn.Add(int64(n))
+		if err := t.fault(t.ctx, FaultSite{Point: FaultBatch}); err != nil {
+			return err
 		}
 		if done {
 			fetched = nil

@@ -61,8 +61,9 @@ type faults struct {
 	block chan struct{} // while set, count[0] waits for it to close
 }
 
-func (f *faults) fn(task stream.TaskInfo, attempt int, records int64) error {
-	if task.Vertex != "count" {
+func (f *faults) fn(_ context.Context, site stream.FaultSite) error {
+	task := site.Task
+	if site.Point != stream.FaultBatch || task.Vertex != "count" {
 		return nil
 	}
 	if f.slow.Load() {

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"math/rand/v2"
@@ -183,6 +184,22 @@ type Faults struct {
 	rules  []*faultRule
 	rng    *rand.Rand
 	events []FaultEvent
+	hook   Hook
+}
+
+// Hook is asked about every storage operation that no Fault hits, with
+// the operation's context and its object's key: a non-nil error fails the
+// operation as a Fault with Action Fail and that Err would. It may block,
+// to make storage slow, until ctx is done. Hooks are called concurrently,
+// from every goroutine that uses the Storage, without the Faults' lock.
+type Hook func(ctx context.Context, op Op, key string) error
+
+// NewHookFaults returns Faults that ask h about every operation. Faults
+// added to it are checked first.
+func NewHookFaults(seed uint64, h Hook) *Faults {
+	f := NewFaults(seed)
+	f.hook = h
+	return f
 }
 
 type faultRule struct {
@@ -223,10 +240,25 @@ func (f *Faults) Events() []FaultEvent {
 }
 
 // decide returns the fault that hits op on key, or nil.
-func (f *Faults) decide(op Op, key string) *Fault {
+func (f *Faults) decide(ctx context.Context, op Op, key string) *Fault {
 	if f == nil {
 		return nil
 	}
+	if ft := f.decideRules(op, key); ft != nil || f.hook == nil {
+		return ft
+	}
+	err := f.hook(ctx, op, key)
+	if err == nil {
+		return nil
+	}
+	f.mu.Lock()
+	f.events = append(f.events, FaultEvent{Op: op, Key: key, Action: Fail})
+	f.mu.Unlock()
+	return &Fault{Op: op, Action: Fail, Err: err}
+}
+
+// decideRules returns the added Fault that hits op on key, or nil.
+func (f *Faults) decideRules(op Op, key string) *Fault {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, r := range f.rules {

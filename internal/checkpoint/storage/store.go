@@ -196,7 +196,7 @@ type objectWriter interface {
 // once the file is durable (see localFS); elsewhere the bucket's driver
 // publishes the write on Close (object stores complete the upload).
 func (s *store) newWriter(ctx context.Context, key, contentType string) (objectWriter, error) {
-	f := s.faults.decide(OpWrite, key)
+	f := s.faults.decide(ctx, OpWrite, key)
 	var w objectWriter
 	if s.local != nil {
 		lw, err := s.local.create(ctx, key)
@@ -244,7 +244,7 @@ type objectReader interface {
 }
 
 func (s *store) newReader(ctx context.Context, key string) (objectReader, error) {
-	f := s.faults.decide(OpRead, key)
+	f := s.faults.decide(ctx, OpRead, key)
 	if f != nil {
 		switch f.Action {
 		case Fail:
@@ -290,7 +290,7 @@ type object struct {
 }
 
 func (s *store) stat(ctx context.Context, key string) (object, error) {
-	if f := s.faults.decide(OpStat, key); f != nil {
+	if f := s.faults.decide(ctx, OpStat, key); f != nil {
 		if f.Action == Drop {
 			return object{}, s.opError("stat", key, fmt.Errorf("%w (%w)", errNotExist, ErrInjected))
 		}
@@ -307,7 +307,7 @@ func (s *store) stat(ctx context.Context, key string) (object, error) {
 // With dirs, keys are cut at the first "/" after prefix and such
 // directories are listed once, with IsDir set.
 func (s *store) list(ctx context.Context, prefix string, dirs bool) ([]object, error) {
-	if f := s.faults.decide(OpList, prefix); f != nil {
+	if f := s.faults.decide(ctx, OpList, prefix); f != nil {
 		if f.Action == Drop {
 			return nil, nil
 		}
@@ -333,7 +333,7 @@ func (s *store) list(ctx context.Context, prefix string, dirs bool) ([]object, e
 
 // remove deletes key. A key that is not there is not an error.
 func (s *store) remove(ctx context.Context, key string) error {
-	if f := s.faults.decide(OpDelete, key); f != nil {
+	if f := s.faults.decide(ctx, OpDelete, key); f != nil {
 		if f.Action == Drop {
 			return nil
 		}

@@ -1,0 +1,118 @@
+package runtime
+
+import (
+	"context"
+
+	"github.com/weirstream/weir/internal/checkpoint"
+)
+
+// FaultPoint is a place in a subtask's life where its FaultInjector is
+// asked whether to fail, stall or go on.
+type FaultPoint uint8
+
+const (
+	// FaultBatch is before the subtask processes an input batch, or after
+	// a source emitted a fetch; Records counts the records so far, the
+	// batch's included.
+	FaultBatch FaultPoint = iota + 1
+	// FaultOpen is an operator's Open: Step 0 before it opens, Step 1
+	// once it has opened (and restored its state).
+	FaultOpen
+	// FaultRestore is a read of restored state, inside an operator's
+	// Open; Checkpoint is the restored checkpoint and Step counts the
+	// operator's reads from 0.
+	FaultRestore
+	// FaultNewReader is a source about to open its reader.
+	FaultNewReader
+	// FaultCommit is a sink about to commit the transactions of
+	// checkpoint Checkpoint; an error here leaves them uncommitted.
+	FaultCommit
+	// FaultCommitted is a sink that has just committed them; an error here
+	// fails the subtask although the commit took effect.
+	FaultCommitted
+	// FaultSync is a step of the synchronous part of checkpoint
+	// Checkpoint, on the subtask's goroutine: Step 0 before the barrier
+	// goes downstream, Step i in 1..n before the snapshot of the chain's
+	// i-th operator (Operator), Step n+1 after the last; Steps is n+2.
+	FaultSync
+	// FaultAsync is a step of the asynchronous part of checkpoint
+	// Checkpoint, on the goroutine that writes the snapshot: Step k below
+	// Steps-2 before the k-th state write, Steps-2 before the subtask
+	// acknowledges the checkpoint, Steps-1 after. An error fails the
+	// subtask; before the acknowledgement it also abandons the write.
+	FaultAsync
+)
+
+// FaultSite says where a subtask reached a fault point.
+type FaultSite struct {
+	Point FaultPoint
+	Task  checkpoint.TaskID
+	// Attempt is the job master's restart count when the subtask was
+	// deployed.
+	Attempt int
+	// Operator is the uid of the chain's operator concerned (Open,
+	// Restore, NewReader, Commit, Committed, and Sync's operator steps).
+	Operator string
+	// Records is the number of records the subtask has taken in since it
+	// was deployed.
+	Records int64
+	// Checkpoint is the checkpoint concerned (Restore, Commit, Committed,
+	// Sync, Async).
+	Checkpoint int64
+	// Step and Steps place the site within its point (see FaultPoint).
+	Step, Steps int
+	// Restored is the checkpoint the subtask was deployed from, 0 if none.
+	Restored int64
+}
+
+// FaultInjector lets tests fail, stall or slow a subtask at a chosen
+// moment. It is asked at every fault point of every subtask; a non-nil
+// error fails the subtask there. It may block, to make the subtask slow or
+// hung, until ctx (the subtask's) is done. It is called concurrently, from
+// the subtasks' goroutines and from their asynchronous snapshot writers.
+type FaultInjector interface {
+	Inject(ctx context.Context, site FaultSite) error
+}
+
+// fault asks the injector, if any, about site in this subtask.
+func (t *Task) fault(ctx context.Context, site FaultSite) error {
+	if t.opts.faults == nil {
+		return nil
+	}
+	site.Task, site.Attempt, site.Records = t.id, t.opts.attempt, t.recordsIn.Load()
+	if t.restore != nil && t.restore.Metadata != nil {
+		site.Restored = t.restore.Metadata.CheckpointID
+	}
+	return t.opts.faults.Inject(ctx, site)
+}
+
+// InjectFault asks the job's fault injector, if any, about site in the
+// operator's subtask: the subtask, attempt and operator are filled in. A
+// non-nil error is the operator's to return, which fails the subtask.
+// Operators call it where only they know a fault point is reached (a
+// source opening its reader, a sink committing).
+func (c *OperatorContext) InjectFault(site FaultSite) error {
+	if c.task == nil || c.task.opts.faults == nil {
+		return nil
+	}
+	site.Operator = c.UID
+	return c.task.fault(c, site)
+}
+
+// faultReader asks the injector before every read of restored state.
+type faultReader struct {
+	under StateReader
+	t     *Task
+	uid   string
+	id    int64
+	reads int
+}
+
+func (r *faultReader) ReadState(ctx context.Context, h checkpoint.StateHandle) ([]byte, error) {
+	step := r.reads
+	r.reads++
+	if err := r.t.fault(ctx, FaultSite{Point: FaultRestore, Operator: r.uid, Checkpoint: r.id, Step: step}); err != nil {
+		return nil, err
+	}
+	return r.under.ReadState(ctx, h)
+}

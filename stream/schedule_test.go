@@ -1,0 +1,406 @@
+package stream_test
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/weirstream/weir/stream"
+	"github.com/weirstream/weir/streamtest"
+	_ "gocloud.dev/blob/memblob" // mem:// checkpoint storage
+)
+
+var (
+	diffSeed     = flag.Uint64("diff.seed", 0, "run the differential tests for this seed only")
+	diffSeeds    = flag.Int("diff.seeds", 0, "number of seeds the differential tests run (0: each test's default; raise for a soak)")
+	diffParallel = flag.Int("diff.parallel", 4, "number of seeds the differential tests run at once")
+)
+
+// diffSeedList returns the seeds a differential test runs: -diff.seed
+// alone, or the first -diff.seeds, or the first def (a quarter of them,
+// at least 6, under the race detector).
+func diffSeedList(def int) []uint64 {
+	if *diffSeed != 0 {
+		return []uint64{*diffSeed}
+	}
+	n := def
+	if raceEnabled {
+		n = max(min(def, 6), def/4)
+	}
+	if *diffSeeds > 0 {
+		n = *diffSeeds
+	}
+	s := make([]uint64, n)
+	for i := range s {
+		s[i] = uint64(i + 1)
+	}
+	return s
+}
+
+// rerun says how to run one seed of test again. The seed fixes the input,
+// the engine options and the fault schedule; where the faults strike
+// relative to checkpoints depends on timing too, so a seed that failed
+// once may need -count to fail again.
+func rerun(test string, seed uint64) string {
+	return fmt.Sprintf("rerun this seed alone with: go test ./stream -run '^%s$' -diff.seed=%d -v", test, seed)
+}
+
+// forEachSeed runs f for every seed as a subtest named seed=N, a few at a
+// time (-diff.parallel): the jobs spend most of their time waiting on
+// rate-limited sources and checkpoint intervals, so a few of them share
+// two cores well. It stops starting seeds after the first failure.
+func forEachSeed(t *testing.T, seeds []uint64, f func(t *testing.T, seed uint64)) {
+	next := make(chan uint64)
+	var wg sync.WaitGroup
+	for range max(1, min(*diffParallel, len(seeds))) {
+		wg.Go(func() {
+			for seed := range next {
+				t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
+					t.Cleanup(func() {
+						if t.Failed() {
+							t.Log(rerun(strings.Split(t.Name(), "/")[0], seed))
+						}
+					})
+					f(t, seed)
+				})
+			}
+		})
+	}
+	for _, seed := range seeds {
+		if t.Failed() {
+			break
+		}
+		next <- seed
+	}
+	close(next)
+	wg.Wait()
+}
+
+// engine is a per-seed choice of engine options, in the manner of
+// pebble's metamorphic tests: the same job and input must give the same
+// output whatever they are.
+type engine struct {
+	batchSize, channelCapacity int // 0: the default
+	chaining                   bool
+	maxConcurrent              int
+	failover                   string
+	tolerable                  int
+	retained                   int
+	memStorage                 bool   // checkpoint to mem:// rather than the job master's memory
+	timeout                    string // execution.checkpointing.timeout, "" for the default
+}
+
+func drawEngine(r *rand.Rand) engine {
+	e := engine{
+		batchSize:       []int{0, 1, 1024, 7}[r.IntN(4)],
+		channelCapacity: []int{0, 1}[r.IntN(2)],
+		chaining:        r.IntN(3) > 0,
+		maxConcurrent:   1 + r.IntN(2),
+		failover:        []string{"region", "full"}[r.IntN(2)],
+		tolerable:       []int{0, 0, 3}[r.IntN(3)],
+		retained:        1 + r.IntN(3),
+		memStorage:      r.IntN(2) == 0,
+	}
+	return e
+}
+
+func (e engine) String() string {
+	s := fmt.Sprintf("batch=%d channel=%d chaining=%v max-concurrent=%d failover=%s tolerable=%d retained=%d",
+		e.batchSize, e.channelCapacity, e.chaining, e.maxConcurrent, e.failover, e.tolerable, e.retained)
+	if e.memStorage {
+		s += " storage=mem://"
+	}
+	if e.timeout != "" {
+		s += " timeout=" + e.timeout
+	}
+	return s
+}
+
+// config returns the engine's configuration, with kv added.
+func (e engine) config(kv ...string) []string {
+	out := []string{"execution.checkpointing.interval=10 ms",
+		fmt.Sprintf("execution.checkpointing.max-concurrent-checkpoints=%d", e.maxConcurrent),
+		fmt.Sprintf("execution.checkpointing.tolerable-failed-checkpoints=%d", e.tolerable),
+		fmt.Sprintf("execution.checkpointing.num-retained=%d", e.retained),
+		"jobmanager.execution.failover-strategy=" + e.failover,
+		"restart-strategy.type=fixed-delay", "restart-strategy.fixed-delay.attempts=60", "restart-strategy.fixed-delay.delay=0 ms"}
+	if e.memStorage {
+		out = append(out, "execution.checkpointing.dir=mem://")
+	}
+	if e.timeout != "" {
+		out = append(out, "execution.checkpointing.timeout="+e.timeout)
+	}
+	return append(out, kv...)
+}
+
+// options returns the engine's environment options.
+func (e engine) options() []stream.Option {
+	var opts []stream.Option
+	if e.batchSize > 0 {
+		opts = append(opts, stream.WithBatchSize(e.batchSize))
+	}
+	if e.channelCapacity > 0 {
+		opts = append(opts, stream.WithChannelCapacity(e.channelCapacity))
+	}
+	return opts
+}
+
+// op returns opts, with chaining disabled if the engine runs without.
+func (e engine) op(opts ...stream.OpOption) []stream.OpOption {
+	if !e.chaining {
+		opts = append(opts, stream.DisableChaining())
+	}
+	return opts
+}
+
+// The kinds of fault a schedule draws from.
+const (
+	kindBatchError     = "batch-error"
+	kindOpenError      = "open-error"
+	kindRestoreError   = "restore-error"
+	kindNewReaderError = "new-reader-error"
+	kindNewReaderHang  = "new-reader-hang"
+	kindCommitBefore   = "commit-before"
+	kindCommitAfter    = "commit-after"
+	kindHang           = "hang"
+	kindSlow           = "slow"
+	kindSyncError      = "sync-error"
+	kindSyncSlow       = "sync-slow"
+	kindCommitSlow     = "commit-slow"
+	kindAsyncError     = "async-error"
+	kindAsyncSlow      = "async-slow"
+	kindStorageWrite   = "storage-write"
+	kindStorageRead    = "storage-read"
+	kindStorageList    = "storage-list"
+	kindStorageDelete  = "storage-delete"
+	kindStorageSlow    = "storage-slow"
+)
+
+var faultKinds = []string{kindBatchError, kindOpenError, kindRestoreError, kindNewReaderError, kindNewReaderHang,
+	kindCommitBefore, kindCommitAfter, kindCommitSlow, kindHang, kindSlow, kindSyncError, kindSyncSlow, kindAsyncError, kindAsyncSlow,
+	kindStorageWrite, kindStorageRead, kindStorageList, kindStorageDelete, kindStorageSlow}
+
+// shape is what a schedule needs to know of a job to aim its faults.
+type shape struct {
+	vertices  []stream.VertexInfo
+	sources   []string // uids of the source operators
+	operators []string // uids of every operator, sources and sinks included
+	sinks     []string // uids of the exactly-once sinks
+	// records bounds the records a subtask takes in, for AfterRecords.
+	records int64
+}
+
+func jobShape(t *testing.T, env *stream.Environment, sources, operators, sinks []string, records int64) shape {
+	t.Helper()
+	vs, err := env.Plan("plan")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return shape{vertices: vs, sources: sources, operators: operators, sinks: sinks, records: records}
+}
+
+func (s shape) vertex(r *rand.Rand) (string, int) {
+	v := s.vertices[r.IntN(len(s.vertices))]
+	return v.UID, r.IntN(v.Parallelism)
+}
+
+// schedule is a seeded set of faults of drawn kinds.
+type schedule struct {
+	faults *streamtest.Faults
+	drawn  []drawnFault
+}
+
+type drawnFault struct {
+	kind  string
+	fault *streamtest.Fault
+}
+
+func (s *schedule) String() string {
+	var b strings.Builder
+	for i, d := range s.drawn {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "%s: %s (struck %d)", d.kind, d.fault, d.fault.Count())
+	}
+	return b.String()
+}
+
+// needsEngine adjusts e to what a schedule of kinds needs: storage faults
+// need a checkpoint directory, and hangs a checkpoint timeout short
+// enough to fail the hung subtask over.
+func needsEngine(e *engine, kinds []string) {
+	for _, k := range kinds {
+		switch k {
+		case kindStorageWrite, kindStorageRead, kindStorageList, kindStorageDelete, kindStorageSlow:
+			e.memStorage = true
+		case kindHang, kindNewReaderHang:
+			e.timeout, e.tolerable = "1 s", 0
+		}
+	}
+}
+
+// drawKinds draws the kinds of 1 to max faults.
+func drawKinds(r *rand.Rand, max int, allowed []string) []string {
+	kinds := make([]string, 1+r.IntN(max))
+	for i := range kinds {
+		kinds[i] = allowed[r.IntN(len(allowed))]
+	}
+	return kinds
+}
+
+// drawSchedule adds to fs a fault of each kind, aimed at the job s.
+func drawSchedule(r *rand.Rand, fs *streamtest.Faults, s shape, kinds []string) *schedule {
+	sc := &schedule{faults: fs}
+	pickOp := func(from []string) string { return from[r.IntN(len(from))] }
+	for _, kind := range kinds {
+		var f *streamtest.Fault
+		switch kind {
+		case kindBatchError:
+			v, sub := s.vertex(r)
+			f = fs.Add(stream.FaultBatch, streamtest.Fail(nil), streamtest.OnVertex(v), streamtest.OnSubtask(sub), streamtest.AfterRecords(1+r.Int64N(s.records)))
+		case kindOpenError:
+			opts := []streamtest.FaultOption{streamtest.OnOperator(pickOp(s.operators)), streamtest.AtStep(r.IntN(2))}
+			if r.IntN(2) == 0 {
+				opts = append(opts, streamtest.AfterRestore())
+			}
+			f = fs.Add(stream.FaultOpen, streamtest.Fail(nil), opts...)
+		case kindRestoreError:
+			// A restore reads state only after a failure: one strikes
+			// halfway through the input or later, when checkpoints have
+			// completed.
+			v, sub := s.vertex(r)
+			trigger := fs.Add(stream.FaultBatch, streamtest.Fail(nil), streamtest.OnVertex(v), streamtest.OnSubtask(sub), streamtest.AfterRecords(s.records/2+1+r.Int64N(s.records/2+1)))
+			sc.drawn = append(sc.drawn, drawnFault{kind: "restore-trigger", fault: trigger})
+			f = fs.Add(stream.FaultRestore, streamtest.Fail(nil), streamtest.OnOperator(pickOp(s.operators)), streamtest.OnCall(1+r.IntN(2)))
+		case kindNewReaderError:
+			f = fs.Add(stream.FaultNewReader, streamtest.Fail(nil), streamtest.OnOperator(pickOp(s.sources)), streamtest.OnCall(1+r.IntN(3)))
+		case kindNewReaderHang:
+			f = fs.Add(stream.FaultNewReader, streamtest.Hang(), streamtest.OnOperator(pickOp(s.sources)), streamtest.OnCall(1+r.IntN(3)))
+		case kindCommitBefore:
+			f = fs.Add(stream.FaultCommit, streamtest.Fail(nil), streamtest.OnOperator(pickOp(s.sinks)), streamtest.OnCall(1+r.IntN(6)))
+		case kindCommitAfter:
+			f = fs.Add(stream.FaultCommitted, streamtest.Fail(nil), streamtest.OnOperator(pickOp(s.sinks)), streamtest.OnCall(1+r.IntN(6)))
+		case kindHang:
+			v, sub := s.vertex(r)
+			f = fs.Add(stream.FaultBatch, streamtest.Hang(), streamtest.OnVertex(v), streamtest.OnSubtask(sub), streamtest.AfterRecords(1+r.Int64N(s.records)))
+		case kindSlow:
+			v, sub := s.vertex(r)
+			f = fs.Add(stream.FaultBatch, streamtest.Delay(time.Duration(1+r.IntN(20))*time.Millisecond), streamtest.OnVertex(v), streamtest.OnSubtask(sub),
+				streamtest.AfterRecords(1+r.Int64N(s.records)), streamtest.Times(1+r.IntN(20)))
+		case kindSyncError:
+			v, sub := s.vertex(r)
+			f = fs.Add(stream.FaultSync, streamtest.Fail(nil), streamtest.OnVertex(v), streamtest.OnSubtask(sub),
+				atFraction(r.Float64()), streamtest.OnCall(1+r.IntN(8)))
+		case kindSyncSlow:
+			v, sub := s.vertex(r)
+			f = fs.Add(stream.FaultSync, streamtest.Delay(time.Duration(1+r.IntN(20))*time.Millisecond), streamtest.OnVertex(v), streamtest.OnSubtask(sub),
+				atFraction(r.Float64()), streamtest.OnCall(1+r.IntN(5)), streamtest.Times(1+r.IntN(4)))
+		case kindCommitSlow:
+			f = fs.Add(stream.FaultCommit, streamtest.Delay(time.Duration(5+r.IntN(40))*time.Millisecond), streamtest.OnOperator(pickOp(s.sinks)),
+				streamtest.OnCall(1+r.IntN(4)), streamtest.Times(1+r.IntN(4)))
+		case kindAsyncError:
+			v, sub := s.vertex(r)
+			f = fs.Add(stream.FaultAsync, streamtest.Fail(nil), streamtest.OnVertex(v), streamtest.OnSubtask(sub),
+				atFraction(r.Float64()), streamtest.OnCall(1+r.IntN(8)))
+		case kindAsyncSlow:
+			v, sub := s.vertex(r)
+			f = fs.Add(stream.FaultAsync, streamtest.Delay(time.Duration(5+r.IntN(40))*time.Millisecond), streamtest.OnVertex(v), streamtest.OnSubtask(sub),
+				atFraction(r.Float64()), streamtest.OnCall(1+r.IntN(5)), streamtest.Times(1+r.IntN(4)))
+		case kindStorageWrite:
+			opts := []streamtest.FaultOption{streamtest.OnCall(1 + r.IntN(12))}
+			if r.IntN(2) == 0 {
+				opts = append(opts, streamtest.OnPath("_metadata"))
+			}
+			f = fs.Add(stream.FaultStorageWrite, streamtest.Fail(nil), opts...)
+		case kindStorageRead:
+			f = fs.Add(stream.FaultStorageRead, streamtest.Fail(nil), streamtest.OnCall(1+r.IntN(6)))
+		case kindStorageList:
+			f = fs.Add(stream.FaultStorageList, streamtest.Fail(nil), streamtest.OnCall(1+r.IntN(6)))
+		case kindStorageDelete:
+			f = fs.Add(stream.FaultStorageDelete, streamtest.Fail(nil), streamtest.OnCall(1+r.IntN(12)))
+		case kindStorageSlow:
+			f = fs.Add(stream.FaultStorageWrite, streamtest.Delay(time.Duration(1+r.IntN(30))*time.Millisecond), streamtest.OnCall(1+r.IntN(8)), streamtest.Times(1+r.IntN(5)))
+		default:
+			panic("unknown fault kind " + kind)
+		}
+		sc.drawn = append(sc.drawn, drawnFault{kind: kind, fault: f})
+	}
+	return sc
+}
+
+// atFraction strikes at the step a fraction x through its point's steps,
+// whatever their number.
+func atFraction(x float64) streamtest.FaultOption {
+	return streamtest.When(func(s stream.FaultSite) bool {
+		return s.Steps > 0 && s.Step == min(int(x*float64(s.Steps)), s.Steps-1)
+	})
+}
+
+// kindTally counts, over a test's seeds, how often each kind of fault was
+// drawn and struck.
+type kindTally struct {
+	mu            sync.Mutex
+	drawn, struck map[string]int
+}
+
+func (k *kindTally) add(s *schedule) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.drawn == nil {
+		k.drawn, k.struck = map[string]int{}, map[string]int{}
+	}
+	for _, d := range s.drawn {
+		k.drawn[d.kind]++
+		if d.fault.Fired() {
+			k.struck[d.kind]++
+		}
+	}
+}
+
+// check fails the test if, over enough seeds for every kind to be drawn
+// many times, a kind never struck: its faults would test nothing.
+func (k *kindTally) check(t *testing.T, seeds int, kinds []string) {
+	t.Helper()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var b strings.Builder
+	for _, kind := range slices.Sorted(maps.Keys(k.drawn)) {
+		fmt.Fprintf(&b, " %s %d/%d", kind, k.struck[kind], k.drawn[kind])
+	}
+	t.Logf("faults struck/drawn by kind over %d seeds:%s", seeds, b.String())
+	if seeds < 100 {
+		return // too few seeds for every kind to have had its chance
+	}
+	for _, kind := range kinds {
+		if k.struck[kind] == 0 {
+			t.Errorf("no fault of kind %s struck in %d seeds (drawn %d times): it tests nothing", kind, seeds, k.drawn[kind])
+		}
+	}
+}
+
+// executeJob runs env's job and returns its result, failing the test if
+// it has not ended after two minutes: a subtask that never exits keeps a
+// job running, and its cancellation waiting, forever.
+func executeJob(t *testing.T, env *stream.Environment, name, describe string) error {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- env.Execute(ctx, name) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-time.After(2 * time.Minute):
+		cancel()
+		t.Fatalf("%s: the job has not ended after two minutes: a subtask hangs", describe)
+		return nil
+	}
+}
