@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/weirstream/weir/connector/datagen"
-	"github.com/weirstream/weir/internal/runtime"
 	"github.com/weirstream/weir/mini"
 	"github.com/weirstream/weir/stream"
 	"github.com/weirstream/weir/streamtest"
@@ -183,7 +182,7 @@ func TestDifferentialKeyedSum(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		if restarting, restored := len(ev.of(runtime.EventRestarting)), len(ev.of(runtime.EventRestored)); restored != restarting {
+		if restarting, restored := len(ev.of(stream.EventRestarting)), len(ev.of(stream.EventRestored)); restored != restarting {
 			t.Fatalf("%s: %d restarts but %d restores", name, restarting, restored)
 		}
 	})

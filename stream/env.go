@@ -80,9 +80,6 @@ func WithBatchSize(n int) Option { return func(e *Environment) { e.batchSize = n
 // With 1, a slow consumer backpressures its producers at once.
 func WithChannelCapacity(n int) Option { return func(e *Environment) { e.channelCapacity = n } }
 
-// JobEvent is something that happened to a running job.
-type JobEvent = runtime.Event
-
 // WithEvents receives the job's events: running, checkpoint completed or
 // failed, task failed, restarting, restored, finished.
 func WithEvents(f func(JobEvent)) Option { return func(e *Environment) { e.events = f } }

@@ -42,7 +42,7 @@ func (e *Environment) prepare(ctx context.Context, name string) (*runtime.JobMas
 		Logger:      e.logger,
 		Restart:     strategy,
 		Failover:    string(rs.Failover),
-		Events:      e.events,
+		Events:      e.runtimeEvents(),
 		NewExecutor: e.newExec,
 	}
 	if e.clock != nil {
@@ -95,4 +95,13 @@ func restartStrategy(r config.Restart) (restart.Strategy, error) {
 		c = restart.None{}
 	}
 	return restart.New(c)
+}
+
+// runtimeEvents adapts the environment's event callback to the runtime.
+func (e *Environment) runtimeEvents() func(runtime.Event) {
+	if e.events == nil {
+		return nil
+	}
+	f := e.events
+	return func(ev runtime.Event) { f(jobEvent(ev)) }
 }

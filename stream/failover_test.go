@@ -9,7 +9,6 @@ import (
 
 	"github.com/weirstream/weir/config"
 	"github.com/weirstream/weir/connector/datagen"
-	"github.com/weirstream/weir/internal/runtime"
 	"github.com/weirstream/weir/stream"
 	"github.com/weirstream/weir/streamtest"
 )
@@ -26,7 +25,7 @@ func (e *events) add(ev stream.JobEvent) {
 	e.all = append(e.all, ev)
 }
 
-func (e *events) of(kind runtime.EventKind) []stream.JobEvent {
+func (e *events) of(kind stream.EventKind) []stream.JobEvent {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	var out []stream.JobEvent
@@ -73,7 +72,7 @@ func TestRegionFailoverRestartsOnlyTheFailedPipeline(t *testing.T) {
 			if err := env.Execute(context.Background(), "two-pipelines"); err != nil {
 				t.Fatal(err)
 			}
-			rs := ev.of(runtime.EventRestarting)
+			rs := ev.of(stream.EventRestarting)
 			if !failure.Fired() || len(rs) != 1 {
 				t.Fatalf("%d restarts, want 1", len(rs))
 			}

@@ -16,7 +16,6 @@ import (
 	"github.com/weirstream/weir/connector/datagen"
 	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/checkpoint/storage"
-	"github.com/weirstream/weir/internal/runtime"
 	"github.com/weirstream/weir/stream"
 	"github.com/weirstream/weir/streamtest"
 )
@@ -70,9 +69,9 @@ func TestFinishedSubtaskLargeStateSurvivesRestore(t *testing.T) {
 			mu.Lock()
 			defer mu.Unlock()
 			switch e.Kind {
-			case runtime.EventCheckpointCompleted:
+			case stream.EventCheckpointCompleted:
 				completed++
-			case runtime.EventRestored:
+			case stream.EventRestored:
 				if e.Checkpoint == 0 {
 					return
 				}

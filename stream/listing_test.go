@@ -8,7 +8,6 @@ import (
 
 	"github.com/weirstream/weir/connector"
 	"github.com/weirstream/weir/connector/datagen"
-	"github.com/weirstream/weir/internal/runtime"
 	"github.com/weirstream/weir/stream"
 	"github.com/weirstream/weir/streamtest"
 )
@@ -56,7 +55,7 @@ func TestSourceListingFailure(t *testing.T) {
 		if err := executeWithin(t, env, "listing"); err != nil {
 			t.Fatal(err)
 		}
-		if n := len(ev.of(runtime.EventTaskFailed)); n == 0 || src.calls.Load() < 3 {
+		if n := len(ev.of(stream.EventTaskFailed)); n == 0 || src.calls.Load() < 3 {
 			t.Fatalf("%d subtask failures, %d listings: the failed listings did not fail the source", n, src.calls.Load())
 		}
 		if got := len(sink.Results()); got != 3*500 {
@@ -70,7 +69,7 @@ func TestSourceListingFailure(t *testing.T) {
 		if !errors.Is(err, unreachable) || !connector.IsPermanent(err) {
 			t.Fatalf("job ended with %v, want the listing's permanent error", err)
 		}
-		if n := len(ev.of(runtime.EventRestarting)); n != 0 {
+		if n := len(ev.of(stream.EventRestarting)); n != 0 {
 			t.Fatalf("%d restarts for a permanent listing failure", n)
 		}
 	})

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/weirstream/weir/connector/datagen"
-	"github.com/weirstream/weir/internal/runtime"
 	"github.com/weirstream/weir/stream"
 	"github.com/weirstream/weir/streamtest"
 )
@@ -49,7 +48,7 @@ func TestSourceThatFailsToOpenRestarts(t *testing.T) {
 		stream.WithLogger(quiet),
 		stream.WithEvents(func(e stream.JobEvent) {
 			ev.add(e)
-			if e.Kind == runtime.EventCheckpointCompleted {
+			if e.Kind == stream.EventCheckpointCompleted {
 				completed.Add(1)
 			}
 		}),
@@ -71,7 +70,7 @@ func TestSourceThatFailsToOpenRestarts(t *testing.T) {
 	// The injected failure restores a checkpoint, and so does the restart
 	// after the reader fails to open on that restore.
 	fromCheckpoint := 0
-	for _, e := range ev.of(runtime.EventRestored) {
+	for _, e := range ev.of(stream.EventRestored) {
 		if e.Checkpoint > 0 {
 			fromCheckpoint++
 		}

@@ -7,7 +7,6 @@ import (
 
 	"github.com/weirstream/weir/connector"
 	"github.com/weirstream/weir/connector/datagen"
-	"github.com/weirstream/weir/internal/runtime"
 	"github.com/weirstream/weir/state"
 	"github.com/weirstream/weir/stream"
 	"github.com/weirstream/weir/streamtest"
@@ -187,7 +186,7 @@ func TestDelayedRestart(t *testing.T) {
 	if !failed.Fired() {
 		t.Fatal("the failure did not strike")
 	}
-	if n := len(ev.of(runtime.EventRestarting)); n != 1 {
+	if n := len(ev.of(stream.EventRestarting)); n != 1 {
 		t.Fatalf("%d restarts, want 1", n)
 	}
 	out := sink.Results()

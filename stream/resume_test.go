@@ -15,7 +15,6 @@ import (
 	"github.com/weirstream/weir/connector"
 	"github.com/weirstream/weir/connector/datagen"
 	"github.com/weirstream/weir/connector/file"
-	"github.com/weirstream/weir/internal/runtime"
 	"github.com/weirstream/weir/mini"
 	"github.com/weirstream/weir/stream"
 	"github.com/weirstream/weir/streamtest"
@@ -63,7 +62,7 @@ func TestResumeSkipsCorruptCheckpoint(t *testing.T) {
 		var completed atomic.Int64
 		env, err := stream.NewEnvironment(stream.WithConfig(mustConfig(t, common...)), stream.WithLogger(quiet), stream.WithJobID("first"),
 			stream.WithEvents(func(e stream.JobEvent) {
-				if e.Kind == runtime.EventCheckpointCompleted && completed.Add(1) == 5 {
+				if e.Kind == stream.EventCheckpointCompleted && completed.Add(1) == 5 {
 					cancel()
 				}
 			}))
@@ -110,7 +109,7 @@ func TestResumeSkipsCorruptCheckpoint(t *testing.T) {
 		if err := env.Execute(context.Background(), "second"); err != nil {
 			return int64(newest), err
 		}
-		restored := ev.of(runtime.EventRestored)
+		restored := ev.of(stream.EventRestored)
 		if len(restored) != 1 || restored[0].Checkpoint != int64(previous) {
 			t.Fatalf("restored %+v, want checkpoint %d (the two newest, up to %d, are corrupt)", restored, previous, newest)
 		}

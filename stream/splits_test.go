@@ -10,7 +10,6 @@ import (
 
 	"github.com/weirstream/weir/connector"
 	"github.com/weirstream/weir/connector/datagen"
-	"github.com/weirstream/weir/internal/runtime"
 	"github.com/weirstream/weir/stream"
 	"github.com/weirstream/weir/streamtest"
 )
@@ -78,7 +77,7 @@ func TestResumeKeepsSplitAssignment(t *testing.T) {
 	defer cancel()
 	var completed atomic.Int32
 	first, err := run(ctx, "first", []string{"datagen-0", "datagen-1"}, sink, func(e stream.JobEvent) {
-		if e.Kind == runtime.EventCheckpointCompleted && completed.Add(1) == 3 {
+		if e.Kind == stream.EventCheckpointCompleted && completed.Add(1) == 3 {
 			cancel()
 		}
 	}, "parallelism.default=2")
@@ -92,7 +91,7 @@ func TestResumeKeepsSplitAssignment(t *testing.T) {
 	resume := "execution.state-recovery.path=" + filepath.Join(dir, "first")
 	var restored atomic.Int64
 	onRestore := func(e stream.JobEvent) {
-		if e.Kind == runtime.EventRestored {
+		if e.Kind == stream.EventRestored {
 			restored.Store(e.Checkpoint)
 		}
 	}

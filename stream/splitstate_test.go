@@ -9,7 +9,6 @@ import (
 
 	"github.com/weirstream/weir/connector"
 	"github.com/weirstream/weir/connector/datagen"
-	"github.com/weirstream/weir/internal/runtime"
 	"github.com/weirstream/weir/stream"
 	"github.com/weirstream/weir/streamtest"
 )
@@ -70,7 +69,7 @@ func TestSplitStateRestoredWithOffset(t *testing.T) {
 		"restart-strategy.type=fixed-delay", "restart-strategy.fixed-delay.attempts=3", "restart-strategy.fixed-delay.delay=0 ms")),
 		stream.WithLogger(quiet),
 		stream.WithEvents(func(e stream.JobEvent) {
-			if e.Kind == runtime.EventCheckpointCompleted {
+			if e.Kind == stream.EventCheckpointCompleted {
 				completed.Add(1)
 			}
 		}),

@@ -8,7 +8,6 @@ import (
 
 	"github.com/weirstream/weir/config"
 	"github.com/weirstream/weir/connector/datagen"
-	"github.com/weirstream/weir/internal/runtime"
 	"github.com/weirstream/weir/stream"
 	"github.com/weirstream/weir/streamtest"
 )
@@ -88,7 +87,7 @@ func TestExactlyOnceSinkAcrossFailures(t *testing.T) {
 			t.Fatalf("dir %q: not every failure struck: %s", dir, faults)
 		}
 		restored := 0
-		for _, e := range ev.of(runtime.EventRestored) {
+		for _, e := range ev.of(stream.EventRestored) {
 			if e.Checkpoint > 0 {
 				restored++
 			}

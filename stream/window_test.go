@@ -14,7 +14,6 @@ import (
 
 	"github.com/weirstream/weir/connector"
 	"github.com/weirstream/weir/connector/datagen"
-	"github.com/weirstream/weir/internal/runtime"
 	"github.com/weirstream/weir/stream"
 	"github.com/weirstream/weir/streamtest"
 )
@@ -472,7 +471,7 @@ func TestLateDataRescaledResume(t *testing.T) {
 		var completed atomic.Int64
 		env, err := stream.NewEnvironment(stream.WithConfig(mustConfig(t, common...)), stream.WithLogger(quiet), stream.WithJobID("first"),
 			stream.WithEvents(func(e stream.JobEvent) {
-				if e.Kind == runtime.EventCheckpointCompleted && completed.Add(1) == stopAt {
+				if e.Kind == stream.EventCheckpointCompleted && completed.Add(1) == stopAt {
 					cancel()
 				}
 			}))
@@ -495,7 +494,7 @@ func TestLateDataRescaledResume(t *testing.T) {
 		if err := env.Execute(context.Background(), "second"); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		if rs := ev.of(runtime.EventRestored); len(rs) != 1 || rs[0].Checkpoint == 0 {
+		if rs := ev.of(stream.EventRestored); len(rs) != 1 || rs[0].Checkpoint == 0 {
 			t.Fatalf("%s: the second run restored %+v, want one checkpoint of the first", name, rs)
 		}
 		wantWindows, wantTags, _ := lateOracle(splits, count, gen, bound, size)

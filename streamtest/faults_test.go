@@ -11,7 +11,6 @@ import (
 
 	"github.com/weirstream/weir/config"
 	"github.com/weirstream/weir/connector/datagen"
-	"github.com/weirstream/weir/internal/runtime"
 	"github.com/weirstream/weir/state"
 	"github.com/weirstream/weir/stream"
 	"github.com/weirstream/weir/streamtest"
@@ -49,7 +48,7 @@ func runCount(t *testing.T, fs *streamtest.Faults, kv ...string) int {
 	restarts := make(chan struct{}, 100)
 	env, err := stream.NewEnvironment(stream.WithConfig(cfg), stream.WithLogger(slog.New(slog.DiscardHandler)), fs.Option(),
 		stream.WithEvents(func(e stream.JobEvent) {
-			if e.Kind == runtime.EventRestarting {
+			if e.Kind == stream.EventRestarting {
 				restarts <- struct{}{}
 			}
 		}))

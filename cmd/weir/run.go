@@ -219,7 +219,7 @@ func runGatewayMeter(ctx context.Context, stdout, stderr io.Writer, o runOptions
 	var restored atomic.Bool // from a checkpoint, at least once
 	env, err := stream.NewEnvironment(stream.WithConfig(cfg), stream.WithLogger(logger),
 		stream.WithFaults(faults.fn), stream.WithEvents(func(e stream.JobEvent) {
-			if e.Kind == runtime.EventRestored && e.Checkpoint > 0 {
+			if e.Kind == stream.EventRestored && e.Checkpoint > 0 {
 				restored.Store(true)
 			}
 			faults.event(e)
@@ -634,7 +634,7 @@ func (p *faultPlan) start(*stream.JobClient) {
 
 // event restarts the duration clock when the job is restored.
 func (p *faultPlan) event(e stream.JobEvent) {
-	if e.Kind != runtime.EventRestored {
+	if e.Kind != stream.EventRestored {
 		return
 	}
 	p.mu.Lock()

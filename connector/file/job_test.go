@@ -12,7 +12,6 @@ import (
 
 	"github.com/weirstream/weir/config"
 	"github.com/weirstream/weir/connector/file"
-	"github.com/weirstream/weir/internal/runtime"
 	"github.com/weirstream/weir/stream"
 	"github.com/weirstream/weir/streamtest"
 )
@@ -80,9 +79,9 @@ func TestJobExactlyOnceThroughFailures(t *testing.T) {
 			env, err := stream.NewEnvironment(stream.WithConfig(cfg), stream.WithLogger(slog.New(slog.DiscardHandler)),
 				stream.WithEvents(func(e stream.JobEvent) {
 					switch {
-					case e.Kind == runtime.EventCheckpointCompleted:
+					case e.Kind == stream.EventCheckpointCompleted:
 						completed.Add(1)
-					case e.Kind == runtime.EventRestored && e.Checkpoint > 0:
+					case e.Kind == stream.EventRestored && e.Checkpoint > 0:
 						restored.Add(1)
 					}
 				}),

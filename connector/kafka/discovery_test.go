@@ -20,7 +20,6 @@ import (
 
 	"github.com/weirstream/weir/config"
 	"github.com/weirstream/weir/connector/kafka"
-	"github.com/weirstream/weir/internal/runtime"
 	"github.com/weirstream/weir/stream"
 	"github.com/weirstream/weir/streamtest"
 )
@@ -133,14 +132,14 @@ func regionFailoverWithPartitionsAdded(t *testing.T, seed uint64) {
 	env, err := stream.NewEnvironment(stream.WithConfig(cfg), stream.WithLogger(slog.New(slog.DiscardHandler)),
 		stream.WithEvents(func(e stream.JobEvent) {
 			switch e.Kind {
-			case runtime.EventCheckpointCompleted:
+			case stream.EventCheckpointCompleted:
 				completed.Add(1)
 				faults.mu.Lock()
 				faults.completed++
 				faults.mu.Unlock()
-			case runtime.EventRestored:
+			case stream.EventRestored:
 				restores.Add(1)
-			case runtime.EventTaskFailed:
+			case stream.EventTaskFailed:
 				t.Logf("%s failed: %v", e.Task, e.Err)
 			}
 		}),
@@ -300,7 +299,7 @@ func TestPartitionsAddedWhileRunningAreRead(t *testing.T) {
 	var restarts atomic.Int32
 	env, err := stream.NewEnvironment(stream.WithConfig(cfg), stream.WithLogger(slog.New(slog.DiscardHandler)),
 		stream.WithEvents(func(e stream.JobEvent) {
-			if e.Kind == runtime.EventRestarting {
+			if e.Kind == stream.EventRestarting {
 				restarts.Add(1)
 			}
 		}))

@@ -16,7 +16,6 @@ import (
 
 	"github.com/weirstream/weir/config"
 	"github.com/weirstream/weir/connector/kafka"
-	"github.com/weirstream/weir/internal/runtime"
 	"github.com/weirstream/weir/state"
 	"github.com/weirstream/weir/stream"
 	"github.com/weirstream/weir/streamtest"
@@ -173,9 +172,9 @@ func balancesJob(t *testing.T, brokers []string, in, out, name string, extra ...
 	env, err := stream.NewEnvironment(stream.WithConfig(cfg), stream.WithLogger(slog.New(slog.DiscardHandler)),
 		stream.WithEvents(func(e stream.JobEvent) {
 			switch {
-			case e.Kind == runtime.EventCheckpointCompleted:
+			case e.Kind == stream.EventCheckpointCompleted:
 				completed.Add(1)
-			case e.Kind == runtime.EventRestored && e.Checkpoint > 0:
+			case e.Kind == stream.EventRestored && e.Checkpoint > 0:
 				restored.Add(1)
 			}
 		}),
@@ -311,7 +310,7 @@ func TestBoundedJobResumesToOriginalEnd(t *testing.T) {
 	defer stop()
 	var completed atomic.Int32
 	_, err := run(first, "first", nil, func(e stream.JobEvent) {
-		if e.Kind == runtime.EventCheckpointCompleted && completed.Add(1) == 1 {
+		if e.Kind == stream.EventCheckpointCompleted && completed.Add(1) == 1 {
 			stop()
 		}
 	}, func() { time.Sleep(time.Millisecond) }) // let a checkpoint complete before the input ends
@@ -322,7 +321,7 @@ func TestBoundedJobResumesToOriginalEnd(t *testing.T) {
 	produce(t, brokers, "events", 2, 100, 2_000_000)
 	var restored atomic.Int64
 	n, err := run(ctx, "second", []string{"execution.state-recovery.path=" + filepath.Join(dir, "first")}, func(e stream.JobEvent) {
-		if e.Kind == runtime.EventRestored {
+		if e.Kind == stream.EventRestored {
 			restored.Store(e.Checkpoint)
 		}
 	}, nil)

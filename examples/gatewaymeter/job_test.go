@@ -16,7 +16,6 @@ import (
 	"github.com/weirstream/weir/config"
 	"github.com/weirstream/weir/connector/file"
 	gm "github.com/weirstream/weir/examples/gatewaymeter"
-	"github.com/weirstream/weir/internal/runtime"
 	"github.com/weirstream/weir/stream"
 )
 
@@ -77,9 +76,9 @@ func (f *faults) event(e stream.JobEvent) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	switch e.Kind {
-	case runtime.EventCheckpointCompleted:
+	case stream.EventCheckpointCompleted:
 		f.checkpointed = true
-	case runtime.EventRestored:
+	case stream.EventRestored:
 		f.checkpointed = false
 		f.restored = append(f.restored, e.Checkpoint)
 	}

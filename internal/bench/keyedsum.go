@@ -13,7 +13,6 @@ import (
 	"github.com/weirstream/weir/config"
 	"github.com/weirstream/weir/connector"
 	"github.com/weirstream/weir/connector/datagen"
-	weirrt "github.com/weirstream/weir/internal/runtime"
 	"github.com/weirstream/weir/state"
 	"github.com/weirstream/weir/stream"
 )
@@ -99,7 +98,7 @@ func RunEngine(ctx context.Context, c KeyedSumConfig) (Result, error) {
 	var completed atomic.Int64
 	env, err := stream.NewEnvironment(stream.WithConfig(cfg), stream.WithLogger(slog.New(slog.DiscardHandler)),
 		stream.WithEvents(func(e stream.JobEvent) {
-			if e.Kind == weirrt.EventCheckpointCompleted {
+			if e.Kind == stream.EventCheckpointCompleted {
 				completed.Add(1)
 			}
 		}))

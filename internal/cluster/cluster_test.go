@@ -276,7 +276,7 @@ func (e *events) add(ev stream.JobEvent) {
 }
 
 // waitFor returns the first event of kind from now on that satisfies ok.
-func (e *events) waitFor(t *testing.T, kind runtime.EventKind, ok func(stream.JobEvent) bool) stream.JobEvent {
+func (e *events) waitFor(t *testing.T, kind stream.EventKind, ok func(stream.JobEvent) bool) stream.JobEvent {
 	t.Helper()
 	deadline := time.After(60 * time.Second)
 	for {
@@ -286,7 +286,7 @@ func (e *events) waitFor(t *testing.T, kind runtime.EventKind, ok func(stream.Jo
 				return ev
 			}
 		case <-deadline:
-			t.Fatalf("no event of kind %d within 60 s", kind)
+			t.Fatalf("no event of kind %v within 60 s", kind)
 		}
 	}
 }
@@ -386,14 +386,14 @@ func TestClusterRecoversFromALostTaskManager(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev.waitFor(t, runtime.EventCheckpointCompleted, func(e stream.JobEvent) bool { return e.Checkpoint >= 2 })
+	ev.waitFor(t, stream.EventCheckpointCompleted, func(e stream.JobEvent) bool { return e.Checkpoint >= 2 })
 	tms[1].stop()
-	failed := ev.waitFor(t, runtime.EventTaskFailed, nil)
+	failed := ev.waitFor(t, stream.EventTaskFailed, nil)
 	if failed.Err == nil {
 		t.Fatalf("task failure without a cause: %+v", failed)
 	}
 	startTaskManager(t, "tm-2", addr, 2, jobs)
-	restored := ev.waitFor(t, runtime.EventRestored, nil)
+	restored := ev.waitFor(t, stream.EventRestored, nil)
 	if restored.Checkpoint < 2 {
 		t.Fatalf("restored from checkpoint %d, want at least 2", restored.Checkpoint)
 	}

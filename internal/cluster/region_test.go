@@ -10,7 +10,6 @@ import (
 	"github.com/weirstream/weir/config"
 	"github.com/weirstream/weir/connector/datagen"
 	"github.com/weirstream/weir/internal/cluster"
-	"github.com/weirstream/weir/internal/runtime"
 	"github.com/weirstream/weir/stream"
 	"github.com/weirstream/weir/streamtest"
 )
@@ -95,7 +94,7 @@ func TestClusterRegionFailover(t *testing.T) {
 	ev.mu.Lock()
 	var restarts []stream.JobEvent
 	for _, e := range ev.all {
-		if e.Kind == runtime.EventRestarting {
+		if e.Kind == stream.EventRestarting {
 			restarts = append(restarts, e)
 		}
 	}

@@ -13,7 +13,6 @@ import (
 	"github.com/weirstream/weir/config"
 	"github.com/weirstream/weir/connector/datagen"
 	"github.com/weirstream/weir/internal/cluster"
-	"github.com/weirstream/weir/internal/runtime"
 	"github.com/weirstream/weir/stream"
 	"github.com/weirstream/weir/streamtest"
 )
@@ -126,9 +125,9 @@ func TestClusterAssignsDiscoveredSplits(t *testing.T) {
 		}
 		return by
 	}
-	ev.waitFor(t, runtime.EventCheckpointCompleted, func(stream.JobEvent) bool { return len(committed()[0]) >= 100 })
+	ev.waitFor(t, stream.EventCheckpointCompleted, func(stream.JobEvent) bool { return len(committed()[0]) >= 100 })
 	j.n.Store(3)
-	ev.waitFor(t, runtime.EventRestored, nil)
+	ev.waitFor(t, stream.EventRestored, nil)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		by := committed()
@@ -158,7 +157,7 @@ func TestClusterAssignsDiscoveredSplits(t *testing.T) {
 	var restarts []stream.JobEvent
 	ev.mu.Lock()
 	for _, e := range ev.all {
-		if e.Kind == runtime.EventRestarting {
+		if e.Kind == stream.EventRestarting {
 			restarts = append(restarts, e)
 		}
 	}

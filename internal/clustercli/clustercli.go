@@ -538,7 +538,7 @@ type EnvJobs struct {
 func (j EnvJobs) Start(ctx context.Context, sub cluster.Submission, newExec func(*runtime.JobGraph, runtime.Listener) (runtime.Executor, error)) (cluster.Job, error) {
 	var cfg *config.Configuration
 	env, err := j.Env(sub, j.Logger, stream.WithExecutor(newExec), stream.WithEvents(func(e stream.JobEvent) {
-		if e.Kind == runtime.EventRestored && e.Checkpoint > 0 {
+		if e.Kind == stream.EventRestored && e.Checkpoint > 0 {
 			go LogRestored(ctx, j.Logger, cfg, sub.JobID, e)
 		}
 	}))
