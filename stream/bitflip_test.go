@@ -5,10 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
-	"strconv"
-	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/weirstream/weir/connector/datagen"
@@ -42,31 +38,7 @@ func TestResumeFallsBackPastAFlippedStateFile(t *testing.T) {
 	}
 	common := []string{"parallelism.default=2", "execution.checkpointing.interval=20 ms", "execution.checkpointing.dir=" + dir,
 		"execution.checkpointing.num-retained=3", "execution.checkpointing.externalized-checkpoint-retention=RETAIN_ON_CANCELLATION"}
-	ctx, cancel := context.WithCancel(context.Background())
-	var completed atomic.Int64
-	env, err := stream.NewEnvironment(stream.WithConfig(mustConfig(t, common...)), stream.WithLogger(quiet), stream.WithJobID("first"),
-		stream.WithEvents(func(e stream.JobEvent) {
-			if e.Kind == stream.EventCheckpointCompleted && completed.Add(1) == 15 {
-				cancel()
-			}
-		}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	build(env)
-	if err := env.Execute(ctx, "first"); err == nil {
-		t.Fatal("the first run finished before it was canceled: make the input longer")
-	}
-	var ids []int
-	entries, _ := os.ReadDir(filepath.Join(dir, "first"))
-	for _, e := range entries {
-		n, ok := strings.CutPrefix(e.Name(), "chk-")
-		if _, err := os.Stat(filepath.Join(dir, "first", e.Name(), "_metadata")); ok && err == nil {
-			id, _ := strconv.Atoi(n)
-			ids = append(ids, id) // completed: an abandoned one has no _metadata
-		}
-	}
-	slices.Sort(ids)
+	ids := runUntilCheckpoints(t, dir, "first", 15, build, common...)
 	if len(ids) < 2 {
 		t.Fatalf("retained completed checkpoints %v, want at least 2", ids)
 	}
@@ -107,7 +79,7 @@ func TestResumeFallsBackPastAFlippedStateFile(t *testing.T) {
 	}
 
 	var ev events
-	env, err = stream.NewEnvironment(stream.WithConfig(mustConfig(t, append(common, "execution.state-recovery.path="+filepath.Join(dir, "first"))...)),
+	env, err := stream.NewEnvironment(stream.WithConfig(mustConfig(t, append(common, "execution.state-recovery.path="+filepath.Join(dir, "first"))...)),
 		stream.WithLogger(quiet), stream.WithJobID("second"), stream.WithEvents(ev.add))
 	if err != nil {
 		t.Fatal(err)

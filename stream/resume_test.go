@@ -58,32 +58,9 @@ func TestResumeSkipsCorruptCheckpoint(t *testing.T) {
 		}
 		common := []string{"parallelism.default=2", "execution.checkpointing.interval=10 ms", "execution.checkpointing.dir=" + dir,
 			"execution.checkpointing.num-retained=3", "execution.checkpointing.externalized-checkpoint-retention=RETAIN_ON_CANCELLATION"}
-		ctx, cancel := context.WithCancel(context.Background())
-		var completed atomic.Int64
-		env, err := stream.NewEnvironment(stream.WithConfig(mustConfig(t, common...)), stream.WithLogger(quiet), stream.WithJobID("first"),
-			stream.WithEvents(func(e stream.JobEvent) {
-				if e.Kind == stream.EventCheckpointCompleted && completed.Add(1) == 5 {
-					cancel()
-				}
-			}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		build(env)
-		if err := env.Execute(ctx, "first"); err == nil {
-			t.Fatal("the first run finished before it was canceled: make the input longer")
-		}
-		var ids []int
-		entries, _ := os.ReadDir(filepath.Join(dir, "first"))
-		for _, e := range entries {
-			if n, ok := strings.CutPrefix(e.Name(), "chk-"); ok {
-				id, _ := strconv.Atoi(n)
-				ids = append(ids, id)
-			}
-		}
-		slices.Sort(ids)
+		ids := runUntilCheckpoints(t, dir, "first", 5, build, common...)
 		if len(ids) < 3 {
-			t.Fatalf("retained checkpoints %v, want at least 3", ids)
+			t.Fatalf("retained completed checkpoints %v, want at least 3", ids)
 		}
 		// The two newest: the sink had surely committed the older one's
 		// transactions when the job was canceled.
@@ -100,7 +77,7 @@ func TestResumeSkipsCorruptCheckpoint(t *testing.T) {
 			}
 		}
 		var ev events
-		env, err = stream.NewEnvironment(stream.WithConfig(mustConfig(t, append(append(common, "execution.state-recovery.path="+filepath.Join(dir, "first")), extra...)...)),
+		env, err := stream.NewEnvironment(stream.WithConfig(mustConfig(t, append(append(common, "execution.state-recovery.path="+filepath.Join(dir, "first")), extra...)...)),
 			stream.WithLogger(quiet), stream.WithJobID("second"), stream.WithEvents(ev.add))
 		if err != nil {
 			t.Fatal(err)
@@ -175,4 +152,39 @@ func TestResumeSkipsCorruptCheckpoint(t *testing.T) {
 			t.Fatal("no record was written twice: the corrupt checkpoint committed nothing, so this test shows nothing")
 		}
 	})
+}
+
+// runUntilCheckpoints runs the job build makes, as jobID with the options
+// kv, until n checkpoints have completed, cancels it, and returns the ids
+// of the completed checkpoints retained under dir, ascending (an abandoned
+// one, without _metadata, is left out).
+func runUntilCheckpoints(t *testing.T, dir, jobID string, n int64, build func(*stream.Environment), kv ...string) []int {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var completed atomic.Int64
+	env, err := stream.NewEnvironment(stream.WithConfig(mustConfig(t, kv...)), stream.WithLogger(quiet), stream.WithJobID(jobID),
+		stream.WithEvents(func(e stream.JobEvent) {
+			if e.Kind == stream.EventCheckpointCompleted && completed.Add(1) == n {
+				cancel()
+			}
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	build(env)
+	if err := env.Execute(ctx, jobID); err == nil {
+		t.Fatal("the first run finished before it was canceled: make the input longer")
+	}
+	var ids []int
+	entries, _ := os.ReadDir(filepath.Join(dir, jobID))
+	for _, e := range entries {
+		num, ok := strings.CutPrefix(e.Name(), "chk-")
+		if _, err := os.Stat(filepath.Join(dir, jobID, e.Name(), "_metadata")); ok && err == nil {
+			id, _ := strconv.Atoi(num)
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
 }
