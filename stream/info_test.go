@@ -50,3 +50,22 @@ func TestWriterInfoNamesTheJob(t *testing.T) {
 		}
 	}
 }
+
+// TestEveryValueConfigAcceptsExecutes: a value the configuration accepts
+// is one the job runs with, not one Execute rejects later (a backoff
+// multiplier of 1 keeps the restart delay constant, as in Flink).
+func TestEveryValueConfigAcceptsExecutes(t *testing.T) {
+	env, err := stream.NewEnvironment(stream.WithConfig(mustConfig(t, "restart-strategy.type=exponential-delay",
+		"restart-strategy.exponential-delay.backoff-multiplier=1", "execution.checkpointing.interval=50 ms")), stream.WithLogger(quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := datagen.New(func(p int, seq int64) int64 { return seq }, datagen.Partitions(1), datagen.Count(10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream.SinkTo(stream.FromSource(env, src, "numbers", stream.NoWatermarks[int64]()), streamtest.NewCollector[int64](false), stream.Uid("out"))
+	if err := env.Execute(context.Background(), "multiplier"); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -51,8 +51,8 @@ type ExponentialDelay struct {
 	MaxBackoff time.Duration
 
 	// BackoffMultiplier multiplies the backoff after every attempt
-	// (restart-strategy.exponential-delay.backoff-multiplier). More than 1.
-	// Default 1.5.
+	// (restart-strategy.exponential-delay.backoff-multiplier). At least 1,
+	// as in Flink (1 keeps the delay at InitialBackoff). Default 1.5.
 	BackoffMultiplier float64
 
 	// ResetBackoffThreshold is how long the job must run, from the time of
@@ -109,8 +109,8 @@ func (c ExponentialDelay) Validate() error {
 		errs = append(errs, fmt.Errorf("%s (%v) must not be less than %s (%v)",
 			KeyExponentialDelayMaxBackoff, c.MaxBackoff, KeyExponentialDelayInitialBackoff, c.InitialBackoff))
 	}
-	if !(c.BackoffMultiplier > 1) || math.IsInf(c.BackoffMultiplier, 0) {
-		errs = append(errs, fmt.Errorf("%s must be more than 1, got %v", KeyExponentialDelayBackoffMultiplier, c.BackoffMultiplier))
+	if !(c.BackoffMultiplier >= 1) || math.IsInf(c.BackoffMultiplier, 0) {
+		errs = append(errs, fmt.Errorf("%s must be at least 1, got %v", KeyExponentialDelayBackoffMultiplier, c.BackoffMultiplier))
 	}
 	if c.ResetBackoffThreshold <= 0 {
 		errs = append(errs, fmt.Errorf("%s must be more than 0, got %v",
