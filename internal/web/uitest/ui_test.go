@@ -69,6 +69,12 @@ func (s *syncBuffer) String() string {
 // ends.
 func startWeir(t *testing.T, env ...string) string {
 	t.Helper()
+	return startWeirArgs(t, env)
+}
+
+// startWeirArgs is startWeir with more arguments for weir run.
+func startWeirArgs(t *testing.T, env []string, args ...string) string {
+	t.Helper()
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "weir")
 	gobin, err := exec.LookPath("go")
@@ -85,6 +91,7 @@ func startWeir(t *testing.T, env ...string) string {
 		"-D", "execution.checkpointing.num-retained=20",
 		"--checkpoint-dir", filepath.Join(dir, "checkpoints"),
 		"--output", filepath.Join(dir, "out"))
+	cmd.Args = append(cmd.Args, args...)
 	cmd.Env = append(os.Environ(), env...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -430,5 +437,38 @@ func TestUILoginInChromium(t *testing.T) {
 	dom = dumpDOM(t, bin, base+"/#token=n0t-it", "login-failed")
 	if !strings.Contains(dom, "authentication failed") {
 		t.Errorf("a wrong token: the page does not say it was refused:\n%s", dom)
+	}
+}
+
+// TestUIShowsARestartingJob fails a subtask and holds the restart back:
+// the job page must say RESTARTING and show the failure's cause.
+func TestUIShowsARestartingJob(t *testing.T) {
+	bin := chromium(t)
+	if testing.Short() {
+		t.Skip("starts a job and a browser; skipped with -short")
+	}
+	base := startWeirArgs(t, nil, "--fail-after", "2s", "-D", "restart-strategy.type=fixed-delay",
+		"-D", "restart-strategy.fixed-delay.delay=1 h")
+	var ov struct {
+		Jobs []struct {
+			JID   string `json:"jid"`
+			State string `json:"state"`
+		} `json:"jobs"`
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if err := getJSON(t, base+"/jobs/overview", &ov); err == nil && len(ov.Jobs) == 1 && ov.Jobs[0].State == "RESTARTING" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the job is not RESTARTING a minute after its injected failure: %+v", ov)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	dom := dumpDOM(t, bin, base+"/#/jobs/"+ov.Jobs[0].JID, "job")
+	for _, want := range []string{`>RESTARTING<`, `data-failures="1"`, "injected failure 1 (--fail-after 2s)", "Why the job is restarting"} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("the job page does not show %q", want)
+		}
 	}
 }
