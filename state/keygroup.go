@@ -59,17 +59,6 @@ func SubtaskForKeyGroup(maxParallelism, parallelism, kg int) int {
 	return kg * parallelism / maxParallelism
 }
 
-// DefaultMaxParallelism returns Flink's default number of key groups for an
-// operator of the given parallelism: 1.5·parallelism rounded up to a power
-// of two, at least 128 and at most UpperBoundMaxParallelism.
-func DefaultMaxParallelism(parallelism int) int {
-	n := 1
-	for n < parallelism+parallelism/2 {
-		n <<= 1
-	}
-	return min(max(n, 128), UpperBoundMaxParallelism)
-}
-
 func checkParallelism(maxParallelism, parallelism int) {
 	if parallelism <= 0 || maxParallelism < parallelism || maxParallelism > UpperBoundMaxParallelism {
 		panic(fmt.Sprintf("state: need 0 < parallelism (%d) <= maxParallelism (%d) <= %d",

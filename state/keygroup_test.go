@@ -45,14 +45,6 @@ func TestRangeForSubtask(t *testing.T) {
 	}
 }
 
-func TestDefaultMaxParallelism(t *testing.T) {
-	for _, tc := range []struct{ p, want int }{{1, 128}, {85, 128}, {86, 256}, {1000, 2048}, {30000, 32768}} {
-		if got := DefaultMaxParallelism(tc.p); got != tc.want {
-			t.Errorf("DefaultMaxParallelism(%d) = %d, want %d", tc.p, got, tc.want)
-		}
-	}
-}
-
 type UserID string
 
 type compositeKey struct {

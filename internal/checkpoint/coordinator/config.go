@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/weirstream/weir/config"
 	"github.com/weirstream/weir/internal/checkpoint"
 )
 
@@ -145,10 +146,6 @@ func (c Config) validate() error {
 	return nil
 }
 
-// DefaultMaxParallelism is the max parallelism recorded for a vertex that
-// Tasks.MaxParallelism does not name.
-const DefaultMaxParallelism = 128
-
 // Tasks describes the job's execution graph as far as checkpoints need it.
 type Tasks struct {
 	// Sources are the tasks a checkpoint is triggered at: they inject the
@@ -218,7 +215,8 @@ func (t Tasks) validate() (*graph, error) {
 			}
 		}
 		g.parallelism[v] = len(idx)
-		g.maxPar[v] = DefaultMaxParallelism
+		// A vertex Tasks.MaxParallelism does not name has Flink's default.
+		g.maxPar[v] = config.DefaultMaxParallelism(len(idx))
 	}
 	for v, n := range t.MaxParallelism {
 		p, ok := g.parallelism[v]
