@@ -5,7 +5,8 @@ import "fmt"
 // KeyGroupRange is a contiguous, inclusive range of key groups [Start, End].
 // A range with End < Start is empty.
 type KeyGroupRange struct {
-	Start, End int
+	Start int `json:"start"`
+	End   int `json:"end"`
 }
 
 // Len returns the number of key groups in r.

@@ -6,6 +6,8 @@ package checkpoint
 import (
 	"fmt"
 	"time"
+
+	"github.com/weirstream/weir/state"
 )
 
 // TaskID names one subtask of the execution graph: a vertex (a chain of
@@ -52,11 +54,9 @@ func (k *Kind) UnmarshalText(b []byte) error {
 	return nil
 }
 
-// KeyGroupRange is an inclusive range of key groups [Start, End].
-type KeyGroupRange struct {
-	Start int `json:"start"`
-	End   int `json:"end"`
-}
+// KeyGroupRange is an inclusive range of key groups [Start, End]: state's,
+// the one type for the concept.
+type KeyGroupRange = state.KeyGroupRange
 
 // StateHandle points at one piece of persisted state: a file in
 // checkpoint storage or, when small, the bytes themselves.

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/weirstream/weir/codec"
-	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/runtime"
 	"github.com/weirstream/weir/state"
 )
@@ -55,7 +54,7 @@ func (k *Keyed[K, N]) Open(ctx *runtime.OperatorContext) error {
 	// Records at or before the restored event time are as late as they
 	// were before the failure.
 	k.watermark = ctx.Watermark
-	kgs := state.KeyGroupRange{Start: ctx.KeyGroups.Start, End: ctx.KeyGroups.End}
+	kgs := ctx.KeyGroups
 	b, err := state.NewHeapKeyed(k.KeyCodec, ctx.MaxParallelism, kgs, state.WithKeyHasher(k.Hasher))
 	if err != nil {
 		return err
@@ -150,9 +149,5 @@ func (k *Keyed[K, N]) scheduleProcessing() {
 func (k *Keyed[K, N]) Snapshot(id int64) (runtime.Snapshot, error) {
 	s := k.Backend.Snapshot(id)
 	kg := s.KeyGroups()
-	return runtime.Snapshot{Keyed: s, KeyGroups: checkpointRange(kg), Release: s.Release}, nil
-}
-
-func checkpointRange(r state.KeyGroupRange) checkpoint.KeyGroupRange {
-	return checkpoint.KeyGroupRange{Start: r.Start, End: r.End}
+	return runtime.Snapshot{Keyed: s, KeyGroups: kg, Release: s.Release}, nil
 }
