@@ -58,7 +58,7 @@ func TestResumeSkipsCorruptCheckpoint(t *testing.T) {
 		}
 		common := []string{"parallelism.default=2", "execution.checkpointing.interval=10 ms", "execution.checkpointing.dir=" + dir,
 			"execution.checkpointing.num-retained=3", "execution.checkpointing.externalized-checkpoint-retention=RETAIN_ON_CANCELLATION"}
-		ids := runUntilCheckpoints(t, dir, "first", 5, build, common...)
+		ids := runUntilCheckpoints(t, dir, "first", 5, nil, build, common...)
 		if len(ids) < 3 {
 			t.Fatalf("retained completed checkpoints %v, want at least 3", ids)
 		}
@@ -155,17 +155,18 @@ func TestResumeSkipsCorruptCheckpoint(t *testing.T) {
 }
 
 // runUntilCheckpoints runs the job build makes, as jobID with the options
-// kv, until n checkpoints have completed, cancels it, and returns the ids
-// of the completed checkpoints retained under dir, ascending (an abandoned
-// one, without _metadata, is left out).
-func runUntilCheckpoints(t *testing.T, dir, jobID string, n int64, build func(*stream.Environment), kv ...string) []int {
+// kv, until n checkpoints have completed (counting only those that
+// complete once ready, if it is not nil, says so), cancels it, and returns
+// the ids of the completed checkpoints retained under dir, ascending (an
+// abandoned one, without _metadata, is left out).
+func runUntilCheckpoints(t *testing.T, dir, jobID string, n int64, ready func() bool, build func(*stream.Environment), kv ...string) []int {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var completed atomic.Int64
 	env, err := stream.NewEnvironment(stream.WithConfig(mustConfig(t, kv...)), stream.WithLogger(quiet), stream.WithJobID(jobID),
 		stream.WithEvents(func(e stream.JobEvent) {
-			if e.Kind == stream.EventCheckpointCompleted && completed.Add(1) == n {
+			if e.Kind == stream.EventCheckpointCompleted && (ready == nil || ready()) && completed.Add(1) == n {
 				cancel()
 			}
 		}))
