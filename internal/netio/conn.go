@@ -241,7 +241,7 @@ func (c *Conn) writer() {
 			c.wmu.Unlock()
 			for i, b := range batch {
 				if _, err := bw.Write(b); err != nil {
-					c.fail(writeErr(err))
+					c.writeFailed(err)
 					return
 				}
 				c.putBuf(b)
@@ -249,13 +249,34 @@ func (c *Conn) writer() {
 			}
 		}
 		if err := bw.Flush(); err != nil {
-			c.fail(writeErr(err))
+			c.writeFailed(err)
 			return
 		}
 		if stop {
 			return
 		}
 	}
+}
+
+// writeFailed ends the writing side after a failed write. When the peer
+// has closed the connection, what it sent before closing may still wait
+// in this side's socket, unread (the ends of its channels, say): closing
+// the connection now would lose it. So writing stops, later frames are
+// refused with ErrClosed, and the reader, which reaches the peer's end
+// once it has read everything, ends the connection. Any other write error
+// ends it at once.
+func (c *Conn) writeFailed(err error) {
+	if !peerClosed(err) {
+		c.fail(writeErr(err))
+		return
+	}
+	c.wmu.Lock()
+	c.wclosed = true
+	for _, b := range c.wq {
+		c.putBuf(b)
+	}
+	c.wq = nil
+	c.wmu.Unlock()
 }
 
 func (c *Conn) reader() {
