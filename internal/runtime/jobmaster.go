@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/weirstream/weir/connector"
 	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/checkpoint/coordinator"
 	"github.com/weirstream/weir/internal/runtime/failover"
@@ -534,7 +535,7 @@ func (jm *JobMaster) fail(id checkpoint.TaskID, cause error, global bool) error 
 		}
 		return fmt.Errorf("job failed: %s failed: %w (%s)", id, cause, why)
 	}
-	if permanent(cause) {
+	if connector.IsPermanent(cause) {
 		jm.hist.fail(Failure{Time: now, Task: id, Err: cause})
 		return failed("a restart cannot cure this failure")
 	}
@@ -611,13 +612,6 @@ func (jm *JobMaster) fail(id checkpoint.TaskID, cause error, global bool) error 
 	}
 	jm.clock.AfterFunc(d.Delay, whenStopped)
 	return nil
-}
-
-// permanent reports whether err, or an error it wraps, says that a
-// restart cannot cure it (connector.Permanent marks such errors).
-func permanent(err error) bool {
-	var p interface{ Permanent() bool }
-	return errors.As(err, &p) && p.Permanent()
 }
 
 // stop cancels the running subtasks among ids and waits for them to exit.
