@@ -1,15 +1,14 @@
 package clustercli
 
 import (
-	"bytes"
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 
 	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/checkpoint/storage"
+	"github.com/weirstream/weir/internal/ops"
 )
 
 // SplitOffset is one split's position in a source's operator state.
@@ -40,12 +39,12 @@ func SourceOffsets(ctx context.Context, snap *storage.Snapshot, op checkpoint.Op
 			if err != nil {
 				return nil, fmt.Errorf("subtask %d: %w", i, err)
 			}
-			splits, ok := decodeSplits(b)
+			splits, ok := ops.DecodeSourceState(b)
 			if !ok {
 				return nil, nil
 			}
 			for name, st := range splits {
-				out = append(out, SplitOffset{Split: name, Subtask: i, Offset: *st.Offset, Ended: st.Ended})
+				out = append(out, SplitOffset{Split: name, Subtask: i, Offset: st.Offset, Ended: st.Ended})
 			}
 		}
 	}
@@ -53,35 +52,4 @@ func SourceOffsets(ctx context.Context, snap *storage.Snapshot, op checkpoint.Op
 		return cmp.Or(cmp.Compare(a.Split, b.Split), cmp.Compare(a.Subtask, b.Subtask))
 	})
 	return out, nil
-}
-
-// sourceSplit is ops.Source's state of one split. State is the reader's
-// opaque split state (connector.SplitStateReader).
-type sourceSplit struct {
-	Offset *int64 `json:"offset"`
-	Ended  bool   `json:"ended"`
-	MaxTs  *int64 `json:"max_ts"`
-	State  []byte `json:"state"`
-}
-
-// decodeSplits decodes a source's operator state: a JSON object of split
-// name to {"offset": n, "ended": bool, "max_ts": n, "state": base64},
-// strictly, so that
-// other operator state is not taken for it.
-func decodeSplits(b []byte) (map[string]sourceSplit, bool) {
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(b, &raw); err != nil || raw == nil {
-		return nil, false
-	}
-	out := make(map[string]sourceSplit, len(raw))
-	for name, v := range raw {
-		dec := json.NewDecoder(bytes.NewReader(v))
-		dec.DisallowUnknownFields()
-		var s sourceSplit
-		if err := dec.Decode(&s); err != nil || s.Offset == nil {
-			return nil, false
-		}
-		out[name] = s
-	}
-	return out, true
 }

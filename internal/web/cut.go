@@ -2,7 +2,6 @@ package web
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -10,6 +9,7 @@ import (
 	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/checkpoint/coordinator"
 	"github.com/weirstream/weir/internal/checkpoint/storage"
+	"github.com/weirstream/weir/internal/ops"
 	"github.com/weirstream/weir/internal/runtime"
 )
 
@@ -141,13 +141,6 @@ type cutChannel struct {
 	AlignmentDuration *int64 `json:"alignment_duration,omitempty"`
 }
 
-// sourceSplitState is what a source operator checkpoints per split: its
-// operator state is a JSON object from split to this.
-type sourceSplitState struct {
-	Offset int64 `json:"offset"`
-	Ended  bool  `json:"ended"`
-}
-
 // metadata finds checkpoint id's metadata and a reader of its state: the
 // job master's latest completed checkpoint (in memory or in storage) or a
 // checkpoint still retained in the checkpoint directory.
@@ -276,9 +269,9 @@ func (s *Server) cutSource(ctx context.Context, v *runtime.Vertex, md *checkpoin
 				errs = append(errs, fmt.Sprintf("subtask %d: %v", i, err))
 				continue
 			}
-			var m map[string]sourceSplitState
-			if err := json.Unmarshal(b, &m); err != nil {
-				errs = append(errs, fmt.Sprintf("subtask %d: decoding split positions: %v", i, err))
+			m, ok := ops.DecodeSourceState(b)
+			if !ok {
+				errs = append(errs, fmt.Sprintf("subtask %d: its state is not a source's split positions", i))
 				continue
 			}
 			for split, p := range m {
