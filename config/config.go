@@ -214,6 +214,14 @@ func (c *Configuration) Duration(key string) time.Duration {
 	return v
 }
 
+// MemorySize returns the effective value of a memory-size option, in
+// bytes; 0 if it is unset and has no default. It panics if key is not a
+// registered memory-size option.
+func (c *Configuration) MemorySize(key string) int64 {
+	v, _ := c.typed(key, KindMemory).(int64)
+	return v
+}
+
 // Int returns the effective value of an integer option; 0 if it is unset and
 // has no default. It panics if key is not a registered integer option.
 func (c *Configuration) Int(key string) int {

@@ -33,6 +33,7 @@ func TestDefaults(t *testing.T) {
 		KeyCheckpointingCreateSubdir:          "true",
 		KeyStateRecoveryPath:                  "",
 		KeyStateRecoveryAllowDuplicateOutput:  "false",
+		KeyCheckpointingInlineThreshold:       "20 kb",
 
 		KeyRestartStrategy:                       "",
 		KeyFixedDelayAttempts:                    "1",
@@ -105,6 +106,7 @@ func TestDefaultViews(t *testing.T) {
 		NumRetained:           1,
 		ExternalizedRetention: NoExternalizedCheckpoints,
 		CreateSubdir:          true,
+		InlineThreshold:       20 << 10,
 	}
 	if cp != wantCP {
 		t.Errorf("default Checkpointing() =\n %+v\nwant\n %+v", cp, wantCP)

@@ -46,6 +46,12 @@ const (
 	// kept. Default: 1. At least 1. Replaces state.checkpoints.num-retained.
 	KeyCheckpointingNumRetained = "execution.checkpointing.num-retained"
 
+	// KeyCheckpointingInlineThreshold is the size below which a subtask's
+	// state is written inside the checkpoint's _metadata rather than as a
+	// file of its own. Default: 20 kb. From 0 to 1 mb. Replaces
+	// state.storage.fs.memory-threshold.
+	KeyCheckpointingInlineThreshold = "execution.checkpointing.data-inline-threshold"
+
 	// KeyCheckpointingExternalizedRetention says whether the retained
 	// checkpoints outlive a cancelled job: NO_EXTERNALIZED_CHECKPOINTS,
 	// DELETE_ON_CANCELLATION or RETAIN_ON_CANCELLATION. Default:

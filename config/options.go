@@ -18,6 +18,7 @@ const (
 	KindFloat                // a decimal number
 	KindDuration             // a Flink duration such as "10 s"; see ParseDuration
 	KindEnum                 // one of a fixed set of names, case-insensitive
+	KindMemory               // a Flink memory size such as "20 kb"; see ParseMemorySize
 )
 
 // String returns the kind's name as shown by Options listings: string, bool,
@@ -36,6 +37,8 @@ func (k Kind) String() string {
 		return "duration"
 	case KindEnum:
 		return "enum"
+	case KindMemory:
+		return "memory"
 	}
 	return fmt.Sprintf("Kind(%d)", int(k))
 }
@@ -222,6 +225,9 @@ var optionTable = []option{
 	{key: KeyCheckpointingNumRetained, kind: KindInt, def: "1", check: intAtLeast(1),
 		deprecated: []string{"state.checkpoints.num-retained"},
 		desc:       "Number of completed checkpoints retained."},
+	{key: KeyCheckpointingInlineThreshold, kind: KindMemory, def: "20 kb", check: memoryBetween(0, 1<<20),
+		deprecated: []string{"state.storage.fs.memory-threshold"},
+		desc:       "State smaller than this is kept inside the checkpoint's _metadata instead of a file of its own."},
 	{key: KeyCheckpointingExternalizedRetention, kind: KindEnum, def: string(NoExternalizedCheckpoints), values: retentionPolicies,
 		desc: "Whether retained checkpoints are kept when the job is cancelled or fails."},
 	{key: KeyCheckpointingIncremental, kind: KindBool, def: "false",

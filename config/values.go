@@ -152,6 +152,12 @@ func (o *option) parse(value string) (canon string, parsed any, err error) {
 			return "", nil, err
 		}
 		canon, parsed = FormatDuration(d), d
+	case KindMemory:
+		n, err := ParseMemorySize(t)
+		if err != nil {
+			return "", nil, err
+		}
+		canon, parsed = FormatMemorySize(n), n
 	case KindEnum:
 		v, err := o.matchEnum(t)
 		if err != nil {
@@ -214,6 +220,8 @@ func (o *option) allowed() string {
 		s = "a number"
 	case KindDuration:
 		s = durationSyntax
+	case KindMemory:
+		s = memorySyntax
 	case KindEnum:
 		names := make([]string, len(o.values))
 		var aliases []string
@@ -232,7 +240,7 @@ func (o *option) allowed() string {
 		return o.check.desc
 	}
 	if o.check != nil {
-		if o.kind == KindDuration {
+		if o.kind == KindDuration || o.kind == KindMemory {
 			s += ","
 		}
 		s += " " + o.check.desc

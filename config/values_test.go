@@ -147,3 +147,66 @@ func TestKindString(t *testing.T) {
 		}
 	}
 }
+
+func TestParseMemorySize(t *testing.T) {
+	tests := []struct {
+		in   string
+		want int64
+	}{
+		{"0", 0},
+		{"1024", 1024},
+		{"20 kb", 20 << 10},
+		{"20kb", 20 << 10},
+		{"20 KB", 20 << 10},
+		{"20 k", 20 << 10},
+		{"3 kibibytes", 3 << 10},
+		{"1 mb", 1 << 20},
+		{"64m", 64 << 20},
+		{"2 mebibytes", 2 << 20},
+		{"1 g", 1 << 30},
+		{"1 gb", 1 << 30},
+		{"2 tb", 2 << 40},
+		{"100 b", 100},
+		{"100 bytes", 100},
+	}
+	for _, tt := range tests {
+		got, err := ParseMemorySize(tt.in)
+		if err != nil || got != tt.want {
+			t.Errorf("ParseMemorySize(%q) = %d, %v; want %d", tt.in, got, err, tt.want)
+		}
+	}
+	for _, n := range []int64{0, 100, 1 << 10, 1500, 20 << 10, 1 << 20, 3 << 30, 5 << 40} {
+		if got, err := ParseMemorySize(FormatMemorySize(n)); err != nil || got != n {
+			t.Errorf("ParseMemorySize(FormatMemorySize(%d) = %q) = %d, %v", n, FormatMemorySize(n), got, err)
+		}
+	}
+}
+
+func TestParseMemorySizeErrors(t *testing.T) {
+	tests := []struct{ in, wantMsg string }{
+		{"", "empty"},
+		{"kb", "starts with a whole number"},
+		{"-1 kb", "starts with a whole number"},
+		{"1.5 mb", "fractions are not supported"},
+		{"10 kilobytes", `unknown unit "kilobytes"`},
+		{"99999999999999999999", "too large"},
+		{"9999999 tb", "larger than the largest"},
+	}
+	for _, tt := range tests {
+		_, err := ParseMemorySize(tt.in)
+		if err == nil || !strings.Contains(err.Error(), tt.wantMsg) {
+			t.Errorf("ParseMemorySize(%q) error %v, want one containing %q", tt.in, err, tt.wantMsg)
+		}
+	}
+	err := New().Set(KeyCheckpointingInlineThreshold, "2 mb")
+	if err == nil || !strings.Contains(err.Error(), KeyCheckpointingInlineThreshold) || !strings.Contains(err.Error(), "from 0 b to 1 mb") {
+		t.Errorf("setting the inline threshold above 1 mb: %v, want an error naming the key and the range", err)
+	}
+	c := New()
+	if err := c.Set("state.storage.fs.memory-threshold", "1 kb"); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.MemorySize(KeyCheckpointingInlineThreshold); got != 1<<10 {
+		t.Errorf("the deprecated state.storage.fs.memory-threshold sets %d bytes, want 1024", got)
+	}
+}

@@ -58,6 +58,9 @@ type Checkpointing struct {
 	// AllowDuplicateOutput accepts falling back past a completed checkpoint
 	// that does not verify although a sink cannot undo its commits.
 	AllowDuplicateOutput bool
+	// InlineThreshold is the size in bytes below which state is kept
+	// inside _metadata. Default: 20 KiB.
+	InlineThreshold int64
 }
 
 // Checkpointing returns the checkpointing configuration with defaults
@@ -86,6 +89,7 @@ func (c *Configuration) Checkpointing() (Checkpointing, error) {
 		CreateSubdir:          c.Bool(KeyCheckpointingCreateSubdir),
 		RecoveryPath:          c.String(KeyStateRecoveryPath),
 		AllowDuplicateOutput:  c.Bool(KeyStateRecoveryAllowDuplicateOutput),
+		InlineThreshold:       c.MemorySize(KeyCheckpointingInlineThreshold),
 	}
 	if cp.MinPause > 0 {
 		cp.MaxConcurrent = 1

@@ -103,6 +103,13 @@ func (e *Environment) checkFallback(id int64, skipped []storage.Skipped) error {
 			completed = append(completed, fmt.Sprint(s.CheckpointID))
 		}
 	}
+	return e.refuseFallback(completed, id)
+}
+
+// refuseFallback returns why the job must not restore checkpoint id in
+// place of the completed checkpoints newer, or nil if every sink undoes
+// their output on that restore or duplicates are accepted.
+func (e *Environment) refuseFallback(completed []string, id int64) error {
 	if len(completed) == 0 || e.cfg.Bool(config.KeyStateRecoveryAllowDuplicateOutput) {
 		return nil
 	}

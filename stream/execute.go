@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 
 	"github.com/weirstream/weir/config"
@@ -59,6 +60,7 @@ func (e *Environment) prepare(ctx context.Context, name string) (*runtime.JobMas
 			return nil, nop, err
 		}
 		opts.Checkpointing, opts.Restore, closer = ckpt, restore, c
+		opts.Fallback = func(bad, to int64) error { return e.refuseFallback([]string{fmt.Sprint(bad)}, to) }
 	}
 	jm, err := runtime.NewJobMaster(g, opts)
 	if err != nil {

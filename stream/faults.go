@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/weirstream/weir/config"
 	"github.com/weirstream/weir/internal/checkpoint/storage"
 	"github.com/weirstream/weir/internal/runtime"
 )
@@ -151,6 +152,7 @@ var storagePoints = map[storage.Op]FaultPoint{
 // storageOptions adds to opts what routes the storage's operations
 // through the environment's FaultFunc, if it has one.
 func (e *Environment) storageOptions(opts ...storage.Option) []storage.Option {
+	opts = append(opts, storage.InlineThreshold(int(e.cfg.MemorySize(config.KeyCheckpointingInlineThreshold))))
 	if e.faults == nil {
 		return opts
 	}

@@ -6,12 +6,16 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"os"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/weirstream/weir/config"
 	"github.com/weirstream/weir/stream"
 	"github.com/weirstream/weir/streamtest"
 	_ "gocloud.dev/blob/memblob" // mem:// checkpoint storage
@@ -95,7 +99,16 @@ type engine struct {
 	retained                   int
 	memStorage                 bool   // checkpoint to mem:// rather than the job master's memory
 	timeout                    string // execution.checkpointing.timeout, "" for the default
+	// corruptible checkpoints to dir, a local directory, every state a
+	// file of its own, for kindStorageCorrupt to damage them; the job's
+	// id is diffJobID, and its sinks undo what a checkpoint the job
+	// falls back past committed.
+	corruptible bool
+	dir         string
 }
+
+// diffJobID is the job id of the differential suites' jobs.
+const diffJobID = "differential"
 
 func drawEngine(r *rand.Rand) engine {
 	e := engine{
@@ -120,6 +133,9 @@ func (e engine) String() string {
 	if e.timeout != "" {
 		s += " timeout=" + e.timeout
 	}
+	if e.corruptible {
+		s += " storage=dir inline-threshold=0"
+	}
 	return s
 }
 
@@ -137,12 +153,15 @@ func (e engine) config(kv ...string) []string {
 	if e.timeout != "" {
 		out = append(out, "execution.checkpointing.timeout="+e.timeout)
 	}
+	if e.corruptible {
+		out = append(out, "execution.checkpointing.dir="+e.dir, "execution.checkpointing.data-inline-threshold=0")
+	}
 	return append(out, kv...)
 }
 
 // options returns the engine's environment options.
 func (e engine) options() []stream.Option {
-	var opts []stream.Option
+	opts := []stream.Option{stream.WithJobID(diffJobID)}
 	if e.batchSize > 0 {
 		opts = append(opts, stream.WithBatchSize(e.batchSize))
 	}
@@ -181,11 +200,18 @@ const (
 	kindStorageList    = "storage-list"
 	kindStorageDelete  = "storage-delete"
 	kindStorageSlow    = "storage-slow"
+	// kindStorageCorrupt flips a byte in every state file of the
+	// checkpoint a restore reads, as it reads it, after a failure halfway
+	// through the input: the job must fall back to an older one.
+	kindStorageCorrupt = "storage-corrupt"
+	// kindPartitionChange adds partitions to a source while the job runs
+	// (see growingSource); only jobs built for it draw it.
+	kindPartitionChange = "partition-change"
 )
 
 var faultKinds = []string{kindBatchError, kindOpenError, kindRestoreError, kindNewReaderError, kindNewReaderHang,
 	kindCommitBefore, kindCommitAfter, kindCommitSlow, kindHang, kindSlow, kindSyncError, kindSyncSlow, kindAsyncError, kindAsyncSlow,
-	kindStorageWrite, kindStorageRead, kindStorageList, kindStorageDelete, kindStorageSlow}
+	kindStorageWrite, kindStorageRead, kindStorageList, kindStorageDelete, kindStorageSlow, kindStorageCorrupt}
 
 // shape is what a schedule needs to know of a job to aim its faults.
 type shape struct {
@@ -195,6 +221,11 @@ type shape struct {
 	sinks     []string // uids of the exactly-once sinks
 	// records bounds the records a subtask takes in, for AfterRecords.
 	records int64
+	// grown says whether the job's growing source has listed its added
+	// partitions, for kindPartitionChange.
+	grown func() bool
+	// dir is the job's checkpoint directory, for kindStorageCorrupt.
+	dir string
 }
 
 func jobShape(t *testing.T, env *stream.Environment, sources, operators, sinks []string, records int64) shape {
@@ -203,7 +234,11 @@ func jobShape(t *testing.T, env *stream.Environment, sources, operators, sinks [
 	if err != nil {
 		t.Fatal(err)
 	}
-	return shape{vertices: vs, sources: sources, operators: operators, sinks: sinks, records: records}
+	sh := shape{vertices: vs, sources: sources, operators: operators, sinks: sinks, records: records}
+	if d := env.Config().String(config.KeyCheckpointingDir); !strings.Contains(d, "://") {
+		sh.dir = d
+	}
+	return sh
 }
 
 func (s shape) vertex(r *rand.Rand) (string, int) {
@@ -219,7 +254,17 @@ type schedule struct {
 
 type drawnFault struct {
 	kind  string
-	fault *streamtest.Fault
+	fault *streamtest.Fault // nil for kindPartitionChange
+	// struck, if set, says whether the fault did what it is for (the
+	// source grew, a file was flipped), which its striking may not.
+	struck func() bool
+}
+
+func (d drawnFault) fired() bool {
+	if d.struck != nil {
+		return d.struck()
+	}
+	return d.fault.Fired()
 }
 
 func (s *schedule) String() string {
@@ -227,6 +272,10 @@ func (s *schedule) String() string {
 	for i, d := range s.drawn {
 		if i > 0 {
 			b.WriteString("; ")
+		}
+		if d.fault == nil {
+			fmt.Fprintf(&b, "%s (struck: %v)", d.kind, d.struck())
+			continue
 		}
 		fmt.Fprintf(&b, "%s: %s (struck %d)", d.kind, d.fault, d.fault.Count())
 	}
@@ -243,8 +292,22 @@ func needsEngine(e *engine, kinds []string) {
 			e.memStorage = true
 		case kindHang, kindNewReaderHang:
 			e.timeout, e.tolerable = "1 s", 0
+		case kindStorageCorrupt:
+			e.corruptible, e.retained = true, max(e.retained, 2)
 		}
 	}
+	if e.corruptible {
+		e.memStorage = false
+	}
+}
+
+// newSink returns a transactional collector for a job on engine e: one
+// that reconciles if the job's checkpoints may be damaged.
+func newSink[T any](e engine) *streamtest.Collector[T] {
+	if e.corruptible {
+		return streamtest.NewReconcilingCollector[T]()
+	}
+	return streamtest.NewCollector[T](true)
 }
 
 // drawKinds draws the kinds of 1 to max faults.
@@ -328,6 +391,36 @@ func drawSchedule(r *rand.Rand, fs *streamtest.Faults, s shape, kinds []string) 
 			f = fs.Add(stream.FaultStorageDelete, streamtest.Fail(nil), streamtest.OnCall(1+r.IntN(12)))
 		case kindStorageSlow:
 			f = fs.Add(stream.FaultStorageWrite, streamtest.Delay(time.Duration(1+r.IntN(30))*time.Millisecond), streamtest.OnCall(1+r.IntN(8)), streamtest.Times(1+r.IntN(5)))
+		case kindStorageCorrupt:
+			if s.dir == "" {
+				panic("a storage-corrupt fault needs a job that checkpoints to a directory")
+			}
+			v, sub := s.vertex(r)
+			trigger := fs.Add(stream.FaultBatch, streamtest.Fail(nil), streamtest.OnVertex(v), streamtest.OnSubtask(sub), streamtest.AfterRecords(s.records/2+1+r.Int64N(s.records/2+1)))
+			sc.drawn = append(sc.drawn, drawnFault{kind: "corrupt-trigger", fault: trigger})
+			dir := s.dir
+			var flipped atomic.Bool
+			f = fs.Add(stream.FaultRestore, streamtest.Call(func(_ context.Context, site stream.FaultSite) error {
+				// With nothing older to fall back to the job fails, as
+				// TestRunningJobFallsBackPastAFlippedStateFile shows: the
+				// schedule damages only a checkpoint that has one.
+				if !olderCompleted(dir, diffJobID, site.Checkpoint) {
+					return nil
+				}
+				n, err := flipStateFiles(dir, diffJobID, site.Checkpoint)
+				if n > 0 {
+					flipped.Store(true)
+				}
+				return err
+			}))
+			sc.drawn = append(sc.drawn, drawnFault{kind: kind, fault: f, struck: flipped.Load})
+			continue
+		case kindPartitionChange:
+			if s.grown == nil {
+				panic("a partition-change fault needs a job with a growing source")
+			}
+			sc.drawn = append(sc.drawn, drawnFault{kind: kind, struck: s.grown})
+			continue
 		default:
 			panic("unknown fault kind " + kind)
 		}
@@ -359,7 +452,7 @@ func (k *kindTally) add(s *schedule) {
 	}
 	for _, d := range s.drawn {
 		k.drawn[d.kind]++
-		if d.fault.Fired() {
+		if d.fired() {
 			k.struck[d.kind]++
 		}
 	}
@@ -389,7 +482,7 @@ func (k *kindTally) check(t *testing.T, seeds int, kinds []string) {
 // executeJob runs env's job and returns its result, failing the test if
 // it has not ended after two minutes: a subtask that never exits keeps a
 // job running, and its cancellation waiting, forever.
-func executeJob(t *testing.T, env *stream.Environment, name, describe string) error {
+func executeJob(t *testing.T, env *stream.Environment, name string, describe func() string) error {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -399,8 +492,24 @@ func executeJob(t *testing.T, env *stream.Environment, name, describe string) er
 	case err := <-errc:
 		return err
 	case <-time.After(2 * time.Minute):
+		dump := dumpGoroutines(t)
 		cancel()
-		t.Fatalf("%s: the job has not ended after two minutes: a subtask hangs", describe)
+		t.Fatalf("%s: the job has not ended after two minutes: a subtask hangs (goroutines: %s)", describe(), dump)
 		return nil
 	}
+}
+
+// dumpGoroutines writes every goroutine's stack to a file that outlives
+// the test, for a hang to be diagnosed, and returns its name.
+func dumpGoroutines(t *testing.T) string {
+	f, err := os.CreateTemp("", "weir-hang-*.txt")
+	if err != nil {
+		return err.Error()
+	}
+	defer f.Close()
+	fmt.Fprintf(f, "%s\n\n", t.Name())
+	if err := pprof.Lookup("goroutine").WriteTo(f, 2); err != nil {
+		return err.Error()
+	}
+	return f.Name()
 }

@@ -111,6 +111,9 @@ func TestDifferentialWindows(t *testing.T) {
 		eng := drawEngine(r)
 		kinds := drawKinds(r, 3, faultKinds)
 		needsEngine(&eng, kinds)
+		if eng.corruptible {
+			eng.dir = t.TempDir()
+		}
 		faults := streamtest.NewFaults()
 		env, err := stream.NewEnvironment(append(eng.options(),
 			stream.WithConfig(mustConfig(t, eng.config(fmt.Sprintf("parallelism.default=%d", par))...)),
@@ -132,12 +135,12 @@ func TestDifferentialWindows(t *testing.T) {
 		}
 		ws := stream.Windowed(stream.KeyBy(events, func(v tsRec) string { return v.Key }), assigner)
 		sums := stream.Aggregate(ws, stream.AggregateFunction[tsRec, [2]int64, [2]int64](sumAgg{}), windowSum, eng.op(stream.Uid("windows"))...)
-		sink := streamtest.NewCollector[WindowSum](true)
+		sink := newSink[WindowSum](eng)
 		stream.SinkTo(sums, sink, eng.op(stream.Uid("sink"), stream.Parallelism(1))...)
 		shape := jobShape(t, env, []string{"events"}, []string{"events", "windows", "sink"}, []string{"sink"}, max(int64(partitions)*perPartition/int64(par), 1))
 		sched := drawSchedule(r, faults, shape, kinds)
 		name := fmt.Sprintf("seed=%d kind=%s partitions=%d records=%d keys=%d parallelism=%d engine: %s", seed, kind, partitions, perPartition, keys, par, eng)
-		runErr := executeJob(t, env, "windows", name)
+		runErr := executeJob(t, env, "windows", func() string { return name + "; faults: " + sched.String() })
 		tally.add(sched)
 		name += "; faults: " + sched.String()
 		if runErr != nil {
@@ -409,19 +412,22 @@ func TestLateDataAcrossRestores(t *testing.T) {
 		eng := drawEngine(r)
 		kinds := drawKinds(r, 3, faultKinds)
 		needsEngine(&eng, kinds)
+		if eng.corruptible {
+			eng.dir = t.TempDir()
+		}
 		faults := streamtest.NewFaults()
 		env, err := stream.NewEnvironment(append(eng.options(),
 			stream.WithConfig(mustConfig(t, eng.config()...)), stream.WithLogger(quiet), faults.Option())...)
 		if err != nil {
 			t.Fatal(err)
 		}
-		windows, tags := streamtest.NewCollector[WindowSum](true), streamtest.NewCollector[Tagged](true)
+		windows, tags := newSink[WindowSum](eng), newSink[Tagged](eng)
 		lateJob(env, &orderedSource{splits: splits, count: count, pace: 8, gen: gen}, par, bound, size, windows, tags, eng.op()...)
 		shape := jobShape(t, env, []string{"events"}, []string{"events", "windows", "window-sink", "tagger", "tag-sink"}, []string{"window-sink", "tag-sink"},
 			max(int64(splits)*count/int64(par)/2, 1))
 		sched := drawSchedule(r, faults, shape, kinds)
 		name := fmt.Sprintf("seed=%d splits=%d records=%d keys=%d parallelism=%d engine: %s", seed, splits, count, keys, par, eng)
-		runErr := executeJob(t, env, "late", name)
+		runErr := executeJob(t, env, "late", func() string { return name + "; faults: " + sched.String() })
 		tally.add(sched)
 		name += "; faults: " + sched.String()
 		if runErr != nil {

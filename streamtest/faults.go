@@ -22,6 +22,7 @@ type Action struct {
 	kind  actionKind
 	err   error
 	delay time.Duration
+	call  func(ctx context.Context, site stream.FaultSite) error
 }
 
 type actionKind uint8
@@ -30,6 +31,7 @@ const (
 	actFail actionKind = iota
 	actHang
 	actDelay
+	actCall
 )
 
 // Fail fails the subtask (or storage operation) with an error wrapping
@@ -52,8 +54,18 @@ func Hang() Action { return Action{kind: actHang} }
 // context is done, and then lets it go on: a slow subtask, a slow store.
 func Delay(d time.Duration) Action { return Action{kind: actDelay, delay: d} }
 
+// Call runs f where the fault strikes, and fails the subtask (or storage
+// operation) with f's error, or lets it go on if f returns nil: a test
+// damages a checkpoint's files, or stops an external system, at exactly
+// that point of the job.
+func Call(f func(ctx context.Context, site stream.FaultSite) error) Action {
+	return Action{kind: actCall, call: f}
+}
+
 func (a Action) String() string {
 	switch a.kind {
+	case actCall:
+		return "call"
 	case actHang:
 		return "hang"
 	case actDelay:
@@ -69,7 +81,7 @@ func (a Action) String() string {
 // functions and pebble's errorfs: each says where it strikes (a point, and
 // which vertex, subtask, operator or storage path), when (after some
 // records, at a checkpoint or step, in an attempt, after a restore, from
-// the k-th matching call), what it does (Fail, Hang, Delay) and how many
+// the k-th matching call), what it does (Fail, Hang, Delay, Call) and how many
 // times. Install them in a job with Option; Add returns a handle that says
 // whether, how often and where the fault struck. Faults may be added
 // while the job runs, and outlive its restarts: a fault that struck once
@@ -283,6 +295,11 @@ func (f *Fault) do(ctx context.Context, site stream.FaultSite) error {
 	case actHang:
 		<-ctx.Done()
 		return context.Cause(ctx)
+	case actCall:
+		if err := f.action.call(ctx, site); err != nil {
+			return fmt.Errorf("fault %d (%s) at %s: %w", f.n, f, describeSite(site), err)
+		}
+		return nil
 	case actDelay:
 		t := time.NewTimer(f.action.delay)
 		defer t.Stop()

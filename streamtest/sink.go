@@ -32,26 +32,78 @@ import (
 // as it is written, and a restart writes records again.
 type Collector[T any] struct {
 	transactional bool
+	reconciles    bool
 
 	mu        sync.Mutex
 	committed []T
-	staged    map[string][]T
-	done      map[string]bool
-	writes    int
-	writers   int
+	// txns are the committed transactions, in commit order, and where
+	// their records start in committed (transactional mode).
+	txns    []committedTxn
+	staged  map[string]stagedTxn[T]
+	done    map[string]bool
+	writes  int
+	writers int
+}
+
+type stagedTxn[T any] struct {
+	uid        string
+	subtask    int
+	checkpoint int64
+	records    []T
+}
+
+type committedTxn struct {
+	uid        string
+	subtask    int
+	checkpoint int64
+	start, n   int
 }
 
 // NewCollector returns a Collector; transactional selects exactly-once
 // commits.
 func NewCollector[T any](transactional bool) *Collector[T] {
-	return &Collector[T]{transactional: transactional, staged: map[string][]T{}, done: map[string]bool{}}
+	return &Collector[T]{transactional: transactional, staged: map[string]stagedTxn[T]{}, done: map[string]bool{}}
 }
+
+// NewReconcilingCollector returns a transactional Collector that undoes,
+// as the file sink does, what transactions of checkpoints after the one a
+// writer is restored from committed (connector.Reconciler): a job that
+// falls back to an older checkpoint than its newest replays their records
+// without duplicating them.
+func NewReconcilingCollector[T any]() *Collector[T] {
+	c := NewCollector[T](true)
+	c.reconciles = true
+	return c
+}
+
+// ReconcilesOnRestore implements connector.Reconciler.
+func (c *Collector[T]) ReconcilesOnRestore() bool { return c.reconciles }
 
 // Results returns the visible records, in the order they became visible.
 func (c *Collector[T]) Results() []T {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return slices.Clone(c.committed)
+}
+
+// reconcile removes the records that transactions of uid's checkpoints
+// after restored committed, for the subtasks the restored writer info
+// inherits (the file sink's rule).
+func (c *Collector[T]) reconcile(info connector.WriterInfo, restored int64) {
+	inherits := func(s int) bool {
+		p := info.Parallelism
+		return s == info.Subtask || p > 0 && s >= p && s%p == info.Subtask
+	}
+	var kept []T
+	var txns []committedTxn
+	for _, t := range c.txns {
+		if t.uid == info.UID && t.checkpoint > restored && inherits(t.subtask) {
+			continue
+		}
+		txns = append(txns, committedTxn{uid: t.uid, subtask: t.subtask, checkpoint: t.checkpoint, start: len(kept), n: t.n})
+		kept = append(kept, c.committed[t.start:t.start+t.n]...)
+	}
+	c.committed, c.txns = kept, txns
 }
 
 // Writes returns how many records were written, visible or not.
@@ -66,6 +118,9 @@ func (c *Collector[T]) NewWriter(_ context.Context, info connector.WriterInfo) (
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.writers++
+	if c.reconciles && info.RestoredCheckpointID > 0 {
+		c.reconcile(info, info.RestoredCheckpointID)
+	}
 	return &collectorWriter[T]{c: c, info: info, nonce: c.writers}, nil
 }
 
@@ -102,7 +157,7 @@ func (w *collectorWriter[T]) PrepareCommit(_ context.Context, id int64) ([][]byt
 	if _, dup := w.c.staged[txn]; dup || w.c.done[txn] {
 		return nil, fmt.Errorf("streamtest: transaction %s prepared twice", txn)
 	}
-	w.c.staged[txn] = w.open
+	w.c.staged[txn] = stagedTxn[T]{uid: w.info.UID, subtask: w.info.Subtask, checkpoint: id, records: w.open}
 	w.open = nil
 	return [][]byte{[]byte(txn)}, nil
 }
@@ -117,10 +172,12 @@ func (w *collectorWriter[T]) Commit(_ context.Context, committables [][]byte) er
 		if w.c.done[txn] {
 			continue
 		}
-		recs, ok := w.c.staged[txn]
+		st, ok := w.c.staged[txn]
 		if !ok {
 			return fmt.Errorf("streamtest: commit of unknown transaction %s", txn)
 		}
+		recs := st.records
+		w.c.txns = append(w.c.txns, committedTxn{uid: st.uid, subtask: st.subtask, checkpoint: st.checkpoint, start: len(w.c.committed), n: len(recs)})
 		w.c.committed = append(w.c.committed, recs...)
 		delete(w.c.staged, txn)
 		w.c.done[txn] = true

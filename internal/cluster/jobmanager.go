@@ -362,7 +362,8 @@ func (m *JobManager) handle(tm *tmConn, msg *tmMessage) {
 	case msg.Exited != nil:
 		var err error
 		if msg.Exited.Err != "" {
-			err = fmt.Errorf("on task manager %s: %s", tm.info.ID, msg.Exited.Err)
+			err = &remoteError{msg: fmt.Sprintf("on task manager %s: %s", tm.info.ID, msg.Exited.Err),
+				permanent: msg.Exited.Permanent, corrupt: msg.Exited.Corrupt}
 		}
 		l.Exited(msg.Exited.Ref, err)
 	}

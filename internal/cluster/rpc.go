@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/mem"
 
 	"github.com/weirstream/weir/internal/checkpoint"
+	"github.com/weirstream/weir/internal/checkpoint/storage"
 	"github.com/weirstream/weir/internal/runtime"
 )
 
@@ -152,6 +153,24 @@ type exitedMsg struct {
 	taskMsg
 	// Err is empty when the subtask finished.
 	Err string `json:"err,omitempty"`
+	// Permanent and Corrupt carry across the wire what the job master
+	// asks of a failure: whether a restart cannot cure it
+	// (connector.IsPermanent), and whether it was a damaged checkpoint
+	// (storage.ErrCorrupt), which the job falls back from.
+	Permanent bool `json:"permanent,omitempty"`
+	Corrupt   bool `json:"corrupt,omitempty"`
+}
+
+// remoteError is a subtask's failure as a task manager reported it.
+type remoteError struct {
+	msg                string
+	permanent, corrupt bool
+}
+
+func (e *remoteError) Error() string   { return e.msg }
+func (e *remoteError) Permanent() bool { return e.permanent }
+func (e *remoteError) Is(target error) bool {
+	return e.corrupt && target == storage.ErrCorrupt
 }
 
 // jmMessage is what the job manager sends on a session; exactly one field

@@ -11,7 +11,9 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/weirstream/weir/connector"
 	"github.com/weirstream/weir/internal/checkpoint"
+	"github.com/weirstream/weir/internal/checkpoint/storage"
 	"github.com/weirstream/weir/internal/netio"
 	"github.com/weirstream/weir/internal/runtime"
 )
@@ -308,6 +310,7 @@ func (l sessionListener) Exited(ref runtime.TaskRef, err error) {
 	m := &exitedMsg{taskMsg: l.msg(ref)}
 	if err != nil {
 		m.Err = err.Error()
+		m.Permanent, m.Corrupt = connector.IsPermanent(err), errors.Is(err, storage.ErrCorrupt)
 	}
 	l.s.send(&tmMessage{Exited: m})
 }

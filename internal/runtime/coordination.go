@@ -2,11 +2,13 @@ package runtime
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/weirstream/weir/internal/checkpoint"
@@ -28,6 +30,9 @@ type Coordinator interface {
 	// Failover aborts the pending checkpoints of a restarting job.
 	Failover(now time.Time) []CheckpointAction
 	Restored(now time.Time, md *checkpoint.Metadata)
+	// Invalid drops retained checkpoint id, found damaged on a restore,
+	// from the retained ones and discards it.
+	Invalid(now time.Time, id int64) []CheckpointAction
 	Stop(now time.Time)
 }
 
@@ -121,8 +126,11 @@ func (jm *JobMaster) perform(ctx context.Context, actions []CheckpointAction) er
 					store = jm.storage
 				}
 				jm.mu.Lock()
+				r := &Restore{Metadata: md, Store: store, Path: path}
+				jm.retained = append(jm.retained, r)
+				slices.SortFunc(jm.retained, func(a, b *Restore) int { return cmp.Compare(a.Metadata.CheckpointID, b.Metadata.CheckpointID) })
 				if jm.latest == nil || md.CheckpointID > jm.latest.Metadata.CheckpointID {
-					jm.latest = &Restore{Metadata: md, Store: store, Path: path}
+					jm.latest = r
 					now := jm.clock.Now()
 					jm.completed = CompletedCheckpoint{ID: md.CheckpointID, Duration: now.Sub(md.TriggerTime), Size: md.Size(), At: now}
 				}
@@ -154,6 +162,9 @@ func (jm *JobMaster) perform(ctx context.Context, actions []CheckpointAction) er
 				}
 			}
 		case DiscardCheckpoint:
+			jm.mu.Lock()
+			jm.retained = slices.DeleteFunc(jm.retained, func(r *Restore) bool { return r.Metadata.CheckpointID == a.ID })
+			jm.mu.Unlock()
 			if jm.storage != nil {
 				if err := jm.storage.Discard(ctx, a.ID); err != nil {
 					jm.log.Warn("discarding checkpoint", "checkpoint", a.ID, "err", err)

@@ -99,6 +99,10 @@ func (a *coordinatorAdapter) Restored(now time.Time, md *checkpoint.Metadata) {
 	a.c.Restored(now, md.CheckpointID, fmt.Sprintf("chk-%d", md.CheckpointID))
 }
 
+func (a *coordinatorAdapter) Invalid(now time.Time, id int64) []CheckpointAction {
+	return a.actions(a.c.Invalid(now, id))
+}
+
 func (a *coordinatorAdapter) Stop(now time.Time) { a.c.Stop(now) }
 
 func (a *coordinatorAdapter) actions(out []coordinator.Output) []CheckpointAction {

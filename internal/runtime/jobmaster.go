@@ -13,6 +13,7 @@ import (
 	"github.com/weirstream/weir/connector"
 	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/checkpoint/coordinator"
+	"github.com/weirstream/weir/internal/checkpoint/storage"
 	"github.com/weirstream/weir/internal/runtime/failover"
 	"github.com/weirstream/weir/internal/runtime/restart"
 )
@@ -40,6 +41,12 @@ type Options struct {
 	// Events, if set, receives the job's lifecycle events (restores,
 	// failures, completed checkpoints) for status lines and tests.
 	Events func(Event)
+	// Fallback, if set, is asked before the job restores checkpoint to in
+	// place of the newer retained checkpoint bad, which a subtask found
+	// damaged when it restored it; it returns why not (a sink cannot undo
+	// what bad's transactions committed). Without it, or if it refuses,
+	// the job fails: restoring bad again would fail again.
+	Fallback func(bad, to int64) error
 	// NewExecutor, if set, makes the executor that runs the subtasks
 	// (task managers of a cluster); by default a Worker runs them in this
 	// process.
@@ -146,6 +153,9 @@ type JobMaster struct {
 	exec   Executor
 	tasks  map[checkpoint.TaskID]*taskRun
 	latest *Restore
+	// retained are the completed checkpoints the job can restore, oldest
+	// first (the newest is latest, unless it was found damaged).
+	retained []*Restore
 	// runs finds a deployment's run from the listener's goroutines.
 	runsMu sync.Mutex
 	runs   map[TaskRef]*taskRun
@@ -174,6 +184,8 @@ type taskRun struct {
 	ref      TaskRef
 	done     chan struct{}
 	canceled bool
+	// from is the checkpoint the deployment restores (0: none).
+	from int64
 	// triggered and acked are the newest checkpoints triggered at and
 	// acknowledged by the subtask (sources).
 	triggered, acked int64
@@ -218,6 +230,9 @@ func NewJobMaster(g *JobGraph, opts Options) (*JobMaster, error) {
 		eod:          make(map[checkpoint.TaskID]bool),
 		latest:       opts.Restore,
 		runs:         make(map[TaskRef]*taskRun),
+	}
+	if opts.Restore != nil {
+		jm.retained = []*Restore{opts.Restore}
 	}
 	jm.busy.Store(1) // Run's start
 	var fg failover.Graph
@@ -467,6 +482,9 @@ func (jm *JobMaster) deploy(ctx context.Context, ids []checkpoint.TaskID, from *
 			}
 			d.Tasks = append(d.Tasks, id)
 			r := &taskRun{ref: TaskRef{ID: id, Attempt: jm.attempt}, done: make(chan struct{}), acks: make(map[int64]checkpoint.TaskAck)}
+			if from != nil {
+				r.from = from.Metadata.CheckpointID
+			}
 			jm.tasks[id] = r
 			jm.runsMu.Lock()
 			jm.runs[r.ref] = r
@@ -535,7 +553,12 @@ func (jm *JobMaster) fail(id checkpoint.TaskID, cause error, global bool) error 
 		}
 		return fmt.Errorf("job failed: %s failed: %w (%s)", id, cause, why)
 	}
-	if connector.IsPermanent(cause) {
+	fellBack, err := jm.fallBack(id, cause)
+	if err != nil {
+		jm.hist.fail(Failure{Time: now, Task: id, Err: cause})
+		return failed(err.Error())
+	}
+	if !fellBack && connector.IsPermanent(cause) {
 		jm.hist.fail(Failure{Time: now, Task: id, Err: cause})
 		return failed("a restart cannot cure this failure")
 	}
@@ -546,7 +569,7 @@ func (jm *JobMaster) fail(id checkpoint.TaskID, cause error, global bool) error 
 	}
 	jm.hist.set(StatusRestarting, now)
 	ids := jm.all
-	if !global {
+	if !global && !fellBack {
 		ftasks, err := jm.failover.TasksToRestart(failover.TaskID{Vertex: id.Vertex, Subtask: id.Subtask}, cause)
 		if err != nil {
 			return err
@@ -612,6 +635,54 @@ func (jm *JobMaster) fail(id checkpoint.TaskID, cause error, global bool) error 
 	}
 	jm.clock.AfterFunc(d.Delay, whenStopped)
 	return nil
+}
+
+// fallBack handles a subtask that failed because the checkpoint it was
+// restoring does not verify (a state file's bytes changed after it was
+// written): if it is the checkpoint the job would restore again, the job
+// drops it and restores the newest older retained checkpoint instead,
+// every subtask of it, as a resume from the job's directory would; the
+// output of the dropped checkpoint's transactions must be undone by the
+// sinks on that restore, or Options.Fallback refuses. It returns whether
+// the job fell back, or why it cannot.
+func (jm *JobMaster) fallBack(id checkpoint.TaskID, cause error) (bool, error) {
+	r := jm.tasks[id]
+	if r == nil || r.from == 0 || !errors.Is(cause, storage.ErrCorrupt) {
+		return false, nil
+	}
+	jm.mu.Lock()
+	latest := jm.latest
+	var older *Restore
+	for _, c := range jm.retained {
+		if c.Metadata.CheckpointID < r.from {
+			older = c
+		}
+	}
+	jm.mu.Unlock()
+	if latest == nil || latest.Metadata.CheckpointID != r.from {
+		return false, nil // a newer checkpoint completed since: restore that
+	}
+	if older == nil {
+		return false, fmt.Errorf("checkpoint %d does not verify and no older completed checkpoint is retained (execution.checkpointing.num-retained)", r.from)
+	}
+	to := older.Metadata.CheckpointID
+	if jm.opts.Fallback == nil {
+		return false, fmt.Errorf("checkpoint %d does not verify, and the job cannot fall back to checkpoint %d", r.from, to)
+	}
+	if err := jm.opts.Fallback(r.from, to); err != nil {
+		return false, err
+	}
+	jm.log.Warn("a checkpoint does not verify; discarding it and restoring an older one", "checkpoint", r.from, "restoring", to, "err", cause)
+	jm.mu.Lock()
+	jm.retained = slices.DeleteFunc(jm.retained, func(c *Restore) bool { return c.Metadata.CheckpointID == r.from })
+	jm.latest = older
+	jm.mu.Unlock()
+	if jm.coord != nil {
+		if err := jm.perform(jm.ctx, jm.coord.Invalid(jm.clock.Now(), r.from)); err != nil {
+			return false, err
+		}
+	}
+	return true, nil
 }
 
 // stop cancels the running subtasks among ids and waits for them to exit.

@@ -348,6 +348,26 @@ func (c *Coordinator) Restored(now time.Time, id int64, external string) []Outpu
 	return nil
 }
 
+// Invalid records that retained checkpoint id was found damaged (a state
+// file does not verify) when the job tried to restore it: it is no longer
+// retained, nor counted among the num-retained, and its files are
+// discarded. The job restores an older retained checkpoint instead.
+func (c *Coordinator) Invalid(now time.Time, id int64) []Output {
+	i := slices.IndexFunc(c.retained, func(r retained) bool { return r.id == id })
+	if i < 0 {
+		return nil
+	}
+	for _, path := range c.retained[i].paths {
+		if c.sharedRefs[path]--; c.sharedRefs[path] <= 0 {
+			delete(c.sharedRefs, path)
+		}
+	}
+	c.retained = slices.Delete(c.retained, i, i+1)
+	c.stats.discarded(id)
+	c.emit(Discard{ID: id})
+	return c.take()
+}
+
 // Stats returns a copy of the statistics.
 func (c *Coordinator) Stats() Snapshot { return c.stats.snapshot() }
 

@@ -168,6 +168,9 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 			d.ScanArgs(t, "path", &path)
 		}
 		return h.outputs(h.c.Restored(h.at(t, d), id, path), nil)
+	case "invalid":
+		id, _ := intArg(t, d, "id")
+		return h.outputs(h.c.Invalid(h.at(t, d), id), nil)
 	case "deadline":
 		if dl, ok := h.c.NextDeadline(); ok {
 			return "next deadline " + h.rel(dl)
