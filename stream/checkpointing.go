@@ -10,6 +10,7 @@ import (
 	"github.com/weirstream/weir/config"
 	"github.com/weirstream/weir/connector"
 	"github.com/weirstream/weir/internal/checkpoint"
+	"github.com/weirstream/weir/internal/checkpoint/coordinator"
 	"github.com/weirstream/weir/internal/checkpoint/storage"
 	"github.com/weirstream/weir/internal/ops"
 	"github.com/weirstream/weir/internal/runtime"
@@ -24,7 +25,7 @@ func (e *Environment) checkpointing(ctx context.Context, cp config.Checkpointing
 	}
 	opts := &runtime.CheckpointingOptions{
 		Mode: mode,
-		NewCoordinator: func(g *runtime.JobGraph, sources, all []checkpoint.TaskID) (runtime.Coordinator, error) {
+		NewCoordinator: func(g *runtime.JobGraph, sources, all []checkpoint.TaskID) (*coordinator.Coordinator, error) {
 			return runtime.NewCoordinator(cp, e.jobID, e.cfg.Int(config.KeyCheckpointHistory), g, sources, all)
 		},
 	}

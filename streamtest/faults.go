@@ -46,8 +46,10 @@ func Fail(err error) Action {
 // Hang blocks the subtask (or storage operation) until its context is
 // done, as a stuck call would: a hung subtask holds its checkpoints back
 // until they time out (execution.checkpointing.timeout) and the job fails
-// over, which cancels it. A hang in a write of _metadata holds up the job
-// master itself until the job is canceled.
+// over, which cancels it. A hang in a write of _metadata holds up that
+// checkpoint and every storage operation queued behind it (the job
+// master writes metadata and discards checkpoints one at a time, in
+// order, off its own loop), until the job is canceled.
 func Hang() Action { return Action{kind: actHang} }
 
 // Delay holds the subtask (or storage operation) for d, or until its

@@ -9,32 +9,11 @@ import (
 	"hash/crc32"
 	"io"
 	"slices"
-	"time"
+	"sync/atomic"
 
 	"github.com/weirstream/weir/internal/checkpoint"
+	"github.com/weirstream/weir/internal/checkpoint/coordinator"
 )
-
-// Coordinator is the checkpoint coordinator as the job master drives it: an
-// I/O-free state machine whose methods return the actions to perform.
-type Coordinator interface {
-	Start(now time.Time) []CheckpointAction
-	Tick(now time.Time) []CheckpointAction
-	NextDeadline() (time.Time, bool)
-	// TriggerNow asks for a checkpoint as soon as allowed (the final
-	// checkpoint of a bounded job).
-	TriggerNow(now time.Time) []CheckpointAction
-	Ack(now time.Time, task checkpoint.TaskID, id int64, ack checkpoint.TaskAck) []CheckpointAction
-	Decline(now time.Time, task checkpoint.TaskID, id int64, why DeclineReason, err error) []CheckpointAction
-	MetadataWritten(now time.Time, id int64, path string, err error) []CheckpointAction
-	TaskFinished(now time.Time, task checkpoint.TaskID) []CheckpointAction
-	// Failover aborts the pending checkpoints of a restarting job.
-	Failover(now time.Time) []CheckpointAction
-	Restored(now time.Time, md *checkpoint.Metadata)
-	// Invalid drops retained checkpoint id, found damaged on a restore,
-	// from the retained ones and discards it.
-	Invalid(now time.Time, id int64) []CheckpointAction
-	Stop(now time.Time)
-}
 
 // DeclineReason says why a subtask declined a checkpoint; only an
 // asynchronous failure counts towards the tolerable failures.
@@ -53,130 +32,237 @@ const (
 	DeclineTaskNotReady
 )
 
-// CheckpointAction is an effect the coordinator asks for.
-type CheckpointAction interface{ checkpointAction() }
-
-// TriggerCheckpoint: inject barrier Barrier at the Tasks (the sources).
-type TriggerCheckpoint struct {
-	Barrier Barrier
-	Tasks   []checkpoint.TaskID
+// reason is the coordinator's failure reason for a decline.
+func (why DeclineReason) reason() coordinator.Reason {
+	switch why {
+	case DeclineAsyncFailure:
+		return coordinator.ReasonAsyncFailure
+	case DeclineTaskClosing:
+		return coordinator.ReasonTaskClosing
+	case DeclineTaskNotReady:
+		return coordinator.ReasonTaskNotReady
+	}
+	return coordinator.ReasonNewerBarrier
 }
 
-// WriteMetadata: every task acknowledged; persist the metadata, then report
-// MetadataWritten. Only then is the checkpoint complete.
-type WriteMetadata struct{ Metadata *checkpoint.Metadata }
+// The job master drives the coordinator, an I/O-free state machine, the
+// way an application drives raft: it feeds it inputs and performs the
+// outputs it returns (perform). An input the coordinator refuses (a late
+// acknowledgement, a decline of a checkpoint already aborted, the
+// completion of a metadata write for a checkpoint aborted meanwhile) is
+// stale, and logged.
 
-// NotifyComplete: checkpoint ID is complete.
-type NotifyComplete struct {
-	ID    int64
-	Tasks []checkpoint.TaskID
+func (jm *JobMaster) stale(what string, err error, args ...any) {
+	if err != nil {
+		jm.log.Debug("checkpoint coordinator ignored "+what, append(args, "reason", err)...)
+	}
 }
 
-// NotifyAbort: checkpoint ID was aborted; tasks release its alignment.
-type NotifyAbort struct {
-	ID     int64
-	Reason string
-	Tasks  []checkpoint.TaskID
+func (jm *JobMaster) coordAck(task checkpoint.TaskID, id int64, ack checkpoint.TaskAck) []coordinator.Output {
+	out, err := jm.coord.Ack(jm.clock.Now(), task, id, ack)
+	jm.stale("an acknowledgement", err, "task", task.String(), "checkpoint", id)
+	return out
 }
 
-// DiscardCheckpoint: retention no longer keeps checkpoint ID.
-type DiscardCheckpoint struct{ ID int64 }
+func (jm *JobMaster) coordDecline(task checkpoint.TaskID, id int64, why DeclineReason, cause error) []coordinator.Output {
+	out, err := jm.coord.Decline(jm.clock.Now(), task, id, fmt.Errorf("%w: %w", why.reason(), cause))
+	jm.stale("a decline", err, "task", task.String(), "checkpoint", id)
+	return out
+}
 
-// FailJob: checkpoint failures exceeded the tolerable number.
-type FailJob struct{ Err error }
+func (jm *JobMaster) coordFinished(task checkpoint.TaskID) []coordinator.Output {
+	out, err := jm.coord.TaskFinished(jm.clock.Now(), task)
+	jm.stale("a finished subtask", err, "task", task.String())
+	return out
+}
 
-func (TriggerCheckpoint) checkpointAction() {}
-func (WriteMetadata) checkpointAction()     {}
-func (NotifyComplete) checkpointAction()    {}
-func (NotifyAbort) checkpointAction()       {}
-func (DiscardCheckpoint) checkpointAction() {}
-func (FailJob) checkpointAction()           {}
+// coordTriggerNow asks for a checkpoint at once (a bounded job's final
+// one); when too many are in flight, one of them or the next periodic
+// trigger serves.
+func (jm *JobMaster) coordTriggerNow() []coordinator.Output {
+	_, out, err := jm.coord.TriggerManual(jm.clock.Now(), checkpoint.KindCheckpoint)
+	jm.stale("a trigger", err)
+	return out
+}
 
-// perform carries out the coordinator's actions.
-func (jm *JobMaster) perform(ctx context.Context, actions []CheckpointAction) error {
-	for len(actions) > 0 {
-		a := actions[0]
-		actions = actions[1:]
-		switch a := a.(type) {
-		case TriggerCheckpoint:
-			jm.snapshotSplits(a.Barrier.ID)
-			for _, id := range a.Tasks {
+// coordRestored tells the coordinator the job restored r.
+func (jm *JobMaster) coordRestored(r *Restore) {
+	jm.coord.Restored(jm.clock.Now(), r.Metadata.CheckpointID, r.Path)
+}
+
+// perform carries out the coordinator's outputs. Writes of metadata and
+// discards go to the storage queue, off the job master's goroutine: a
+// slow store holds up the checkpoint concerned, not acknowledgements,
+// failures and failover. A write's completion comes back through the
+// inbox.
+func (jm *JobMaster) perform(ctx context.Context, out []coordinator.Output) error {
+	for len(out) > 0 {
+		o := out[0]
+		out = out[1:]
+		switch o := o.(type) {
+		case coordinator.Trigger:
+			jm.snapshotSplits(o.ID)
+			b := Barrier{ID: o.ID, Timestamp: o.Timestamp.UnixNano(), Savepoint: o.Kind == checkpoint.KindSavepoint}
+			for _, id := range o.Tasks {
 				r := jm.tasks[id]
 				if r == nil || r.canceled || jm.finished[id] {
-					actions = append(actions, jm.coord.Decline(jm.clock.Now(), id, a.Barrier.ID, DeclineTaskClosing, errors.New("the subtask has finished"))...)
+					out = append(out, jm.coordDecline(id, o.ID, DeclineTaskClosing, errors.New("the subtask has finished"))...)
 					continue
 				}
-				r.triggered = max(r.triggered, a.Barrier.ID)
-				jm.exec.Trigger(r.ref, a.Barrier)
+				r.triggered = max(r.triggered, o.ID)
+				jm.exec.Trigger(r.ref, b)
 			}
-		case WriteMetadata:
-			md := a.Metadata
+		case coordinator.WriteMetadata:
+			md := o.Metadata
 			md.JobID = jm.opts.JobID
-			jm.addFinished(md)
-			jm.addSplitAssignments(md)
-			var path string
-			var err error
-			if jm.storage != nil {
-				path, err = jm.storage.WriteMetadata(ctx, md)
+			jm.addFinished(&md)
+			jm.addSplitAssignments(&md)
+			if jm.storage == nil {
+				out = append(out, jm.metadataWritten(&md, "", nil)...)
+				continue
 			}
-			actions = append(actions, jm.coord.MetadataWritten(jm.clock.Now(), md.CheckpointID, path, err)...)
-			if err == nil {
-				var store StateStore = memoryStore{}
-				if jm.storage != nil {
-					store = jm.storage
-				}
-				jm.mu.Lock()
-				r := &Restore{Metadata: md, Store: store, Path: path}
-				jm.retained = append(jm.retained, r)
-				slices.SortFunc(jm.retained, func(a, b *Restore) int { return cmp.Compare(a.Metadata.CheckpointID, b.Metadata.CheckpointID) })
-				if jm.latest == nil || md.CheckpointID > jm.latest.Metadata.CheckpointID {
-					jm.latest = r
-					now := jm.clock.Now()
-					jm.completed = CompletedCheckpoint{ID: md.CheckpointID, Duration: now.Sub(md.TriggerTime), Size: md.Size(), At: now}
-				}
-				jm.mu.Unlock()
-			}
-		case NotifyComplete:
-			jm.checkpointCompleted(a.ID)
-			jm.emit(Event{Kind: EventCheckpointCompleted, Checkpoint: a.ID})
-			for _, id := range a.Tasks {
+			jm.store.post(func() error {
+				path, err := jm.storage.WriteMetadata(ctx, &md)
+				jm.post(func() error { return jm.perform(jm.ctx, jm.metadataWritten(&md, path, err)) })
+				return nil
+			})
+		case coordinator.NotifyComplete:
+			jm.checkpointCompleted(o.ID)
+			jm.emit(Event{Kind: EventCheckpointCompleted, Checkpoint: o.ID})
+			for _, id := range o.Tasks {
 				if r := jm.tasks[id]; r != nil {
-					jm.exec.NotifyComplete(r.ref, a.ID)
+					jm.exec.NotifyComplete(r.ref, o.ID)
 				}
 			}
-		case NotifyAbort:
+		case coordinator.NotifyAbort:
+			reason := "aborted"
+			if o.Reason != nil {
+				reason = o.Reason.Error()
+			}
 			for _, r := range jm.tasks {
-				delete(r.acks, a.ID)
+				delete(r.acks, o.ID)
 			}
-			jm.emit(Event{Kind: EventCheckpointFailed, Checkpoint: a.ID, Message: a.Reason})
-			if jm.storage != nil {
-				// Best effort: a snapshot still being written may add files
-				// later; those stay as an incomplete checkpoint, never used.
-				if err := jm.storage.Discard(ctx, a.ID); err != nil {
-					jm.log.Warn("discarding aborted checkpoint", "checkpoint", a.ID, "err", err)
-				}
-			}
-			for _, id := range a.Tasks {
+			jm.emit(Event{Kind: EventCheckpointFailed, Checkpoint: o.ID, Message: reason})
+			// Best effort: a snapshot still being written may add files
+			// later; those stay as an incomplete checkpoint, never used.
+			jm.discard(ctx, o.ID, "discarding aborted checkpoint")
+			for _, id := range o.Tasks {
 				if r := jm.tasks[id]; r != nil {
-					jm.exec.NotifyAbort(r.ref, a.ID, a.Reason)
+					jm.exec.NotifyAbort(r.ref, o.ID, reason)
 				}
 			}
-		case DiscardCheckpoint:
+		case coordinator.Discard:
 			jm.mu.Lock()
-			jm.retained = slices.DeleteFunc(jm.retained, func(r *Restore) bool { return r.Metadata.CheckpointID == a.ID })
+			jm.retained = slices.DeleteFunc(jm.retained, func(r *Restore) bool { return r.Metadata.CheckpointID == o.ID })
 			jm.mu.Unlock()
-			if jm.storage != nil {
-				if err := jm.storage.Discard(ctx, a.ID); err != nil {
-					jm.log.Warn("discarding checkpoint", "checkpoint", a.ID, "err", err)
-				}
-			}
-		case FailJob:
+			jm.discard(ctx, o.ID, "discarding checkpoint")
+		case coordinator.FailJob:
 			// A checkpoint failure beyond the tolerable count fails the
 			// job over, through the restart strategy.
-			return jm.fail(checkpoint.TaskID{}, a.Err, true)
+			err := o.Reason
+			if err == nil {
+				err = errors.New("checkpoint failures exceeded the tolerable number")
+			}
+			return jm.fail(checkpoint.TaskID{}, err, true)
 		}
 	}
 	return nil
+}
+
+// discard deletes checkpoint id's files on the storage queue, after every
+// write queued before it.
+func (jm *JobMaster) discard(ctx context.Context, id int64, what string) {
+	if jm.storage == nil {
+		return
+	}
+	jm.store.post(func() error {
+		if err := jm.storage.Discard(ctx, id); err != nil {
+			jm.log.Warn(what, "checkpoint", id, "err", err)
+		}
+		return nil
+	})
+}
+
+// metadataWritten hands the coordinator the outcome of md's write (path,
+// err), and on success makes md the checkpoint a restore takes. A write
+// that completes after its checkpoint was aborted (a failover meanwhile)
+// is stale: the abort queued a discard of its files behind it.
+func (jm *JobMaster) metadataWritten(md *checkpoint.Metadata, path string, err error) []coordinator.Output {
+	out, cerr := jm.coord.MetadataWritten(jm.clock.Now(), md.CheckpointID, err)
+	if cerr != nil {
+		jm.stale("a metadata write", cerr, "checkpoint", md.CheckpointID)
+		return out
+	}
+	if err != nil {
+		return out
+	}
+	var store StateStore = memoryStore{}
+	if jm.storage != nil {
+		store = jm.storage
+	}
+	jm.mu.Lock()
+	r := &Restore{Metadata: md, Store: store, Path: path}
+	jm.retained = append(jm.retained, r)
+	slices.SortFunc(jm.retained, func(a, b *Restore) int { return cmp.Compare(a.Metadata.CheckpointID, b.Metadata.CheckpointID) })
+	if jm.latest == nil || md.CheckpointID > jm.latest.Metadata.CheckpointID {
+		jm.latest = r
+		now := jm.clock.Now()
+		jm.completed = CompletedCheckpoint{ID: md.CheckpointID, Duration: now.Sub(md.TriggerTime), Size: md.Size(), At: now}
+	}
+	jm.mu.Unlock()
+	return out
+}
+
+// storageQueue runs the job master's storage operations one at a time,
+// in the order they were queued, on a goroutine of its own that Run
+// starts and, when the job ends, lets finish what is queued.
+type storageQueue struct {
+	jm   *JobMaster
+	mb   *mailbox
+	quit chan struct{}
+	done chan struct{}
+	// queued counts the operations queued and not yet done (tests).
+	queued atomic.Int64
+}
+
+func newStorageQueue(jm *JobMaster) *storageQueue {
+	return &storageQueue{jm: jm, mb: newMailbox(), quit: make(chan struct{}), done: make(chan struct{})}
+}
+
+// post queues op; the job master counts as busy until it has run.
+func (q *storageQueue) post(op func() error) {
+	q.jm.busy.Add(1)
+	q.queued.Add(1)
+	q.mb.post(op)
+}
+
+func (q *storageQueue) run() {
+	defer close(q.done)
+	for {
+		select {
+		case <-q.mb.signal:
+			q.drain()
+		case <-q.quit:
+			q.drain()
+			return
+		}
+	}
+}
+
+func (q *storageQueue) drain() {
+	for _, op := range q.mb.take() {
+		if err := op(); err != nil {
+			q.jm.log.Warn("checkpoint storage", "err", err)
+		}
+		q.queued.Add(-1)
+		q.jm.busy.Add(-1)
+	}
+}
+
+// stop runs what is queued and waits for the queue's goroutine to end.
+func (q *storageQueue) stop() {
+	close(q.quit)
+	<-q.done
 }
 
 // current returns the run of ref if it is the subtask's current
@@ -200,7 +286,7 @@ func (jm *JobMaster) Acknowledge(ref TaskRef, id int64, ack checkpoint.TaskAck) 
 		}
 		r.acked = max(r.acked, id)
 		r.acks[id] = ack
-		return jm.perform(jm.ctx, jm.coord.Ack(jm.clock.Now(), ref.ID, id, ack))
+		return jm.perform(jm.ctx, jm.coordAck(ref.ID, id, ack))
 	})
 }
 
@@ -210,7 +296,7 @@ func (jm *JobMaster) Decline(ref TaskRef, id int64, why DeclineReason, err error
 		if jm.coord == nil || jm.current(ref) == nil {
 			return nil
 		}
-		return jm.perform(jm.ctx, jm.coord.Decline(jm.clock.Now(), ref.ID, id, why, err))
+		return jm.perform(jm.ctx, jm.coordDecline(ref.ID, id, why, err))
 	})
 }
 
@@ -229,7 +315,7 @@ func (jm *JobMaster) EndOfData(ref TaskRef) {
 				return nil
 			}
 		}
-		return jm.perform(jm.ctx, jm.coord.TriggerNow(jm.clock.Now()))
+		return jm.perform(jm.ctx, jm.coordTriggerNow())
 	})
 }
 

@@ -58,7 +58,7 @@ type CheckpointingOptions struct {
 	Mode CheckpointMode
 	// NewCoordinator builds the checkpoint coordinator for the job's
 	// graph, its source subtasks and all its subtasks.
-	NewCoordinator func(g *JobGraph, sources, all []checkpoint.TaskID) (Coordinator, error)
+	NewCoordinator func(g *JobGraph, sources, all []checkpoint.TaskID) (*coordinator.Coordinator, error)
 	// Storage persists state and metadata; nil keeps checkpoints in
 	// memory (lost with the process).
 	Storage CheckpointStorage
@@ -132,13 +132,15 @@ type JobMaster struct {
 
 	regions  *failover.Regions
 	failover failover.Strategy
-	coord    Coordinator
+	coord    *coordinator.Coordinator
 	storage  CheckpointStorage
 	ctx      context.Context
 
 	// inbox carries work into the job master's loop: reports from
-	// subtasks, queries, timers.
+	// subtasks, queries, timers, completed storage operations.
 	inbox *mailbox
+	// store runs metadata writes and discards off the loop, in order.
+	store *storageQueue
 	// busy counts the work given to the job master and not yet done: Run's
 	// start, mails until the loop has run them and re-armed its timer, and
 	// redeploys waiting for canceled subtasks to stop. Zero means the job
@@ -234,6 +236,7 @@ func NewJobMaster(g *JobGraph, opts Options) (*JobMaster, error) {
 	if opts.Restore != nil {
 		jm.retained = []*Restore{opts.Restore}
 	}
+	jm.store = newStorageQueue(jm)
 	jm.busy.Store(1) // Run's start
 	var fg failover.Graph
 	for _, v := range g.Vertices {
@@ -377,6 +380,8 @@ func (jm *JobMaster) Run(ctx context.Context) error {
 	jm.startedAt.Store(jm.clock.Now().UnixNano())
 	defer close(jm.stopped)
 	defer jm.keepFinalStats()
+	go jm.store.run()
+	defer jm.store.stop()
 	jm.discovery = newDiscoveries(ctx)
 	defer func() {
 		for _, s := range jm.splits {
@@ -394,7 +399,7 @@ func (jm *JobMaster) Run(ctx context.Context) error {
 	jm.emit(Event{Kind: EventRunning})
 	if jm.coord != nil {
 		if jm.latest != nil {
-			jm.coord.Restored(jm.clock.Now(), jm.latest.Metadata)
+			jm.coordRestored(jm.latest)
 		}
 		if err := jm.perform(ctx, jm.coord.Start(jm.clock.Now())); err != nil {
 			return jm.abort(err)
@@ -523,12 +528,11 @@ func (jm *JobMaster) taskExited(id checkpoint.TaskID, r *taskRun, err error) err
 		if jm.coord == nil {
 			return nil
 		}
-		now := jm.clock.Now()
-		acts := jm.coord.TaskFinished(now, id)
+		acts := jm.coordFinished(id)
 		if r.triggered > r.acked {
 			// A trigger reached the subtask after it had finished: it will
 			// never acknowledge, so the checkpoint must not wait for it.
-			acts = append(acts, jm.coord.Decline(now, id, r.triggered, DeclineTaskClosing, errors.New("the subtask finished"))...)
+			acts = append(acts, jm.coordDecline(id, r.triggered, DeclineTaskClosing, errors.New("the subtask finished"))...)
 		}
 		return jm.perform(jm.ctx, acts)
 	}
@@ -589,7 +593,7 @@ func (jm *JobMaster) fail(id checkpoint.TaskID, cause error, global bool) error 
 	// now would reach only canceled subtasks and wait for its timeout.
 	jm.restarting++
 	if jm.coord != nil {
-		if err := jm.perform(jm.ctx, jm.coord.Failover(now)); err != nil {
+		if err := jm.perform(jm.ctx, jm.coord.Restart(now)); err != nil {
 			return err
 		}
 	}
@@ -611,13 +615,13 @@ func (jm *JobMaster) fail(id checkpoint.TaskID, cause error, global bool) error 
 		}
 		now := jm.clock.Now()
 		if md != nil {
-			jm.coord.Restored(now, md.Metadata)
+			jm.coordRestored(md)
 		}
-		acts := jm.coord.Failover(now)
+		acts := jm.coord.Restart(now)
 		// The coordinator forgets finished subtasks on a failover; those
 		// that were not redeployed are still finished.
 		for tid := range jm.finished {
-			acts = append(acts, jm.coord.TaskFinished(now, tid)...)
+			acts = append(acts, jm.coordFinished(tid)...)
 		}
 		return jm.perform(jm.ctx, acts)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/weirstream/weir/config"
 	"github.com/weirstream/weir/internal/checkpoint"
+	"github.com/weirstream/weir/internal/checkpoint/coordinator"
 	"github.com/weirstream/weir/internal/manualclock"
 	"github.com/weirstream/weir/internal/runtime/restart"
 )
@@ -32,16 +33,22 @@ import (
 //
 //	init [edge=forward|hash] [failover=region|full]
 //	     [restart=none|fixed-delay] [attempts=] [delay=]
-//	     [interval=10s] [timeout=1m] [tolerable=0]
+//	     [interval=10s] [timeout=1m] [tolerable=0] [storage=gated]
 //	run
 //	advance <duration>
 //	ack task= id= [state=] [attempt=]
 //	decline task= id= [reason=async-failure|subsumed|closing|not-ready] [msg=] [attempt=]
 //	end-of-data task= [attempt=]
 //	exit task= [err=] [permanent] [canceled] [attempt=]
+//	release id= [err=]
 //	cancel
 //	status
 //
+// With storage=gated the checkpoint storage holds every write of a
+// checkpoint's metadata until release lets it complete (or fail with
+// err), so that a transcript shows what the job master does while a
+// store is slow; each command then waits only for what it caused besides
+// the held writes.
 // An init ends the job master of the previous one. A report's attempt
 // defaults to the subtask's latest deployment. The fake's subtasks stop as
 // soon as they are canceled: each reports Exited with the cancel's cause.
@@ -59,11 +66,97 @@ type jmHarness struct {
 	t0     time.Time
 	clock  *manualclock.Clock
 	exec   *fakeExecutor
+	store  *gatedStorage // nil without storage=gated
 	jm     *JobMaster
 	cancel context.CancelFunc
 	// result receives Run's error; ended is set once it has.
 	result chan error
 	ended  bool
+}
+
+// gatedStorage is checkpoint storage whose metadata writes wait to be
+// released; state stays inline in the handles. It logs what it is asked
+// to do in order, on a log of its own: its goroutine runs beside the job
+// master's, so its lines follow the executor's in a command's output.
+type gatedStorage struct {
+	memoryStore
+	log []string // guarded by mu
+
+	mu       sync.Mutex
+	gates    map[int64]chan error
+	blocked  int            // writes waiting for their release
+	returned map[int64]bool // writes that have returned
+}
+
+func (g *gatedStorage) hasReturned(id int64) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.returned[id]
+}
+
+func (g *gatedStorage) gate(id int64) chan error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	c, ok := g.gates[id]
+	if !ok {
+		c = make(chan error, 1)
+		g.gates[id] = c
+	}
+	return c
+}
+
+func (g *gatedStorage) WriteMetadata(ctx context.Context, md *checkpoint.Metadata) (string, error) {
+	g.printf("storage: writing metadata of checkpoint %d", md.CheckpointID)
+	gate := g.gate(md.CheckpointID)
+	g.mu.Lock()
+	g.blocked++
+	g.mu.Unlock()
+	defer func() {
+		g.mu.Lock()
+		g.blocked--
+		g.returned[md.CheckpointID] = true
+		g.mu.Unlock()
+	}()
+	select {
+	case err := <-gate:
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("chk-%d", md.CheckpointID), nil
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+}
+
+func (g *gatedStorage) Discard(_ context.Context, id int64) error {
+	g.printf("storage: discard checkpoint %d", id)
+	return nil
+}
+
+func (g *gatedStorage) printf(format string, args ...any) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.log = append(g.log, fmt.Sprintf(format, args...))
+}
+
+func (g *gatedStorage) flush() []string {
+	if g == nil {
+		return nil
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	l := g.log
+	g.log = nil
+	return l
+}
+
+func (g *gatedStorage) waiting() int64 {
+	if g == nil {
+		return 0
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return int64(g.blocked)
 }
 
 // fakeExecutor records what the job master asks of it, and the job's
@@ -335,6 +428,26 @@ func (h *jmHarness) run(t *testing.T, d *datadriven.TestData) string {
 		}
 		h.exec.exited(ref)
 		h.jm.Exited(ref, err)
+	case "release":
+		if h.store == nil {
+			d.Fatalf(t, "release needs init storage=gated")
+		}
+		id := h.checkpointID(t, d)
+		var err error
+		if d.HasArg("err") {
+			var msg string
+			d.ScanArgs(t, "err", &msg)
+			err = errors.New(msg)
+		}
+		h.store.gate(id) <- err
+		// Wait until the write has returned; settle then waits for what
+		// its completion causes.
+		for deadline := time.Now().Add(time.Minute); !h.store.hasReturned(id); {
+			if time.Now().After(deadline) {
+				d.Fatalf(t, "the write of checkpoint %d's metadata never took its release", id)
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
 	case "cancel":
 		h.cancel()
 		h.wait(t, d)
@@ -407,6 +520,17 @@ func (h *jmHarness) init(t *testing.T, d *datadriven.TestData) string {
 
 	h.clock = manualclock.New(h.t0)
 	h.exec = &fakeExecutor{live: map[TaskRef]bool{}, attempt: map[checkpoint.TaskID]int{}}
+	h.store = nil
+	var store CheckpointStorage
+	if d.HasArg("storage") {
+		var kind string
+		d.ScanArgs(t, "storage", &kind)
+		if kind != "gated" {
+			d.Fatalf(t, "unknown storage %q", kind)
+		}
+		h.store = &gatedStorage{gates: map[int64]chan error{}, returned: map[int64]bool{}}
+		store = h.store
+	}
 	jm, err := NewJobMaster(g, Options{
 		JobID:    "job",
 		Logger:   slog.New(slog.DiscardHandler),
@@ -414,9 +538,10 @@ func (h *jmHarness) init(t *testing.T, d *datadriven.TestData) string {
 		Restart:  strategy,
 		Failover: failover,
 		Checkpointing: &CheckpointingOptions{
-			NewCoordinator: func(g *JobGraph, sources, all []checkpoint.TaskID) (Coordinator, error) {
+			NewCoordinator: func(g *JobGraph, sources, all []checkpoint.TaskID) (*coordinator.Coordinator, error) {
 				return NewCoordinator(cp, "job", 10, g, sources, all)
 			},
+			Storage: store,
 		},
 		Events: h.exec.event,
 		NewExecutor: func(_ *JobGraph, l Listener) (Executor, error) {
@@ -475,7 +600,12 @@ func (h *jmHarness) settle(t *testing.T, d *datadriven.TestData) {
 		return
 	}
 	deadline := time.Now().Add(time.Minute)
-	for h.jm.busy.Load() != 0 {
+	// Done, but for storage operations queued behind a held write.
+	quiet := func() bool {
+		q := h.jm.store.queued.Load()
+		return h.jm.busy.Load() == q && (q == 0 || h.store.waiting() > 0)
+	}
+	for !quiet() {
 		select {
 		case err := <-h.result:
 			h.ended = true
@@ -484,7 +614,7 @@ func (h *jmHarness) settle(t *testing.T, d *datadriven.TestData) {
 		default:
 		}
 		if time.Now().After(deadline) {
-			d.Fatalf(t, "the job master is still busy after a minute")
+			d.Fatalf(t, "the job master is still busy after a minute (busy %d, held writes %d)", h.jm.busy.Load(), h.store.waiting())
 		}
 		time.Sleep(100 * time.Microsecond)
 	}
@@ -506,7 +636,7 @@ func (h *jmHarness) wait(t *testing.T, d *datadriven.TestData) {
 
 func (h *jmHarness) output(t *testing.T, d *datadriven.TestData) string {
 	h.settle(t, d)
-	lines := h.exec.flush()
+	lines := append(h.exec.flush(), h.store.flush()...)
 	if h.result != nil {
 		s, _ := h.jm.Status()
 		lines = append(lines, "status "+string(s))

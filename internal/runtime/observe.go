@@ -62,22 +62,21 @@ func (jm *JobMaster) query(ctx context.Context, f func()) error {
 // latest and history with per-subtask details, in Flink's REST terms. It
 // is nil-safe: a job without checkpointing returns ok=false.
 func (jm *JobMaster) CheckpointStats(ctx context.Context) (s coordinator.Snapshot, ok bool, err error) {
-	a, isAdapter := jm.coord.(*coordinatorAdapter)
-	if !isAdapter {
+	if jm.coord == nil {
 		return s, false, nil
 	}
 	if jm.final.Load() != nil {
 		return *jm.final.Load(), true, nil
 	}
-	err = jm.query(ctx, func() { s = a.Stats() })
+	err = jm.query(ctx, func() { s = jm.coord.Stats() })
 	return s, err == nil, err
 }
 
 // keepFinalStats keeps the last statistics once the job master stops, so
 // that they can still be read.
 func (jm *JobMaster) keepFinalStats() {
-	if a, ok := jm.coord.(*coordinatorAdapter); ok {
-		s := a.Stats()
+	if jm.coord != nil {
+		s := jm.coord.Stats()
 		jm.final.Store(&s)
 	}
 }
