@@ -9,6 +9,7 @@ import (
 	"hash/crc32"
 	"io"
 	"slices"
+	"sync"
 	"sync/atomic"
 
 	"github.com/weirstream/weir/internal/checkpoint"
@@ -121,11 +122,10 @@ func (jm *JobMaster) perform(ctx context.Context, out []coordinator.Output) erro
 				out = append(out, jm.metadataWritten(&md, "", nil)...)
 				continue
 			}
-			jm.store.post(func() error {
+			jm.store.post(storageOp{ctx: ctx, write: func(ctx context.Context) {
 				path, err := jm.storage.WriteMetadata(ctx, &md)
 				jm.post(func() error { return jm.perform(jm.ctx, jm.metadataWritten(&md, path, err)) })
-				return nil
-			})
+			}})
 		case coordinator.NotifyComplete:
 			jm.checkpointCompleted(o.ID)
 			jm.emit(Event{Kind: EventCheckpointCompleted, Checkpoint: o.ID})
@@ -170,17 +170,12 @@ func (jm *JobMaster) perform(ctx context.Context, out []coordinator.Output) erro
 }
 
 // discard deletes checkpoint id's files on the storage queue, after every
-// write queued before it.
+// write queued before it; what names the discard in a warning.
 func (jm *JobMaster) discard(ctx context.Context, id int64, what string) {
 	if jm.storage == nil {
 		return
 	}
-	jm.store.post(func() error {
-		if err := jm.storage.Discard(ctx, id); err != nil {
-			jm.log.Warn(what, "checkpoint", id, "err", err)
-		}
-		return nil
-	})
+	jm.store.post(storageOp{ctx: ctx, discard: id, what: what})
 }
 
 // metadataWritten hands the coordinator the outcome of md's write (path,
@@ -213,34 +208,53 @@ func (jm *JobMaster) metadataWritten(md *checkpoint.Metadata, path string, err e
 	return out
 }
 
-// storageQueue runs the job master's storage operations one at a time,
-// in the order they were queued, on a goroutine of its own that Run
-// starts and, when the job ends, lets finish what is queued.
+// storageQueue runs the job master's storage operations in the order
+// they were queued, one at a time, on a goroutine of its own that Run
+// starts and, when the job ends, lets finish what is queued. The discards
+// queued together run as one (storage reads the other checkpoints'
+// references once for all of them), so a backlog left by a slow store
+// drains in one pass rather than one per checkpoint.
 type storageQueue struct {
 	jm   *JobMaster
-	mb   *mailbox
+	mu   sync.Mutex
+	ops  []storageOp
+	wake chan struct{}
 	quit chan struct{}
 	done chan struct{}
 	// queued counts the operations queued and not yet done (tests).
 	queued atomic.Int64
 }
 
+// storageOp is a write (write is set) or the discard of a checkpoint.
+type storageOp struct {
+	ctx     context.Context
+	write   func(ctx context.Context)
+	discard int64
+	what    string
+}
+
 func newStorageQueue(jm *JobMaster) *storageQueue {
-	return &storageQueue{jm: jm, mb: newMailbox(), quit: make(chan struct{}), done: make(chan struct{})}
+	return &storageQueue{jm: jm, wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
 }
 
 // post queues op; the job master counts as busy until it has run.
-func (q *storageQueue) post(op func() error) {
+func (q *storageQueue) post(op storageOp) {
 	q.jm.busy.Add(1)
 	q.queued.Add(1)
-	q.mb.post(op)
+	q.mu.Lock()
+	q.ops = append(q.ops, op)
+	q.mu.Unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
 }
 
 func (q *storageQueue) run() {
 	defer close(q.done)
 	for {
 		select {
-		case <-q.mb.signal:
+		case <-q.wake:
 			q.drain()
 		case <-q.quit:
 			q.drain()
@@ -250,13 +264,38 @@ func (q *storageQueue) run() {
 }
 
 func (q *storageQueue) drain() {
-	for _, op := range q.mb.take() {
-		if err := op(); err != nil {
-			q.jm.log.Warn("checkpoint storage", "err", err)
+	q.mu.Lock()
+	ops := q.ops
+	q.ops = nil
+	q.mu.Unlock()
+	// Writes first, in order, then the discards: a checkpoint's write
+	// waits for no other checkpoint's discard, and a discard still runs
+	// after every write queued before it (a checkpoint's own abort, after
+	// its write; a discard reads the references of every checkpoint
+	// written, so a newer checkpoint's carried files are kept).
+	var ids []int64
+	var discards []storageOp
+	for _, op := range ops {
+		if op.write != nil {
+			op.write(op.ctx)
+			q.finished(1)
+			continue
 		}
-		q.queued.Add(-1)
-		q.jm.busy.Add(-1)
+		discards = append(discards, op)
+		ids = append(ids, op.discard)
 	}
+	if len(discards) == 0 {
+		return
+	}
+	if err := q.jm.storage.Discard(discards[0].ctx, ids...); err != nil {
+		q.jm.log.Warn(discards[0].what, "checkpoints", ids, "err", err)
+	}
+	q.finished(len(discards))
+}
+
+func (q *storageQueue) finished(n int) {
+	q.queued.Add(-int64(n))
+	q.jm.busy.Add(-int64(n))
 }
 
 // stop runs what is queued and waits for the queue's goroutine to end.

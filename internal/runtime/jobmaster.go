@@ -76,7 +76,9 @@ type Restore struct {
 type CheckpointStorage interface {
 	StateStore
 	WriteMetadata(ctx context.Context, m *checkpoint.Metadata) (string, error)
-	Discard(ctx context.Context, checkpointID int64) error
+	// Discard deletes the checkpoints ids (files a retained checkpoint
+	// still names excepted).
+	Discard(ctx context.Context, ids ...int64) error
 }
 
 // Event is something that happened to the job.

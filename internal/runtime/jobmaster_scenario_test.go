@@ -128,8 +128,8 @@ func (g *gatedStorage) WriteMetadata(ctx context.Context, md *checkpoint.Metadat
 	}
 }
 
-func (g *gatedStorage) Discard(_ context.Context, id int64) error {
-	g.printf("storage: discard checkpoint %d", id)
+func (g *gatedStorage) Discard(_ context.Context, ids ...int64) error {
+	g.printf("storage: discard checkpoints %v", ids)
 	return nil
 }
 

@@ -13,37 +13,62 @@ import (
 // deleteParallelism bounds the deletes in flight while discarding.
 const deleteParallelism = 8
 
-// Discard deletes checkpoint id, for retention, except the state files
+// Discard deletes checkpoints ids, for retention, except the state files
 // that another completed checkpoint references. A later checkpoint can
 // reference a file of an earlier one: the last state of a subtask that
 // finished is carried into every checkpoint after it by reference, not
-// copied. So Discard keeps those of id's files that a completed checkpoint
-// of the job still names, and deletes the files of discarded checkpoints
-// that only id named. The references are read from the _metadata of the
-// job's other checkpoints, not kept in memory, so they hold across
-// restarts of the process and for checkpoints another run wrote.
+// copied. So Discard keeps those of the files that a completed checkpoint
+// of the job other than ids still names, and deletes the files of
+// discarded checkpoints that only ids named. The references are read from
+// the _metadata of the job's other checkpoints, not kept in memory, so
+// they hold across restarts of the process and for checkpoints another
+// run wrote; they are read once for all of ids, so discarding a backlog
+// of checkpoints costs one pass over the others.
 //
-// It deletes _metadata first, so a checkpoint whose deletion is
-// interrupted is incomplete rather than complete with missing files; then
-// every other file in the directory, including temporary files of
-// abandoned writes. Files already gone are not an error, so Discard can be
-// repeated after a partial failure, and discarding a checkpoint that does
-// not exist succeeds. When the other checkpoints' references cannot be
-// read it deletes nothing and returns the error. It never touches
-// shared/, taskowned/ or savepoints.
-func (s *Storage) Discard(ctx context.Context, id int64) error {
-	if id < 0 {
-		return fmt.Errorf("storage: negative checkpoint id %d", id)
+// It deletes a checkpoint's _metadata first, so a checkpoint whose
+// deletion is interrupted is incomplete rather than complete with missing
+// files; then every other file in its directory, including temporary
+// files of abandoned writes. Files already gone are not an error, so
+// Discard can be repeated after a partial failure, and discarding a
+// checkpoint that does not exist succeeds. When the other checkpoints'
+// references cannot be read it deletes nothing and returns the error. It
+// never touches shared/, taskowned/ or savepoints.
+func (s *Storage) Discard(ctx context.Context, ids ...int64) error {
+	except := make(map[int64]bool, len(ids))
+	for _, id := range ids {
+		if id < 0 {
+			return fmt.Errorf("storage: negative checkpoint id %d", id)
+		}
+		except[id] = true
 	}
+	if len(ids) == 0 {
+		return nil
+	}
+	owns := make([]map[string]bool, len(ids))
+	for i, id := range ids {
+		own, err := s.references(ctx, id)
+		if err != nil {
+			return err
+		}
+		owns[i] = own
+	}
+	live, err := s.liveReferences(ctx, except)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for i, id := range ids {
+		if err := s.discardOne(ctx, id, owns[i], live); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// discardOne deletes checkpoint id, whose metadata named own, keeping the
+// files in live.
+func (s *Storage) discardOne(ctx context.Context, id int64, own, live map[string]bool) error {
 	key := s.checkpointKey(id)
-	own, err := s.references(ctx, id)
-	if err != nil {
-		return err
-	}
-	live, err := s.liveReferences(ctx, id)
-	if err != nil {
-		return err
-	}
 	if err := s.st.remove(ctx, key+"/"+MetadataFile); err != nil {
 		return err
 	}
@@ -92,20 +117,20 @@ func (s *Storage) references(ctx context.Context, id int64) (map[string]bool, er
 }
 
 // liveReferences returns the keys of every state file that a completed
-// checkpoint of the job other than except names.
-func (s *Storage) liveReferences(ctx context.Context, except int64) (map[string]bool, error) {
+// checkpoint of the job not in except names.
+func (s *Storage) liveReferences(ctx context.Context, except map[int64]bool) (map[string]bool, error) {
 	ids, err := s.checkpointIDs(ctx)
 	if err != nil {
 		return nil, err
 	}
 	live := map[string]bool{}
 	for _, id := range ids {
-		if id == except {
+		if except[id] {
 			continue
 		}
 		m, err := s.readMetadata(ctx, id)
 		if err != nil {
-			return nil, fmt.Errorf("storage: discarding checkpoint %d: reading the references of checkpoint %d: %w", except, id, err)
+			return nil, fmt.Errorf("storage: discarding checkpoints: reading the references of checkpoint %d: %w", id, err)
 		}
 		if m == nil {
 			continue

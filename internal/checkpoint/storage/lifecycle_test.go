@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -602,4 +603,59 @@ func TestResolveCheckpointOfAnotherJob(t *testing.T) {
 	if _, err := s.Resolve(ctx, filepath.Join(dir, "old-job", "chk-5")); !errors.Is(err, ErrIncomplete) {
 		t.Fatalf("Resolve of a missing checkpoint: %v", err)
 	}
+}
+
+// TestDiscardSeveralAtOnce discards checkpoints 1 and 2 in one call, where
+// 2 and 3 name files of 1 (a finished subtask's state, by reference): the
+// files only 2 named go with them, the one 3 still names stays, and the
+// other checkpoints' references are read once, not once per checkpoint.
+func TestDiscardSeveralAtOnce(t *testing.T) {
+	forBackends(t, func(t *testing.T, be *backend) {
+		ctx := context.Background()
+		var reads sync.Map
+		faults := NewHookFaults(0, func(_ context.Context, op Op, key string) error {
+			if op == OpRead && filepath.Base(key) == MetadataFile {
+				n, _ := reads.LoadOrStore(key, new(atomic.Int64))
+				n.(*atomic.Int64).Add(1)
+			}
+			return nil
+		})
+		s := be.open(t, WithFaults(faults))
+		m1, _ := writeCheckpoint(t, s, 1, 30<<10)
+		keyed := func(i int) checkpoint.StateHandle { return m1.Operators[0].Subtasks[i].Keyed[0] }
+		m2 := *m1
+		m2.CheckpointID = 2
+		if _, err := s.WriteMetadata(ctx, &m2); err != nil {
+			t.Fatal(err)
+		}
+		m3, _ := writeCheckpoint(t, s, 3, 30<<10)
+		m3.Operators[0].Subtasks[0].Keyed[0] = keyed(0)
+		if _, err := s.WriteMetadata(ctx, m3); err != nil {
+			t.Fatal(err)
+		}
+		reads.Clear()
+		if err := s.Discard(ctx, 1, 2); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := be.keys(t, "chk-1/"), []string{keyed(0).Path}; !slices.Equal(got, want) {
+			t.Fatalf("after discarding checkpoints 1 and 2, chk-1 holds %q, want %q", got, want)
+		}
+		if keys := be.keys(t, "chk-2/"); len(keys) != 0 {
+			t.Fatalf("left behind %q", keys)
+		}
+		reads.Range(func(k, n any) bool {
+			if c := n.(*atomic.Int64).Load(); c > 1 {
+				t.Errorf("%s read %d times by one discard", k, c)
+			}
+			return true
+		})
+		snap, err := s.Resolve(ctx, s.CheckpointPath(3))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer snap.Close()
+		if err := snap.Verify(ctx); err != nil {
+			t.Fatalf("checkpoint 3 after the discard: %v", err)
+		}
+	})
 }
