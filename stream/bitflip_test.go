@@ -13,6 +13,7 @@ import (
 	"github.com/weirstream/weir/internal/checkpoint/storage"
 	"github.com/weirstream/weir/mini"
 	"github.com/weirstream/weir/stream"
+	"github.com/weirstream/weir/streamtest"
 )
 
 // TestResumeFallsBackPastAFlippedStateFile flips one byte of a state file
@@ -84,9 +85,9 @@ func TestResumeFallsBackPastAFlippedStateFile(t *testing.T) {
 		}
 	}
 
-	var ev events
+	var ev streamtest.Events
 	env, err := stream.NewEnvironment(stream.WithConfig(mustConfig(t, append(common, "execution.state-recovery.path="+filepath.Join(dir, "first"))...)),
-		stream.WithLogger(quiet), stream.WithJobID("second"), stream.WithEvents(ev.add))
+		stream.WithLogger(quiet), stream.WithJobID("second"), stream.WithEvents(ev.Record))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +95,7 @@ func TestResumeFallsBackPastAFlippedStateFile(t *testing.T) {
 	if err := env.Execute(context.Background(), "second"); err != nil {
 		t.Fatal(err)
 	}
-	if r := ev.of(stream.EventRestored); len(r) != 1 || r[0].Checkpoint != int64(previous) {
+	if r := ev.Of(stream.EventRestored); len(r) != 1 || r[0].Checkpoint != int64(previous) {
 		t.Fatalf("restored %+v, want checkpoint %d (the newest, %d, has a flipped state file)", r, previous, newest)
 	}
 	got, err := file.ReadJSONLines[KeyedSum](out)

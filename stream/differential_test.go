@@ -124,11 +124,11 @@ func TestDifferentialKeyedSum(t *testing.T) {
 			eng.dir = t.TempDir()
 		}
 
-		var ev events
+		var ev streamtest.Events
 		faults := streamtest.NewFaults()
 		env, err := stream.NewEnvironment(append(eng.options(),
 			stream.WithConfig(mustConfig(t, eng.config(fmt.Sprintf("parallelism.default=%d", par))...)),
-			stream.WithLogger(quiet), stream.WithEvents(ev.add), faults.Option())...)
+			stream.WithLogger(quiet), stream.WithEvents(ev.Record), faults.Option())...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -248,7 +248,7 @@ func TestDifferentialKeyedSum(t *testing.T) {
 		}
 		// The cancellation that ends an unbounded job may come between
 		// restarts and their restores.
-		restarting, restored := len(ev.of(stream.EventRestarting)), len(ev.of(stream.EventRestored))
+		restarting, restored := ev.Count(stream.EventRestarting), ev.Count(stream.EventRestored)
 		if restored > restarting || (!grow && restored != restarting) {
 			t.Fatalf("%s: %d restarts but %d restores", name, restarting, restored)
 		}

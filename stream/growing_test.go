@@ -11,6 +11,7 @@ import (
 	"github.com/weirstream/weir/connector"
 	"github.com/weirstream/weir/connector/datagen"
 	"github.com/weirstream/weir/stream"
+	"github.com/weirstream/weir/streamtest"
 )
 
 // growingSource is a source whose partitions grow while the job runs, as
@@ -90,7 +91,7 @@ func (r *growingReader) Close() error { return r.r.Close() }
 // completed (a duplicate written late would show), and cancels it. It
 // fails the test if the output is not complete after a minute and a half
 // (a record was lost) or the job ends on its own.
-func executeUntilComplete(t *testing.T, env *stream.Environment, ev *events, complete func() bool, describe string, verify func() error) {
+func executeUntilComplete(t *testing.T, env *stream.Environment, ev *streamtest.Events, complete func() bool, describe string, verify func() error) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -111,7 +112,7 @@ func executeUntilComplete(t *testing.T, env *stream.Environment, ev *events, com
 			t.Fatalf("%s: the output is not complete after 90 s: %v (goroutines: %s)", describe, verify(), dump)
 		case <-tick.C:
 		}
-		n := len(ev.of(stream.EventCheckpointCompleted))
+		n := ev.Count(stream.EventCheckpointCompleted)
 		if completedAt < 0 && complete() {
 			completedAt = n
 		}

@@ -35,7 +35,7 @@ func executeWithin(t *testing.T, env *stream.Environment, name string) error {
 func TestSourceThatFailsToOpenRestarts(t *testing.T) {
 	const n = 6000
 	var completed atomic.Int32
-	var ev events
+	var ev streamtest.Events
 	unreachable := errors.New("brokers briefly unreachable")
 	faults := streamtest.NewFaults()
 	atStart := faults.Add(stream.FaultNewReader, streamtest.Fail(unreachable), streamtest.Times(2))
@@ -47,7 +47,7 @@ func TestSourceThatFailsToOpenRestarts(t *testing.T) {
 		"restart-strategy.type=fixed-delay", "restart-strategy.fixed-delay.attempts=10", "restart-strategy.fixed-delay.delay=0 ms")),
 		stream.WithLogger(quiet),
 		stream.WithEvents(func(e stream.JobEvent) {
-			ev.add(e)
+			ev.Record(e)
 			if e.Kind == stream.EventCheckpointCompleted {
 				completed.Add(1)
 			}
@@ -70,7 +70,7 @@ func TestSourceThatFailsToOpenRestarts(t *testing.T) {
 	// The injected failure restores a checkpoint, and so does the restart
 	// after the reader fails to open on that restore.
 	fromCheckpoint := 0
-	for _, e := range ev.of(stream.EventRestored) {
+	for _, e := range ev.Of(stream.EventRestored) {
 		if e.Checkpoint > 0 {
 			fromCheckpoint++
 		}

@@ -76,9 +76,9 @@ func TestResumeSkipsCorruptCheckpoint(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		var ev events
+		var ev streamtest.Events
 		env, err := stream.NewEnvironment(stream.WithConfig(mustConfig(t, append(append(common, "execution.state-recovery.path="+filepath.Join(dir, "first")), extra...)...)),
-			stream.WithLogger(quiet), stream.WithJobID("second"), stream.WithEvents(ev.add))
+			stream.WithLogger(quiet), stream.WithJobID("second"), stream.WithEvents(ev.Record))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -86,7 +86,7 @@ func TestResumeSkipsCorruptCheckpoint(t *testing.T) {
 		if err := env.Execute(context.Background(), "second"); err != nil {
 			return int64(newest), err
 		}
-		restored := ev.of(stream.EventRestored)
+		restored := ev.Of(stream.EventRestored)
 		if len(restored) != 1 || restored[0].Checkpoint != int64(previous) {
 			t.Fatalf("restored %+v, want checkpoint %d (the two newest, up to %d, are corrupt)", restored, previous, newest)
 		}

@@ -490,9 +490,9 @@ func TestLateDataRescaledResume(t *testing.T) {
 		}
 		cancel()
 
-		var ev events
+		var ev streamtest.Events
 		env, err = stream.NewEnvironment(stream.WithConfig(mustConfig(t, append(common, "execution.state-recovery.path="+filepath.Join(dir, "first"))...)),
-			stream.WithLogger(quiet), stream.WithJobID("second"), stream.WithEvents(ev.add))
+			stream.WithLogger(quiet), stream.WithJobID("second"), stream.WithEvents(ev.Record))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -500,7 +500,7 @@ func TestLateDataRescaledResume(t *testing.T) {
 		if err := env.Execute(context.Background(), "second"); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		if rs := ev.of(stream.EventRestored); len(rs) != 1 || rs[0].Checkpoint == 0 {
+		if rs := ev.Of(stream.EventRestored); len(rs) != 1 || rs[0].Checkpoint == 0 {
 			t.Fatalf("%s: the second run restored %+v, want one checkpoint of the first", name, rs)
 		}
 		wantWindows, wantTags, _ := lateOracle(splits, count, gen, bound, size)
