@@ -62,13 +62,7 @@ func TestSourceThatFailsToOpenRestarts(t *testing.T) {
 	}
 	// The injected failure restores a checkpoint, and so does the restart
 	// after the reader fails to open on that restore.
-	fromCheckpoint := 0
-	for _, e := range ev.Of(stream.EventRestored) {
-		if e.Checkpoint > 0 {
-			fromCheckpoint++
-		}
-	}
-	if fromCheckpoint < 2 {
+	if fromCheckpoint := len(ev.Restores()); fromCheckpoint < 2 {
 		t.Fatalf("%d restores from a checkpoint, want at least 2", fromCheckpoint)
 	}
 	out := sink.Results()

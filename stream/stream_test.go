@@ -86,12 +86,7 @@ func TestExactlyOnceSinkAcrossFailures(t *testing.T) {
 		if !injected[0].Fired() || !injected[1].Fired() {
 			t.Fatalf("dir %q: not every failure struck: %s", dir, faults)
 		}
-		restored := 0
-		for _, e := range ev.Of(stream.EventRestored) {
-			if e.Checkpoint > 0 {
-				restored++
-			}
-		}
+		restored := len(ev.Restores())
 		if restored == 0 || sink.Writes() <= 20000 {
 			t.Fatalf("dir %q: %d restores from a checkpoint, %d writes: the failures did not exercise recovery", dir, restored, sink.Writes())
 		}

@@ -60,6 +60,18 @@ func (e *Events) Count(kind stream.EventKind) int {
 	return count(e.all, kind)
 }
 
+// Restores returns the EventRestored events that restored a checkpoint,
+// leaving out the redeployments from the beginning (Checkpoint 0).
+func (e *Events) Restores() []stream.JobEvent {
+	var out []stream.JobEvent
+	for _, ev := range e.Of(stream.EventRestored) {
+		if ev.Checkpoint > 0 {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
 // Last returns the latest event of kind, if there has been one.
 func (e *Events) Last(kind stream.EventKind) (stream.JobEvent, bool) {
 	e.mu.Lock()

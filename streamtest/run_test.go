@@ -44,9 +44,15 @@ func TestEventsWaitFor(t *testing.T) {
 		t.Fatalf("task failures %+v", got)
 	}
 
+	ev.Record(stream.JobEvent{Kind: stream.EventRestored})
+	ev.Record(stream.JobEvent{Kind: stream.EventRestored, Checkpoint: 7})
+	if r := ev.Restores(); len(r) != 1 || r[0].Checkpoint != 7 {
+		t.Fatalf("restores from a checkpoint %+v, want only checkpoint 7's", r)
+	}
+
 	short, cancelShort := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancelShort()
-	err := ev.WaitCount(short, stream.EventRestored, 1)
+	err := ev.WaitCount(short, stream.EventFinished, 1)
 	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "50 CHECKPOINT_COMPLETED") ||
 		!strings.Contains(err.Error(), "TASK_FAILED sum[1]: boom") {
 		t.Fatalf("a wait that times out: %v, want the deadline and the events so far", err)
