@@ -18,9 +18,9 @@ import (
 	"github.com/weirstream/weir/stream"
 )
 
-// ErrTimeout is the cause with which Run cancels a job that has not ended
+// errTimeout is the cause with which Run cancels a job that has not ended
 // within its timeout (see Timeout).
-var ErrTimeout = errors.New("streamtest: the job did not end in time")
+var errTimeout = errors.New("streamtest: the job did not end in time")
 
 // errUntil is the cause with which Run cancels a job once its Until
 // condition holds.
@@ -71,7 +71,8 @@ func JobID(id string) RunOption { return func(c *runConfig) { c.jobID = id } }
 // than a new one in t.TempDir(): two runs share it.
 func Dir(dir string) RunOption { return func(c *runConfig) { c.dir = dir } }
 
-// Until cancels the job as soon as cond holds for its events so far. cond
+// Until cancels the job as soon as cond holds for its events so far (this
+// run's, even if the recorder given to WithEvents holds others). cond
 // is checked after every event, on the goroutine that reports it, before
 // the job goes on: the job is canceled at that event, not some time
 // later. It must not block, and is never called concurrently with itself.
@@ -102,8 +103,8 @@ func ResumeFrom(prev *Result) RunOption {
 
 // Result is what a Run ended with.
 type Result struct {
-	// Err is what the job's Execute returned: nil if it finished, the
-	// context's error if Run canceled it.
+	// Err is what the job's Execute returned: nil if it finished, an
+	// error if it failed for good or was canceled (see Canceled).
 	Err error
 	// Canceled is whether Run canceled the job because Until held.
 	Canceled bool
@@ -220,7 +221,7 @@ func Run(t testing.TB, build func(env *stream.Environment), opts ...RunOption) *
 	case err := <-errc:
 		res.Err = err
 	case <-timer.C:
-		cancel(ErrTimeout)
+		cancel(errTimeout)
 		select {
 		case <-errc:
 			t.Fatalf("streamtest.Run: job %s had not ended after %v; events: %s", c.jobID, c.timeout, c.events)
