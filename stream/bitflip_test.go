@@ -13,6 +13,7 @@ import (
 	"github.com/weirstream/weir/internal/checkpoint/storage"
 	"github.com/weirstream/weir/mini"
 	"github.com/weirstream/weir/stream"
+	"github.com/weirstream/weir/streamtest"
 )
 
 // TestResumeFallsBackPastAFlippedStateFile flips one byte of a state file
@@ -26,7 +27,7 @@ func TestResumeFallsBackPastAFlippedStateFile(t *testing.T) {
 	gen := func(p int, seq int64) rec {
 		return rec{Key: fmt.Sprintf("key-%05d", datagen.Mix(9, p, seq)%keys), Value: int64(p) + 2*seq + 1, P: p, Seq: seq}
 	}
-	dir, out := t.TempDir(), t.TempDir()
+	out := t.TempDir()
 	sink, err := file.JSONLines[KeyedSum](out)
 	if err != nil {
 		t.Fatal(err)
@@ -41,15 +42,25 @@ func TestResumeFallsBackPastAFlippedStateFile(t *testing.T) {
 		sums := stream.Process(stream.KeyBy(in, func(r rec) string { return r.Key }), stream.KeyedProcessFunction[string, rec, KeyedSum](&runningSum{}), stream.Uid("sum"))
 		stream.SinkTo(sums, sink, stream.Uid("sink"))
 	}
-	common := []string{"parallelism.default=2", "execution.checkpointing.interval=20 ms", "execution.checkpointing.dir=" + dir,
-		"execution.checkpointing.num-retained=3", "execution.checkpointing.externalized-checkpoint-retention=RETAIN_ON_CANCELLATION"}
-	ids := runUntilCheckpoints(t, dir, "first", 3, func() bool { return read.Load() >= 8000 }, build, common...)
+	common := streamtest.Config("parallelism.default=2", "execution.checkpointing.interval=20 ms", "execution.checkpointing.num-retained=3")
+	// Three checkpoints that complete once 8000 records were read.
+	ready := 0
+	first := streamtest.Run(t, build, common, streamtest.JobID("first"), streamtest.Until(func(evs []stream.JobEvent) bool {
+		if evs[len(evs)-1].Kind == stream.EventCheckpointCompleted && read.Load() >= 8000 {
+			ready++
+		}
+		return ready >= 3
+	}))
+	if !first.Canceled {
+		t.Fatalf("the first run ended before it was canceled (%v): make the input longer", first.Err)
+	}
+	ids := first.Checkpoints()
 	rate = 0
 	if len(ids) < 2 {
 		t.Fatalf("retained completed checkpoints %v, want at least 2", ids)
 	}
 	newest, previous := ids[len(ids)-1], ids[len(ids)-2]
-	files, _ := filepath.Glob(filepath.Join(dir, "first", fmt.Sprintf("chk-%d", newest), "*"))
+	files, _ := filepath.Glob(filepath.Join(first.CheckpointDir(newest), "*"))
 	var flipped string
 	for _, f := range files {
 		if fi, err := os.Stat(f); err == nil && filepath.Base(f) != "_metadata" && fi.Size() > 1024 {
@@ -69,7 +80,7 @@ func TestResumeFallsBackPastAFlippedStateFile(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	st, err := storage.Open(context.Background(), dir, "first", storage.VerifyChecksums(true))
+	st, err := storage.Open(context.Background(), first.Dir, first.JobID, storage.VerifyChecksums(true))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,22 +90,16 @@ func TestResumeFallsBackPastAFlippedStateFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, in := range infos {
-		if in.ID == int64(newest) && in.Status != storage.Invalid {
+		if in.ID == newest && in.Status != storage.Invalid {
 			t.Fatalf("the listing reports checkpoint %d with a flipped state file as %v", newest, in.Status)
 		}
 	}
 
-	var ev events
-	env, err := stream.NewEnvironment(stream.WithConfig(mustConfig(t, append(common, "execution.state-recovery.path="+filepath.Join(dir, "first"))...)),
-		stream.WithLogger(quiet), stream.WithJobID("second"), stream.WithEvents(ev.add))
-	if err != nil {
-		t.Fatal(err)
+	second := streamtest.Run(t, build, common, streamtest.ResumeFrom(first), streamtest.JobID("second"))
+	if second.Err != nil {
+		t.Fatal(second.Err)
 	}
-	build(env)
-	if err := env.Execute(context.Background(), "second"); err != nil {
-		t.Fatal(err)
-	}
-	if r := ev.of(stream.EventRestored); len(r) != 1 || r[0].Checkpoint != int64(previous) {
+	if r := second.Events.Of(stream.EventRestored); len(r) != 1 || r[0].Checkpoint != previous {
 		t.Fatalf("restored %+v, want checkpoint %d (the newest, %d, has a flipped state file)", r, previous, newest)
 	}
 	got, err := file.ReadJSONLines[KeyedSum](out)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"slices"
-	"sync"
 	"testing"
 
 	"github.com/weirstream/weir/config"
@@ -12,30 +11,6 @@ import (
 	"github.com/weirstream/weir/stream"
 	"github.com/weirstream/weir/streamtest"
 )
-
-// events collects a job's events.
-type events struct {
-	mu  sync.Mutex
-	all []stream.JobEvent
-}
-
-func (e *events) add(ev stream.JobEvent) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.all = append(e.all, ev)
-}
-
-func (e *events) of(kind stream.EventKind) []stream.JobEvent {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	var out []stream.JobEvent
-	for _, ev := range e.all {
-		if ev.Kind == kind {
-			out = append(out, ev)
-		}
-	}
-	return out
-}
 
 // TestRegionFailoverRestartsOnlyTheFailedPipeline runs two disconnected
 // pipelines in one job and fails a subtask of one: with the region
@@ -46,7 +21,7 @@ func TestRegionFailoverRestartsOnlyTheFailedPipeline(t *testing.T) {
 		restarted int
 	}{{"region", 4}, {"full", 8}} {
 		t.Run(tc.strategy, func(t *testing.T) {
-			var ev events
+			var ev streamtest.Events
 			faults := streamtest.NewFaults()
 			failure := faults.Add(stream.FaultBatch, streamtest.Fail(nil), streamtest.OnVertex("a-source"), streamtest.OnSubtask(1),
 				streamtest.AfterRecords(100), streamtest.InAttempt(0))
@@ -54,7 +29,7 @@ func TestRegionFailoverRestartsOnlyTheFailedPipeline(t *testing.T) {
 				stream.WithConfig(mustConfig(t, "parallelism.default=2", "restart-strategy.type=fixed-delay",
 					"restart-strategy.fixed-delay.attempts=1", "restart-strategy.fixed-delay.delay=0 ms",
 					"jobmanager.execution.failover-strategy="+tc.strategy)),
-				stream.WithEvents(ev.add),
+				stream.WithEvents(ev.Record),
 				stream.WithLogger(quiet),
 				faults.Option(),
 			)
@@ -72,7 +47,7 @@ func TestRegionFailoverRestartsOnlyTheFailedPipeline(t *testing.T) {
 			if err := env.Execute(context.Background(), "two-pipelines"); err != nil {
 				t.Fatal(err)
 			}
-			rs := ev.of(stream.EventRestarting)
+			rs := ev.Of(stream.EventRestarting)
 			if !failure.Fired() || len(rs) != 1 {
 				t.Fatalf("%d restarts, want 1", len(rs))
 			}

@@ -83,16 +83,16 @@ func TestRunningJobFallsBackPastAFlippedStateFile(t *testing.T) {
 			input = append(input, gen(p, seq))
 		}
 	}
-	run := func(t *testing.T, sink connector.Sink[KeyedSum], retained int) (flipped int64, ev *events, err error) {
+	run := func(t *testing.T, sink connector.Sink[KeyedSum], retained int) (flipped int64, ev *streamtest.Events, err error) {
 		dir := t.TempDir()
-		ev = &events{}
+		ev = streamtest.NewEvents()
 		faults := streamtest.NewFaults()
 		env, err := stream.NewEnvironment(stream.WithConfig(mustConfig(t, "parallelism.default=2", "execution.checkpointing.interval=10 ms",
 			"execution.checkpointing.dir="+dir, fmt.Sprintf("execution.checkpointing.num-retained=%d", retained),
 			// Every state a file of its own, so that the flip is seen.
 			"execution.checkpointing.data-inline-threshold=0",
 			"restart-strategy.type=fixed-delay", "restart-strategy.fixed-delay.attempts=5", "restart-strategy.fixed-delay.delay=0 ms")),
-			stream.WithLogger(quiet), stream.WithJobID("fallback"), stream.WithEvents(ev.add), faults.Option())
+			stream.WithLogger(quiet), stream.WithJobID("fallback"), stream.WithEvents(ev.Record), faults.Option())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -102,7 +102,7 @@ func TestRunningJobFallsBackPastAFlippedStateFile(t *testing.T) {
 		stream.SinkTo(sums, sink, stream.Uid("sink"))
 
 		crash := faults.Add(stream.FaultBatch, streamtest.Fail(nil), streamtest.OnSubtask(0), streamtest.When(func(stream.FaultSite) bool {
-			return len(ev.of(stream.EventCheckpointCompleted)) >= 2
+			return ev.Count(stream.EventCheckpointCompleted) >= 2
 		}))
 		flip := faults.Add(stream.FaultRestore, streamtest.Call(func(_ context.Context, site stream.FaultSite) error {
 			n, err := flipStateFiles(dir, "fallback", site.Checkpoint)
@@ -118,9 +118,9 @@ func TestRunningJobFallsBackPastAFlippedStateFile(t *testing.T) {
 		}
 		return flipped, ev, err
 	}
-	checkFellBack := func(t *testing.T, flipped int64, ev *events) {
+	checkFellBack := func(t *testing.T, flipped int64, ev *streamtest.Events) {
 		t.Helper()
-		restored := ev.of(stream.EventRestored)
+		restored := ev.Of(stream.EventRestored)
 		if len(restored) < 2 {
 			t.Fatalf("restores %+v: want the damaged checkpoint %d's, then an older one's", restored, flipped)
 		}

@@ -35,11 +35,11 @@ func (f *failingListing) Splits(ctx context.Context) ([]string, error) {
 // with that error.
 func TestSourceListingFailure(t *testing.T) {
 	unreachable := errors.New("brokers briefly unreachable")
-	build := func(t *testing.T, src connector.Source[int64], restarts string) (*stream.Environment, *streamtest.Collector[int64], *events) {
-		var ev events
+	build := func(t *testing.T, src connector.Source[int64], restarts string) (*stream.Environment, *streamtest.Collector[int64], *streamtest.Events) {
+		var ev streamtest.Events
 		env, err := stream.NewEnvironment(stream.WithConfig(mustConfig(t, "parallelism.default=2", "execution.checkpointing.interval=10 ms",
 			"restart-strategy.type=fixed-delay", "restart-strategy.fixed-delay.attempts="+restarts, "restart-strategy.fixed-delay.delay=0 ms")),
-			stream.WithLogger(quiet), stream.WithEvents(ev.add))
+			stream.WithLogger(quiet), stream.WithEvents(ev.Record))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -55,7 +55,7 @@ func TestSourceListingFailure(t *testing.T) {
 		if err := executeWithin(t, env, "listing"); err != nil {
 			t.Fatal(err)
 		}
-		if n := len(ev.of(stream.EventTaskFailed)); n == 0 || src.calls.Load() < 3 {
+		if n := ev.Count(stream.EventTaskFailed); n == 0 || src.calls.Load() < 3 {
 			t.Fatalf("%d subtask failures, %d listings: the failed listings did not fail the source", n, src.calls.Load())
 		}
 		if got := len(sink.Results()); got != 3*500 {
@@ -69,7 +69,7 @@ func TestSourceListingFailure(t *testing.T) {
 		if !errors.Is(err, unreachable) || !connector.IsPermanent(err) {
 			t.Fatalf("job ended with %v, want the listing's permanent error", err)
 		}
-		if n := len(ev.of(stream.EventRestarting)); n != 0 {
+		if n := ev.Count(stream.EventRestarting); n != 0 {
 			t.Fatalf("%d restarts for a permanent listing failure", n)
 		}
 	})

@@ -3,7 +3,6 @@ package stream_test
 import (
 	"context"
 	"errors"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,24 +33,18 @@ func executeWithin(t *testing.T, env *stream.Environment, name string) error {
 // which ends with exactly the output of a run without failures.
 func TestSourceThatFailsToOpenRestarts(t *testing.T) {
 	const n = 6000
-	var completed atomic.Int32
-	var ev events
+	var ev streamtest.Events
 	unreachable := errors.New("brokers briefly unreachable")
 	faults := streamtest.NewFaults()
 	atStart := faults.Add(stream.FaultNewReader, streamtest.Fail(unreachable), streamtest.Times(2))
 	failure := faults.Add(stream.FaultBatch, streamtest.Fail(nil), streamtest.OnVertex("count"), streamtest.AfterRecords(n/3),
-		streamtest.When(func(stream.FaultSite) bool { return completed.Load() > 0 }))
+		streamtest.When(func(stream.FaultSite) bool { return ev.Count(stream.EventCheckpointCompleted) > 0 }))
 	onRestore := faults.Add(stream.FaultNewReader, streamtest.Fail(unreachable), streamtest.AfterRestore(),
 		streamtest.When(func(stream.FaultSite) bool { return failure.Fired() }))
 	env, err := stream.NewEnvironment(stream.WithConfig(mustConfig(t, "parallelism.default=2", "execution.checkpointing.interval=10 ms",
 		"restart-strategy.type=fixed-delay", "restart-strategy.fixed-delay.attempts=10", "restart-strategy.fixed-delay.delay=0 ms")),
 		stream.WithLogger(quiet),
-		stream.WithEvents(func(e stream.JobEvent) {
-			ev.add(e)
-			if e.Kind == stream.EventCheckpointCompleted {
-				completed.Add(1)
-			}
-		}),
+		ev.Option(),
 		faults.Option())
 	if err != nil {
 		t.Fatal(err)
@@ -69,13 +62,7 @@ func TestSourceThatFailsToOpenRestarts(t *testing.T) {
 	}
 	// The injected failure restores a checkpoint, and so does the restart
 	// after the reader fails to open on that restore.
-	fromCheckpoint := 0
-	for _, e := range ev.of(stream.EventRestored) {
-		if e.Checkpoint > 0 {
-			fromCheckpoint++
-		}
-	}
-	if fromCheckpoint < 2 {
+	if fromCheckpoint := len(ev.Restores()); fromCheckpoint < 2 {
 		t.Fatalf("%d restores from a checkpoint, want at least 2", fromCheckpoint)
 	}
 	out := sink.Results()

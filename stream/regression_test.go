@@ -168,10 +168,10 @@ func TestRegionFailoverAfterOtherRegionFinished(t *testing.T) {
 // over again), and the job recovers exactly once.
 func TestDelayedRestart(t *testing.T) {
 	fault, failed := once("src", 0, 2000)
-	var ev events
+	var ev streamtest.Events
 	env, err := stream.NewEnvironment(stream.WithConfig(mustConfig(t, "parallelism.default=1", "execution.checkpointing.interval=10 ms",
 		"execution.checkpointing.timeout=100 ms", "restart-strategy.type=fixed-delay", "restart-strategy.fixed-delay.attempts=1",
-		"restart-strategy.fixed-delay.delay=300 ms")), stream.WithLogger(quiet), fault, stream.WithEvents(ev.add))
+		"restart-strategy.fixed-delay.delay=300 ms")), stream.WithLogger(quiet), fault, stream.WithEvents(ev.Record))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +186,7 @@ func TestDelayedRestart(t *testing.T) {
 	if !failed.Fired() {
 		t.Fatal("the failure did not strike")
 	}
-	if n := len(ev.of(stream.EventRestarting)); n != 1 {
+	if n := ev.Count(stream.EventRestarting); n != 1 {
 		t.Fatalf("%d restarts, want 1", n)
 	}
 	out := sink.Results()

@@ -1,15 +1,11 @@
 package stream_test
 
 import (
-	"context"
 	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
-	"slices"
-	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/weirstream/weir/connector"
@@ -49,7 +45,6 @@ func TestResumeSkipsCorruptCheckpoint(t *testing.T) {
 	// checkpoint, and resumes it with extra options; sink is shared by
 	// both runs, as an external system outlives the job.
 	run := func(t *testing.T, sink connector.Sink[KeyedSum], extra ...string) (int64, error) {
-		dir := t.TempDir()
 		// The first run reads slowly (two seconds for the input), so that
 		// it is canceled after its checkpoints whatever the machine's
 		// load; the resumed run reads as fast as it can.
@@ -60,10 +55,13 @@ func TestResumeSkipsCorruptCheckpoint(t *testing.T) {
 			sums := stream.Process(stream.KeyBy(in, func(r rec) string { return r.Key }), stream.KeyedProcessFunction[string, rec, KeyedSum](&runningSum{}), stream.Uid("sum"))
 			stream.SinkTo(sums, sink, stream.Uid("sink"))
 		}
-		common := []string{"parallelism.default=2", "execution.checkpointing.interval=10 ms", "execution.checkpointing.dir=" + dir,
-			"execution.checkpointing.num-retained=3", "execution.checkpointing.externalized-checkpoint-retention=RETAIN_ON_CANCELLATION"}
-		ids := runUntilCheckpoints(t, dir, "first", 5, nil, build, common...)
+		common := streamtest.Config("parallelism.default=2", "execution.checkpointing.interval=10 ms", "execution.checkpointing.num-retained=3")
+		first := streamtest.Run(t, build, common, streamtest.JobID("first"), streamtest.UntilCheckpoints(5))
+		if !first.Canceled {
+			t.Fatalf("the first run ended before it was canceled (%v): make the input longer", first.Err)
+		}
 		rate = 0
+		ids := first.Checkpoints()
 		if len(ids) < 3 {
 			t.Fatalf("retained completed checkpoints %v, want at least 3", ids)
 		}
@@ -71,7 +69,7 @@ func TestResumeSkipsCorruptCheckpoint(t *testing.T) {
 		// transactions when the job was canceled.
 		newest, previous := ids[len(ids)-1], ids[len(ids)-3]
 		for _, id := range ids[len(ids)-2:] {
-			md := filepath.Join(dir, "first", fmt.Sprintf("chk-%d", id), "_metadata")
+			md := filepath.Join(first.CheckpointDir(id), "_metadata")
 			b, err := os.ReadFile(md)
 			if err != nil {
 				t.Fatal(err)
@@ -81,21 +79,15 @@ func TestResumeSkipsCorruptCheckpoint(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		var ev events
-		env, err := stream.NewEnvironment(stream.WithConfig(mustConfig(t, append(append(common, "execution.state-recovery.path="+filepath.Join(dir, "first")), extra...)...)),
-			stream.WithLogger(quiet), stream.WithJobID("second"), stream.WithEvents(ev.add))
-		if err != nil {
-			t.Fatal(err)
+		second := streamtest.Run(t, build, common, streamtest.Config(extra...), streamtest.ResumeFrom(first), streamtest.JobID("second"))
+		if second.Err != nil {
+			return newest, second.Err
 		}
-		build(env)
-		if err := env.Execute(context.Background(), "second"); err != nil {
-			return int64(newest), err
-		}
-		restored := ev.of(stream.EventRestored)
-		if len(restored) != 1 || restored[0].Checkpoint != int64(previous) {
+		restored := second.Events.Of(stream.EventRestored)
+		if len(restored) != 1 || restored[0].Checkpoint != previous {
 			t.Fatalf("restored %+v, want checkpoint %d (the two newest, up to %d, are corrupt)", restored, previous, newest)
 		}
-		return int64(newest), nil
+		return newest, nil
 	}
 	// check compares the output with the oracle: the final sum of every
 	// key, and every input record's sum present once (or at least once).
@@ -157,40 +149,4 @@ func TestResumeSkipsCorruptCheckpoint(t *testing.T) {
 			t.Fatal("no record was written twice: the corrupt checkpoint committed nothing, so this test shows nothing")
 		}
 	})
-}
-
-// runUntilCheckpoints runs the job build makes, as jobID with the options
-// kv, until n checkpoints have completed (counting only those that
-// complete once ready, if it is not nil, says so), cancels it, and returns
-// the ids of the completed checkpoints retained under dir, ascending (an
-// abandoned one, without _metadata, is left out).
-func runUntilCheckpoints(t *testing.T, dir, jobID string, n int64, ready func() bool, build func(*stream.Environment), kv ...string) []int {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var completed atomic.Int64
-	env, err := stream.NewEnvironment(stream.WithConfig(mustConfig(t, kv...)), stream.WithLogger(quiet), stream.WithJobID(jobID),
-		stream.WithEvents(func(e stream.JobEvent) {
-			if e.Kind == stream.EventCheckpointCompleted && (ready == nil || ready()) && completed.Add(1) == n {
-				cancel()
-			}
-		}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	build(env)
-	if err := env.Execute(ctx, jobID); err == nil {
-		t.Fatal("the first run finished before it was canceled: make the input longer")
-	}
-	var ids []int
-	entries, _ := os.ReadDir(filepath.Join(dir, jobID))
-	for _, e := range entries {
-		num, ok := strings.CutPrefix(e.Name(), "chk-")
-		if _, err := os.Stat(filepath.Join(dir, jobID, e.Name(), "_metadata")); ok && err == nil {
-			id, _ := strconv.Atoi(num)
-			ids = append(ids, id)
-		}
-	}
-	slices.Sort(ids)
-	return ids
 }

@@ -105,6 +105,12 @@ type engine struct {
 	// falls back past committed.
 	corruptible bool
 	dir         string
+	// atLeastOnce checkpoints without aligning barriers
+	// (execution.checkpointing.mode=AT_LEAST_ONCE): a snapshot may hold
+	// records that arrived after the barrier on inputs whose barrier came
+	// first, and a restore replays them. Only suites whose oracle allows
+	// for the duplicates that makes set it (see drawAtLeastOnce).
+	atLeastOnce bool
 }
 
 // diffJobID is the job id of the differential suites' jobs.
@@ -124,6 +130,14 @@ func drawEngine(r *rand.Rand) engine {
 	return e
 }
 
+// drawAtLeastOnce draws, for a third of the seeds, at-least-once
+// checkpoints, from a generator of its own: the seed's other draws, and
+// so its input, engine and faults, are those it had before the mode was
+// drawn.
+func drawAtLeastOnce(seed uint64) bool {
+	return rand.New(rand.NewPCG(seed, 0xa10)).IntN(3) == 0
+}
+
 func (e engine) String() string {
 	s := fmt.Sprintf("batch=%d channel=%d chaining=%v max-concurrent=%d failover=%s tolerable=%d retained=%d",
 		e.batchSize, e.channelCapacity, e.chaining, e.maxConcurrent, e.failover, e.tolerable, e.retained)
@@ -135,6 +149,9 @@ func (e engine) String() string {
 	}
 	if e.corruptible {
 		s += " storage=dir inline-threshold=0"
+	}
+	if e.atLeastOnce {
+		s += " mode=AT_LEAST_ONCE"
 	}
 	return s
 }
@@ -155,6 +172,9 @@ func (e engine) config(kv ...string) []string {
 	}
 	if e.corruptible {
 		out = append(out, "execution.checkpointing.dir="+e.dir, "execution.checkpointing.data-inline-threshold=0")
+	}
+	if e.atLeastOnce {
+		out = append(out, config.KeyCheckpointingMode+"=AT_LEAST_ONCE")
 	}
 	return append(out, kv...)
 }

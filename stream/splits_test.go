@@ -2,10 +2,8 @@ package stream_test
 
 import (
 	"context"
-	"path/filepath"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/weirstream/weir/connector"
@@ -54,52 +52,35 @@ func (l *listedInOrder) read() map[int][]string {
 // listing is assigned anew.
 func TestResumeKeepsSplitAssignment(t *testing.T) {
 	const perPartition = 3000
-	dir := t.TempDir()
-	common := []string{"execution.checkpointing.interval=10 ms", "execution.checkpointing.dir=" + dir,
-		"execution.checkpointing.externalized-checkpoint-retention=RETAIN_ON_CANCELLATION"}
-	run := func(ctx context.Context, jobID string, order []string, sink *streamtest.Collector[int64], events func(stream.JobEvent), conf ...string) (map[int][]string, error) {
+	// run runs the job with the source listing its splits in order and
+	// returns which splits each subtask read.
+	run := func(order []string, sink *streamtest.Collector[int64], opts ...streamtest.RunOption) (map[int][]string, *streamtest.Result) {
 		t.Helper()
-		env, err := stream.NewEnvironment(stream.WithConfig(mustConfig(t, append(common, conf...)...)), stream.WithLogger(quiet),
-			stream.WithJobID(jobID), stream.WithEvents(events))
-		if err != nil {
-			t.Fatal(err)
-		}
-		gen, _ := datagen.New(func(p int, seq int64) int64 { return int64(p)<<32 | seq },
-			datagen.Partitions(2), datagen.Count(perPartition), datagen.BatchSize(20), datagen.RatePerSecond(20_000))
-		src := &listedInOrder{Source: gen, order: order, readers: map[int][]string{}}
-		stream.SinkTo(stream.FromSource(env, src, "numbers", stream.NoWatermarks[int64]()), sink, stream.Uid("sink"))
-		err = env.Execute(ctx, jobID)
-		return src.read(), err
+		var src *listedInOrder
+		res := streamtest.Run(t, func(env *stream.Environment) {
+			gen, _ := datagen.New(func(p int, seq int64) int64 { return int64(p)<<32 | seq },
+				datagen.Partitions(2), datagen.Count(perPartition), datagen.BatchSize(20), datagen.RatePerSecond(20_000))
+			src = &listedInOrder{Source: gen, order: order, readers: map[int][]string{}}
+			stream.SinkTo(stream.FromSource(env, src, "numbers", stream.NoWatermarks[int64]()), sink, stream.Uid("sink"))
+		}, append([]streamtest.RunOption{streamtest.Config("execution.checkpointing.interval=10 ms")}, opts...)...)
+		return src.read(), res
 	}
 
 	sink := streamtest.NewCollector[int64](true)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var completed atomic.Int32
-	first, err := run(ctx, "first", []string{"datagen-0", "datagen-1"}, sink, func(e stream.JobEvent) {
-		if e.Kind == stream.EventCheckpointCompleted && completed.Add(1) == 3 {
-			cancel()
-		}
-	}, "parallelism.default=2")
-	if err == nil {
-		t.Fatal("the first run finished before it was canceled: make the input longer")
+	first, res := run([]string{"datagen-0", "datagen-1"}, sink, streamtest.Config("parallelism.default=2"), streamtest.UntilCheckpoints(3))
+	if !res.Canceled {
+		t.Fatalf("the first run ended before it was canceled (%v): make the input longer", res.Err)
 	}
 	if want := map[int][]string{0: {"datagen-0"}, 1: {"datagen-1"}}; !mapsEqual(first, want) {
 		t.Fatalf("the first run's readers: %v, want %v", first, want)
 	}
 
-	resume := "execution.state-recovery.path=" + filepath.Join(dir, "first")
-	var restored atomic.Int64
-	onRestore := func(e stream.JobEvent) {
-		if e.Kind == stream.EventRestored {
-			restored.Store(e.Checkpoint)
-		}
+	resume := streamtest.ResumeFrom(res)
+	second, res2 := run([]string{"datagen-1", "datagen-0"}, sink, streamtest.Config("parallelism.default=2"), resume)
+	if res2.Err != nil {
+		t.Fatal(res2.Err)
 	}
-	second, err := run(context.Background(), "second", []string{"datagen-1", "datagen-0"}, sink, onRestore, "parallelism.default=2", resume)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if restored.Load() == 0 {
+	if r, ok := res2.Events.Last(stream.EventRestored); !ok || r.Checkpoint == 0 {
 		t.Fatal("the second run did not restore a checkpoint")
 	}
 	if want := map[int][]string{0: {"datagen-0"}, 1: {"datagen-1"}}; !mapsEqual(second, want) {
@@ -121,9 +102,9 @@ func TestResumeKeepsSplitAssignment(t *testing.T) {
 	}
 
 	// The sink holds the transactions the checkpoint commits again.
-	third, err := run(context.Background(), "third", []string{"datagen-1", "datagen-0"}, sink, nil, "parallelism.default=3", resume)
-	if err != nil {
-		t.Fatal(err)
+	third, res3 := run([]string{"datagen-1", "datagen-0"}, sink, streamtest.Config("parallelism.default=3"), resume)
+	if res3.Err != nil {
+		t.Fatal(res3.Err)
 	}
 	if want := map[int][]string{0: {"datagen-1"}, 1: {"datagen-0"}}; !mapsEqual(third, want) {
 		t.Fatalf("readers when resumed at parallelism 3: %v, want the new listing's %v", third, want)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/weirstream/weir/connector"
@@ -61,18 +60,14 @@ func (r *statefulReader[T]) Fetch(ctx context.Context) (connector.Fetch[T], erro
 // together with the offset it was checkpointed with.
 func TestSplitStateRestoredWithOffset(t *testing.T) {
 	const n = 6000
-	var completed atomic.Int32
+	var ev streamtest.Events
 	faults := streamtest.NewFaults()
 	failure := faults.Add(stream.FaultBatch, streamtest.Fail(nil), streamtest.OnVertex("count"), streamtest.AfterRecords(n/3),
-		streamtest.When(func(stream.FaultSite) bool { return completed.Load() > 0 }))
+		streamtest.When(func(stream.FaultSite) bool { return ev.Count(stream.EventCheckpointCompleted) > 0 }))
 	env, err := stream.NewEnvironment(stream.WithConfig(mustConfig(t, "parallelism.default=2", "execution.checkpointing.interval=10 ms",
 		"restart-strategy.type=fixed-delay", "restart-strategy.fixed-delay.attempts=3", "restart-strategy.fixed-delay.delay=0 ms")),
 		stream.WithLogger(quiet),
-		stream.WithEvents(func(e stream.JobEvent) {
-			if e.Kind == stream.EventCheckpointCompleted {
-				completed.Add(1)
-			}
-		}),
+		ev.Option(),
 		faults.Option())
 	if err != nil {
 		t.Fatal(err)

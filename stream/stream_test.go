@@ -64,14 +64,14 @@ func TestExactlyOnceSinkAcrossFailures(t *testing.T) {
 		if dir != "" {
 			kv = append(kv, "execution.checkpointing.dir="+dir)
 		}
-		var ev events
+		var ev streamtest.Events
 		faults := streamtest.NewFaults()
 		var injected []*streamtest.Fault
 		for attempt := range 2 {
 			injected = append(injected, faults.Add(stream.FaultBatch, streamtest.Fail(nil),
 				streamtest.OnVertex("numbers"), streamtest.AfterRecords(3001), streamtest.InAttempt(attempt)))
 		}
-		env, err := stream.NewEnvironment(stream.WithConfig(mustConfig(t, kv...)), stream.WithLogger(quiet), stream.WithEvents(ev.add), faults.Option())
+		env, err := stream.NewEnvironment(stream.WithConfig(mustConfig(t, kv...)), stream.WithLogger(quiet), stream.WithEvents(ev.Record), faults.Option())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -86,12 +86,7 @@ func TestExactlyOnceSinkAcrossFailures(t *testing.T) {
 		if !injected[0].Fired() || !injected[1].Fired() {
 			t.Fatalf("dir %q: not every failure struck: %s", dir, faults)
 		}
-		restored := 0
-		for _, e := range ev.of(stream.EventRestored) {
-			if e.Checkpoint > 0 {
-				restored++
-			}
-		}
+		restored := len(ev.Restores())
 		if restored == 0 || sink.Writes() <= 20000 {
 			t.Fatalf("dir %q: %d restores from a checkpoint, %d writes: the failures did not exercise recovery", dir, restored, sink.Writes())
 		}

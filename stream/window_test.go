@@ -6,7 +6,6 @@ import (
 	"maps"
 	"math"
 	"math/rand/v2"
-	"path/filepath"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -466,41 +465,24 @@ func TestLateDataRescaledResume(t *testing.T) {
 		stopAt := int64(3 + r.IntN(6))
 		name := fmt.Sprintf("seed=%d splits=%d records=%d keys=%d parallelism %d then %d, stopped after %d checkpoints", seed, splits, count, keys, before, after, stopAt)
 		gen := lateGen(seed, keys)
-		dir := t.TempDir()
-		common := []string{"execution.checkpointing.interval=10 ms", "execution.checkpointing.dir=" + dir,
-			"execution.checkpointing.externalized-checkpoint-retention=RETAIN_ON_CANCELLATION"}
+		common := streamtest.Config("execution.checkpointing.interval=10 ms")
 		// One pair of sinks for both runs: the external system outlives
 		// the job.
 		windows, tags := streamtest.NewCollector[WindowSum](true), streamtest.NewCollector[Tagged](true)
-
-		ctx, cancel := context.WithCancel(context.Background())
-		var completed atomic.Int64
-		env, err := stream.NewEnvironment(stream.WithConfig(mustConfig(t, common...)), stream.WithLogger(quiet), stream.WithJobID("first"),
-			stream.WithEvents(func(e stream.JobEvent) {
-				if e.Kind == stream.EventCheckpointCompleted && completed.Add(1) == stopAt {
-					cancel()
-				}
-			}))
-		if err != nil {
-			t.Fatal(err)
+		job := func(parallelism int) func(*stream.Environment) {
+			return func(env *stream.Environment) {
+				lateJob(env, &orderedSource{splits: splits, count: count, pace: 8, gen: gen}, parallelism, bound, size, windows, tags)
+			}
 		}
-		lateJob(env, &orderedSource{splits: splits, count: count, pace: 8, gen: gen}, before, bound, size, windows, tags)
-		if err := env.Execute(ctx, "first"); err == nil {
-			t.Fatalf("%s: the first run finished before it was stopped", name)
+		first := streamtest.Run(t, job(before), common, streamtest.UntilCheckpoints(int(stopAt)))
+		if !first.Canceled {
+			t.Fatalf("%s: the first run ended before it was stopped: %v", name, first.Err)
 		}
-		cancel()
-
-		var ev events
-		env, err = stream.NewEnvironment(stream.WithConfig(mustConfig(t, append(common, "execution.state-recovery.path="+filepath.Join(dir, "first"))...)),
-			stream.WithLogger(quiet), stream.WithJobID("second"), stream.WithEvents(ev.add))
-		if err != nil {
-			t.Fatal(err)
+		second := streamtest.Run(t, job(after), common, streamtest.ResumeFrom(first))
+		if second.Err != nil {
+			t.Fatalf("%s: %v", name, second.Err)
 		}
-		lateJob(env, &orderedSource{splits: splits, count: count, pace: 8, gen: gen}, after, bound, size, windows, tags)
-		if err := env.Execute(context.Background(), "second"); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		if rs := ev.of(stream.EventRestored); len(rs) != 1 || rs[0].Checkpoint == 0 {
+		if rs := second.Events.Of(stream.EventRestored); len(rs) != 1 || rs[0].Checkpoint == 0 {
 			t.Fatalf("%s: the second run restored %+v, want one checkpoint of the first", name, rs)
 		}
 		wantWindows, wantTags, _ := lateOracle(splits, count, gen, bound, size)

@@ -59,7 +59,9 @@ func Delay(d time.Duration) Action { return Action{kind: actDelay, delay: d} }
 // Call runs f where the fault strikes, and fails the subtask (or storage
 // operation) with f's error, or lets it go on if f returns nil: a test
 // damages a checkpoint's files, or stops an external system, at exactly
-// that point of the job.
+// that point of the job. f runs on the goroutine that reached the fault,
+// concurrently with the job's other goroutines and with other calls of f
+// (see the package documentation): what it shares, it must guard.
 func Call(f func(ctx context.Context, site stream.FaultSite) error) Action {
 	return Action{kind: actCall, call: f}
 }

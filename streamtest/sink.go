@@ -1,16 +1,34 @@
 // Package streamtest helps test jobs: sinks that collect what a job
 // writes (transactionally, as an exactly-once sink would, or directly, as
 // an at-least-once one), a processing-time clock that moves when told to,
-// and declarative faults to inject into a running job (Faults): errors,
+// a recorder of a job's events that a test can wait on (Events),
+// declarative faults to inject into a running job (Faults): errors,
 // hangs and delays between batches, in Open, in restores, in a source's
 // NewReader, around a sink's commit, in a checkpoint's synchronous and
-// asynchronous phases, and in checkpoint storage.
+// asynchronous phases, and in checkpoint storage; and Run, which runs a
+// job in-process in one call, with a checkpoint directory it retains for
+// a later run to resume from.
 //
 //	faults := streamtest.NewFaults()
 //	crash := faults.Add(stream.FaultCommitted, streamtest.Fail(nil), streamtest.OnOperator("sink"), streamtest.OnCall(3))
-//	env, _ := stream.NewEnvironment(stream.WithConfig(cfg), faults.Option())
-//	// build and run the job, then:
+//	res := streamtest.Run(t, build, streamtest.Config("execution.checkpointing.interval=10 ms"), streamtest.WithFaults(faults))
+//	if res.Err != nil { t.Fatal(res.Err) }
 //	if !crash.Fired() { t.Fatal("the commit never failed") }
+//	if res.Events.Count(stream.EventRestored) == 0 { t.Fatal("the job never restored") }
+//
+// # Concurrency
+//
+// A job runs its subtasks, the writers of its snapshots and its job
+// master on goroutines of their own, and calls what a test gives it from
+// there, concurrently: the predicates given to When and the functions
+// given to Call run on the goroutine of the subtask, snapshot writer or
+// storage operation that reached the fault, possibly several at once, and
+// must be safe for that (guard what they share with a mutex, or use
+// atomics) and must not block, except as a Call means to. Faults,
+// Fault handles, Events and Collector are safe for concurrent use; the
+// condition given to Until runs on the goroutine that reports events, one
+// event at a time, and the condition given to Events.WaitFor on the
+// waiter's.
 package streamtest
 
 import (

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -66,7 +65,7 @@ func TestJobExactlyOnceThroughFailures(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var completed, restored atomic.Int32
+			var ev streamtest.Events
 			// Fail each of the first two attempts once it has read
 			// something, after a checkpoint if there are any.
 			faults := streamtest.NewFaults()
@@ -74,17 +73,12 @@ func TestJobExactlyOnceThroughFailures(t *testing.T) {
 			for attempt := range 2 {
 				injected = append(injected, faults.Add(stream.FaultBatch, streamtest.Fail(nil), streamtest.OnVertex("traces"),
 					streamtest.AfterRecords(1001), streamtest.InAttempt(attempt),
-					streamtest.When(func(stream.FaultSite) bool { return !checkpointing || completed.Load() > int32(attempt) })))
+					streamtest.When(func(stream.FaultSite) bool {
+						return !checkpointing || ev.Count(stream.EventCheckpointCompleted) > attempt
+					})))
 			}
 			env, err := stream.NewEnvironment(stream.WithConfig(cfg), stream.WithLogger(slog.New(slog.DiscardHandler)),
-				stream.WithEvents(func(e stream.JobEvent) {
-					switch {
-					case e.Kind == stream.EventCheckpointCompleted:
-						completed.Add(1)
-					case e.Kind == stream.EventRestored && e.Checkpoint > 0:
-						restored.Add(1)
-					}
-				}),
+				ev.Option(),
 				faults.Option())
 			if err != nil {
 				t.Fatal(err)
@@ -109,7 +103,7 @@ func TestJobExactlyOnceThroughFailures(t *testing.T) {
 			if err := env.Execute(ctx, "bill"); err != nil {
 				t.Fatal(err)
 			}
-			t.Logf("%d checkpoints completed, %d restores from a checkpoint", completed.Load(), restored.Load())
+			t.Logf("%d checkpoints completed, %d restores from a checkpoint", ev.Count(stream.EventCheckpointCompleted), len(ev.Restores()))
 			if !injected[0].Fired() || !injected[1].Fired() {
 				t.Fatalf("not both failures struck: %s", faults)
 			}

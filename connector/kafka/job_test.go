@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -147,7 +146,7 @@ func balancesJob(t *testing.T, brokers []string, in, out, name string, extra ...
 	if err != nil {
 		t.Fatal(err)
 	}
-	var completed, restored atomic.Int32
+	var ev streamtest.Events
 	faults := streamtest.NewFaults()
 	// Two failures of the source, each once a checkpoint more has
 	// completed, the second in a later attempt than the first.
@@ -155,7 +154,7 @@ func balancesJob(t *testing.T, brokers []string, in, out, name string, extra ...
 	for i := range injected {
 		injected[i] = faults.Add(stream.FaultBatch, streamtest.Fail(nil), streamtest.OnVertex("payments"), streamtest.AfterRecords(301),
 			streamtest.When(func(s stream.FaultSite) bool {
-				if completed.Load() <= int32(i) {
+				if ev.Count(stream.EventCheckpointCompleted) <= i {
 					return false
 				}
 				if i == 0 {
@@ -170,14 +169,7 @@ func balancesJob(t *testing.T, brokers []string, in, out, name string, extra ...
 		extras = append(extras, x(faults)...)
 	}
 	env, err := stream.NewEnvironment(stream.WithConfig(cfg), stream.WithLogger(slog.New(slog.DiscardHandler)),
-		stream.WithEvents(func(e stream.JobEvent) {
-			switch {
-			case e.Kind == stream.EventCheckpointCompleted:
-				completed.Add(1)
-			case e.Kind == stream.EventRestored && e.Checkpoint > 0:
-				restored.Add(1)
-			}
-		}),
+		ev.Option(),
 		faults.Option())
 	if err != nil {
 		t.Fatal(err)
@@ -214,9 +206,9 @@ func balancesJob(t *testing.T, brokers []string, in, out, name string, extra ...
 		}
 	}
 	t.Logf("%d failures, %d checkpoints completed, %d restores from a checkpoint, %d payments processed",
-		fails, completed.Load(), restored.Load(), n.Load())
-	if fails != 2 || restored.Load() == 0 || n.Load() <= int64(len(want)) {
-		t.Fatalf("%d failures, %d restores, %d payments processed: the failures did not exercise recovery", fails, restored.Load(), n.Load())
+		fails, ev.Count(stream.EventCheckpointCompleted), len(ev.Restores()), n.Load())
+	if fails != 2 || len(ev.Restores()) == 0 || n.Load() <= int64(len(want)) {
+		t.Fatalf("%d failures, %d restores, %d payments processed: the failures did not exercise recovery", fails, len(ev.Restores()), n.Load())
 	}
 	for _, f := range extras {
 		if !f.Fired() {
@@ -271,65 +263,42 @@ func balancesJob(t *testing.T, brokers []string, in, out, name string, extra ...
 func TestBoundedJobResumesToOriginalEnd(t *testing.T) {
 	brokers := newCluster(t, 2, []string{"events"})
 	produce(t, brokers, "events", 2, 500, 1_000_000)
-	dir := t.TempDir()
 	sink := streamtest.NewCollector[string](true)
-	common := []string{"parallelism.default=2", "execution.checkpointing.interval=10 ms", "execution.checkpointing.dir=" + dir,
-		"execution.checkpointing.externalized-checkpoint-retention=RETAIN_ON_CANCELLATION"}
-	// run runs the job; pace, if set, is called for every record.
-	run := func(ctx context.Context, jobID string, conf []string, events func(stream.JobEvent), pace func()) (int64, error) {
-		t.Helper()
-		cfg, err := config.ParseDynamic(append(common, conf...))
-		if err != nil {
-			t.Fatal(err)
-		}
-		env, err := stream.NewEnvironment(stream.WithConfig(cfg), stream.WithLogger(slog.New(slog.DiscardHandler)),
-			stream.WithJobID(jobID), stream.WithEvents(events))
-		if err != nil {
-			t.Fatal(err)
-		}
-		src, err := kafka.NewSource(value, kafka.BootstrapServers(brokers...), kafka.Topics("events"), kafka.Bounded(), kafka.MaxPollRecords(20))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var n atomic.Int64
-		in := stream.Map(stream.FromSource(env, src, "events", stream.NoWatermarks[string]()), func(v string) string {
-			n.Add(1)
-			if pace != nil {
-				pace()
+	// job builds the job, reading from a new source; pace, if set, is
+	// called for every record, and read counts them.
+	var read atomic.Int64
+	job := func(pace func()) func(*stream.Environment) {
+		return func(env *stream.Environment) {
+			src, err := kafka.NewSource(value, kafka.BootstrapServers(brokers...), kafka.Topics("events"), kafka.Bounded(), kafka.MaxPollRecords(20))
+			if err != nil {
+				t.Fatal(err)
 			}
-			return v
-		})
-		stream.SinkTo(in, sink, stream.Uid("sink"))
-		err = env.Execute(ctx, jobID)
-		return n.Load(), err
-	}
-
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	first, stop := context.WithCancel(ctx)
-	defer stop()
-	var completed atomic.Int32
-	_, err := run(first, "first", nil, func(e stream.JobEvent) {
-		if e.Kind == stream.EventCheckpointCompleted && completed.Add(1) == 1 {
-			stop()
+			in := stream.Map(stream.FromSource(env, src, "events", stream.NoWatermarks[string]()), func(v string) string {
+				read.Add(1)
+				if pace != nil {
+					pace()
+				}
+				return v
+			})
+			stream.SinkTo(in, sink, stream.Uid("sink"))
 		}
-	}, func() { time.Sleep(time.Millisecond) }) // let a checkpoint complete before the input ends
-	if err == nil {
-		t.Fatal("the first run finished before it was canceled")
+	}
+	common := streamtest.Config("parallelism.default=2", "execution.checkpointing.interval=10 ms")
+	first := streamtest.Run(t, job(func() { time.Sleep(time.Millisecond) }), // let a checkpoint complete before the input ends
+		common, streamtest.JobID("first"), streamtest.UntilCheckpoints(1), streamtest.Timeout(time.Minute))
+	if !first.Canceled {
+		t.Fatalf("the first run finished before it was canceled: %v", first.Err)
 	}
 
 	produce(t, brokers, "events", 2, 100, 2_000_000)
-	var restored atomic.Int64
-	n, err := run(ctx, "second", []string{"execution.state-recovery.path=" + filepath.Join(dir, "first")}, func(e stream.JobEvent) {
-		if e.Kind == stream.EventRestored {
-			restored.Store(e.Checkpoint)
-		}
-	}, nil)
-	if err != nil {
-		t.Fatal(err)
+	read.Store(0)
+	second := streamtest.Run(t, job(nil), common, streamtest.ResumeFrom(first), streamtest.JobID("second"), streamtest.Timeout(time.Minute))
+	if second.Err != nil {
+		t.Fatal(second.Err)
 	}
-	if restored.Load() == 0 || n == 0 {
-		t.Fatalf("the second run restored checkpoint %d and read %d records: it did not resume a bounded read in progress", restored.Load(), n)
+	restored, _ := second.Events.Last(stream.EventRestored)
+	if n := read.Load(); restored.Checkpoint == 0 || n == 0 {
+		t.Fatalf("the second run restored checkpoint %d and read %d records: it did not resume a bounded read in progress", restored.Checkpoint, n)
 	}
 	got := sink.Results()
 	if w := want([]int{0, 1}, 0, 500); !slices.Equal(sorted(got), sorted(w)) {

@@ -257,38 +257,36 @@ func check(t *testing.T, out []keyedSum) {
 	}
 }
 
+// events records a job's events, and waits for them in turn.
 type events struct {
-	mu  sync.Mutex
-	all []stream.JobEvent
-	ch  chan stream.JobEvent
+	streamtest.Events
+	next int // the index of the first event the next waitFor looks at
 }
 
-func newEvents() *events { return &events{ch: make(chan stream.JobEvent, 1024)} }
+func newEvents() *events { return &events{} }
 
-func (e *events) add(ev stream.JobEvent) {
-	e.mu.Lock()
-	e.all = append(e.all, ev)
-	e.mu.Unlock()
-	select {
-	case e.ch <- ev:
-	default:
-	}
-}
-
-// waitFor returns the first event of kind from now on that satisfies ok.
+// waitFor returns the first event of kind after the one it returned last
+// that satisfies ok (checked once, when the event is reported), failing
+// the test if there is none within 60 s.
 func (e *events) waitFor(t *testing.T, kind stream.EventKind, ok func(stream.JobEvent) bool) stream.JobEvent {
 	t.Helper()
-	deadline := time.After(60 * time.Second)
-	for {
-		select {
-		case ev := <-e.ch:
-			if ev.Kind == kind && (ok == nil || ok(ev)) {
-				return ev
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var found stream.JobEvent
+	err := e.WaitFor(ctx, func(evs []stream.JobEvent) bool {
+		for ; e.next < len(evs); e.next++ {
+			if ev := evs[e.next]; ev.Kind == kind && (ok == nil || ok(ev)) {
+				found = ev
+				e.next++
+				return true
 			}
-		case <-deadline:
-			t.Fatalf("no event of kind %v within 60 s", kind)
 		}
+		return false
+	})
+	if err != nil {
+		t.Fatalf("no event of kind %v: %v", kind, err)
 	}
+	return found
 }
 
 // waitTaskManagers waits until n task managers are registered.
@@ -336,7 +334,7 @@ func TestClusterRunsAJobAcrossTaskManagers(t *testing.T) {
 	ev := newEvents()
 	sj := &sumJobs{sink: streamtest.NewCollector[keyedSum](true),
 		cfg: []string{"parallelism.default=4", "execution.checkpointing.interval=50 ms"}}
-	jobs := sj.jobs(ev.add)
+	jobs := sj.jobs(ev.Record)
 	_, addr := startJobManager(t, jobs)
 	for i := range 3 {
 		startTaskManager(t, fmt.Sprintf("tm-%d", i), addr, 2, jobs)
@@ -370,7 +368,7 @@ func TestClusterRecoversFromALostTaskManager(t *testing.T) {
 	sj := &sumJobs{sink: streamtest.NewCollector[keyedSum](true),
 		cfg: []string{"parallelism.default=4", "execution.checkpointing.interval=100 ms",
 			"restart-strategy.type=fixed-delay", "restart-strategy.fixed-delay.attempts=5", "restart-strategy.fixed-delay.delay=100 ms"}}
-	jobs := sj.jobs(ev.add)
+	jobs := sj.jobs(ev.Record)
 	_, addr := startJobManager(t, jobs)
 	var tms []*taskManager
 	for i := range 2 {

@@ -72,7 +72,7 @@ func TestClusterRegionFailover(t *testing.T) {
 	ev := newEvents()
 	tp := &twoPipelines{sinks: map[string]*streamtest.Collector[int64]{
 		"a": streamtest.NewCollector[int64](true), "b": streamtest.NewCollector[int64](true)}}
-	jobs := newEnvJobs(tp.env, stream.WithEvents(ev.add))
+	jobs := newEnvJobs(tp.env, ev.Option())
 	_, addr := startJobManager(t, jobs)
 	for _, id := range []string{"tm-0", "tm-1"} {
 		startTaskManager(t, id, addr, 2, jobs)
@@ -91,14 +91,7 @@ func TestClusterRegionFailover(t *testing.T) {
 		dumpJob(t, ev, jobs.job())
 		t.Fatalf("job ended %s: %s", st.State, st.Error)
 	}
-	ev.mu.Lock()
-	var restarts []stream.JobEvent
-	for _, e := range ev.all {
-		if e.Kind == stream.EventRestarting {
-			restarts = append(restarts, e)
-		}
-	}
-	ev.mu.Unlock()
+	restarts := ev.Of(stream.EventRestarting)
 	if len(restarts) != 1 {
 		t.Fatalf("%d restarts, want 1", len(restarts))
 	}
@@ -132,11 +125,9 @@ func TestClusterRegionFailover(t *testing.T) {
 // events, its subtasks and the checkpoints in progress.
 func dumpJob(t *testing.T, ev *events, c *stream.JobClient) {
 	t.Helper()
-	ev.mu.Lock()
-	for _, e := range ev.all {
+	for _, e := range ev.All() {
 		t.Logf("event %d checkpoint %d task %s tasks %v err %v %s", e.Kind, e.Checkpoint, e.Task, e.Tasks, e.Err, e.Message)
 	}
-	ev.mu.Unlock()
 	if c == nil {
 		return
 	}

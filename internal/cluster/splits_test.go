@@ -103,7 +103,7 @@ func TestClusterAssignsDiscoveredSplits(t *testing.T) {
 	j := &growingJob{sink: streamtest.NewCollector[int64](true), read: map[int64]int{}}
 	j.n.Store(1)
 	ev := newEvents()
-	jobs := newEnvJobs(j.env, stream.WithEvents(ev.add))
+	jobs := newEnvJobs(j.env, ev.Option())
 	_, addr := startJobManager(t, jobs)
 	for _, id := range []string{"tm-0", "tm-1"} {
 		startTaskManager(t, id, addr, 1, jobs)
@@ -154,14 +154,7 @@ func TestClusterAssignsDiscoveredSplits(t *testing.T) {
 			}
 		}
 	}
-	var restarts []stream.JobEvent
-	ev.mu.Lock()
-	for _, e := range ev.all {
-		if e.Kind == stream.EventRestarting {
-			restarts = append(restarts, e)
-		}
-	}
-	ev.mu.Unlock()
+	restarts := ev.Of(stream.EventRestarting)
 	if len(restarts) != 1 || len(restarts[0].Tasks) != 1 {
 		t.Fatalf("restarts %v, want one of subtask 1 alone", restarts)
 	}
