@@ -40,10 +40,6 @@ type Environment struct {
 	err                        error // first error from building the graph
 	// newExec, if set, makes the executor of the job's subtasks.
 	newExec func(g *runtime.JobGraph, l runtime.Listener) (runtime.Executor, error)
-
-	// set by prepare, for the end of the job
-	ckpt    config.Checkpointing
-	storage runtime.CheckpointStorage
 }
 
 // Option configures an Environment.
