@@ -21,7 +21,6 @@ func (e *Environment) ExecuteAsync(ctx context.Context, name string) (*JobClient
 	if err != nil {
 		return nil, err
 	}
-	j.NewExecutor = e.newExec
 	h, err := launch.Start(ctx, j)
 	if err != nil {
 		return nil, err
@@ -38,7 +37,3 @@ func (c *JobClient) Done() <-chan struct{} { return c.h.Done() }
 
 // Metrics returns the job's current metrics.
 func (c *JobClient) Metrics() JobMetrics { return c.h.Master().Metrics() }
-
-// Master returns the job's job master, for weir's own tools (the REST API
-// and the web UI); its type is internal to weir.
-func (c *JobClient) Master() *runtime.JobMaster { return c.h.Master() }
