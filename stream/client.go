@@ -4,16 +4,12 @@ import (
 	"context"
 
 	"github.com/weirstream/weir/internal/launch"
-	"github.com/weirstream/weir/internal/runtime"
 )
 
 // JobClient is a handle on a job started with ExecuteAsync.
 type JobClient struct {
 	h *launch.Handle
 }
-
-// JobMetrics is a point-in-time view of a running job.
-type JobMetrics = runtime.Metrics
 
 // ExecuteAsync starts the job and returns at once; Wait returns its end.
 func (e *Environment) ExecuteAsync(ctx context.Context, name string) (*JobClient, error) {
@@ -36,4 +32,4 @@ func (c *JobClient) Wait() error { return c.h.Wait() }
 func (c *JobClient) Done() <-chan struct{} { return c.h.Done() }
 
 // Metrics returns the job's current metrics.
-func (c *JobClient) Metrics() JobMetrics { return c.h.Master().Metrics() }
+func (c *JobClient) Metrics() JobMetrics { return jobMetrics(c.h.Master().Metrics()) }
