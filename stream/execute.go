@@ -18,7 +18,7 @@ func init() {
 		return e.describe(name)
 	}, func(client any) (*launch.Handle, bool) {
 		c, ok := client.(*JobClient)
-		if !ok || c == nil {
+		if !ok || c == nil || c.h == nil {
 			return nil, false
 		}
 		return c.h, true

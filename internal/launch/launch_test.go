@@ -95,6 +95,9 @@ func TestHandleOf(t *testing.T) {
 	if _, ok := launch.HandleOf((*stream.JobClient)(nil)); ok {
 		t.Error("HandleOf(nil job client) = ok")
 	}
+	if _, ok := launch.HandleOf(&stream.JobClient{}); ok {
+		t.Error("HandleOf(a job client ExecuteAsync did not return) = ok")
+	}
 	if m := launch.MasterOf(42); m != nil {
 		t.Error("MasterOf(42) != nil")
 	}
