@@ -22,7 +22,6 @@ import (
 	"time"
 
 	"github.com/weirstream/weir/config"
-	"github.com/weirstream/weir/internal/runtime"
 )
 
 // Environment collects a job's transformations and executes them.
@@ -38,12 +37,6 @@ type Environment struct {
 	events                     func(JobEvent)
 	jobID                      string
 	err                        error // first error from building the graph
-	// newExec, if set, makes the executor of the job's subtasks.
-	newExec func(g *runtime.JobGraph, l runtime.Listener) (runtime.Executor, error)
-
-	// set by prepare, for the end of the job
-	ckpt    config.Checkpointing
-	storage runtime.CheckpointStorage
 }
 
 // Option configures an Environment.

@@ -5,7 +5,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/weirstream/weir/config"
 	"github.com/weirstream/weir/internal/checkpoint/storage"
 	"github.com/weirstream/weir/internal/runtime"
 )
@@ -149,17 +148,13 @@ var storagePoints = map[storage.Op]FaultPoint{
 	storage.OpList: FaultStorageList, storage.OpDelete: FaultStorageDelete,
 }
 
-// storageOptions adds to opts what routes the storage's operations
-// through the environment's FaultFunc, if it has one.
-func (e *Environment) storageOptions(opts ...storage.Option) []storage.Option {
-	opts = append(opts, storage.InlineThreshold(int(e.cfg.MemorySize(config.KeyCheckpointingInlineThreshold))))
-	if e.faults == nil {
-		return opts
-	}
+// storageFaults routes the operations on the job's checkpoint storage
+// through the environment's FaultFunc.
+func (e *Environment) storageFaults() func(ctx context.Context, op storage.Op, key string) error {
 	f := e.faults
-	return append(opts, storage.WithFaults(storage.NewHookFaults(0, func(ctx context.Context, op storage.Op, key string) error {
+	return func(ctx context.Context, op storage.Op, key string) error {
 		return f(ctx, FaultSite{Point: storagePoints[op], Path: key, Checkpoint: checkpointOfKey(key)})
-	})))
+	}
 }
 
 // checkpointOfKey returns n for a key in a "chk-<n>" directory, else 0.

@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"math"
 	"time"
 
 	"github.com/weirstream/weir/connector"
@@ -42,7 +43,10 @@ func (s WatermarkStrategy[T]) WithIdleness(d time.Duration) WatermarkStrategy[T]
 }
 
 // NoTimestamp is the timestamp of a record without event time.
-const NoTimestamp = runtime.NoTimestamp
+const NoTimestamp int64 = math.MinInt64
+
+// NoTimestamp is the runtime's: this fails to compile if they differ.
+var _ [0]struct{} = [NoTimestamp - runtime.NoTimestamp]struct{}{}
 
 // FromSource adds a source to the job. The job lists the source's splits
 // when it starts, and again every SplitDiscoveryInterval if the source is

@@ -303,7 +303,7 @@ func runGatewayMeter(ctx context.Context, stdout, stderr io.Writer, o runOptions
 		default:
 			fmt.Fprintln(stdout, "weir: stopped before the first checkpoint completed")
 		}
-		if m.EndedFrom == runtime.StatusRestarting && m.LastFailure != nil {
+		if m.EndedFrom == stream.StatusRestarting && m.LastFailure != nil {
 			fmt.Fprintf(stdout, "weir: the job was restarting after: %v\n", m.LastFailure.Err)
 		}
 		return nil
@@ -425,7 +425,7 @@ func (s *statusLine) refresh() {
 		ck = fmt.Sprintf("%d (%v, %s) %v ago", c.ID, c.Duration.Round(time.Millisecond), bytesString(c.Size), now.Sub(c.At).Round(time.Second))
 	}
 	line := fmt.Sprintf("%s  in %.0f/s  out %.0f/s  watermark %s  checkpoint %s  restarts %d", m.Status, in, out, wm, ck, m.Restarts)
-	if f := m.LastFailure; f != nil && (m.Status == runtime.StatusRestarting || m.Status == runtime.StatusFailing || ck == "none yet") {
+	if f := m.LastFailure; f != nil && (m.Status == stream.StatusRestarting || m.Status == stream.StatusFailing || ck == "none yet") {
 		line += "  last failure: " + oneLine(f.Err.Error(), 160)
 	}
 	if s.tty {

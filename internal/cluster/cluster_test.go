@@ -16,6 +16,7 @@ import (
 	"github.com/weirstream/weir/connector/datagen"
 	"github.com/weirstream/weir/internal/cluster"
 	"github.com/weirstream/weir/internal/clustercli"
+	"github.com/weirstream/weir/internal/launch"
 	"github.com/weirstream/weir/internal/netio"
 	"github.com/weirstream/weir/internal/runtime"
 	"github.com/weirstream/weir/stream"
@@ -141,7 +142,7 @@ type envJobs struct {
 	clustercli.EnvJobs
 
 	mu   sync.Mutex
-	last *stream.JobClient
+	last *launch.Handle
 }
 
 // newEnvJobs builds every job with env, adding extra options (events).
@@ -158,13 +159,13 @@ func (j *envJobs) Start(ctx context.Context, sub cluster.Submission, newExec fun
 		return nil, err
 	}
 	j.mu.Lock()
-	j.last = job.(clustercli.StartedJob).JobClient
+	j.last = job.(clustercli.StartedJob).Handle
 	j.mu.Unlock()
 	return job, nil
 }
 
 // job returns the job last started.
-func (j *envJobs) job() *stream.JobClient {
+func (j *envJobs) job() *launch.Handle {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return j.last

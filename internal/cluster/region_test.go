@@ -10,6 +10,7 @@ import (
 	"github.com/weirstream/weir/config"
 	"github.com/weirstream/weir/connector/datagen"
 	"github.com/weirstream/weir/internal/cluster"
+	"github.com/weirstream/weir/internal/launch"
 	"github.com/weirstream/weir/stream"
 	"github.com/weirstream/weir/streamtest"
 )
@@ -123,7 +124,7 @@ func TestClusterRegionFailover(t *testing.T) {
 
 // dumpJob logs what a test needs to see why a job did not finish: its
 // events, its subtasks and the checkpoints in progress.
-func dumpJob(t *testing.T, ev *events, c *stream.JobClient) {
+func dumpJob(t *testing.T, ev *events, c *launch.Handle) {
 	t.Helper()
 	for _, e := range ev.All() {
 		t.Logf("event %d checkpoint %d task %s tasks %v err %v %s", e.Kind, e.Checkpoint, e.Task, e.Tasks, e.Err, e.Message)

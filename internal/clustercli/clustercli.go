@@ -26,6 +26,7 @@ import (
 	"github.com/weirstream/weir/config"
 	"github.com/weirstream/weir/internal/checkpoint/storage"
 	"github.com/weirstream/weir/internal/cluster"
+	"github.com/weirstream/weir/internal/launch"
 	"github.com/weirstream/weir/internal/netio"
 	"github.com/weirstream/weir/internal/runtime"
 	"github.com/weirstream/weir/internal/web"
@@ -41,13 +42,11 @@ type NewJobs func(logger *slog.Logger) cluster.Jobs
 
 // StartedJob is what a binary's cluster.Jobs.Start returns: the running
 // job and its configuration, so that the job manager serves its REST API.
+// It implements cluster.Job.
 type StartedJob struct {
-	*stream.JobClient
+	*launch.Handle
 	Config *config.Configuration
 }
-
-// Master implements cluster.Job.
-func (j StartedJob) Master() *runtime.JobMaster { return j.JobClient.Master() }
 
 // NewLogger returns the text logger of the cluster's processes.
 func NewLogger(w io.Writer) *slog.Logger {
@@ -285,7 +284,7 @@ func runJobManager(ctx context.Context, prog string, stderr io.Writer, listen st
 			if !ok {
 				return
 			}
-			if err := addJob(c.JobClient, c.Config); err != nil {
+			if err := addJob(c.Handle, c.Config); err != nil {
 				logger.Error("REST API does not serve job", "job_id", sub.JobID, "err", err)
 				return
 			}
@@ -537,7 +536,7 @@ type EnvJobs struct {
 // Start implements cluster.Jobs.
 func (j EnvJobs) Start(ctx context.Context, sub cluster.Submission, newExec func(*runtime.JobGraph, runtime.Listener) (runtime.Executor, error)) (cluster.Job, error) {
 	var cfg *config.Configuration
-	env, err := j.Env(sub, j.Logger, stream.WithExecutor(newExec), stream.WithEvents(func(e stream.JobEvent) {
+	env, err := j.Env(sub, j.Logger, stream.WithEvents(func(e stream.JobEvent) {
 		if e.Kind == stream.EventRestored && e.Checkpoint > 0 {
 			go LogRestored(ctx, j.Logger, cfg, sub.JobID, e)
 		}
@@ -546,11 +545,16 @@ func (j EnvJobs) Start(ctx context.Context, sub cluster.Submission, newExec func
 		return nil, err
 	}
 	cfg = env.Config()
-	c, err := env.ExecuteAsync(ctx, sub.Job)
+	job, err := launch.Describe(env, sub.Job)
 	if err != nil {
 		return nil, err
 	}
-	return StartedJob{JobClient: c, Config: cfg}, nil
+	job.NewExecutor = newExec
+	h, err := launch.Start(ctx, job)
+	if err != nil {
+		return nil, err
+	}
+	return StartedJob{Handle: h, Config: cfg}, nil
 }
 
 // Worker implements cluster.Jobs.
@@ -559,5 +563,9 @@ func (j EnvJobs) Worker(ctx context.Context, sub cluster.Submission, peers runti
 	if err != nil {
 		return nil, err
 	}
-	return env.NewWorker(ctx, sub.Job, peers, l)
+	job, err := launch.Describe(env, sub.Job)
+	if err != nil {
+		return nil, err
+	}
+	return launch.NewWorker(ctx, job, peers, l)
 }

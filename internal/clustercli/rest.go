@@ -2,9 +2,11 @@ package clustercli
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 
 	"github.com/weirstream/weir/config"
+	"github.com/weirstream/weir/internal/launch"
 	"github.com/weirstream/weir/internal/web"
 	"github.com/weirstream/weir/stream"
 )
@@ -23,13 +25,11 @@ func StartREST(ctx context.Context, client *stream.JobClient, jobCfg, restCfg *c
 	if err := web.CheckBind(cl.RESTBindAddress, cl.RESTAuthToken); err != nil {
 		return "", nil, err
 	}
-	srv, err := web.New(web.Job{
-		Master:    client.Master(),
-		Done:      client.Done(),
-		Err:       client.Wait,
-		Config:    jobCfg,
-		Positions: client.Master().SourcePositions,
-	}, web.WithAuthToken(cl.RESTAuthToken), web.WithLogger(logger))
+	h, ok := launch.HandleOf(client)
+	if !ok {
+		return "", nil, fmt.Errorf("serving the REST API of a job client that was not started")
+	}
+	srv, err := web.New(webJob(h, jobCfg), web.WithAuthToken(cl.RESTAuthToken), web.WithLogger(logger))
 	if err != nil {
 		return "", nil, err
 	}
@@ -47,7 +47,7 @@ func StartREST(ctx context.Context, client *stream.JobClient, jobCfg, restCfg *c
 
 // StartDirectory serves the REST API and web UI of every job of a job
 // manager, as restCfg says (see StartREST); add registers a job.
-func StartDirectory(ctx context.Context, restCfg *config.Configuration, logger *slog.Logger, info func() web.ClusterInfo) (addr string, add func(*stream.JobClient, *config.Configuration) error, stop func(), err error) {
+func StartDirectory(ctx context.Context, restCfg *config.Configuration, logger *slog.Logger, info func() web.ClusterInfo) (addr string, add func(*launch.Handle, *config.Configuration) error, stop func(), err error) {
 	cl, err := restCfg.Cluster()
 	if err != nil {
 		return "", nil, nil, err
@@ -61,11 +61,15 @@ func StartDirectory(ctx context.Context, restCfg *config.Configuration, logger *
 		return "", nil, nil, err
 	}
 	logger.Info("REST API listening", "addr", addr, "auth", cl.RESTAuthToken != "")
-	add = func(c *stream.JobClient, jobCfg *config.Configuration) error {
-		return dir.Add(web.Job{Master: c.Master(), Done: c.Done(), Err: c.Wait, Config: jobCfg, Positions: c.Master().SourcePositions})
-	}
+	add = func(h *launch.Handle, jobCfg *config.Configuration) error { return dir.Add(webJob(h, jobCfg)) }
 	return addr, add, func() {
 		stopListening()
 		dir.Close()
 	}, nil
+}
+
+// webJob is what the REST API serves of the job h, configured by jobCfg.
+func webJob(h *launch.Handle, jobCfg *config.Configuration) web.Job {
+	jm := h.Master()
+	return web.Job{Master: jm, Done: h.Done(), Err: h.Wait, Config: jobCfg, Positions: jm.SourcePositions}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weirstream/weir/internal/launch"
 	"github.com/weirstream/weir/internal/web"
 )
 
@@ -21,11 +22,11 @@ func TestDirectoryServesEveryJob(t *testing.T) {
 	dir := web.NewDirectory(func() web.ClusterInfo { return web.ClusterInfo{TaskManagers: 3, SlotsTotal: 6, SlotsAvailable: 2} },
 		web.WithSampleInterval(10*time.Millisecond), web.WithLogger(quiet))
 	for _, f := range []*fixture{first, second} {
-		if err := dir.Add(web.Job{Master: f.client.Master(), Done: f.client.Done(), Err: f.client.Wait, Config: f.env.Config()}); err != nil {
+		if err := dir.Add(web.Job{Master: launch.MasterOf(f.client), Done: f.client.Done(), Err: f.client.Wait, Config: f.env.Config()}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := dir.Add(web.Job{Master: first.client.Master()}); err == nil {
+	if err := dir.Add(web.Job{Master: launch.MasterOf(first.client)}); err == nil {
 		t.Fatal("a job was added twice")
 	}
 	addr, stop, err := dir.Listen(context.Background(), "127.0.0.1", 0)

@@ -20,6 +20,7 @@ import (
 	"github.com/weirstream/weir/config"
 	"github.com/weirstream/weir/connector"
 	"github.com/weirstream/weir/connector/datagen"
+	"github.com/weirstream/weir/internal/launch"
 	"github.com/weirstream/weir/internal/web"
 	"github.com/weirstream/weir/state"
 	"github.com/weirstream/weir/stream"
@@ -147,7 +148,7 @@ func startJob(t *testing.T, kv []string, opts ...stream.Option) *fixture {
 		cancel()
 		<-client.Done()
 	})
-	f.serve(web.Job{Master: client.Master(), Done: client.Done(), Err: client.Wait, Config: env.Config()})
+	f.serve(web.Job{Master: launch.MasterOf(client), Done: client.Done(), Err: client.Wait, Config: env.Config()})
 	return f
 }
 
@@ -170,7 +171,7 @@ func (f *fixture) serve(job web.Job, opts ...web.Option) {
 	f.srv, f.base = srv, "http://"+addr
 }
 
-func (f *fixture) jobID() string { return f.client.Master().JobID() }
+func (f *fixture) jobID() string { return launch.MasterOf(f.client).JobID() }
 
 // get fetches path and returns the status and body.
 func (f *fixture) get(path string) (int, []byte) {

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/weirstream/weir/internal/launch"
 	"github.com/weirstream/weir/internal/web"
 )
 
@@ -102,7 +103,7 @@ func TestLogin(t *testing.T) {
 	f := startJob(t, nil)
 	logs := &lockedBuffer{}
 	logger := slog.New(slog.NewTextHandler(logs, nil))
-	srv, err := web.New(web.Job{Master: f.client.Master(), Done: f.client.Done(), Err: f.client.Wait},
+	srv, err := web.New(web.Job{Master: launch.MasterOf(f.client), Done: f.client.Done(), Err: f.client.Wait},
 		web.WithAuthToken(loginToken), web.WithLogger(logger))
 	if err != nil {
 		t.Fatal(err)
@@ -208,7 +209,7 @@ func TestLogin(t *testing.T) {
 			t.Errorf("session %q: %s, want 401", v, resp.Status)
 		}
 	}
-	other, err := web.New(web.Job{Master: f.client.Master()}, web.WithAuthToken(loginToken), web.WithLogger(quiet))
+	other, err := web.New(web.Job{Master: launch.MasterOf(f.client)}, web.WithAuthToken(loginToken), web.WithLogger(quiet))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +226,7 @@ func TestLogin(t *testing.T) {
 // TestLoginOverTLS: over TLS the session cookie is Secure.
 func TestLoginOverTLS(t *testing.T) {
 	f := startJob(t, nil)
-	srv, err := web.New(web.Job{Master: f.client.Master()}, web.WithAuthToken(loginToken), web.WithLogger(quiet))
+	srv, err := web.New(web.Job{Master: launch.MasterOf(f.client)}, web.WithAuthToken(loginToken), web.WithLogger(quiet))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +245,7 @@ func TestLoginOverTLS(t *testing.T) {
 // its cookie is Secure.
 func TestLoginBehindAProxy(t *testing.T) {
 	f := startJob(t, nil)
-	srv, err := web.New(web.Job{Master: f.client.Master()}, web.WithAuthToken(loginToken), web.WithLogger(quiet))
+	srv, err := web.New(web.Job{Master: launch.MasterOf(f.client)}, web.WithAuthToken(loginToken), web.WithLogger(quiet))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +266,7 @@ func TestLoginDirectory(t *testing.T) {
 	f := startJob(t, nil)
 	dir := web.NewDirectory(nil, web.WithAuthToken(loginToken), web.WithLogger(quiet))
 	defer dir.Close()
-	if err := dir.Add(web.Job{Master: f.client.Master(), Done: f.client.Done(), Err: f.client.Wait}); err != nil {
+	if err := dir.Add(web.Job{Master: launch.MasterOf(f.client), Done: f.client.Done(), Err: f.client.Wait}); err != nil {
 		t.Fatal(err)
 	}
 	ts := httptest.NewServer(dir)

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/weirstream/weir/internal/launch"
 	"github.com/weirstream/weir/internal/web"
 )
 
@@ -459,7 +460,7 @@ func TestEndpointsAgainstARunningJob(t *testing.T) {
 		// With the sources' current positions known, the cut says how many
 		// records a restore would replay.
 		g := &fixture{t: t}
-		g.serve(web.Job{Master: f.client.Master(), Done: f.client.Done(), Err: f.client.Wait, Config: f.env.Config(),
+		g.serve(web.Job{Master: launch.MasterOf(f.client), Done: f.client.Done(), Err: f.client.Wait, Config: f.env.Config(),
 			Positions: func() map[string]map[string]int64 {
 				cur := map[string]int64{}
 				for _, s := range splits {
@@ -562,7 +563,7 @@ func TestAuth(t *testing.T) {
 	}
 
 	f := startJob(t, nil)
-	srv, err := web.New(web.Job{Master: f.client.Master(), Done: f.client.Done(), Err: f.client.Wait}, web.WithLogger(quiet))
+	srv, err := web.New(web.Job{Master: launch.MasterOf(f.client), Done: f.client.Done(), Err: f.client.Wait}, web.WithLogger(quiet))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -571,7 +572,7 @@ func TestAuth(t *testing.T) {
 		t.Fatalf("listening on 0.0.0.0 without a token: %v", err)
 	}
 
-	f.serve(web.Job{Master: f.client.Master(), Done: f.client.Done(), Err: f.client.Wait}, web.WithAuthToken("s3cret"))
+	f.serve(web.Job{Master: launch.MasterOf(f.client), Done: f.client.Done(), Err: f.client.Wait}, web.WithAuthToken("s3cret"))
 	for _, path := range []string{"/overview", "/jobs/" + f.jobID(), "/metrics", "/nothing"} {
 		for _, tok := range []string{"", "wrong", "s3cret-but-longer", "S3CRET"} {
 			f.token = tok
@@ -587,7 +588,7 @@ func TestAuth(t *testing.T) {
 	}
 
 	// Off loopback, with a token.
-	srv2, err := web.New(web.Job{Master: f.client.Master()}, web.WithAuthToken("s3cret"), web.WithLogger(quiet))
+	srv2, err := web.New(web.Job{Master: launch.MasterOf(f.client)}, web.WithAuthToken("s3cret"), web.WithLogger(quiet))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -617,7 +618,7 @@ func TestAuth(t *testing.T) {
 func TestBadPathsAnswerBriefly(t *testing.T) {
 	f := startJob(t, []string{"execution.checkpointing.interval=50 ms"})
 	dir := web.NewDirectory(nil, web.WithLogger(quiet))
-	if err := dir.Add(web.Job{Master: f.client.Master(), Done: f.client.Done(), Err: f.client.Wait}); err != nil {
+	if err := dir.Add(web.Job{Master: launch.MasterOf(f.client), Done: f.client.Done(), Err: f.client.Wait}); err != nil {
 		t.Fatal(err)
 	}
 	addr, stop, err := dir.Listen(context.Background(), "127.0.0.1", 0)

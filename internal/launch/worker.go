@@ -1,4 +1,4 @@
-package stream
+package launch
 
 import (
 	"context"
@@ -10,19 +10,12 @@ import (
 	"github.com/weirstream/weir/internal/runtime"
 )
 
-// WithExecutor runs the job's subtasks on the executor newExec makes
-// instead of in this process: weir's cluster job manager uses it to place
-// them on task managers. Its types are internal to weir.
-func WithExecutor(newExec func(g *runtime.JobGraph, l runtime.Listener) (runtime.Executor, error)) Option {
-	return func(e *Environment) { e.newExec = newExec }
-}
-
-// Worker runs the subtasks of an environment's job that a task manager was
-// given, reporting to the job manager through a runtime.Listener. It is
-// weir's task-manager side of a job; its types are internal to weir.
+// Worker runs the subtasks of a job that a task manager was given,
+// reporting to the job manager through a runtime.Listener: the task
+// manager's side of a job.
 type Worker struct {
 	*runtime.Worker
-	env *Environment
+	job Job
 	st  *storage.Storage
 
 	mu       sync.Mutex
@@ -30,37 +23,22 @@ type Worker struct {
 	closers  []func() error
 }
 
-// NewWorker builds the job graph of name the way ExecuteAsync does, with
-// the environment's configuration, and returns a Worker for its subtasks.
-// State goes to execution.checkpointing.dir, which every task manager
-// must reach; without it, state travels inline with the acknowledgements.
-func (e *Environment) NewWorker(ctx context.Context, name string, peers runtime.Peers, l runtime.Listener) (*Worker, error) {
-	pipe, err := e.cfg.Pipeline()
+// NewWorker returns a Worker for the subtasks of j. State goes to
+// execution.checkpointing.dir, which every task manager must reach;
+// without it, state travels inline with the acknowledgements.
+func NewWorker(ctx context.Context, j Job, peers runtime.Peers, l runtime.Listener) (*Worker, error) {
+	cp, err := j.Config.Checkpointing()
 	if err != nil {
 		return nil, err
 	}
-	g, err := e.graph(name, pipe)
-	if err != nil {
-		return nil, err
-	}
-	cp, err := e.cfg.Checkpointing()
-	if err != nil {
-		return nil, err
-	}
-	wo := runtime.WorkerOptions{JobID: e.jobID, Logger: e.logger.With("job", name, "job_id", e.jobID), Peers: peers, Checkpointing: cp.Enabled,
-		BatchSize: e.batchSize, ChannelCapacity: e.channelCapacity}
-	if e.clock != nil {
-		wo.Clock = e.clock
-	}
-	if e.faults != nil {
-		wo.Faults = faultInjector(e.faults)
-	}
+	wo := runtime.WorkerOptions{JobID: j.JobID, Logger: j.Logger.With("job", j.Name, "job_id", j.JobID), Peers: peers, Checkpointing: cp.Enabled,
+		BatchSize: j.BatchSize, ChannelCapacity: j.ChannelCapacity, Clock: j.Clock, Faults: j.Faults}
 	if cp.Mode == config.AtLeastOnce {
 		wo.Mode = runtime.Tracked
 	}
-	w := &Worker{env: e, restores: map[string]runtime.StateReader{}}
+	w := &Worker{job: j, restores: map[string]runtime.StateReader{}}
 	if cp.Enabled && cp.Dir != "" {
-		st, err := storage.Open(ctx, cp.Dir, e.jobID, e.storageOptions()...)
+		st, err := storage.Open(ctx, cp.Dir, j.JobID, storageOptions(j)...)
 		if err != nil {
 			return nil, errorf("opening checkpoint storage %s (execution.checkpointing.dir): %w", cp.Dir, err)
 		}
@@ -68,7 +46,7 @@ func (e *Environment) NewWorker(ctx context.Context, name string, peers runtime.
 		w.closers = append(w.closers, st.Close)
 		wo.Store = blobStorage{st}
 	}
-	w.Worker = runtime.NewWorker(g, wo, l)
+	w.Worker = runtime.NewWorker(j.Graph, wo, l)
 	return w, nil
 }
 
@@ -89,6 +67,8 @@ func (w *Worker) Deploy(ctx context.Context, d runtime.Deployment) {
 	w.Worker.Deploy(ctx, d)
 }
 
+// restoreStore opens the checkpoint at path once, and keeps it open for
+// the deployments that follow until Close.
 func (w *Worker) restoreStore(ctx context.Context, path string) (runtime.StateReader, error) {
 	if path == "" {
 		return runtime.InlineState, nil
@@ -101,7 +81,7 @@ func (w *Worker) restoreStore(ctx context.Context, path string) (runtime.StateRe
 	if w.st == nil {
 		return nil, errorf("restoring from %s needs execution.checkpointing.dir to be set", path)
 	}
-	r, closer, err := w.env.resolve(ctx, w.st, path)
+	r, closer, err := resolve(ctx, w.job, w.st, path)
 	if err != nil {
 		return nil, errorf("restoring from %s: %w", path, err)
 	}

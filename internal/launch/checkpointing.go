@@ -1,0 +1,229 @@
+package launch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/weirstream/weir/config"
+	"github.com/weirstream/weir/internal/checkpoint"
+	"github.com/weirstream/weir/internal/checkpoint/coordinator"
+	"github.com/weirstream/weir/internal/checkpoint/storage"
+	"github.com/weirstream/weir/internal/ops"
+	"github.com/weirstream/weir/internal/runtime"
+)
+
+// checkpointing builds the runtime's checkpoint settings and finds the
+// checkpoint to restore from, if any.
+func checkpointing(ctx context.Context, j Job, cp config.Checkpointing) (*runtime.CheckpointingOptions, *runtime.Restore, func() error, error) {
+	mode := runtime.Aligned
+	if cp.Mode == config.AtLeastOnce {
+		mode = runtime.Tracked
+	}
+	opts := &runtime.CheckpointingOptions{
+		Mode: mode,
+		NewCoordinator: func(g *runtime.JobGraph, sources, all []checkpoint.TaskID) (*coordinator.Coordinator, error) {
+			return runtime.NewCoordinator(cp, j.JobID, j.Config.Int(config.KeyCheckpointHistory), g, sources, all)
+		},
+	}
+	closer := func() error { return nil }
+	if cp.Dir != "" {
+		st, err := storage.Open(ctx, cp.Dir, j.JobID, storageOptions(j, storage.VerifyChecksums(true))...)
+		if err != nil {
+			return nil, nil, nil, errorf("opening checkpoint storage %s (execution.checkpointing.dir): %w", cp.Dir, err)
+		}
+		opts.Storage = blobStorage{st}
+		closer = st.Close
+	}
+	var restore *runtime.Restore
+	if cp.RecoveryPath != "" {
+		if opts.Storage == nil {
+			return nil, nil, nil, errorf("execution.state-recovery.path %s needs execution.checkpointing.dir to be set", cp.RecoveryPath)
+		}
+		r, c, err := resolve(ctx, j, opts.Storage.(blobStorage).Storage, cp.RecoveryPath)
+		if err != nil {
+			closer()
+			return nil, nil, nil, errorf("resuming from %s (execution.state-recovery.path): %w", cp.RecoveryPath, err)
+		}
+		restore = r
+		prev := closer
+		closer = func() error { c(); return prev() }
+	}
+	return opts, restore, closer, nil
+}
+
+// storageOptions adds to opts the inline threshold of the job's
+// configuration and what routes the storage's operations through the
+// job's StorageFaults, if it has them.
+func storageOptions(j Job, opts ...storage.Option) []storage.Option {
+	opts = append(opts, storage.InlineThreshold(int(j.Config.MemorySize(config.KeyCheckpointingInlineThreshold))))
+	if j.StorageFaults == nil {
+		return opts
+	}
+	return append(opts, storage.WithFaults(storage.NewHookFaults(0, j.StorageFaults)))
+}
+
+// resolve finds what to resume from at p: a checkpoint or savepoint
+// directory, its _metadata file, or a job's checkpoint directory
+// (<dir>/<job-id>), whose newest completed checkpoint that verifies is
+// taken, skipping corrupt or incomplete ones for the previous one.
+func resolve(ctx context.Context, j Job, st *storage.Storage, p string) (*runtime.Restore, func() error, error) {
+	snap, err := st.Resolve(ctx, p)
+	if err == nil {
+		return &runtime.Restore{Metadata: snap.Metadata, Store: snap, Path: snap.Path}, snap.Close, nil
+	}
+	trimmed := strings.TrimSuffix(p, "/")
+	i := strings.LastIndex(trimmed, "/")
+	if i <= 0 {
+		return nil, nil, err
+	}
+	parent, jobID := trimmed[:i], trimmed[i+1:]
+	js, jerr := storage.Open(ctx, parent, jobID, storageOptions(j, storage.VerifyChecksums(true))...)
+	if jerr != nil {
+		return nil, nil, err
+	}
+	md, skipped, lerr := js.Latest(ctx)
+	for _, s := range skipped {
+		j.Logger.Warn("skipping a checkpoint that does not verify", "skipped", s)
+	}
+	if lerr != nil {
+		js.Close()
+		if errors.Is(lerr, storage.ErrNoCheckpoint) {
+			return nil, nil, fmt.Errorf("%w (and as a job directory: %w)", err, lerr)
+		}
+		return nil, nil, lerr
+	}
+	if err := checkFallback(j, md.CheckpointID, skipped); err != nil {
+		js.Close()
+		return nil, nil, err
+	}
+	return &runtime.Restore{Metadata: md, Store: blobStorage{js}, Path: js.CheckpointPath(md.CheckpointID)}, js.Close, nil
+}
+
+// checkFallback refuses to restore checkpoint id in place of a newer one
+// that completed (it has a _metadata) but does not verify, when a sink of
+// the job cannot undo what that newer checkpoint's transactions committed:
+// the replay would write that output a second time. A checkpoint without
+// _metadata never completed and committed nothing.
+func checkFallback(j Job, id int64, skipped []storage.Skipped) error {
+	var completed []int64
+	for _, s := range skipped {
+		if !errors.Is(s.Err, storage.ErrIncomplete) {
+			completed = append(completed, s.CheckpointID)
+		}
+	}
+	return refuseFallback(j, completed, id)
+}
+
+// refuseFallback returns why the job must not restore checkpoint id in
+// place of the completed checkpoints newer, or nil if every sink undoes
+// their output on that restore or duplicates are accepted.
+func refuseFallback(j Job, completed []int64, id int64) error {
+	if len(completed) == 0 || len(j.Unreconciled) == 0 || j.Config.Bool(config.KeyStateRecoveryAllowDuplicateOutput) {
+		return nil
+	}
+	ids := make([]string, len(completed))
+	for i, c := range completed {
+		ids[i] = fmt.Sprint(c)
+	}
+	return fmt.Errorf("checkpoints %s completed but do not verify; falling back to checkpoint %d would write again what their transactions committed, which sink %s cannot undo: resume from a savepoint or a checkpoint you choose, or set %s=true to accept the duplicates",
+		strings.Join(ids, ", "), id, strings.Join(j.Unreconciled, ", "), config.KeyStateRecoveryAllowDuplicateOutput)
+}
+
+// retain applies execution.checkpointing.externalized-checkpoint-retention
+// when the job ends: checkpoints are kept only with RETAIN_ON_CANCELLATION,
+// or, with DELETE_ON_CANCELLATION, when the job failed.
+func retain(ctx context.Context, cp config.Checkpointing, st runtime.CheckpointStorage, runErr error, canceled bool, log interface {
+	Warn(msg string, args ...any)
+}) {
+	bs, ok := st.(blobStorage)
+	if !ok {
+		return
+	}
+	keep := cp.ExternalizedRetention == config.RetainOnCancellation ||
+		(cp.ExternalizedRetention == config.DeleteOnCancellation && runErr != nil && !canceled)
+	if keep {
+		return
+	}
+	if err := bs.DiscardAll(context.WithoutCancel(ctx)); err != nil {
+		log.Warn("discarding checkpoints at the end of the job", "err", err)
+	}
+}
+
+// blobStorage adapts the checkpoint storage to the runtime.
+type blobStorage struct{ *storage.Storage }
+
+func (b blobStorage) WriteState(ctx context.Context, id int64, name string, write func(io.Writer) error) (checkpoint.StateHandle, error) {
+	w, err := b.CreateState(ctx, id, name)
+	if err != nil {
+		return checkpoint.StateHandle{}, err
+	}
+	if err := write(w); err != nil {
+		w.Abort()
+		return checkpoint.StateHandle{}, err
+	}
+	return w.Close()
+}
+
+// RestoreInfo describes the checkpoint or savepoint a job resumes from.
+type RestoreInfo struct {
+	CheckpointID  int64
+	Path          string
+	JobID         string
+	SinkLocations map[string]string
+}
+
+// InspectRestore resolves execution.state-recovery.path the way Start
+// will, and reads from the checkpoint where the sinks with the given uids
+// wrote. It returns nil when the configuration sets no recovery path. The
+// job's Graph is not needed.
+func InspectRestore(ctx context.Context, j Job, sinkUIDs ...string) (*RestoreInfo, error) {
+	cp, err := j.Config.Checkpointing()
+	if err != nil {
+		return nil, err
+	}
+	if cp.RecoveryPath == "" {
+		return nil, nil
+	}
+	if cp.Dir == "" {
+		return nil, errorf("execution.state-recovery.path %s needs execution.checkpointing.dir to be set", cp.RecoveryPath)
+	}
+	st, err := storage.Open(ctx, cp.Dir, j.JobID, storageOptions(j, storage.VerifyChecksums(true))...)
+	if err != nil {
+		return nil, errorf("opening checkpoint storage %s (execution.checkpointing.dir): %w", cp.Dir, err)
+	}
+	defer st.Close()
+	r, closeRestore, err := resolve(ctx, j, st, cp.RecoveryPath)
+	if err != nil {
+		return nil, errorf("resuming from %s (execution.state-recovery.path): %w", cp.RecoveryPath, err)
+	}
+	defer closeRestore()
+	info := &RestoreInfo{CheckpointID: r.Metadata.CheckpointID, Path: r.Path, JobID: r.Metadata.JobID, SinkLocations: make(map[string]string)}
+	for _, uid := range sinkUIDs {
+		op, ok := r.Metadata.Operator(uid)
+		if !ok {
+			continue
+		}
+		for _, sub := range op.Subtasks {
+			for _, h := range sub.Operator {
+				b, err := r.Store.ReadState(ctx, h)
+				if err != nil {
+					return nil, errorf("reading the state of sink %s in checkpoint %d: %w", uid, info.CheckpointID, err)
+				}
+				loc, _, err := ops.DecodeSinkState(b)
+				if err != nil {
+					return nil, errorf("sink %s in checkpoint %d: %w", uid, info.CheckpointID, err)
+				}
+				if prev, ok := info.SinkLocations[uid]; ok && prev != loc && loc != "" {
+					return nil, errorf("sink %s in checkpoint %d wrote to two places, %s and %s", uid, info.CheckpointID, prev, loc)
+				}
+				if loc != "" {
+					info.SinkLocations[uid] = loc
+				}
+			}
+		}
+	}
+	return info, nil
+}

@@ -1,0 +1,135 @@
+package launch
+
+import (
+	"context"
+	"math/rand/v2"
+
+	"github.com/weirstream/weir/config"
+	"github.com/weirstream/weir/internal/runtime"
+	"github.com/weirstream/weir/internal/runtime/restart"
+)
+
+// Handle is a job started with Start.
+type Handle struct {
+	jm   *runtime.JobMaster
+	done chan struct{}
+	err  error
+}
+
+// Start starts the job and returns at once; Wait returns its end. When
+// it ends, its checkpoints are kept or discarded as
+// execution.checkpointing.externalized-checkpoint-retention says.
+func Start(ctx context.Context, j Job) (*Handle, error) {
+	jm, st, closer, err := prepare(ctx, j)
+	if err != nil {
+		return nil, err
+	}
+	h := &Handle{jm: jm, done: make(chan struct{})}
+	go func() {
+		defer close(h.done)
+		defer closer()
+		h.err = jm.Run(ctx)
+		if st != nil {
+			retain(ctx, st.cp, st.storage, h.err, ctx.Err() != nil, j.Logger)
+		}
+	}()
+	return h, nil
+}
+
+// Master returns the job's job master.
+func (h *Handle) Master() *runtime.JobMaster { return h.jm }
+
+// Done is closed when the job has ended.
+func (h *Handle) Done() <-chan struct{} { return h.done }
+
+// Wait blocks until the job ends and returns why it ended (nil when a
+// bounded job finished).
+func (h *Handle) Wait() error {
+	<-h.done
+	return h.err
+}
+
+// ending is what the end of a job needs to apply the retention.
+type ending struct {
+	cp      config.Checkpointing
+	storage runtime.CheckpointStorage
+}
+
+// prepare turns the job into a job master ready to run. The returned
+// function releases what the job master holds open; the ending is nil
+// when the job does not checkpoint to storage.
+func prepare(ctx context.Context, j Job) (*runtime.JobMaster, *ending, func() error, error) {
+	nop := func() error { return nil }
+	cp, err := j.Config.Checkpointing()
+	if err != nil {
+		return nil, nil, nop, err
+	}
+	if cp.Enabled && cp.Incremental {
+		// Flink accepts and ignores it with the heap backend too.
+		j.Logger.Warn("execution.checkpointing.incremental=true has no effect: the hashmap state backend takes full checkpoints")
+	}
+	rs, err := j.Config.Restart()
+	if err != nil {
+		return nil, nil, nop, err
+	}
+	strategy, err := restartStrategy(rs)
+	if err != nil {
+		return nil, nil, nop, err
+	}
+	opts := runtime.Options{
+		JobID:           j.JobID,
+		Logger:          j.Logger,
+		Clock:           j.Clock,
+		Restart:         strategy,
+		Failover:        string(rs.Failover),
+		Events:          j.Events,
+		Faults:          j.Faults,
+		BatchSize:       j.BatchSize,
+		ChannelCapacity: j.ChannelCapacity,
+		NewExecutor:     j.NewExecutor,
+	}
+	closer := nop
+	if cp.Enabled {
+		ckpt, restore, c, err := checkpointing(ctx, j, cp)
+		if err != nil {
+			return nil, nil, nop, err
+		}
+		opts.Checkpointing, opts.Restore, closer = ckpt, restore, c
+		opts.Fallback = func(bad, to int64) error { return refuseFallback(j, []int64{bad}, to) }
+	}
+	jm, err := runtime.NewJobMaster(j.Graph, opts)
+	if err != nil {
+		closer()
+		return nil, nil, nop, err
+	}
+	var end *ending
+	if opts.Checkpointing != nil && opts.Checkpointing.Storage != nil {
+		end = &ending{cp: cp, storage: opts.Checkpointing.Storage}
+	}
+	return jm, end, closer, nil
+}
+
+// restartStrategy builds the restart strategy the configuration names.
+func restartStrategy(r config.Restart) (restart.Strategy, error) {
+	var c restart.Config
+	switch r.Strategy {
+	case config.RestartFixedDelay:
+		c = restart.FixedDelay{Attempts: r.FixedDelay.Attempts, Delay: r.FixedDelay.Delay}
+	case config.RestartExponentialDelay:
+		ed := r.ExponentialDelay
+		c = restart.ExponentialDelay{
+			InitialBackoff:             ed.InitialBackoff,
+			MaxBackoff:                 ed.MaxBackoff,
+			BackoffMultiplier:          ed.BackoffMultiplier,
+			ResetBackoffThreshold:      ed.ResetBackoffThreshold,
+			JitterFactor:               ed.JitterFactor,
+			AttemptsBeforeResetBackoff: ed.AttemptsBeforeResetBackoff,
+			Rand:                       rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
+		}
+	case config.RestartFailureRate:
+		c = restart.FailureRate{MaxFailuresPerInterval: r.FailureRate.MaxFailuresPerInterval, FailureRateInterval: r.FailureRate.Interval, Delay: r.FailureRate.Delay}
+	default:
+		c = restart.None{}
+	}
+	return restart.New(c)
+}
