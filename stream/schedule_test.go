@@ -97,8 +97,17 @@ type engine struct {
 	failover                   string
 	tolerable                  int
 	retained                   int
-	memStorage                 bool   // checkpoint to mem:// rather than the job master's memory
-	timeout                    string // execution.checkpointing.timeout, "" for the default
+	memStorage                 bool // checkpoint to mem:// rather than the job master's memory
+	// timeout is execution.checkpointing.timeout: 10 s unless a hang
+	// needs it shorter. Not Flink's 10 min: aligned barriers can stall
+	// under backpressure when a source is blocked in the middle of a send
+	// and so cannot take its trigger (a subtask's full output channel
+	// leads, through aligning subtasks, back to it); the checkpoint then
+	// waits for its timeout, and the failed checkpoint goes through the
+	// tolerable-failure and restart path like any other. The suites prove
+	// exactly-once through that path; stalls show in the log as expired
+	// checkpoints.
+	timeout string
 	// corruptible checkpoints to dir, a local directory, every state a
 	// file of its own, for kindStorageCorrupt to damage them; the job's
 	// id is diffJobID, and its sinks undo what a checkpoint the job
@@ -118,6 +127,7 @@ const diffJobID = "differential"
 
 func drawEngine(r *rand.Rand) engine {
 	e := engine{
+		timeout:         "10 s",
 		batchSize:       []int{0, 1, 1024, 7}[r.IntN(4)],
 		channelCapacity: []int{0, 1}[r.IntN(2)],
 		chaining:        r.IntN(3) > 0,
@@ -311,7 +321,10 @@ func needsEngine(e *engine, kinds []string) {
 		case kindStorageWrite, kindStorageRead, kindStorageList, kindStorageDelete, kindStorageSlow:
 			e.memStorage = true
 		case kindHang, kindNewReaderHang:
-			e.timeout, e.tolerable = "1 s", 0
+			// Short enough to fail a hung subtask over soon, long enough
+			// for a checkpoint to complete on a loaded machine under the
+			// race detector.
+			e.timeout, e.tolerable = "3 s", 0
 		case kindStorageCorrupt:
 			e.corruptible, e.retained = true, max(e.retained, 2)
 		}
