@@ -4,7 +4,6 @@ import (
 	"context"
 	"sync"
 
-	"github.com/weirstream/weir/config"
 	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/checkpoint/storage"
 	"github.com/weirstream/weir/internal/runtime"
@@ -55,9 +54,7 @@ func (e *Environment) NewWorker(ctx context.Context, name string, peers runtime.
 	if e.faults != nil {
 		wo.Faults = faultInjector(e.faults)
 	}
-	if cp.Mode == config.AtLeastOnce {
-		wo.Mode = runtime.Tracked
-	}
+	wo.Mode = cp.Mode
 	w := &Worker{env: e, restores: map[string]runtime.StateReader{}}
 	if cp.Enabled && cp.Dir != "" {
 		st, err := storage.Open(ctx, cp.Dir, e.jobID, e.storageOptions()...)

@@ -4,30 +4,9 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/weirstream/weir/config"
 )
-
-// CheckpointMode is how a task handles barriers on several inputs.
-type CheckpointMode uint8
-
-const (
-	// Aligned blocks an input that delivered barrier n until barrier n
-	// arrived on all inputs (EXACTLY_ONCE).
-	Aligned CheckpointMode = iota
-	// Tracked counts barriers without blocking (AT_LEAST_ONCE).
-	Tracked
-	// Unaligned is reserved for unaligned checkpoints: the first barrier
-	// overtakes in-flight data, which becomes channel state.
-)
-
-func (m CheckpointMode) String() string {
-	switch m {
-	case Aligned:
-		return "aligned"
-	case Tracked:
-		return "tracked"
-	}
-	return fmt.Sprintf("CheckpointMode(%d)", uint8(m))
-}
 
 // Barrier is the checkpoint barrier as it travels on a channel.
 type Barrier struct {
@@ -106,16 +85,18 @@ func (IgnoreBarrier) barrierEvent()   {}
 // is true. Nothing is held inside: a blocked input's data stays in its
 // channel, which, being bounded, backpressures the producer.
 //
-// Aligned mode follows the rules of package mini's Handler (the reference
+// A task handles barriers on several inputs by the checkpointing mode
+// (config.CheckpointingMode; the zero value means EXACTLY_ONCE).
+// EXACTLY_ONCE (aligned) follows the rules of package mini's Handler (the reference
 // it is tested against, with the same transcripts): block an input once it
 // delivered barrier n; when the last open input delivers it, snapshot and
 // unblock everything. A newer barrier aborts an older alignment (subsumed);
 // a barrier of a checkpoint no longer pending is ignored; an ended input is
-// not waited for; the coordinator's abort releases the inputs. Tracked mode
-// counts barriers of several checkpoints at once without blocking, as
+// not waited for; the coordinator's abort releases the inputs.
+// AT_LEAST_ONCE (tracked) counts barriers of several checkpoints at once without blocking, as
 // Flink's CheckpointBarrierTracker.
 type BarrierHandler struct {
-	mode  CheckpointMode
+	mode  config.CheckpointingMode
 	last  int64
 	ended []bool
 
@@ -138,7 +119,7 @@ type trackedCheckpoint struct {
 }
 
 // NewBarrierHandler returns a handler for a task with inputs input channels.
-func NewBarrierHandler(inputs int, mode CheckpointMode) *BarrierHandler {
+func NewBarrierHandler(inputs int, mode config.CheckpointingMode) *BarrierHandler {
 	if inputs < 1 {
 		panic(fmt.Sprintf("runtime.NewBarrierHandler: inputs must be >= 1, got %d", inputs))
 	}
@@ -156,7 +137,7 @@ func (h *BarrierHandler) Blocked(input int) bool { return h.blocked[input] }
 // AnyBlocked reports whether some input is blocked.
 func (h *BarrierHandler) AnyBlocked() bool { return h.blockedN > 0 }
 
-// Pending returns the checkpoint being aligned (in Tracked mode the oldest
+// Pending returns the checkpoint being aligned (in AT_LEAST_ONCE mode the oldest
 // one being counted), or 0.
 func (h *BarrierHandler) Pending() int64 {
 	if len(h.tracked) > 0 {
@@ -172,7 +153,7 @@ func (h *BarrierHandler) OnBarrier(input int, b Barrier, now time.Time) []Barrie
 	if h.blocked[input] {
 		panic(fmt.Sprintf("runtime.BarrierHandler: barrier %d read from blocked input %d", b.ID, input))
 	}
-	if h.mode == Tracked && !b.Savepoint {
+	if h.mode == config.AtLeastOnce && !b.Savepoint {
 		h.count(input, b, now)
 		return h.out
 	}
@@ -207,7 +188,7 @@ func (h *BarrierHandler) OnBarrier(input int, b Barrier, now time.Time) []Barrie
 func (h *BarrierHandler) OnEndOfInput(input int, now time.Time) []BarrierEvent {
 	h.out = h.out[:0]
 	h.ended[input] = true
-	if h.mode == Tracked {
+	if h.mode == config.AtLeastOnce {
 		h.completeCounted(now)
 	} else if h.pending != 0 && h.allArrived(h.arrived) {
 		h.complete(now)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cockroachdb/datadriven"
 
+	"github.com/weirstream/weir/config"
 	"github.com/weirstream/weir/mini"
 )
 
@@ -40,12 +41,12 @@ func TestAlignmentScenariosAgainstMini(t *testing.T) {
 			case "task":
 				var inputs []string
 				d.ScanArgs(t, "inputs", &inputs)
-				mode := Aligned
+				mode := config.ExactlyOnce
 				if d.HasArg("mode") {
 					var m string
 					d.ScanArgs(t, "mode", &m)
 					if m == "at-least-once" {
-						mode = Tracked
+						mode = config.AtLeastOnce
 					}
 				}
 				g = newGateHarness(inputs, mode)
@@ -101,7 +102,7 @@ type gateHarness struct {
 	now       time.Time
 }
 
-func newGateHarness(names []string, mode CheckpointMode) *gateHarness {
+func newGateHarness(names []string, mode config.CheckpointingMode) *gateHarness {
 	return &gateHarness{
 		names:     names,
 		h:         NewBarrierHandler(len(names), mode),

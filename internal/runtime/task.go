@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/weirstream/weir/config"
 	"github.com/weirstream/weir/internal/checkpoint"
 )
 
@@ -34,7 +35,7 @@ type taskOptions struct {
 	jobID         string
 	batchSize     int
 	checkpointing bool
-	mode          CheckpointMode
+	mode          config.CheckpointingMode
 	faults        FaultInjector
 	attempt       int
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/weirstream/weir/config"
 	"github.com/weirstream/weir/internal/checkpoint"
 )
 
@@ -254,7 +255,7 @@ func configInfo(c Config) ConfigInfo {
 		UnalignedCheckpoints:       c.Unaligned,
 		TolerableFailedCheckpoints: c.TolerableFailed,
 	}
-	if c.Mode == AtLeastOnce {
+	if c.Mode == config.AtLeastOnce {
 		info.Mode = "at_least_once"
 	}
 	if c.Interval == 0 {
