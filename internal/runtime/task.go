@@ -388,7 +388,7 @@ func (t *Task) onBarrierEvents(events []BarrierEvent) error {
 			if err := t.checkpoint(ev.Barrier, ev.StartDelay, ev.Alignment); err != nil {
 				return err
 			}
-		case AbortCheckpoint:
+		case Abort:
 			t.master.decline(t.id, ev.Checkpoint, DeclineSubsumed, errors.New(ev.Reason))
 		}
 	}
