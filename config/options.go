@@ -186,6 +186,7 @@ func durationAtLeast(d time.Duration) *constraint {
 
 // UpperBoundMaxParallelism is the largest maximum parallelism, and so the
 // largest number of key groups, a keyed operator may have: 32768, as in Flink.
+// Package state checks key group assignments and snapshots against it.
 const UpperBoundMaxParallelism = 1 << 15
 
 // DefaultLowerBoundMaxParallelism is the smallest maximum parallelism

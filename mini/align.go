@@ -4,31 +4,9 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/weirstream/weir/config"
 )
-
-// Mode is the checkpointing mode of a multi-input Handler, as Flink's
-// execution.checkpointing.mode.
-type Mode int
-
-const (
-	// ExactlyOnce aligns barriers: an input that delivered barrier n is
-	// blocked until barrier n has arrived on every input.
-	ExactlyOnce Mode = iota
-	// AtLeastOnce tracks barriers without blocking: records that arrive
-	// after barrier n on a fast input are processed before the snapshot,
-	// land in it, and are replayed again after a restore.
-	AtLeastOnce
-)
-
-func (m Mode) String() string {
-	switch m {
-	case ExactlyOnce:
-		return "EXACTLY_ONCE"
-	case AtLeastOnce:
-		return "AT_LEAST_ONCE"
-	}
-	return fmt.Sprintf("Mode(%d)", int(m))
-}
 
 // Action is one instruction from a Handler to the task that owns it. The
 // concrete types are Deliver, Hold, Block, BarrierSeen, Snapshot, Abort,
@@ -124,7 +102,10 @@ type heldElem struct {
 // receives every element with the input it arrived on and says, as Actions,
 // what the task must do. It has no goroutines, clocks or I/O.
 //
-// In ExactlyOnce mode it follows the four rules of aligned checkpoints:
+// Its mode is Flink's execution.checkpointing.mode, as config spells it;
+// the zero value means EXACTLY_ONCE.
+//
+// In EXACTLY_ONCE mode it follows the four rules of aligned checkpoints:
 //
 //  1. When barrier n arrives on an input, that input is blocked: what it
 //     delivers next is held back, because it belongs to checkpoint n+1.
@@ -140,22 +121,22 @@ type heldElem struct {
 // coordinator releases all held input in order; a failure drops held input,
 // which the sources replay.
 //
-// In AtLeastOnce mode it counts barriers without blocking, as Flink's
+// In AT_LEAST_ONCE mode it counts barriers without blocking, as Flink's
 // barrier tracker does: several checkpoints may be counted at once, and the
 // one completed last subsumes the older ones still open.
 type Handler struct {
-	mode  Mode
+	mode  config.CheckpointingMode
 	last  int64 // highest checkpoint id started, completed or aborted
 	ended []bool
 
-	// ExactlyOnce: the checkpoint being aligned (0 if none), which inputs
+	// EXACTLY_ONCE: the checkpoint being aligned (0 if none), which inputs
 	// delivered its barrier, which are blocked, and what they hold.
 	pending int64
 	arrived []bool
 	blocked []bool
 	held    []heldElem
 
-	// AtLeastOnce: the checkpoints whose barriers are being counted, in id
+	// AT_LEAST_ONCE: the checkpoints whose barriers are being counted, in id
 	// order. Several may be open at once, since a fast input runs ahead.
 	tracked []tracked
 }
@@ -166,7 +147,7 @@ type tracked struct {
 }
 
 // NewHandler returns a handler for inputs input channels, numbered from 0.
-func NewHandler(inputs int, mode Mode) *Handler {
+func NewHandler(inputs int, mode config.CheckpointingMode) *Handler {
 	if inputs < 1 {
 		panic(fmt.Sprintf("mini.NewHandler: inputs must be >= 1, got %d", inputs))
 	}
@@ -178,7 +159,7 @@ func NewHandler(inputs int, mode Mode) *Handler {
 	}
 }
 
-// Pending returns the checkpoint being aligned (in AtLeastOnce mode the
+// Pending returns the checkpoint being aligned (in AT_LEAST_ONCE mode the
 // oldest one being counted), or 0.
 func (h *Handler) Pending() int64 {
 	if len(h.tracked) > 0 {
@@ -203,14 +184,14 @@ func (h *Handler) Receive(input int, elem Element) []Action {
 	}
 	switch e := elem.(type) {
 	case Barrier:
-		if h.mode == AtLeastOnce {
+		if h.mode == config.AtLeastOnce {
 			return h.countBarrier(input, e.ID)
 		}
 		return h.onBarrier(input, e.ID)
 	case EndOfInput:
 		h.ended[input] = true
 		acts := []Action{Deliver{Input: input, Elem: elem}}
-		if h.mode == AtLeastOnce {
+		if h.mode == config.AtLeastOnce {
 			return append(acts, h.completeCounted()...)
 		}
 		if h.pending != 0 && h.allArrived(h.arrived) {

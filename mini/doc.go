@@ -42,7 +42,7 @@
 // # Alignment
 //
 // An operator with several inputs has to see barrier n on all of them before
-// it snapshots. The [Handler] follows four rules (aligned, [ExactlyOnce]):
+// it snapshots. The [Handler] follows four rules (aligned, EXACTLY_ONCE):
 //
 //  1. When barrier n arrives on an input, block that input: what follows
 //     belongs to checkpoint n+1 and is held back.
@@ -58,7 +58,7 @@
 // coordinator (all held input is released in order) and a failure (held
 // input is dropped; the sources replay it).
 //
-// In [AtLeastOnce] mode the handler counts barriers but blocks nothing, so
+// In AT_LEAST_ONCE mode the handler counts barriers but blocks nothing, so
 // a record that arrives after barrier n on a fast input is in snapshot n
 // and is replayed after a restore: counted twice. [RunJob] runs several
 // sources into one [Task] under a given delivery schedule and failure

@@ -4,6 +4,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/weirstream/weir/config"
 )
 
 // TestHandlerInvariants drives a Handler with random arrivals and aborts
@@ -13,7 +15,7 @@ import (
 // checkpoint it is blocked for is snapshotted or aborted; every snapshot
 // comes after the barrier arrived on every open input.
 func TestHandlerInvariants(t *testing.T) {
-	for _, mode := range []Mode{ExactlyOnce, AtLeastOnce} {
+	for _, mode := range []config.CheckpointingMode{config.ExactlyOnce, config.AtLeastOnce} {
 		for _, seed := range seeds() {
 			r := rand.New(rand.NewPCG(seed, 4))
 			n := 1 + r.IntN(4)
@@ -53,7 +55,7 @@ func TestHandlerInvariants(t *testing.T) {
 				for _, a := range acts {
 					switch a := a.(type) {
 					case Deliver:
-						if mode == ExactlyOnce && blockedFor[a.Input] != 0 {
+						if mode == config.ExactlyOnce && blockedFor[a.Input] != 0 {
 							t.Fatalf("seed=%d mode=%v: delivered %v on input %d blocked for checkpoint %d", seed, mode, a.Elem, a.Input, blockedFor[a.Input])
 						}
 						switch e := a.Elem.(type) {

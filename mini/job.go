@@ -3,6 +3,8 @@ package mini
 import (
 	"fmt"
 	"slices"
+
+	"github.com/weirstream/weir/config"
 )
 
 // JobConfig describes a job of several sources feeding one keyed-sum Task,
@@ -20,8 +22,9 @@ type JobConfig struct {
 	// that has ended delivers nothing. After the schedule the sources
 	// deliver round-robin until all have ended.
 	Schedule []int
-	// Mode is the task's checkpointing mode.
-	Mode Mode
+	// Mode is the task's checkpointing mode; the zero value means
+	// EXACTLY_ONCE.
+	Mode config.CheckpointingMode
 	// Key selects the sum's key; nil means ByKey.
 	Key KeyFunc
 	// FailAt lists delivery steps (counted from 1 over the whole run,
@@ -95,10 +98,10 @@ func (s *jobSource) next(every int) Element {
 	return EndOfInput{}
 }
 
-// RunJob runs cfg and returns what happened. With ExactlyOnce, every
+// RunJob runs cfg and returns what happened. With EXACTLY_ONCE, every
 // checkpoint's state is the fold over exactly the first SourceOffsets[i]
 // events of each source i, and Final equals the fold over all input, however
-// the failures fall. With AtLeastOnce, records that arrived on an input after
+// the failures fall. With AT_LEAST_ONCE, records that arrived on an input after
 // its barrier may be in a snapshot and are counted again when replayed.
 func RunJob(cfg JobConfig) JobResult {
 	if cfg.BarrierEvery < 1 {

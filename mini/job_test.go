@@ -6,11 +6,13 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"testing"
+
+	"github.com/weirstream/weir/config"
 )
 
 // newRandomJob draws a job of 1–4 sources, a delivery schedule and up to
 // three failures from r.
-func newRandomJob(r *rand.Rand, mode Mode, positive bool) JobConfig {
+func newRandomJob(r *rand.Rand, mode config.CheckpointingMode, positive bool) JobConfig {
 	cfg := JobConfig{Mode: mode, BarrierEvery: 1 + r.IntN(5)}
 	total := 0
 	for range 1 + r.IntN(4) {
@@ -66,7 +68,7 @@ func TestJobExactlyOnce(t *testing.T) {
 	failures := 0
 	for _, seed := range seeds() {
 		r := rand.New(rand.NewPCG(seed, 2))
-		cfg := newRandomJob(r, ExactlyOnce, false)
+		cfg := newRandomJob(r, config.ExactlyOnce, false)
 		res := RunJob(cfg)
 		failures += len(res.Restores)
 		for _, cp := range res.Checkpoints {
@@ -91,7 +93,7 @@ func TestJobAtLeastOnce(t *testing.T) {
 	overcounted := 0
 	for _, seed := range seeds() {
 		r := rand.New(rand.NewPCG(seed, 3))
-		cfg := newRandomJob(r, AtLeastOnce, true)
+		cfg := newRandomJob(r, config.AtLeastOnce, true)
 		res := RunJob(cfg)
 		for _, cp := range res.Checkpoints {
 			prefix := foldPrefixes(cfg.Sources, cp.SourceOffsets)
@@ -127,14 +129,14 @@ func TestAtLeastOnceVersusExactlyOnce(t *testing.T) {
 	//            x1 b1 x1 y1 b1 -> checkpoint 1, then fail
 	schedule := []int{0, 0, 0, 1, 1}
 	for _, tc := range []struct {
-		mode     Mode
+		mode     config.CheckpointingMode
 		snapshot map[string]int64
 		final    map[string]int64
 	}{
-		{ExactlyOnce, map[string]int64{"x": 1, "y": 1}, map[string]int64{"x": 2, "y": 2}},
-		{AtLeastOnce, map[string]int64{"x": 2, "y": 1}, map[string]int64{"x": 3, "y": 2}},
+		{config.ExactlyOnce, map[string]int64{"x": 1, "y": 1}, map[string]int64{"x": 2, "y": 2}},
+		{config.AtLeastOnce, map[string]int64{"x": 2, "y": 1}, map[string]int64{"x": 3, "y": 2}},
 	} {
-		t.Run(tc.mode.String(), func(t *testing.T) {
+		t.Run(string(tc.mode), func(t *testing.T) {
 			res := RunJob(JobConfig{Sources: sources, BarrierEvery: 1, Schedule: schedule, Mode: tc.mode, FailAt: []int{5}})
 			if len(res.Restores) != 1 || res.Restores[0].ID != 1 {
 				t.Fatalf("restores %+v, want checkpoint 1", res.Restores)

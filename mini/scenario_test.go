@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/cockroachdb/datadriven"
+	"github.com/weirstream/weir/config"
 )
 
 // TestAlignmentScenarios runs the transcripts under testdata/align. Each
@@ -30,14 +31,14 @@ func TestAlignmentScenarios(t *testing.T) {
 			case "task":
 				var inputs []string
 				d.ScanArgs(t, "inputs", &inputs)
-				mode := ExactlyOnce
+				mode := config.ExactlyOnce
 				if d.HasArg("mode") {
 					var m string
 					d.ScanArgs(t, "mode", &m)
 					switch m {
 					case "exactly-once":
 					case "at-least-once":
-						mode = AtLeastOnce
+						mode = config.AtLeastOnce
 					default:
 						d.Fatalf(t, "unknown mode %q", m)
 					}

@@ -6,6 +6,8 @@ import (
 	"math"
 	"slices"
 	"strings"
+
+	"github.com/weirstream/weir/config"
 )
 
 // Task is an operator task with several input channels: a Handler in front
@@ -32,7 +34,7 @@ type Task struct {
 
 // NewTask returns a task whose inputs are called names (used in
 // transcripts), in the given mode, summing under key.
-func NewTask(names []string, mode Mode, key KeyFunc) *Task {
+func NewTask(names []string, mode config.CheckpointingMode, key KeyFunc) *Task {
 	t := &Task{
 		names:   slices.Clone(names),
 		handler: NewHandler(len(names), mode),

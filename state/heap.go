@@ -6,6 +6,7 @@ import (
 	"reflect"
 
 	"github.com/weirstream/weir/codec"
+	"github.com/weirstream/weir/config"
 )
 
 // HeapKeyed is the heap keyed-state backend of one subtask: every keyed
@@ -74,8 +75,8 @@ func NewHeapKeyed[K comparable](keyCodec codec.Codec[K], maxParallelism int, kgs
 	for _, o := range opts {
 		o(&cfg)
 	}
-	if maxParallelism <= 0 || maxParallelism > UpperBoundMaxParallelism {
-		return nil, fmt.Errorf("state: maxParallelism %d out of (0, %d]", maxParallelism, UpperBoundMaxParallelism)
+	if maxParallelism <= 0 || maxParallelism > config.UpperBoundMaxParallelism {
+		return nil, fmt.Errorf("state: maxParallelism %d out of (0, %d]", maxParallelism, config.UpperBoundMaxParallelism)
 	}
 	if kgs.Len() == 0 || kgs.Start < 0 || kgs.End >= maxParallelism {
 		return nil, fmt.Errorf("state: key group range %v is empty or outside [0, %d)", kgs, maxParallelism)

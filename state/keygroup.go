@@ -1,6 +1,10 @@
 package state
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/weirstream/weir/config"
+)
 
 // KeyGroupRange is a contiguous, inclusive range of key groups [Start, End].
 // A range with End < Start is empty.
@@ -27,10 +31,6 @@ func (r KeyGroupRange) Intersect(o KeyGroupRange) KeyGroupRange {
 
 func (r KeyGroupRange) String() string { return fmt.Sprintf("[%d..%d]", r.Start, r.End) }
 
-// UpperBoundMaxParallelism is the largest supported maxParallelism, the
-// number of key groups (as in Flink: 2^15).
-const UpperBoundMaxParallelism = 1 << 15
-
 // KeyGroupFor maps a key's hash to one of maxParallelism key groups. The
 // hash must already be well mixed, as those of HasherFor are: the key group
 // is the hash modulo maxParallelism.
@@ -41,7 +41,7 @@ func KeyGroupFor(hash uint32, maxParallelism int) int {
 // RangeForSubtask returns the key groups owned by subtask index of
 // parallelism subtasks: [ceil(index·maxP/p), ((index+1)·maxP−1)/p], the
 // contiguous ranges of Flink's KeyGroupRangeAssignment. It panics unless
-// 0 < parallelism <= maxParallelism <= UpperBoundMaxParallelism and
+// 0 < parallelism <= maxParallelism <= config.UpperBoundMaxParallelism and
 // 0 <= index < parallelism.
 func RangeForSubtask(maxParallelism, parallelism, index int) KeyGroupRange {
 	checkParallelism(maxParallelism, parallelism)
@@ -61,8 +61,8 @@ func SubtaskForKeyGroup(maxParallelism, parallelism, kg int) int {
 }
 
 func checkParallelism(maxParallelism, parallelism int) {
-	if parallelism <= 0 || maxParallelism < parallelism || maxParallelism > UpperBoundMaxParallelism {
+	if parallelism <= 0 || maxParallelism < parallelism || maxParallelism > config.UpperBoundMaxParallelism {
 		panic(fmt.Sprintf("state: need 0 < parallelism (%d) <= maxParallelism (%d) <= %d",
-			parallelism, maxParallelism, UpperBoundMaxParallelism))
+			parallelism, maxParallelism, config.UpperBoundMaxParallelism))
 	}
 }

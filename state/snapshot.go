@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"sync/atomic"
+
+	"github.com/weirstream/weir/config"
 )
 
 // KeyedSnapshot is a consistent view of a HeapKeyed backend at the moment
@@ -175,9 +177,9 @@ func readKeyedHeader(br *blobReader) (*keyedHeader, error) {
 	d := &decoder{b: p}
 	h := &keyedHeader{}
 	h.CheckpointID = d.varint()
-	h.MaxParallelism = d.int(UpperBoundMaxParallelism, "maxParallelism")
-	h.KeyGroups.Start = d.int(UpperBoundMaxParallelism, "key group")
-	h.KeyGroups.End = d.int(UpperBoundMaxParallelism, "key group")
+	h.MaxParallelism = d.int(config.UpperBoundMaxParallelism, "maxParallelism")
+	h.KeyGroups.Start = d.int(config.UpperBoundMaxParallelism, "key group")
+	h.KeyGroups.End = d.int(config.UpperBoundMaxParallelism, "key group")
 	n := d.int(len(d.b), "state count")
 	for range n {
 		if d.err != nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/weirstream/weir/config"
 	"github.com/weirstream/weir/mini"
 )
 
@@ -98,7 +99,7 @@ func runDemo(w io.Writer, o demoOptions) error {
 	fmt.Fprintf(w, "the task fails after delivery steps %v and recovers from its latest completed checkpoint\n", o.failAt)
 	fmt.Fprintf(w, "oracle (fold over all input): %s\n", mini.FormatState(oracle))
 
-	for _, mode := range []mini.Mode{mini.ExactlyOnce, mini.AtLeastOnce} {
+	for _, mode := range []config.CheckpointingMode{config.ExactlyOnce, config.AtLeastOnce} {
 		cfg.Mode = mode
 		res := mini.RunJob(cfg)
 		fmt.Fprintf(w, "\n%s\n", mode)

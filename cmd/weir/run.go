@@ -23,7 +23,6 @@ import (
 	"github.com/weirstream/weir/config"
 	"github.com/weirstream/weir/connector"
 	"github.com/weirstream/weir/connector/file"
-	"github.com/weirstream/weir/connector/kafka"
 	gm "github.com/weirstream/weir/examples/gatewaymeter"
 	"github.com/weirstream/weir/internal/clustercli"
 	"github.com/weirstream/weir/internal/runtime"
@@ -326,9 +325,9 @@ func (o runOptions) gatewayMeterIO() (connector.Source[file.Line], *gm.Sinks, er
 			return nil, nil, fmt.Errorf("--input and --kafka are exclusive: the job reads one or the other")
 		}
 		brokers := brokerList(o.kafka)
-		g, err := kafka.ParseDeliveryGuarantee(o.delivery)
+		g, err := connector.ParseDeliveryGuarantee(o.delivery)
 		if err != nil {
-			return nil, nil, fmt.Errorf("--delivery: %w", err)
+			return nil, nil, fmt.Errorf("--delivery: kafka: %w", err)
 		}
 		topics := gm.DefaultKafkaTopics(o.topicPrefix)
 		src, err := gm.KafkaSource(brokers, topics.Events, "weir-"+o.topicPrefix+"gatewaymeter", o.bounded)

@@ -14,7 +14,7 @@
 // # Sink
 //
 // Sink writes one encoded record per line under a directory. With
-// ExactlyOnce (the default) it is a two-phase-commit sink:
+// connector.ExactlyOnce (the default) it is a two-phase-commit sink:
 //
 //	<dir>/.inprogress/<uid>-<subtask>-<writer>-<n>.jsonl   staged, hidden from readers
 //	<dir>/part-<uid>-<subtask>-<checkpoint>.jsonl          committed, immutable
@@ -37,7 +37,7 @@
 // own subtask once its first checkpoint completes (see Sink for why that
 // is safe).
 //
-// With AtLeastOnce each subtask appends to <dir>/part-<uid>-<subtask>.jsonl
+// With connector.AtLeastOnce each subtask appends to <dir>/part-<uid>-<subtask>.jsonl
 // and flushes and fsyncs it at every barrier; records replayed after a
 // restore appear again.
 //

@@ -19,33 +19,26 @@ import (
 	"github.com/weirstream/weir/connector"
 )
 
-// Guarantee is a sink's delivery guarantee; it is a SinkOption.
-type Guarantee int
-
-const (
-	// ExactlyOnce stages each checkpoint's records in a hidden in-progress
-	// file and makes it visible, by renaming it, once the checkpoint
-	// completes. The default.
-	ExactlyOnce Guarantee = iota
-	// AtLeastOnce appends to one visible file per subtask, flushed and
-	// fsynced at every checkpoint; records replayed after a restore are
-	// written again.
-	AtLeastOnce
-)
-
-func (g Guarantee) String() string {
-	switch g {
-	case ExactlyOnce:
-		return "exactly-once"
-	case AtLeastOnce:
-		return "at-least-once"
-	}
-	return "Guarantee(" + strconv.Itoa(int(g)) + ")"
+// Guarantee sets the sink's delivery guarantee: connector.ExactlyOnce (the
+// default) or connector.AtLeastOnce; the zero value keeps the default.
+//
+//   - connector.ExactlyOnce stages each checkpoint's records in a hidden
+//     in-progress file and makes it visible, by renaming it, once the
+//     checkpoint completes.
+//   - connector.AtLeastOnce appends to one visible file per subtask,
+//     flushed and fsynced at every checkpoint; records replayed after a
+//     restore are written again.
+//
+// connector.None is not supported.
+func Guarantee(g connector.DeliveryGuarantee) SinkOption {
+	return sinkOptionFunc(func(c *sinkConfig) {
+		if g != "" {
+			c.guarantee = g
+		}
+	})
 }
 
-func (g Guarantee) applySink(c *sinkConfig) { c.guarantee = g }
-
-// SinkOption configures a Sink: ExactlyOnce, AtLeastOnce, WriteBufferSize.
+// SinkOption configures a Sink: Guarantee, WriteBufferSize.
 type SinkOption interface{ applySink(*sinkConfig) }
 
 type sinkOptionFunc func(*sinkConfig)
@@ -53,7 +46,7 @@ type sinkOptionFunc func(*sinkConfig)
 func (f sinkOptionFunc) applySink(c *sinkConfig) { f(c) }
 
 type sinkConfig struct {
-	guarantee Guarantee
+	guarantee connector.DeliveryGuarantee
 	bufSize   int
 }
 
@@ -65,7 +58,7 @@ func WriteBufferSize(n int) SinkOption { return sinkOptionFunc(func(c *sinkConfi
 // record per line. It implements connector.Sink[T]; the package comment
 // describes the files and the commit protocol.
 //
-// The output is exactly once (with ExactlyOnce) when the job checkpoints
+// The output is exactly once (with connector.ExactlyOnce) when the job checkpoints
 // in EXACTLY_ONCE mode; in AT_LEAST_ONCE mode records that passed a
 // barrier early may be replayed, so the output is at least once. Without
 // checkpointing the records become visible when the input ends.
@@ -83,7 +76,7 @@ func WriteBufferSize(n int) SinkOption { return sinkOptionFunc(func(c *sinkConfi
 type Sink[T any] struct {
 	dir       string
 	encode    func(T) ([]byte, error) // nil: encoding/json
-	guarantee Guarantee
+	guarantee connector.DeliveryGuarantee
 	bufSize   int
 }
 
@@ -104,15 +97,15 @@ func JSONLines[T any](dir string, opts ...SinkOption) (*Sink[T], error) {
 }
 
 func newSink[T any](dir string, encode func(T) ([]byte, error), opts []SinkOption) (*Sink[T], error) {
-	c := sinkConfig{guarantee: ExactlyOnce, bufSize: 64 << 10}
+	c := sinkConfig{guarantee: connector.ExactlyOnce, bufSize: 64 << 10}
 	for _, o := range opts {
 		o.applySink(&c)
 	}
 	switch {
 	case dir == "":
 		return nil, fmt.Errorf("file: the output directory is empty")
-	case c.guarantee != ExactlyOnce && c.guarantee != AtLeastOnce:
-		return nil, fmt.Errorf("file: unknown guarantee %v", c.guarantee)
+	case c.guarantee != connector.ExactlyOnce && c.guarantee != connector.AtLeastOnce:
+		return nil, fmt.Errorf("file: unsupported delivery guarantee %q (want exactly-once or at-least-once)", c.guarantee)
 	case c.bufSize < 16:
 		return nil, fmt.Errorf("file: write buffer size must be at least 16 bytes, got %d", c.bufSize)
 	}
@@ -129,7 +122,7 @@ func (s *Sink[T]) Dir() string { return s.dir }
 // ReconcilesOnRestore implements connector.Reconciler: an exactly-once
 // writer restored from checkpoint K removes the files that later
 // checkpoints committed (the at-least-once writer appends, and cannot).
-func (s *Sink[T]) ReconcilesOnRestore() bool { return s.guarantee == ExactlyOnce }
+func (s *Sink[T]) ReconcilesOnRestore() bool { return s.guarantee == connector.ExactlyOnce }
 
 // Location implements connector.Located: the output directory, as an
 // absolute path. A job restored from a checkpoint that wrote to another
@@ -137,7 +130,7 @@ func (s *Sink[T]) ReconcilesOnRestore() bool { return s.guarantee == ExactlyOnce
 func (s *Sink[T]) Location() string { return s.dir }
 
 // Guarantee returns the sink's delivery guarantee.
-func (s *Sink[T]) Guarantee() Guarantee { return s.guarantee }
+func (s *Sink[T]) Guarantee() connector.DeliveryGuarantee { return s.guarantee }
 
 // inProgressDir is where exactly-once writers stage their files; the
 // leading dot hides it from readers (and from Lines).
@@ -145,8 +138,8 @@ const inProgressDir = ".inprogress"
 
 // NewWriter implements connector.Sink. It creates the output directory
 // if needed and checks that it is writable; info.UID must not be empty,
-// since it names the files. The writer is transactional with ExactlyOnce
-// whatever info.ExactlyOnce says.
+// since it names the files. The writer is transactional with
+// connector.ExactlyOnce whatever info.ExactlyOnce says.
 func (s *Sink[T]) NewWriter(_ context.Context, info connector.WriterInfo) (connector.SinkWriter[T], error) {
 	if info.UID == "" {
 		return nil, fmt.Errorf("file: writing to %s: the writer has no uid (WriterInfo.UID), which names its files", s.dir)
@@ -160,7 +153,7 @@ func (s *Sink[T]) NewWriter(_ context.Context, info connector.WriterInfo) (conne
 	w := writer[T]{sink: s, info: info, uid: escapeName(info.UID)}
 	w.bw = bufio.NewWriterSize(nil, s.bufSize)
 	w.cw = countingWriter{w: w.bw}
-	if s.guarantee == AtLeastOnce {
+	if s.guarantee == connector.AtLeastOnce {
 		return &appendWriter[T]{writer: w}, nil
 	}
 	staging := filepath.Join(s.dir, inProgressDir)

@@ -343,7 +343,7 @@ func TestCleanupAfterRescale(t *testing.T) {
 
 func TestAtLeastOnceRepeatsAfterRestart(t *testing.T) {
 	dir := t.TempDir()
-	s, err := file.JSONLines[event](dir, file.AtLeastOnce, file.WriteBufferSize(16))
+	s, err := file.JSONLines[event](dir, file.Guarantee(connector.AtLeastOnce), file.WriteBufferSize(16))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -461,8 +461,8 @@ func TestUnwritableDirectory(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(blocker, "out")
-	for _, g := range []file.Guarantee{file.ExactlyOnce, file.AtLeastOnce} {
-		s, err := file.JSONLines[event](out, g)
+	for _, g := range []connector.DeliveryGuarantee{connector.ExactlyOnce, connector.AtLeastOnce} {
+		s, err := file.JSONLines[event](out, file.Guarantee(g))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -488,8 +488,11 @@ func TestSinkValidation(t *testing.T) {
 	if _, err := file.JSONLines[event](""); err == nil {
 		t.Error("empty directory accepted")
 	}
-	if _, err := file.JSONLines[event](dir, file.Guarantee(7)); err == nil {
+	if _, err := file.JSONLines[event](dir, file.Guarantee("bogus")); err == nil {
 		t.Error("unknown guarantee accepted")
+	}
+	if _, err := file.JSONLines[event](dir, file.Guarantee(connector.None)); err == nil {
+		t.Error("guarantee none accepted")
 	}
 	s, _ := file.JSONLines[event](dir)
 	if _, err := s.NewWriter(ctx, connector.WriterInfo{}); err == nil {

@@ -54,16 +54,17 @@
 //
 // # Sink
 //
-// NewSink writes one Kafka record per stream record, with a
-// DeliveryGuarantee:
+// NewSink writes one Kafka record per stream record, with the
+// connector.DeliveryGuarantee its Guarantee option sets:
 //
 //   - None produces asynchronously and never waits (it flushes only when
 //     the writer closes). A failure may lose or duplicate records.
 //   - AtLeastOnce, the default, flushes at every checkpoint barrier and
 //     fails the checkpoint if a record was not acknowledged, so everything
 //     written before a completed checkpoint is in Kafka. A restart writes
-//     the replayed records again. (Flink's default is None; weir's is the
-//     weakest guarantee that loses nothing.)
+//     the replayed records again. (Flink's default is None; weir's sinks
+//     default to the strongest guarantee that needs no further
+//     configuration, as connector.DeliveryGuarantee says.)
 //   - ExactlyOnce writes in Kafka transactions, below, so that a consumer
 //     with isolation level read_committed sees every record once, at the
 //     cost of seeing them only after the checkpoint that covers them

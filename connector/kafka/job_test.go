@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/weirstream/weir/config"
+	"github.com/weirstream/weir/connector"
 	"github.com/weirstream/weir/connector/kafka"
 	"github.com/weirstream/weir/state"
 	"github.com/weirstream/weir/stream"
@@ -180,7 +181,7 @@ func balancesJob(t *testing.T, brokers []string, in, out, name string, extra ...
 		t.Fatal(err)
 	}
 	sink, err := kafka.NewSink(encodeBalance, kafka.BootstrapServers(brokers...), kafka.Topic(out),
-		kafka.ExactlyOnce, kafka.TransactionalIDPrefix(name))
+		kafka.Guarantee(connector.ExactlyOnce), kafka.TransactionalIDPrefix(name))
 	if err != nil {
 		t.Fatal(err)
 	}

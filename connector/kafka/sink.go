@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strconv"
 	"sync"
 	"time"
 
@@ -16,58 +15,19 @@ import (
 	"github.com/weirstream/weir/connector"
 )
 
-// DeliveryGuarantee is a sink's delivery guarantee (Flink's
-// DeliveryGuarantee); it is a SinkOption.
-type DeliveryGuarantee int
-
-const (
-	// AtLeastOnce flushes at every checkpoint barrier and fails the
-	// checkpoint if any record was not acknowledged, so every record
-	// written before a completed checkpoint is in Kafka; records replayed
-	// after a restore are written again. The default (Flink's default is
-	// None, which loses records on failures).
-	AtLeastOnce DeliveryGuarantee = iota
-	// ExactlyOnce writes the records of each checkpoint and subtask in a
-	// Kafka transaction that commits when the checkpoint completes, so a
-	// read_committed consumer sees every record once. Needs
-	// TransactionalIDPrefix and a job that checkpoints.
-	ExactlyOnce
-	// None produces asynchronously and never waits for acknowledgements,
-	// except to flush what is buffered when the writer closes. Records
-	// may be lost or duplicated on failures.
-	None
-)
-
-func (g DeliveryGuarantee) String() string {
-	switch g {
-	case None:
-		return "none"
-	case AtLeastOnce:
-		return "at-least-once"
-	case ExactlyOnce:
-		return "exactly-once"
-	}
-	return "DeliveryGuarantee(" + strconv.Itoa(int(g)) + ")"
+// Guarantee sets the sink's delivery guarantee, as the package comment
+// describes: connector.None, connector.AtLeastOnce (the default) or
+// connector.ExactlyOnce, which needs TransactionalIDPrefix and a job that
+// checkpoints. The zero value keeps the default.
+func Guarantee(g connector.DeliveryGuarantee) SinkOption {
+	return sinkOptionFunc(func(c *sinkConfig) {
+		if g != "" {
+			c.guarantee = g
+		}
+	})
 }
 
-// ParseDeliveryGuarantee parses Flink's names for delivery guarantees,
-// "none", "at-least-once" and "exactly-once" (or NONE, AT_LEAST_ONCE,
-// EXACTLY_ONCE).
-func ParseDeliveryGuarantee(s string) (DeliveryGuarantee, error) {
-	switch s {
-	case "none", "NONE":
-		return None, nil
-	case "at-least-once", "AT_LEAST_ONCE":
-		return AtLeastOnce, nil
-	case "exactly-once", "EXACTLY_ONCE":
-		return ExactlyOnce, nil
-	}
-	return 0, fmt.Errorf("kafka: unknown delivery guarantee %q (want none, at-least-once or exactly-once)", s)
-}
-
-func (g DeliveryGuarantee) applySink(c *sinkConfig) { c.guarantee = g }
-
-// SinkOption configures a Sink: a DeliveryGuarantee, Topic,
+// SinkOption configures a Sink: Guarantee, Topic,
 // TransactionalIDPrefix, TransactionTimeout, FlushTimeout and every
 // ClientOption.
 type SinkOption interface{ applySink(*sinkConfig) }
@@ -78,7 +38,7 @@ func (f sinkOptionFunc) applySink(c *sinkConfig) { f(c) }
 
 type sinkConfig struct {
 	client       clientConfig
-	guarantee    DeliveryGuarantee
+	guarantee    connector.DeliveryGuarantee
 	topic        string
 	prefix       string
 	txnTimeout   time.Duration
@@ -100,7 +60,7 @@ func Topic(name string) SinkOption {
 // transactional ids (Flink's setTransactionalIdPrefix): a transaction is
 // named <prefix>-<subtask>-<n>. It must be unique among the jobs and sinks
 // that write to the cluster: two sinks with one prefix fence and abort
-// each other's transactions. Required for ExactlyOnce.
+// each other's transactions. Required for connector.ExactlyOnce.
 func TransactionalIDPrefix(prefix string) SinkOption {
 	return sinkOptionFunc(func(c *sinkConfig) { c.prefix = prefix })
 }
@@ -148,7 +108,7 @@ type Sink[T any] struct {
 // record gets the stream record's timestamp, if it has one, or the time
 // it is produced.
 func NewSink[T any](serialize func(T) (*kgo.Record, error), opts ...SinkOption) (*Sink[T], error) {
-	c := sinkConfig{client: defaultClientConfig(), guarantee: AtLeastOnce,
+	c := sinkConfig{client: defaultClientConfig(), guarantee: connector.AtLeastOnce,
 		txnTimeout: DefaultTransactionTimeout, flushTimeout: 2 * time.Minute}
 	for _, o := range opts {
 		o.applySink(&c)
@@ -159,9 +119,9 @@ func NewSink[T any](serialize func(T) (*kgo.Record, error), opts ...SinkOption) 
 	switch {
 	case serialize == nil:
 		return nil, errors.New("kafka: the serialize function is nil")
-	case c.guarantee != None && c.guarantee != AtLeastOnce && c.guarantee != ExactlyOnce:
-		return nil, fmt.Errorf("kafka: unknown delivery guarantee %v", c.guarantee)
-	case c.guarantee == ExactlyOnce && c.prefix == "":
+	case c.guarantee != connector.None && c.guarantee != connector.AtLeastOnce && c.guarantee != connector.ExactlyOnce:
+		return nil, fmt.Errorf("kafka: unknown delivery guarantee %q", c.guarantee)
+	case c.guarantee == connector.ExactlyOnce && c.prefix == "":
 		return nil, errors.New("kafka: an exactly-once sink needs a transactional id prefix (TransactionalIDPrefix)")
 	case c.txnTimeout.Milliseconds() < 1 || c.txnTimeout.Milliseconds() > math.MaxInt32:
 		return nil, fmt.Errorf("kafka: transaction timeout %v out of range", c.txnTimeout)
@@ -172,7 +132,7 @@ func NewSink[T any](serialize func(T) (*kgo.Record, error), opts ...SinkOption) 
 }
 
 // Guarantee returns the sink's delivery guarantee.
-func (s *Sink[T]) Guarantee() DeliveryGuarantee { return s.cfg.guarantee }
+func (s *Sink[T]) Guarantee() connector.DeliveryGuarantee { return s.cfg.guarantee }
 
 // NewWriter implements connector.Sink. It checks that the brokers answer
 // and that the default topic, if set, exists, so that a misconfigured
@@ -191,7 +151,7 @@ func (s *Sink[T]) NewWriter(ctx context.Context, info connector.WriterInfo) (con
 		cl.Close()
 		return nil, err
 	}
-	if s.cfg.guarantee != ExactlyOnce {
+	if s.cfg.guarantee != connector.ExactlyOnce {
 		return &plainWriter[T]{producer: producer[T]{sink: s, ctx: ctx}, cl: cl}, nil
 	}
 	return &txnWriter[T]{producer: producer[T]{sink: s, ctx: ctx}, info: info, ctl: cl}, nil
@@ -314,7 +274,7 @@ func (w *plainWriter[T]) Write(v T, ts int64) error {
 // any was not; with None it only reports a failure seen so far. It
 // returns no committables.
 func (w *plainWriter[T]) PrepareCommit(ctx context.Context, _ int64) ([][]byte, error) {
-	if w.sink.cfg.guarantee == AtLeastOnce {
+	if w.sink.cfg.guarantee == connector.AtLeastOnce {
 		if err := w.flush(ctx, w.cl); err != nil {
 			return nil, err
 		}
@@ -343,7 +303,7 @@ func (w *plainWriter[T]) Commit(ctx context.Context, committables [][]byte) erro
 // delivers its last records.
 func (w *plainWriter[T]) Close() error {
 	var err error
-	if w.sink.cfg.guarantee == None {
+	if w.sink.cfg.guarantee == connector.None {
 		ctx, cancel := w.cl.withTimeout(context.Background())
 		err = w.cl.Flush(ctx)
 		cancel()

@@ -172,7 +172,7 @@ func TestExactlyOnceSinkThroughFailures(t *testing.T) {
 
 func throughFailures(t *testing.T, brokers []string, topic, prefix string, restore int64, closed bool) {
 	sink, err := kafka.NewSink(stringRecord(""), kafka.BootstrapServers(brokers...), kafka.Topic(topic),
-		kafka.ExactlyOnce, kafka.TransactionalIDPrefix(prefix))
+		kafka.Guarantee(connector.ExactlyOnce), kafka.TransactionalIDPrefix(prefix))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +228,7 @@ func TestExactlyOnceSinkExpiredTransaction(t *testing.T) {
 		t.Run(v.name, func(t *testing.T) {
 			t.Parallel()
 			brokers := newCluster(t, 1, []string{"out"}, v.opts...)
-			sink, err := kafka.NewSink(stringRecord("out"), kafka.BootstrapServers(brokers...), kafka.ExactlyOnce,
+			sink, err := kafka.NewSink(stringRecord("out"), kafka.BootstrapServers(brokers...), kafka.Guarantee(connector.ExactlyOnce),
 				kafka.TransactionalIDPrefix("job"), kafka.TransactionTimeout(100*time.Millisecond))
 			if err != nil {
 				t.Fatal(err)
@@ -259,7 +259,7 @@ func TestExactlyOnceSinkRescale(t *testing.T) {
 }
 
 func rescale(t *testing.T, brokers []string, topic, prefix string) {
-	sink, err := kafka.NewSink(stringRecord(topic), kafka.BootstrapServers(brokers...), kafka.ExactlyOnce, kafka.TransactionalIDPrefix(prefix))
+	sink, err := kafka.NewSink(stringRecord(topic), kafka.BootstrapServers(brokers...), kafka.Guarantee(connector.ExactlyOnce), kafka.TransactionalIDPrefix(prefix))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,7 +287,7 @@ func rescale(t *testing.T, brokers []string, topic, prefix string) {
 // transaction), so that a restored writer knows where it resumes.
 func TestExactlyOnceSinkCommittables(t *testing.T) {
 	brokers := newCluster(t, 1, []string{"out"})
-	sink, err := kafka.NewSink(stringRecord("out"), kafka.BootstrapServers(brokers...), kafka.ExactlyOnce, kafka.TransactionalIDPrefix("p"))
+	sink, err := kafka.NewSink(stringRecord("out"), kafka.BootstrapServers(brokers...), kafka.Guarantee(connector.ExactlyOnce), kafka.TransactionalIDPrefix("p"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -316,7 +316,7 @@ func TestExactlyOnceSinkCommittables(t *testing.T) {
 // the topic, some twice.
 func TestAtLeastOnceSinkAfterRestart(t *testing.T) {
 	brokers := newCluster(t, 2, []string{"out"})
-	sink, err := kafka.NewSink(stringRecord("out"), kafka.BootstrapServers(brokers...), kafka.AtLeastOnce)
+	sink, err := kafka.NewSink(stringRecord("out"), kafka.BootstrapServers(brokers...), kafka.Guarantee(connector.AtLeastOnce))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,7 +352,7 @@ func TestAtLeastOnceSinkAfterRestart(t *testing.T) {
 // once the writer closes.
 func TestNoneSinkDeliversOnClose(t *testing.T) {
 	brokers := newCluster(t, 1, []string{"out"})
-	sink, err := kafka.NewSink(stringRecord(""), kafka.BootstrapServers(brokers...), kafka.Topic("out"), kafka.None)
+	sink, err := kafka.NewSink(stringRecord(""), kafka.BootstrapServers(brokers...), kafka.Topic("out"), kafka.Guarantee(connector.None))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -384,13 +384,11 @@ func TestSinkErrors(t *testing.T) {
 	if _, err := sink.NewWriter(ctx, connector.WriterInfo{}); err == nil || !strings.Contains(err.Error(), "127.0.0.1:1") {
 		t.Fatalf("brokers down: %v", err)
 	}
-	if _, err := kafka.NewSink(stringRecord("out"), kafka.BootstrapServers(brokers...), kafka.ExactlyOnce); err == nil ||
+	if _, err := kafka.NewSink(stringRecord("out"), kafka.BootstrapServers(brokers...), kafka.Guarantee(connector.ExactlyOnce)); err == nil ||
 		!strings.Contains(err.Error(), "TransactionalIDPrefix") {
 		t.Fatalf("exactly-once without a prefix: %v", err)
 	}
-	for s, want := range map[string]kafka.DeliveryGuarantee{"none": kafka.None, "AT_LEAST_ONCE": kafka.AtLeastOnce, "exactly-once": kafka.ExactlyOnce} {
-		if g, err := kafka.ParseDeliveryGuarantee(s); err != nil || g != want {
-			t.Errorf("ParseDeliveryGuarantee(%q) = %v, %v", s, g, err)
-		}
+	if _, err := kafka.NewSink(stringRecord("out"), kafka.BootstrapServers(brokers...), kafka.Guarantee("bogus")); err == nil {
+		t.Fatal("unknown delivery guarantee accepted")
 	}
 }

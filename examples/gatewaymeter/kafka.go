@@ -143,7 +143,7 @@ func KafkaSource(brokers []string, topic, group string, bounded bool) (connector
 // KafkaSinks returns the job's five outputs as Kafka topics, with the
 // given delivery guarantee; exactly-once uses transactional ids
 // <txnPrefix>-<output>-<subtask>-<n>.
-func KafkaSinks(brokers []string, t KafkaTopics, g kafka.DeliveryGuarantee, txnPrefix string) (Sinks, error) {
+func KafkaSinks(brokers []string, t KafkaTopics, g connector.DeliveryGuarantee, txnPrefix string) (Sinks, error) {
 	var s Sinks
 	var err error
 	if s.TenantCost, err = kafkaSink[TenantCostMinute](brokers, t.TenantCost, g, txnPrefix); err != nil {
@@ -162,9 +162,9 @@ func KafkaSinks(brokers []string, t KafkaTopics, g kafka.DeliveryGuarantee, txnP
 	return s, err
 }
 
-func kafkaSink[T any](brokers []string, topic string, g kafka.DeliveryGuarantee, txnPrefix string) (connector.Sink[T], error) {
-	opts := []kafka.SinkOption{kafka.BootstrapServers(brokers...), kafka.Topic(topic), g}
-	if g == kafka.ExactlyOnce {
+func kafkaSink[T any](brokers []string, topic string, g connector.DeliveryGuarantee, txnPrefix string) (connector.Sink[T], error) {
+	opts := []kafka.SinkOption{kafka.BootstrapServers(brokers...), kafka.Topic(topic), kafka.Guarantee(g)}
+	if g == connector.ExactlyOnce {
 		opts = append(opts, kafka.TransactionalIDPrefix(txnPrefix+"-"+topic))
 	}
 	return kafka.NewSink(func(v T) (*kgo.Record, error) {

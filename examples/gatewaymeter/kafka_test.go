@@ -12,7 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/weirstream/weir/config"
-	"github.com/weirstream/weir/connector/kafka"
+	"github.com/weirstream/weir/connector"
 	gm "github.com/weirstream/weir/examples/gatewaymeter"
 	"github.com/weirstream/weir/internal/kafkatest"
 	"github.com/weirstream/weir/stream"
@@ -40,9 +40,9 @@ func brokers(t *testing.T) []string {
 // differences are repeated records (windows fired again after a restore).
 func TestGatewayMeterOnKafka(t *testing.T) {
 	for _, tc := range []struct {
-		guarantee kafka.DeliveryGuarantee
+		guarantee connector.DeliveryGuarantee
 		seed      uint64
-	}{{kafka.ExactlyOnce, 11}, {kafka.ExactlyOnce, 12}, {kafka.AtLeastOnce, 13}} {
+	}{{connector.ExactlyOnce, 11}, {connector.ExactlyOnce, 12}, {connector.AtLeastOnce, 13}} {
 		t.Run(fmt.Sprintf("%v/seed=%d", tc.guarantee, tc.seed), func(t *testing.T) {
 			bs := brokers(t)
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -99,7 +99,7 @@ func TestGatewayMeterOnKafka(t *testing.T) {
 			}
 			rep := gm.Diff(want, got)
 			switch tc.guarantee {
-			case kafka.ExactlyOnce:
+			case connector.ExactlyOnce:
 				if !rep.OK() {
 					t.Fatalf("exactly-once outputs differ from the oracle:\n%s", rep)
 				}

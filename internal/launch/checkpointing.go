@@ -18,12 +18,8 @@ import (
 // checkpointing builds the runtime's checkpoint settings and finds the
 // checkpoint to restore from, if any.
 func checkpointing(ctx context.Context, j Job, cp config.Checkpointing) (*runtime.CheckpointingOptions, *runtime.Restore, func() error, error) {
-	mode := runtime.Aligned
-	if cp.Mode == config.AtLeastOnce {
-		mode = runtime.Tracked
-	}
 	opts := &runtime.CheckpointingOptions{
-		Mode: mode,
+		Mode: cp.Mode,
 		NewCoordinator: func(g *runtime.JobGraph, sources, all []checkpoint.TaskID) (*coordinator.Coordinator, error) {
 			return runtime.NewCoordinator(cp, j.JobID, j.Config.Int(config.KeyCheckpointHistory), g, sources, all)
 		},

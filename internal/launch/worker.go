@@ -4,7 +4,6 @@ import (
 	"context"
 	"sync"
 
-	"github.com/weirstream/weir/config"
 	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/checkpoint/storage"
 	"github.com/weirstream/weir/internal/runtime"
@@ -33,9 +32,7 @@ func NewWorker(ctx context.Context, j Job, peers runtime.Peers, l runtime.Listen
 	}
 	wo := runtime.WorkerOptions{JobID: j.JobID, Logger: j.Logger.With("job", j.Name, "job_id", j.JobID), Peers: peers, Checkpointing: cp.Enabled,
 		BatchSize: j.BatchSize, ChannelCapacity: j.ChannelCapacity, Clock: j.Clock, Faults: j.Faults}
-	if cp.Mode == config.AtLeastOnce {
-		wo.Mode = runtime.Tracked
-	}
+	wo.Mode = cp.Mode
 	w := &Worker{job: j, restores: map[string]runtime.StateReader{}}
 	if cp.Enabled && cp.Dir != "" {
 		st, err := storage.Open(ctx, cp.Dir, j.JobID, storageOptions(j)...)

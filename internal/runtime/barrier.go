@@ -4,30 +4,9 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/weirstream/weir/config"
 )
-
-// CheckpointMode is how a task handles barriers on several inputs.
-type CheckpointMode uint8
-
-const (
-	// Aligned blocks an input that delivered barrier n until barrier n
-	// arrived on all inputs (EXACTLY_ONCE).
-	Aligned CheckpointMode = iota
-	// Tracked counts barriers without blocking (AT_LEAST_ONCE).
-	Tracked
-	// Unaligned is reserved for unaligned checkpoints: the first barrier
-	// overtakes in-flight data, which becomes channel state.
-)
-
-func (m CheckpointMode) String() string {
-	switch m {
-	case Aligned:
-		return "aligned"
-	case Tracked:
-		return "tracked"
-	}
-	return fmt.Sprintf("CheckpointMode(%d)", uint8(m))
-}
 
 // Barrier is the checkpoint barrier as it travels on a channel.
 type Barrier struct {
@@ -39,34 +18,37 @@ type Barrier struct {
 	Savepoint bool
 }
 
-// BarrierEvent is one outcome of the barrier handler. The concrete types
-// are BlockInput, UnblockInput, BarrierCounted, TakeSnapshot,
-// AbortCheckpoint and IgnoreBarrier.
+// BarrierEvent is one outcome of the barrier handler, what package mini
+// calls an Action (runtime keeps the longer name: its job master has
+// CheckpointActions too). The concrete types are Block, Unblock,
+// BarrierSeen, TakeSnapshot, Abort and Ignore, named as mini's actions;
+// TakeSnapshot is mini's Snapshot, a name runtime gives to an operator's
+// snapshot.
 type BarrierEvent interface{ barrierEvent() }
 
-// BlockInput: Input delivered the barrier of Checkpoint and is not to be
-// read until the alignment ends. Have and Waiting list the inputs that have
+// Block says that Input delivered the barrier of Checkpoint and is not to
+// be read until the alignment ends. Have and Waiting list the inputs that have
 // and have not delivered it.
-type BlockInput struct {
+type Block struct {
 	Input      int
 	Checkpoint int64
 	Have       []int
 	Waiting    []int
 }
 
-// UnblockInput: Input may be read again.
-type UnblockInput struct{ Input int }
+// Unblock says that Input may be read again.
+type Unblock struct{ Input int }
 
-// BarrierCounted is BlockInput's at-least-once counterpart: the input keeps
-// flowing.
-type BarrierCounted struct {
+// BarrierSeen is Block's at-least-once counterpart: the barrier is counted
+// but Input keeps flowing.
+type BarrierSeen struct {
 	Input      int
 	Checkpoint int64
 	Have       []int
 	Waiting    []int
 }
 
-// TakeSnapshot: the barrier of Checkpoint has arrived on every open input.
+// TakeSnapshot says the barrier of Checkpoint has arrived on every open input.
 // The task flushes its output, forwards the barrier, snapshots its
 // operators, and only then reads input again.
 type TakeSnapshot struct {
@@ -77,27 +59,27 @@ type TakeSnapshot struct {
 	Alignment time.Duration
 }
 
-// AbortCheckpoint: the handler gave up Checkpoint (subsumed by a newer
+// Abort says the handler gave up Checkpoint (subsumed by a newer
 // barrier, aborted by the coordinator, or the task failed).
-type AbortCheckpoint struct {
+type Abort struct {
 	Checkpoint int64
 	Reason     string
 }
 
-// IgnoreBarrier: a barrier of a checkpoint that is no longer pending
-// arrived on Input and was dropped.
-type IgnoreBarrier struct {
+// Ignore says a barrier of a checkpoint that is no longer pending arrived
+// on Input and was dropped.
+type Ignore struct {
 	Input   int
 	Barrier int64
 	Reason  string
 }
 
-func (BlockInput) barrierEvent()      {}
-func (UnblockInput) barrierEvent()    {}
-func (BarrierCounted) barrierEvent()  {}
-func (TakeSnapshot) barrierEvent()    {}
-func (AbortCheckpoint) barrierEvent() {}
-func (IgnoreBarrier) barrierEvent()   {}
+func (Block) barrierEvent()        {}
+func (Unblock) barrierEvent()      {}
+func (BarrierSeen) barrierEvent()  {}
+func (TakeSnapshot) barrierEvent() {}
+func (Abort) barrierEvent()        {}
+func (Ignore) barrierEvent()       {}
 
 // BarrierHandler decides, for a task with several input channels, when a
 // checkpoint's barriers are aligned and which inputs may be read meanwhile.
@@ -106,16 +88,18 @@ func (IgnoreBarrier) barrierEvent()   {}
 // is true. Nothing is held inside: a blocked input's data stays in its
 // channel, which, being bounded, backpressures the producer.
 //
-// Aligned mode follows the rules of package mini's Handler (the reference
-// it is tested against, with the same transcripts): block an input once it
-// delivered barrier n; when the last open input delivers it, snapshot and
-// unblock everything. A newer barrier aborts an older alignment (subsumed);
-// a barrier of a checkpoint no longer pending is ignored; an ended input is
-// not waited for; the coordinator's abort releases the inputs. Tracked mode
-// counts barriers of several checkpoints at once without blocking, as
-// Flink's CheckpointBarrierTracker.
+// Its mode is a config.CheckpointingMode; the zero value means
+// EXACTLY_ONCE. EXACTLY_ONCE (aligned) follows the rules of package mini's
+// Handler (the reference it is tested against, with the same transcripts):
+// block an input once it delivered barrier n; when the last open input
+// delivers it, snapshot and unblock everything. A newer barrier aborts an
+// older alignment (subsumed); a barrier of a checkpoint no longer pending is
+// ignored; an ended input is not waited for; the coordinator's abort
+// releases the inputs. AT_LEAST_ONCE (tracked) counts barriers of several
+// checkpoints at once without blocking, as Flink's
+// CheckpointBarrierTracker.
 type BarrierHandler struct {
-	mode  CheckpointMode
+	mode  config.CheckpointingMode
 	last  int64
 	ended []bool
 
@@ -138,7 +122,7 @@ type trackedCheckpoint struct {
 }
 
 // NewBarrierHandler returns a handler for a task with inputs input channels.
-func NewBarrierHandler(inputs int, mode CheckpointMode) *BarrierHandler {
+func NewBarrierHandler(inputs int, mode config.CheckpointingMode) *BarrierHandler {
 	if inputs < 1 {
 		panic(fmt.Sprintf("runtime.NewBarrierHandler: inputs must be >= 1, got %d", inputs))
 	}
@@ -156,7 +140,7 @@ func (h *BarrierHandler) Blocked(input int) bool { return h.blocked[input] }
 // AnyBlocked reports whether some input is blocked.
 func (h *BarrierHandler) AnyBlocked() bool { return h.blockedN > 0 }
 
-// Pending returns the checkpoint being aligned (in Tracked mode the oldest
+// Pending returns the checkpoint being aligned (in AT_LEAST_ONCE mode the oldest
 // one being counted), or 0.
 func (h *BarrierHandler) Pending() int64 {
 	if len(h.tracked) > 0 {
@@ -172,17 +156,17 @@ func (h *BarrierHandler) OnBarrier(input int, b Barrier, now time.Time) []Barrie
 	if h.blocked[input] {
 		panic(fmt.Sprintf("runtime.BarrierHandler: barrier %d read from blocked input %d", b.ID, input))
 	}
-	if h.mode == Tracked && !b.Savepoint {
+	if h.mode == config.AtLeastOnce && !b.Savepoint {
 		h.count(input, b, now)
 		return h.out
 	}
 	id := b.ID
 	switch {
 	case id == h.pending && h.arrived[input]:
-		h.out = append(h.out, IgnoreBarrier{Input: input, Barrier: id, Reason: "duplicate barrier"})
+		h.out = append(h.out, Ignore{Input: input, Barrier: id, Reason: "duplicate barrier"})
 		return h.out
 	case id != h.pending && id <= h.last:
-		h.out = append(h.out, IgnoreBarrier{Input: input, Barrier: id, Reason: fmt.Sprintf("checkpoint %d is not pending", id)})
+		h.out = append(h.out, Ignore{Input: input, Barrier: id, Reason: fmt.Sprintf("checkpoint %d is not pending", id)})
 		return h.out
 	case h.pending != 0 && id > h.pending:
 		h.release(fmt.Sprintf("subsumed by checkpoint %d", id))
@@ -198,7 +182,7 @@ func (h *BarrierHandler) OnBarrier(input int, b Barrier, now time.Time) []Barrie
 	have, waiting := h.progress(h.arrived)
 	h.blocked[input] = true
 	h.blockedN++
-	h.out = append(h.out, BlockInput{Input: input, Checkpoint: id, Have: have, Waiting: waiting})
+	h.out = append(h.out, Block{Input: input, Checkpoint: id, Have: have, Waiting: waiting})
 	return h.out
 }
 
@@ -207,7 +191,7 @@ func (h *BarrierHandler) OnBarrier(input int, b Barrier, now time.Time) []Barrie
 func (h *BarrierHandler) OnEndOfInput(input int, now time.Time) []BarrierEvent {
 	h.out = h.out[:0]
 	h.ended[input] = true
-	if h.mode == Tracked {
+	if h.mode == config.AtLeastOnce {
 		h.completeCounted(now)
 	} else if h.pending != 0 && h.allArrived(h.arrived) {
 		h.complete(now)
@@ -222,7 +206,7 @@ func (h *BarrierHandler) Abort(id int64, reason string) []BarrierEvent {
 	h.last = max(h.last, id)
 	if i := slices.IndexFunc(h.tracked, func(t trackedCheckpoint) bool { return t.barrier.ID == id }); i >= 0 {
 		h.tracked = slices.Delete(h.tracked, i, i+1)
-		h.out = append(h.out, AbortCheckpoint{Checkpoint: id, Reason: reason})
+		h.out = append(h.out, Abort{Checkpoint: id, Reason: reason})
 		return h.out
 	}
 	if id == h.pending {
@@ -231,15 +215,15 @@ func (h *BarrierHandler) Abort(id int64, reason string) []BarrierEvent {
 	return h.out
 }
 
-// Reset abandons every pending checkpoint (the task is failing or
-// restarting) and unblocks all inputs.
-func (h *BarrierHandler) Reset(reason string) []BarrierEvent {
+// Fail abandons every pending checkpoint (the task is failing or
+// restarting) and unblocks all inputs, as mini's Handler.Fail.
+func (h *BarrierHandler) Fail(reason string) []BarrierEvent {
 	h.out = h.out[:0]
 	if h.pending != 0 {
 		h.release(reason)
 	}
 	for _, t := range h.tracked {
-		h.out = append(h.out, AbortCheckpoint{Checkpoint: t.barrier.ID, Reason: reason})
+		h.out = append(h.out, Abort{Checkpoint: t.barrier.ID, Reason: reason})
 	}
 	h.tracked = h.tracked[:0]
 	return h.out
@@ -249,10 +233,10 @@ func (h *BarrierHandler) count(input int, b Barrier, now time.Time) {
 	i := slices.IndexFunc(h.tracked, func(t trackedCheckpoint) bool { return t.barrier.ID == b.ID })
 	switch {
 	case i >= 0 && h.tracked[i].arrived[input]:
-		h.out = append(h.out, IgnoreBarrier{Input: input, Barrier: b.ID, Reason: "duplicate barrier"})
+		h.out = append(h.out, Ignore{Input: input, Barrier: b.ID, Reason: "duplicate barrier"})
 		return
 	case i < 0 && b.ID <= h.last:
-		h.out = append(h.out, IgnoreBarrier{Input: input, Barrier: b.ID, Reason: fmt.Sprintf("checkpoint %d is not pending", b.ID)})
+		h.out = append(h.out, Ignore{Input: input, Barrier: b.ID, Reason: fmt.Sprintf("checkpoint %d is not pending", b.ID)})
 		return
 	case i < 0:
 		h.last = b.ID
@@ -264,7 +248,7 @@ func (h *BarrierHandler) count(input int, b Barrier, now time.Time) {
 		return
 	}
 	have, waiting := h.progress(h.tracked[i].arrived)
-	h.out = append(h.out, BarrierCounted{Input: input, Checkpoint: b.ID, Have: have, Waiting: waiting})
+	h.out = append(h.out, BarrierSeen{Input: input, Checkpoint: b.ID, Have: have, Waiting: waiting})
 }
 
 // completeCounted snapshots the newest counted checkpoint whose barrier
@@ -276,7 +260,7 @@ func (h *BarrierHandler) completeCounted(now time.Time) bool {
 			continue
 		}
 		for _, old := range h.tracked[:i] {
-			h.out = append(h.out, AbortCheckpoint{Checkpoint: old.barrier.ID, Reason: fmt.Sprintf("subsumed by checkpoint %d", t.barrier.ID)})
+			h.out = append(h.out, Abort{Checkpoint: old.barrier.ID, Reason: fmt.Sprintf("subsumed by checkpoint %d", t.barrier.ID)})
 		}
 		h.out = append(h.out, TakeSnapshot{Barrier: t.barrier, StartDelay: startDelay(t.barrier, t.firstAt), Alignment: now.Sub(t.firstAt)})
 		h.tracked = slices.Delete(h.tracked, 0, i+1)
@@ -292,7 +276,7 @@ func (h *BarrierHandler) complete(now time.Time) {
 }
 
 func (h *BarrierHandler) release(reason string) {
-	h.out = append(h.out, AbortCheckpoint{Checkpoint: h.pending, Reason: reason})
+	h.out = append(h.out, Abort{Checkpoint: h.pending, Reason: reason})
 	h.pending = 0
 	h.unblockAll()
 }
@@ -300,7 +284,7 @@ func (h *BarrierHandler) release(reason string) {
 func (h *BarrierHandler) unblockAll() {
 	for i := range h.blocked {
 		if h.blocked[i] {
-			h.out = append(h.out, UnblockInput{Input: i})
+			h.out = append(h.out, Unblock{Input: i})
 		}
 		h.blocked[i], h.arrived[i] = false, false
 	}

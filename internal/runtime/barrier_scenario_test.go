@@ -13,6 +13,7 @@ import (
 
 	"github.com/cockroachdb/datadriven"
 
+	"github.com/weirstream/weir/config"
 	"github.com/weirstream/weir/mini"
 )
 
@@ -40,12 +41,12 @@ func TestAlignmentScenariosAgainstMini(t *testing.T) {
 			case "task":
 				var inputs []string
 				d.ScanArgs(t, "inputs", &inputs)
-				mode := Aligned
+				mode := config.ExactlyOnce
 				if d.HasArg("mode") {
 					var m string
 					d.ScanArgs(t, "mode", &m)
 					if m == "at-least-once" {
-						mode = Tracked
+						mode = config.AtLeastOnce
 					}
 				}
 				g = newGateHarness(inputs, mode)
@@ -101,7 +102,7 @@ type gateHarness struct {
 	now       time.Time
 }
 
-func newGateHarness(names []string, mode CheckpointMode) *gateHarness {
+func newGateHarness(names []string, mode config.CheckpointingMode) *gateHarness {
 	return &gateHarness{
 		names:     names,
 		h:         NewBarrierHandler(len(names), mode),
@@ -188,9 +189,9 @@ func (g *gateHarness) set(ids []int) string {
 func (g *gateHarness) handle(events []BarrierEvent) {
 	for _, ev := range events {
 		switch ev := ev.(type) {
-		case BlockInput:
+		case Block:
 			g.printf("block %s (checkpoint %d: have %s, waiting for %s)", g.names[ev.Input], ev.Checkpoint, g.set(ev.Have), g.set(ev.Waiting))
-		case BarrierCounted:
+		case BarrierSeen:
 			g.printf("barrier %s (checkpoint %d: have %s, waiting for %s)", g.names[ev.Input], ev.Checkpoint, g.set(ev.Have), g.set(ev.Waiting))
 		case TakeSnapshot:
 			id := ev.Barrier.ID
@@ -198,19 +199,19 @@ func (g *gateHarness) handle(events []BarrierEvent) {
 			g.lastSnap = id
 			g.printf("forward barrier=%d", id)
 			g.printf("snapshot %d %s", id, mini.FormatState(g.sums))
-		case UnblockInput:
+		case Unblock:
 			g.printf("unblock %s", g.names[ev.Input])
-		case AbortCheckpoint:
+		case Abort:
 			g.printf("abort %d (%s)", ev.Checkpoint, ev.Reason)
-		case IgnoreBarrier:
+		case Ignore:
 			g.printf("ignore %s barrier=%d (%s)", g.names[ev.Input], ev.Barrier, ev.Reason)
 		}
 	}
 }
 
 func (g *gateHarness) fail() string {
-	for _, ev := range g.h.Reset("task failed") {
-		if a, ok := ev.(AbortCheckpoint); ok {
+	for _, ev := range g.h.Fail("task failed") {
+		if a, ok := ev.(Abort); ok {
 			g.printf("abort %d (%s)", a.Checkpoint, a.Reason)
 		}
 	}

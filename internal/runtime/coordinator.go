@@ -20,7 +20,7 @@ func NewCoordinator(cp config.Checkpointing, jobID string, history int, g *JobGr
 	cfg.Unaligned = cp.Unaligned
 	cfg.HistorySize = history
 	if cp.Mode == config.AtLeastOnce {
-		cfg.Mode = coordinator.AtLeastOnce
+		cfg.Mode = config.AtLeastOnce
 	}
 	tasks := coordinator.Tasks{Sources: sources, All: all, MaxParallelism: map[string]int{}}
 	for _, v := range g.Vertices {

@@ -6,6 +6,7 @@ import (
 	"iter"
 	"time"
 
+	"github.com/weirstream/weir/config"
 	"github.com/weirstream/weir/internal/checkpoint"
 )
 
@@ -200,7 +201,7 @@ func (tc *TaskContext) OperatorContext(uid, name string) *OperatorContext {
 // Checkpointing reports whether the job takes checkpoints, and in which
 // mode.
 func (tc *TaskContext) Checkpointing() (enabled bool, exactlyOnce bool) {
-	return tc.task.opts.checkpointing, tc.task.opts.mode == Aligned
+	return tc.task.opts.checkpointing, tc.task.opts.mode != config.AtLeastOnce
 }
 
 // JobID returns the job's id.

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/weirstream/weir/config"
 	"github.com/weirstream/weir/connector"
 	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/checkpoint/coordinator"
@@ -55,7 +56,7 @@ type Options struct {
 
 // CheckpointingOptions are the checkpoint settings the runtime needs.
 type CheckpointingOptions struct {
-	Mode CheckpointMode
+	Mode config.CheckpointingMode
 	// NewCoordinator builds the checkpoint coordinator for the job's
 	// graph, its source subtasks and all its subtasks.
 	NewCoordinator func(g *JobGraph, sources, all []checkpoint.TaskID) (*coordinator.Coordinator, error)

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/weirstream/weir/config"
 	"github.com/weirstream/weir/internal/checkpoint"
 )
 
@@ -34,7 +35,7 @@ type taskOptions struct {
 	jobID         string
 	batchSize     int
 	checkpointing bool
-	mode          CheckpointMode
+	mode          config.CheckpointingMode
 	faults        FaultInjector
 	attempt       int
 }
@@ -387,7 +388,7 @@ func (t *Task) onBarrierEvents(events []BarrierEvent) error {
 			if err := t.checkpoint(ev.Barrier, ev.StartDelay, ev.Alignment); err != nil {
 				return err
 			}
-		case AbortCheckpoint:
+		case Abort:
 			t.master.decline(t.id, ev.Checkpoint, DeclineSubsumed, errors.New(ev.Reason))
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/weirstream/weir/config"
 	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/netio"
 )
@@ -118,7 +119,7 @@ type WorkerOptions struct {
 	Clock  Clock
 	// Checkpointing says whether the job takes checkpoints, and Mode how.
 	Checkpointing bool
-	Mode          CheckpointMode
+	Mode          config.CheckpointingMode
 	// Store is where subtasks write their snapshots; nil keeps them inline
 	// in the acknowledgements.
 	Store StateStore
@@ -312,11 +313,7 @@ func (w *Worker) Deploy(ctx context.Context, d Deployment) {
 		t.watermark.Store(MinWatermark)
 		if t.gate != nil {
 			n := len(t.gate.chans)
-			mode := Aligned
-			if t.opts.mode == Tracked {
-				mode = Tracked
-			}
-			t.handler = NewBarrierHandler(n, mode)
+			t.handler = NewBarrierHandler(n, t.opts.mode)
 			t.valve = NewWatermarkValve(n)
 			t.endOfData, t.ended = make([]bool, n), make([]bool, n)
 		}

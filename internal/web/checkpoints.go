@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/weirstream/weir/config"
@@ -159,19 +160,33 @@ type checkpointDetail struct {
 	Discarded *bool `json:"discarded,omitempty"`
 }
 
-// taskCheckpoint is Flink's TaskCheckpointStatistics.
+// taskCheckpoint is Flink's TaskCheckpointStatistics: a vertex's
+// statistics without their summary and subtasks, which the outer fields
+// hide.
 type taskCheckpoint struct {
-	ID                      int64              `json:"id"`
-	Status                  coordinator.Status `json:"status"`
-	LatestAckTimestamp      int64              `json:"latest_ack_timestamp"`
-	CheckpointedSize        int64              `json:"checkpointed_size"`
-	StateSize               int64              `json:"state_size"`
-	EndToEndDuration        int64              `json:"end_to_end_duration"`
-	AlignmentBuffered       int64              `json:"alignment_buffered"`
-	ProcessedData           int64              `json:"processed_data"`
-	PersistedData           int64              `json:"persisted_data"`
-	NumSubtasks             int                `json:"num_subtasks"`
-	NumAcknowledgedSubtasks int                `json:"num_acknowledged_subtasks"`
+	coordinator.TaskStats
+	Summary  *struct{} `json:"summary,omitempty"`
+	Subtasks *struct{} `json:"subtasks,omitempty"`
+}
+
+// taskSubtasks is Flink's TaskCheckpointStatisticsWithSubtaskDetails.
+type taskSubtasks struct {
+	coordinator.TaskStats
+	Subtasks []subtaskJSON `json:"subtasks"`
+}
+
+// subtaskJSON writes a subtask that has not acknowledged as Flink does:
+// only its index and status.
+type subtaskJSON struct{ coordinator.SubtaskStats }
+
+func (s subtaskJSON) MarshalJSON() ([]byte, error) {
+	if s.Status == coordinator.SubtaskPending {
+		return json.Marshal(struct {
+			Index  int    `json:"index"`
+			Status string `json:"status"`
+		}{s.Index, s.Status})
+	}
+	return json.Marshal(s.SubtaskStats)
 }
 
 func (s *Server) lookup(ctx context.Context, cid string) (coordinator.CheckpointStats, error) {
@@ -200,41 +215,42 @@ func (s *Server) checkpointDetails(ctx context.Context, cid string) (checkpointD
 		d.Discarded = &c.Discarded
 	}
 	for uid, t := range c.Tasks {
-		d.Tasks[VertexID(uid)] = taskCheckpoint{
-			ID: t.ID, Status: t.Status, LatestAckTimestamp: t.LatestAckTimestamp,
-			CheckpointedSize: t.CheckpointedSize, StateSize: t.StateSize, EndToEndDuration: t.EndToEndDuration,
-			AlignmentBuffered: t.AlignmentBuffered, ProcessedData: t.ProcessedData, PersistedData: t.PersistedData,
-			NumSubtasks: t.NumSubtasks, NumAcknowledgedSubtasks: t.NumAcknowledgedSubtasks,
-		}
+		d.Tasks[VertexID(uid)] = taskCheckpoint{TaskStats: t}
 	}
 	return d, nil
 }
 
-func (s *Server) checkpointSubtasks(ctx context.Context, cid, vid string) (coordinator.TaskStats, error) {
+func (s *Server) checkpointSubtasks(ctx context.Context, cid, vid string) (taskSubtasks, error) {
 	if _, err := checkpointID(cid); err != nil {
-		return coordinator.TaskStats{}, err
+		return taskSubtasks{}, err
 	}
 	v, err := s.vertex(vid)
 	if err != nil {
-		return coordinator.TaskStats{}, err
+		return taskSubtasks{}, err
 	}
 	c, err := s.lookup(ctx, cid)
 	if err != nil {
-		return coordinator.TaskStats{}, err
+		return taskSubtasks{}, err
 	}
 	t, ok := c.Tasks[v.UID]
 	if !ok {
-		return t, notFoundf("checkpoint %d has no statistics for vertex %s (%s)", c.ID, vid, v.Name)
+		return taskSubtasks{}, notFoundf("checkpoint %d has no statistics for vertex %s (%s)", c.ID, vid, v.Name)
 	}
-	t.Subtasks = append([]coordinator.SubtaskStats{}, t.Subtasks...)
-	return t, nil
+	out := taskSubtasks{TaskStats: t, Subtasks: make([]subtaskJSON, len(t.Subtasks))}
+	for i, st := range t.Subtasks {
+		out.Subtasks[i] = subtaskJSON{st}
+	}
+	return out, nil
 }
 
 // checkpointConfigInfo is Flink's CheckpointConfigInfo. Flink's changelog
 // settings are reduced to state_changelog_enabled: weir has no changelog
 // state backend.
 type checkpointConfigInfo struct {
-	Mode                        string              `json:"mode"`
+	// Mode is exactly_once or at_least_once.
+	Mode string `json:"mode"`
+	// Interval is math.MaxInt64 when periodic checkpoints are disabled,
+	// as in Flink.
 	Interval                    int64               `json:"interval"`
 	Timeout                     int64               `json:"timeout"`
 	MinPause                    int64               `json:"min_pause"`
@@ -274,19 +290,28 @@ func (s *Server) checkpointConfig(ctx context.Context) (checkpointConfigInfo, er
 	}
 	c := snap.Config
 	info := checkpointConfigInfo{
-		Mode: c.Mode, Interval: c.Interval, Timeout: c.Timeout, MinPause: c.MinPause, MaxConcurrent: c.MaxConcurrent,
+		Mode: "exactly_once", Interval: c.Interval.Milliseconds(), Timeout: c.Timeout.Milliseconds(),
+		MinPause: c.MinPause.Milliseconds(), MaxConcurrent: c.MaxConcurrent,
 		Externalization: externalizationInfo{
 			Enabled:              cp.ExternalizedRetention != config.NoExternalizedCheckpoints,
 			DeleteOnCancellation: cp.ExternalizedRetention == config.DeleteOnCancellation,
 		},
 		StateBackend:               string(config.StateBackend(s.cfg.String(config.KeyStateBackend))),
 		CheckpointStorage:          string(cp.Storage),
-		UnalignedCheckpoints:       c.UnalignedCheckpoints,
-		TolerableFailedCheckpoints: c.TolerableFailedCheckpoints,
+		UnalignedCheckpoints:       c.Unaligned,
+		TolerableFailedCheckpoints: c.TolerableFailed,
 		AlignedCheckpointTimeout:   cp.AlignedTimeout.Milliseconds(),
 		// Checkpoints go on after some subtasks have finished; the finished
 		// subtasks' source positions are carried into them.
 		CheckpointsAfterTasksFinish: true,
+	}
+	if c.Mode == config.AtLeastOnce {
+		info.Mode = "at_least_once"
+	}
+	if c.Interval == 0 {
+		// Periodic checkpoints are disabled: Flink shows the longest
+		// interval.
+		info.Interval = math.MaxInt64
 	}
 	if n, ok := backendNames[config.StateBackend(info.StateBackend)]; ok {
 		info.StateBackend = n

@@ -176,6 +176,11 @@ func TestEndpointsAgainstARunningJob(t *testing.T) {
 		fields(t, "failed details", d, append(checkpointFields, "failure_timestamp:number", "failure_message:string")...)
 		task := at(d, "tasks", count)
 		fields(t, "failed task", task, taskFields...)
+		for _, k := range []string{"summary", "subtasks"} {
+			if _, ok := task.(map[string]any)[k]; ok {
+				t.Errorf("failed task in the checkpoint details has %q: %v", k, task)
+			}
+		}
 		if num(at(task, "num_acknowledged_subtasks")) >= num(at(task, "num_subtasks")) {
 			t.Errorf("a failed checkpoint with every count subtask acknowledged: %v", task)
 		}

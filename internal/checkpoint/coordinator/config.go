@@ -9,25 +9,6 @@ import (
 	"github.com/weirstream/weir/internal/checkpoint"
 )
 
-// Mode is the consistency mode of checkpoints
-// (execution.checkpointing.mode). The coordinator passes it on in Trigger
-// and records it in the statistics; the barrier handlers act on it.
-type Mode int
-
-const (
-	// ExactlyOnce aligns barriers: the default.
-	ExactlyOnce Mode = iota
-	// AtLeastOnce does not block channels during alignment.
-	AtLeastOnce
-)
-
-func (m Mode) String() string {
-	if m == AtLeastOnce {
-		return "AT_LEAST_ONCE"
-	}
-	return "EXACTLY_ONCE"
-}
-
 // Config configures a Coordinator. Start from DefaultConfig; every field
 // names the Flink option it stands for and its default.
 type Config struct {
@@ -73,9 +54,11 @@ type Config struct {
 	// Default 0: the first counted failure fails the job.
 	TolerableFailed int
 
-	// Mode is recorded in Trigger and in the statistics
-	// (execution.checkpointing.mode). Default ExactlyOnce.
-	Mode Mode
+	// Mode is the consistency mode of checkpoints
+	// (execution.checkpointing.mode). The coordinator passes it on in
+	// Trigger and records it in the statistics; the barrier handlers act on
+	// it. Default config.ExactlyOnce.
+	Mode config.CheckpointingMode
 
 	// Unaligned enables unaligned checkpoints
 	// (execution.checkpointing.unaligned.enabled); it requires ExactlyOnce
@@ -97,6 +80,7 @@ type Config struct {
 // DefaultConfig returns Flink's defaults, with periodic checkpoints off.
 func DefaultConfig() Config {
 	return Config{
+		Mode:          config.ExactlyOnce,
 		Timeout:       10 * time.Minute,
 		MaxConcurrent: 1,
 		HistorySize:   10,
@@ -132,9 +116,9 @@ func (c Config) validate() error {
 		return &ConfigError{"execution.checkpointing.max-concurrent-checkpoints", fmt.Sprintf("%d: must be at least 1", c.MaxConcurrent)}
 	case c.TolerableFailed < 0:
 		return &ConfigError{"execution.checkpointing.tolerable-failed-checkpoints", fmt.Sprintf("%d: must be at least 0", c.TolerableFailed)}
-	case c.Mode != ExactlyOnce && c.Mode != AtLeastOnce:
-		return &ConfigError{"execution.checkpointing.mode", fmt.Sprintf("unknown mode %d", int(c.Mode))}
-	case c.Unaligned && c.Mode != ExactlyOnce:
+	case c.Mode != config.ExactlyOnce && c.Mode != config.AtLeastOnce:
+		return &ConfigError{"execution.checkpointing.mode", fmt.Sprintf("unknown mode %q", c.Mode)}
+	case c.Unaligned && c.Mode != config.ExactlyOnce:
 		return &ConfigError{"execution.checkpointing.unaligned.enabled", "unaligned checkpoints require execution.checkpointing.mode EXACTLY_ONCE"}
 	case c.Unaligned && c.MaxConcurrent > 1:
 		return &ConfigError{"execution.checkpointing.unaligned.enabled", "unaligned checkpoints require execution.checkpointing.max-concurrent-checkpoints 1"}

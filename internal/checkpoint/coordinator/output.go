@@ -3,6 +3,7 @@ package coordinator
 import (
 	"time"
 
+	"github.com/weirstream/weir/config"
 	"github.com/weirstream/weir/internal/checkpoint"
 )
 
@@ -22,7 +23,7 @@ type Trigger struct {
 	Tasks     []checkpoint.TaskID
 	// Mode and Unaligned tell the barrier handlers how to align. Unaligned
 	// is never set for a savepoint.
-	Mode      Mode
+	Mode      config.CheckpointingMode
 	Unaligned bool
 }
 

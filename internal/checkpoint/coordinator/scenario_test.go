@@ -11,6 +11,7 @@ import (
 
 	"github.com/cockroachdb/datadriven"
 
+	"github.com/weirstream/weir/config"
 	"github.com/weirstream/weir/internal/checkpoint"
 )
 
@@ -256,7 +257,7 @@ func (h *harness) init(t *testing.T, d *datadriven.TestData) string {
 		var m string
 		d.ScanArgs(t, "mode", &m)
 		if m == "at-least-once" {
-			cfg.Mode = AtLeastOnce
+			cfg.Mode = config.AtLeastOnce
 		}
 	}
 	cfg.Unaligned = d.HasArg("unaligned")
@@ -355,7 +356,7 @@ func (h *harness) outputs(out []Output, err error) string {
 		switch o := o.(type) {
 		case Trigger:
 			fmt.Fprintf(&b, "trigger %d %v at %s to %s", o.ID, o.Kind, h.rel(o.Timestamp), tasksString(o.Tasks))
-			if o.Mode != ExactlyOnce {
+			if o.Mode != config.ExactlyOnce {
 				fmt.Fprintf(&b, " %v", o.Mode)
 			}
 			if o.Unaligned {

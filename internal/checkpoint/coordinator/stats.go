@@ -1,8 +1,6 @@
 package coordinator
 
 import (
-	"encoding/json"
-	"math"
 	"slices"
 	"time"
 
@@ -13,6 +11,9 @@ import (
 // the checkpoint and subtask detail endpoints): the JSON field names are
 // Flink's, timestamps are milliseconds since the Unix epoch and durations
 // are milliseconds. A value that is not known yet is -1, as in Flink.
+// These are the only statistics types; what the REST API serves beyond
+// their plain JSON encoding (which parts each endpoint shows, how a
+// pending subtask is written) is shaped by package web.
 
 // Status is the status of a checkpoint in the statistics.
 type Status string
@@ -40,9 +41,9 @@ type Snapshot struct {
 	Summary Summary           `json:"summary"`
 	Latest  Latest            `json:"latest"`
 	History []CheckpointStats `json:"history"`
-	// Config is the body of GET /jobs/:jobid/checkpoints/config, as far as
-	// the coordinator knows it.
-	Config ConfigInfo `json:"-"`
+	// Config is the configuration the coordinator runs with; the REST
+	// API shows it as GET /jobs/:jobid/checkpoints/config.
+	Config Config `json:"-"`
 }
 
 // Counts counts checkpoints since the coordinator was created.
@@ -170,7 +171,8 @@ type AlignmentSummary struct {
 	Duration  StatsSummary `json:"duration"`
 }
 
-// Subtask statuses.
+// Subtask statuses. The REST API writes a pending subtask with its index
+// and status only.
 const (
 	SubtaskCompleted = "completed"
 	SubtaskPending   = "pending_or_failed"
@@ -217,58 +219,12 @@ type SubtaskAlignment struct {
 	Duration  int64 `json:"duration"`
 }
 
-// MarshalJSON writes a subtask that has not acknowledged as Flink does:
-// only its index and status.
-func (s SubtaskStats) MarshalJSON() ([]byte, error) {
-	if s.Status == SubtaskPending {
-		return json.Marshal(struct {
-			Index  int    `json:"index"`
-			Status string `json:"status"`
-		}{s.Index, s.Status})
-	}
-	type plain SubtaskStats
-	return json.Marshal(plain(s))
-}
-
-// ConfigInfo is the checkpoint configuration as the REST API shows it.
-type ConfigInfo struct {
-	// Mode is exactly_once or at_least_once.
-	Mode string `json:"mode"`
-	// Interval is math.MaxInt64 when periodic checkpoints are disabled,
-	// as in Flink.
-	Interval                   int64 `json:"interval"`
-	Timeout                    int64 `json:"timeout"`
-	MinPause                   int64 `json:"min_pause"`
-	MaxConcurrent              int   `json:"max_concurrent"`
-	UnalignedCheckpoints       bool  `json:"unaligned_checkpoints"`
-	TolerableFailedCheckpoints int   `json:"tolerable_failed_checkpoints"`
-}
-
-func configInfo(c Config) ConfigInfo {
-	info := ConfigInfo{
-		Mode:                       "exactly_once",
-		Interval:                   c.Interval.Milliseconds(),
-		Timeout:                    c.Timeout.Milliseconds(),
-		MinPause:                   c.MinPause.Milliseconds(),
-		MaxConcurrent:              c.MaxConcurrent,
-		UnalignedCheckpoints:       c.Unaligned,
-		TolerableFailedCheckpoints: c.TolerableFailed,
-	}
-	if c.Mode == AtLeastOnce {
-		info.Mode = "at_least_once"
-	}
-	if c.Interval == 0 {
-		info.Interval = math.MaxInt64
-	}
-	return info
-}
-
 // tracker keeps the statistics: counts, the summary over completed
 // checkpoints, a bounded history (newest first) and the latest of each
 // outcome.
 type tracker struct {
 	historySize int
-	config      ConfigInfo
+	config      Config
 	counts      Counts
 
 	checkpointed, stateSize, duration, processed, persisted summarizer
@@ -303,7 +259,7 @@ type subtaskRecord struct {
 func newTracker(cfg Config) *tracker {
 	return &tracker{
 		historySize:  cfg.HistorySize,
-		config:       configInfo(cfg),
+		config:       cfg,
 		checkpointed: newSummarizer(summaryWindow),
 		stateSize:    newSummarizer(summaryWindow),
 		duration:     newSummarizer(summaryWindow),
