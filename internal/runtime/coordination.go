@@ -100,6 +100,18 @@ func (jm *JobMaster) perform(ctx context.Context, out []coordinator.Output) erro
 	for len(out) > 0 {
 		o := out[0]
 		out = out[1:]
+		if jm.stopping {
+			switch o := o.(type) {
+			case coordinator.NotifyComplete:
+				jm.emit(Event{Kind: EventCheckpointCompleted, Checkpoint: o.ID})
+			case coordinator.Discard:
+				jm.mu.Lock()
+				jm.retained = slices.DeleteFunc(jm.retained, func(r *Restore) bool { return r.Metadata.CheckpointID == o.ID })
+				jm.mu.Unlock()
+				jm.discard(context.WithoutCancel(ctx), o.ID, "discarding checkpoint")
+			}
+			continue
+		}
 		switch o := o.(type) {
 		case coordinator.Trigger:
 			jm.snapshotSplits(o.ID)
@@ -124,7 +136,8 @@ func (jm *JobMaster) perform(ctx context.Context, out []coordinator.Output) erro
 			}
 			jm.store.post(storageOp{ctx: ctx, write: func(ctx context.Context) {
 				path, err := jm.storage.WriteMetadata(ctx, &md)
-				jm.post(func() error { return jm.perform(jm.ctx, jm.metadataWritten(&md, path, err)) })
+				jm.busy.Add(1)
+				jm.written.post(func() error { return jm.perform(jm.ctx, jm.metadataWritten(&md, path, err)) })
 			}})
 		case coordinator.NotifyComplete:
 			jm.checkpointCompleted(o.ID)
@@ -167,6 +180,22 @@ func (jm *JobMaster) perform(ctx context.Context, out []coordinator.Output) erro
 		}
 	}
 	return nil
+}
+
+// finishWrites lets a canceled job's metadata writes in flight finish, and
+// records those that completed, so that what the job reports as its
+// latest checkpoint is what its storage holds (a resume takes the newest
+// _metadata it finds); the retention discards they cause run too. The
+// subtasks are gone: no notification goes out.
+func (jm *JobMaster) finishWrites() {
+	jm.stopping = true
+	jm.store.stop()
+	for _, f := range jm.written.take() {
+		if err := f(); err != nil {
+			jm.log.Warn("recording a checkpoint completed as the job was canceled", "err", err)
+		}
+	}
+	jm.store.drain()
 }
 
 // discard deletes checkpoint id's files on the storage queue, after every
@@ -223,6 +252,7 @@ type storageQueue struct {
 	done chan struct{}
 	// queued counts the operations queued and not yet done (tests).
 	queued atomic.Int64
+	once   sync.Once
 }
 
 // storageOp is a write (write is set) or the discard of a checkpoint.
@@ -298,9 +328,10 @@ func (q *storageQueue) finished(n int) {
 	q.jm.busy.Add(-int64(n))
 }
 
-// stop runs what is queued and waits for the queue's goroutine to end.
+// stop runs what is queued and waits for the queue's goroutine to end;
+// once stopped, what is posted runs only when drain is called.
 func (q *storageQueue) stop() {
-	close(q.quit)
+	q.once.Do(func() { close(q.quit) })
 	<-q.done
 }
 

@@ -142,8 +142,13 @@ type JobMaster struct {
 	// inbox carries work into the job master's loop: reports from
 	// subtasks, queries, timers, completed storage operations.
 	inbox *mailbox
-	// store runs metadata writes and discards off the loop, in order.
-	store *storageQueue
+	// store runs metadata writes and discards off the loop, in order;
+	// written carries the writes' completions back into the loop.
+	store   *storageQueue
+	written *mailbox
+	// stopping is set once the job is canceled: completions of writes
+	// still in flight are recorded, and nothing else is done.
+	stopping bool
 	// busy counts the work given to the job master and not yet done: Run's
 	// start, mails until the loop has run them and re-armed its timer, and
 	// redeploys waiting for canceled subtasks to stop. Zero means the job
@@ -239,7 +244,7 @@ func NewJobMaster(g *JobGraph, opts Options) (*JobMaster, error) {
 	if opts.Restore != nil {
 		jm.retained = []*Restore{opts.Restore}
 	}
-	jm.store = newStorageQueue(jm)
+	jm.store, jm.written = newStorageQueue(jm), newMailbox()
 	jm.busy.Store(1) // Run's start
 	var fg failover.Graph
 	for _, v := range g.Vertices {
@@ -439,14 +444,16 @@ func (jm *JobMaster) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			jm.cancelAll(context.Cause(ctx))
+			jm.finishWrites()
 			jm.hist.set(StatusCanceled, jm.clock.Now())
 			if jm.coord != nil {
 				jm.coord.Stop(jm.clock.Now())
 			}
 			return context.Cause(ctx)
 		case <-jm.inbox.signal:
+		case <-jm.written.signal:
 		}
-		mails := jm.inbox.take()
+		mails := append(jm.written.take(), jm.inbox.take()...)
 		for _, f := range mails {
 			if err := f(); err != nil {
 				return jm.abort(err)
