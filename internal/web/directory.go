@@ -104,7 +104,23 @@ func (d *Directory) Close() error {
 	return errors.Join(errs...)
 }
 
-// ServeHTTP implements http.Handler.
+// overview counts the cluster's task managers and slots and its jobs.
+func (d *Directory) overview() overviewInfo {
+	var o overviewInfo
+	if d.cluster != nil {
+		c := d.cluster()
+		o.TaskManagers, o.SlotsTotal, o.SlotsAvailable = c.TaskManagers, c.SlotsTotal, c.SlotsAvailable
+	}
+	for _, s := range d.all() {
+		o.count(s.state())
+	}
+	return o
+}
+
+// ServeHTTP implements http.Handler. /taskmanagers and /jobmanager/config
+// are not served yet: the directory knows only how many task managers
+// and slots the cluster has, not each task manager, and not the job
+// manager's configuration.
 func (d *Directory) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !d.opts.gate.check(w, r) {
 		return
@@ -116,16 +132,12 @@ func (d *Directory) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	seg := strings.Split(strings.Trim(p, "/"), "/")
 	switch {
+	case serveDashboard(w, seg):
 	case len(seg) == 1 && seg[0] == "overview":
-		var o overviewInfo
-		if d.cluster != nil {
-			c := d.cluster()
-			o.TaskManagers, o.SlotsTotal, o.SlotsAvailable = c.TaskManagers, c.SlotsTotal, c.SlotsAvailable
-		}
-		for _, s := range d.all() {
-			o.count(s.state())
-		}
-		writeJSON(w, http.StatusOK, o)
+		writeJSON(w, http.StatusOK, d.overview())
+	case len(seg) == 2 && seg[0] == "jobmanager" && seg[1] == "metrics":
+		ids, vals := jobManagerMetrics(d.overview())
+		writeJSON(w, http.StatusOK, metricListOf(r.URL.Query(), ids, vals))
 	case len(seg) == 1 && seg[0] == "metrics":
 		d.prom.ServeHTTP(w, r)
 	case len(seg) == 1 && seg[0] == "jobs":

@@ -2,7 +2,13 @@
 // field names where Flink has them (so that Flink's tooling reads it),
 // weir's own checkpoint cut, and Prometheus metrics at /metrics.
 //
+//	GET /config                                            the dashboard's configuration
 //	GET /overview                                          the cluster
+//	GET /taskmanagers                                      the embedded task executor
+//	GET /jobmanager/config                                 the configuration, secrets masked
+//	GET /jobmanager/environment                            the Go runtime
+//	GET /jobmanager/metrics                                task managers, slots, jobs
+//	GET /applications/overview                             Flink 2's applications: none
 //	GET /jobs                                              ids and states
 //	GET /jobs/overview                                     one line per job
 //	GET /jobs/:jobid                                       the job, its vertices and plan
@@ -15,6 +21,13 @@
 //	GET /jobs/:jobid/checkpoints/details/:checkpointid/subtasks/:vertexid
 //	GET /jobs/:jobid/checkpoints/:checkpointid/cut         weir: the cut, drawn as data
 //	GET /metrics                                           Prometheus text format
+//
+// Where weir has no value for one of Flink's fields it answers what Flink
+// does when the feature is absent (an empty list, -1 for a port); the
+// types' comments say which fields differ in meaning from Flink's. A job
+// manager's Directory serves /config, /jobmanager/environment,
+// /jobmanager/metrics and /applications/overview, not yet /taskmanagers
+// and /jobmanager/config.
 //
 // Vertex ids are, as in Flink, 32 hexadecimal digits: the first 16 bytes
 // of the SHA-256 of the vertex's uid (its head operator's uid), so they

@@ -123,11 +123,17 @@ func (s *Server) slots() int {
 }
 
 func (s *Server) overview(w http.ResponseWriter) {
+	writeJSON(w, http.StatusOK, s.overviewInfo())
+}
+
+// overviewInfo is the job's cluster: one task manager, its slots and the
+// job.
+func (s *Server) overviewInfo() overviewInfo {
 	o := overviewInfo{TaskManagers: 1, SlotsTotal: s.slots()}
 	if !o.count(s.state()) {
 		o.SlotsAvailable = o.SlotsTotal
 	}
-	writeJSON(w, http.StatusOK, o)
+	return o
 }
 
 // count adds a job in state to the overview's counts and reports whether

@@ -243,6 +243,19 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 	case n == 2 && at(0, "jobs") && seg[1] == "overview":
 		s.jobsOverview(w)
 		return
+	case n == 1 && seg[0] == "taskmanagers":
+		writeJSON(w, http.StatusOK, s.taskManagers())
+		return
+	case n == 2 && at(0, "jobmanager") && seg[1] == "config":
+		writeJSON(w, http.StatusOK, configEntries(s.cfg))
+		return
+	case n == 2 && at(0, "jobmanager") && seg[1] == "metrics":
+		ids, vals := jobManagerMetrics(s.overviewInfo())
+		writeJSON(w, http.StatusOK, metricListOf(r.URL.Query(), ids, vals))
+		return
+	}
+	if serveDashboard(w, seg) {
+		return
 	}
 	if n < 2 || !at(0, "jobs") {
 		notFound(w, r)
