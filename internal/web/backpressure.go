@@ -48,6 +48,8 @@ type sampleReading struct {
 	out int64
 	// idle is the nanoseconds it waited for input.
 	idle int64
+	// in is the records it received (a source: emitted).
+	in int64
 }
 
 type samplePair struct {
@@ -64,13 +66,13 @@ func (s *sampler) sample(now time.Time) {
 	defer s.mu.Unlock()
 	s.at = now
 	for _, m := range ms {
-		r := &sampleReading{at: now, attempt: m.Attempt, out: m.OutBackpressuredNanos, idle: m.IdleNanos}
+		r := &sampleReading{at: now, attempt: m.Attempt, out: m.OutBackpressuredNanos, idle: m.IdleNanos, in: m.RecordsIn}
 		p := s.last[m.Task]
 		if p == nil {
 			s.last[m.Task] = &samplePair{cur: r}
 			continue
 		}
-		if p.cur.attempt == m.Attempt && r.out >= p.cur.out {
+		if p.cur.attempt == m.Attempt && r.out >= p.cur.out && r.in >= p.cur.in {
 			p.prev = p.cur
 		} else {
 			p.prev = nil
@@ -80,11 +82,12 @@ func (s *sampler) sample(now time.Time) {
 }
 
 // subtaskRatio is a subtask's backpressured, idle and busy ratios over
-// the last interval.
+// the last interval, and the records it received per second.
 type subtaskRatio struct {
 	task              checkpoint.TaskID
 	attempt           int
 	ratio, idle, busy float64
+	inRate            float64
 }
 
 // ratios returns the ratios of the subtasks of vertex uid that have two
@@ -105,7 +108,8 @@ func (s *sampler) ratios(uid string, parallelism int) ([]subtaskRatio, time.Time
 		}
 		r := min(max(float64(p.cur.out-p.prev.out)/float64(dt), 0), 1)
 		idle := min(max(float64(p.cur.idle-p.prev.idle)/float64(dt), 0), 1-r)
-		out = append(out, subtaskRatio{task: id, attempt: p.cur.attempt, ratio: r, idle: idle, busy: max(1-r-idle, 0)})
+		inRate := float64(p.cur.in-p.prev.in) / dt.Seconds()
+		out = append(out, subtaskRatio{task: id, attempt: p.cur.attempt, ratio: r, idle: idle, busy: max(1-r-idle, 0), inRate: inRate})
 	}
 	return out, s.at
 }

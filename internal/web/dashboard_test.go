@@ -14,7 +14,8 @@ import (
 
 // TestDashboardEndpoints checks the endpoints Flink's web dashboard reads
 // besides a job's pages against a running job: their fields and types,
-// that the job's configuration is listed with its secrets masked, and
+// that the job's configuration is listed with its secrets masked, that
+// the task metrics answer ?get=, ?agg= and ?subtasks= as Flink's do, and
 // that every one of them requires the token.
 func TestDashboardEndpoints(t *testing.T) {
 	const restSecret, clusterSecret = "rest-s3cret-value", "cluster-s3cret-value"
@@ -26,9 +27,12 @@ func TestDashboardEndpoints(t *testing.T) {
 	f.serve(web.Job{Master: launch.MasterOf(f.client), Done: f.client.Done(), Err: f.client.Wait, Config: f.env.Config()},
 		web.WithAuthToken(restSecret))
 	f.token = restSecret
+	jid := f.jobID()
+	numbers, count := web.VertexID("numbers"), web.VertexID("count")
+	vpath := func(vid string) string { return "/jobs/" + jid + "/vertices/" + vid }
 
 	paths := []string{"/config", "/taskmanagers", "/jobmanager/config", "/jobmanager/environment", "/jobmanager/metrics",
-		"/applications/overview"}
+		"/applications/overview", vpath(count) + "/metrics", vpath(count) + "/subtasks/metrics"}
 	for _, p := range paths {
 		f.token = ""
 		if code, _ := f.get(p); code != http.StatusUnauthorized {
@@ -124,6 +128,89 @@ func TestDashboardEndpoints(t *testing.T) {
 		}
 	})
 
+	t.Run("vertex metrics", func(t *testing.T) {
+		waitFor(t, "rates on both count subtasks", func() bool {
+			var vals []map[string]any
+			f.decode(vpath(count)+"/metrics?get=0.numRecordsInPerSecond,1.numRecordsInPerSecond", &vals)
+			return len(vals) == 2
+		})
+		var ids []map[string]any
+		f.decode(vpath(count)+"/metrics", &ids)
+		have := map[string]bool{}
+		for i, m := range ids {
+			fields(t, fmt.Sprint("metric ", i), m, "id:string")
+			have[m["id"].(string)] = true
+		}
+		for _, id := range []string{"0.numRecordsIn", "1.numRecordsOut", "0.numRecordsInPerSecond", "1.numRecordsOutPerSecond",
+			"0.busyTimeMsPerSecond", "0.backPressuredTimeMsPerSecond", "1.idleTimeMsPerSecond", "1.currentInputWatermark"} {
+			if !have[id] {
+				t.Errorf("count has no metric %s: %v", id, ids)
+			}
+		}
+		var vals []map[string]any
+		f.decode(vpath(count)+"/metrics?get=0.numRecordsIn,1.currentInputWatermark,7.numRecordsIn", &vals)
+		if len(vals) != 2 {
+			t.Fatalf("values %v: want the two that exist", vals)
+		}
+		for i, v := range vals {
+			fields(t, fmt.Sprint("value ", i), v, "id:string", "value:string")
+		}
+		if vals[0]["id"] != "0.numRecordsIn" || vals[0]["value"] == "0" {
+			t.Errorf("values %v", vals)
+		}
+
+		// The source: receives nothing, sends what it emits.
+		vals = nil
+		f.decode(vpath(numbers)+"/metrics?get=0.numRecordsIn,0.numRecordsOut", &vals)
+		if len(vals) != 2 || vals[0]["value"] != "0" || vals[1]["value"] == "0" {
+			t.Errorf("source values %v", vals)
+		}
+	})
+
+	t.Run("subtask metrics", func(t *testing.T) {
+		sm := vpath(count) + "/subtasks/metrics"
+		var ids []map[string]any
+		f.decode(sm, &ids)
+		if len(ids) == 0 || ids[0]["id"] != "numRecordsIn" {
+			t.Errorf("aggregated metric names %v", ids)
+		}
+		var per []map[string]any
+		f.decode(vpath(count)+"/metrics?get=0.numRecordsIn,1.numRecordsIn", &per)
+		var aggs []map[string]any
+		f.decode(sm+"?get=numRecordsIn,busyTimeMsPerSecond,noSuchMetric", &aggs)
+		if len(aggs) != 2 || aggs[0]["id"] != "numRecordsIn" {
+			t.Fatalf("aggregates %v", aggs)
+		}
+		for i, a := range aggs {
+			fields(t, fmt.Sprint("aggregate ", i), a, "id:string", "min:number", "max:number", "avg:number", "sum:number")
+			if num(a["min"]) > num(a["avg"]) || num(a["avg"]) > num(a["max"]) || num(a["sum"]) < num(a["max"]) {
+				t.Errorf("aggregate %v", a)
+			}
+		}
+		if num(aggs[0]["sum"]) <= 0 || len(per) != 2 {
+			t.Errorf("numRecordsIn %v (per subtask %v)", aggs[0], per)
+		}
+
+		aggs = nil // decoding into the old maps would keep their keys
+		f.decode(sm+"?get=numRecordsIn&agg=max,sum", &aggs)
+		if len(aggs) != 1 || len(aggs[0]) != 3 || aggs[0]["max"] == nil || aggs[0]["sum"] == nil {
+			t.Errorf("?agg=max,sum: %v", aggs)
+		}
+		// One subtask: every aggregate is its value.
+		aggs = nil
+		f.decode(sm+"?get=currentInputWatermark&subtasks=1", &aggs)
+		if len(aggs) != 1 || aggs[0]["min"] != aggs[0]["max"] || aggs[0]["max"] != aggs[0]["sum"] {
+			t.Errorf("?subtasks=1: %v", aggs)
+		}
+		for _, q := range []string{"?get=numRecordsIn&agg=median", "?get=numRecordsIn&subtasks=x"} {
+			if code, body := f.get(sm + q); code != http.StatusBadRequest || !strings.Contains(string(body), `"errors"`) {
+				t.Errorf("GET %s: %d %s, want 400", q, code, body)
+			}
+		}
+		if code, _ := f.get("/jobs/" + jid + "/vertices/0123456789abcdef0123456789abcdef/subtasks/metrics"); code != http.StatusNotFound {
+			t.Errorf("unknown vertex: %d, want 404", code)
+		}
+	})
 }
 
 // TestDirectoryDashboardEndpoints: a job manager's directory answers the

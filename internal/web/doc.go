@@ -15,6 +15,8 @@
 //	GET /jobs/:jobid/vertices/:vertexid                    a vertex's subtasks
 //	GET /jobs/:jobid/vertices/:vertexid/backpressure       backpressure levels
 //	GET /jobs/:jobid/vertices/:vertexid/watermarks         subtask watermarks
+//	GET /jobs/:jobid/vertices/:vertexid/metrics            subtask metrics (?get=)
+//	GET /jobs/:jobid/vertices/:vertexid/subtasks/metrics   aggregated (?get=, ?agg=, ?subtasks=)
 //	GET /jobs/:jobid/checkpoints                           counts, summary, latest, history
 //	GET /jobs/:jobid/checkpoints/config                    checkpoint configuration
 //	GET /jobs/:jobid/checkpoints/details/:checkpointid     one checkpoint, per vertex

@@ -273,6 +273,10 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		h = func() (any, error) { return s.backpressure(seg[3]) }
 	case n == 5 && at(2, "vertices") && at(4, "watermarks"):
 		h = func() (any, error) { return s.watermarks(seg[3]) }
+	case n == 5 && at(2, "vertices") && at(4, "metrics"):
+		h = func() (any, error) { return s.vertexMetrics(seg[3], r.URL.Query()) }
+	case n == 6 && at(2, "vertices") && at(4, "subtasks") && at(5, "metrics"):
+		h = func() (any, error) { return s.subtasksMetrics(seg[3], r.URL.Query()) }
 	case n == 3 && at(2, "checkpoints"):
 		h = func() (any, error) { return s.checkpoints(r.Context()) }
 	case n == 4 && at(2, "checkpoints") && at(3, "config"):
