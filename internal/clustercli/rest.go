@@ -55,7 +55,7 @@ func StartDirectory(ctx context.Context, restCfg *config.Configuration, logger *
 	if err := web.CheckBind(cl.RESTBindAddress, cl.RESTAuthToken); err != nil {
 		return "", nil, nil, err
 	}
-	dir := web.NewDirectory(info, web.WithAuthToken(cl.RESTAuthToken), web.WithLogger(logger))
+	dir := web.NewDirectory(info, web.WithAuthToken(cl.RESTAuthToken), web.WithLogger(logger), web.WithConfig(restCfg))
 	addr, stopListening, err := dir.Listen(ctx, cl.RESTBindAddress, cl.RESTPort)
 	if err != nil {
 		return "", nil, nil, err

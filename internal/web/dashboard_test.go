@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weirstream/weir/config"
 	"github.com/weirstream/weir/internal/launch"
 	"github.com/weirstream/weir/internal/web"
 )
@@ -215,11 +216,16 @@ func TestDashboardEndpoints(t *testing.T) {
 
 // TestDirectoryDashboardEndpoints: a job manager's directory answers the
 // dashboard's cluster paths it can: /config, /jobmanager/environment,
-// /jobmanager/metrics (from its task managers and jobs) and
-// /applications/overview.
+// /jobmanager/metrics (from its task managers and jobs),
+// /applications/overview and /jobmanager/config (its own configuration,
+// secrets masked).
 func TestDirectoryDashboardEndpoints(t *testing.T) {
+	cfg, err := config.ParseDynamic([]string{"cluster.auth-token=cluster-s3cret", "rest.port=0"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	dir := web.NewDirectory(func() web.ClusterInfo { return web.ClusterInfo{TaskManagers: 3, SlotsTotal: 6, SlotsAvailable: 2} },
-		web.WithLogger(quiet))
+		web.WithLogger(quiet), web.WithConfig(cfg))
 	addr, stop, err := dir.Listen(context.Background(), "127.0.0.1", 0)
 	if err != nil {
 		t.Fatal(err)
@@ -236,5 +242,10 @@ func TestDirectoryDashboardEndpoints(t *testing.T) {
 	f.decode("/jobmanager/metrics?get=numRegisteredTaskManagers,taskSlotsAvailable,numRunningJobs", &vals)
 	if len(vals) != 3 || vals[0]["value"] != "3" || vals[1]["value"] != "2" || vals[2]["value"] != "0" {
 		t.Errorf("job manager metrics %v", vals)
+	}
+	code, body := f.get("/jobmanager/config")
+	if code != http.StatusOK || strings.Contains(string(body), "cluster-s3cret") ||
+		!strings.Contains(string(body), `{"key":"cluster.auth-token","value":"******"}`) || !strings.Contains(string(body), `{"key":"rest.port","value":"0"}`) {
+		t.Errorf("/jobmanager/config: %d %s", code, body)
 	}
 }

@@ -117,10 +117,9 @@ func (d *Directory) overview() overviewInfo {
 	return o
 }
 
-// ServeHTTP implements http.Handler. /taskmanagers and /jobmanager/config
-// are not served yet: the directory knows only how many task managers
-// and slots the cluster has, not each task manager, and not the job
-// manager's configuration.
+// ServeHTTP implements http.Handler. /taskmanagers is not served yet: the
+// directory knows how many task managers and slots the cluster has, not
+// each task manager. /jobmanager/config needs WithConfig.
 func (d *Directory) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !d.opts.gate.check(w, r) {
 		return
@@ -135,6 +134,8 @@ func (d *Directory) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case serveDashboard(w, seg):
 	case len(seg) == 1 && seg[0] == "overview":
 		writeJSON(w, http.StatusOK, d.overview())
+	case len(seg) == 2 && seg[0] == "jobmanager" && seg[1] == "config" && d.opts.config != nil:
+		writeJSON(w, http.StatusOK, configEntries(d.opts.config))
 	case len(seg) == 2 && seg[0] == "jobmanager" && seg[1] == "metrics":
 		ids, vals := jobManagerMetrics(d.overview())
 		writeJSON(w, http.StatusOK, metricListOf(r.URL.Query(), ids, vals))

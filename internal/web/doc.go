@@ -28,8 +28,9 @@
 // does when the feature is absent (an empty list, -1 for a port); the
 // types' comments say which fields differ in meaning from Flink's. A job
 // manager's Directory serves /config, /jobmanager/environment,
-// /jobmanager/metrics and /applications/overview, not yet /taskmanagers
-// and /jobmanager/config.
+// /jobmanager/metrics, /applications/overview and, given the job
+// manager's configuration (WithConfig), /jobmanager/config; not yet
+// /taskmanagers.
 //
 // Vertex ids are, as in Flink, 32 hexadecimal digits: the first 16 bytes
 // of the SHA-256 of the vertex's uid (its head operator's uid), so they

@@ -60,6 +60,8 @@ type options struct {
 	token    string
 	interval time.Duration
 	logger   *slog.Logger
+	// config is what a Directory's /jobmanager/config lists.
+	config *config.Configuration
 	// gate checks requests; made from token and logger by New and
 	// NewDirectory, whose servers share theirs.
 	gate *gate
@@ -74,6 +76,12 @@ func WithAuthToken(tok string) Option { return func(o *options) { o.token = tok 
 // WithSampleInterval sets how often subtask counters are sampled for the
 // backpressure ratio. Default: 1 s.
 func WithSampleInterval(d time.Duration) Option { return func(o *options) { o.interval = d } }
+
+// WithConfig gives a Directory the job manager's configuration, which its
+// GET /jobmanager/config lists (sensitive values masked). Without it the
+// directory does not serve that path. A job's Server lists its job's
+// configuration and ignores this option.
+func WithConfig(cfg *config.Configuration) Option { return func(o *options) { o.config = cfg } }
 
 // WithLogger sets the logger. Default: slog.Default().
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
