@@ -141,10 +141,11 @@ func TestDifferentialKeyedSum(t *testing.T) {
 		}
 
 		var ev streamtest.Events
+		eng.ev = &ev
 		faults := streamtest.NewFaults()
 		env, err := stream.NewEnvironment(append(eng.options(),
 			stream.WithConfig(mustConfig(t, eng.config(fmt.Sprintf("parallelism.default=%d", par))...)),
-			stream.WithLogger(quiet), stream.WithEvents(ev.Record), faults.Option())...)
+			stream.WithLogger(quiet), faults.Option())...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -194,6 +195,7 @@ func TestDifferentialKeyedSum(t *testing.T) {
 
 		nrecords := int64(partitions) * perPartition
 		shape := jobShape(t, env, sources, operators, sinks, max(nrecords/int64(par), 1))
+		shape.ev = &ev
 		if growing != nil {
 			shape.grown = growing.grown.Load
 		}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -46,19 +45,6 @@ func flipStateFiles(dir, job string, id int64) (int, error) {
 		n++
 	}
 	return n, nil
-}
-
-// olderCompleted says whether job under dir has a completed checkpoint
-// (its _metadata written) older than id.
-func olderCompleted(dir, job string, id int64) bool {
-	mds, _ := filepath.Glob(filepath.Join(dir, job, "chk-*", "_metadata"))
-	for _, md := range mds {
-		n, err := strconv.ParseInt(strings.TrimPrefix(filepath.Base(filepath.Dir(md)), "chk-"), 10, 64)
-		if err == nil && n < id {
-			return true
-		}
-	}
-	return false
 }
 
 // TestRunningJobFallsBackPastAFlippedStateFile fails a running job once

@@ -120,6 +120,8 @@ type engine struct {
 	// first, and a restore replays them. Only suites whose oracle allows
 	// for the duplicates that makes set it (see drawAtLeastOnce).
 	atLeastOnce bool
+	// ev records the job's events (options installs it).
+	ev *streamtest.Events
 }
 
 // diffJobID is the job id of the differential suites' jobs.
@@ -192,6 +194,9 @@ func (e engine) config(kv ...string) []string {
 // options returns the engine's environment options.
 func (e engine) options() []stream.Option {
 	opts := []stream.Option{stream.WithJobID(diffJobID)}
+	if e.ev != nil {
+		opts = append(opts, e.ev.Option())
+	}
 	if e.batchSize > 0 {
 		opts = append(opts, stream.WithBatchSize(e.batchSize))
 	}
@@ -254,8 +259,10 @@ type shape struct {
 	// grown says whether the job's growing source has listed its added
 	// partitions, for kindPartitionChange.
 	grown func() bool
-	// dir is the job's checkpoint directory, for kindStorageCorrupt.
+	// dir is the job's checkpoint directory, and ev its events, for
+	// kindStorageCorrupt.
 	dir string
+	ev  *streamtest.Events
 }
 
 func jobShape(t *testing.T, env *stream.Environment, sources, operators, sinks []string, records int64) shape {
@@ -431,13 +438,16 @@ func drawSchedule(r *rand.Rand, fs *streamtest.Faults, s shape, kinds []string) 
 			v, sub := s.vertex(r)
 			trigger := fs.Add(stream.FaultBatch, streamtest.Fail(nil), streamtest.OnVertex(v), streamtest.OnSubtask(sub), streamtest.AfterRecords(s.records/2+1+r.Int64N(s.records/2+1)))
 			sc.drawn = append(sc.drawn, drawnFault{kind: "corrupt-trigger", fault: trigger})
-			dir := s.dir
+			dir, ev := s.dir, s.ev
+			if ev == nil {
+				panic("a storage-corrupt fault needs the job's events")
+			}
 			var flipped atomic.Bool
 			f = fs.Add(stream.FaultRestore, streamtest.Call(func(_ context.Context, site stream.FaultSite) error {
 				// With nothing older to fall back to the job fails, as
 				// TestRunningJobFallsBackPastAFlippedStateFile shows: the
 				// schedule damages only a checkpoint that has one.
-				if !olderCompleted(dir, diffJobID, site.Checkpoint) {
+				if flipped.Load() || !completedBefore(ev, site.Checkpoint) {
 					return nil
 				}
 				n, err := flipStateFiles(dir, diffJobID, site.Checkpoint)
@@ -445,7 +455,7 @@ func drawSchedule(r *rand.Rand, fs *streamtest.Faults, s shape, kinds []string) 
 					flipped.Store(true)
 				}
 				return err
-			}))
+			}), streamtest.Always())
 			sc.drawn = append(sc.drawn, drawnFault{kind: kind, fault: f, struck: flipped.Load})
 			continue
 		case kindPartitionChange:
@@ -460,6 +470,19 @@ func drawSchedule(r *rand.Rand, fs *streamtest.Faults, s shape, kinds []string) 
 		sc.drawn = append(sc.drawn, drawnFault{kind: kind, fault: f})
 	}
 	return sc
+}
+
+// completedBefore says whether the job completed a checkpoint older than
+// id: the job master keeps it (the suites retain at least two), so the job
+// has one to fall back to. Files on storage do not say so: a checkpoint
+// the job dropped keeps its _metadata until its queued discard has run.
+func completedBefore(ev *streamtest.Events, id int64) bool {
+	for _, e := range ev.Of(stream.EventCheckpointCompleted) {
+		if e.Checkpoint < id {
+			return true
+		}
+	}
+	return false
 }
 
 // atFraction strikes at the step a fraction x through its point's steps,

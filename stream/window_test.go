@@ -83,6 +83,14 @@ func windowOracle(recs []tsRec, kind string, size, slide, gap int64) map[WindowS
 	return out
 }
 
+// windowKinds are the faults the window suites draw: all but damaged
+// checkpoints. A damaged checkpoint needs an older completed one to fall
+// back to, and the window jobs rarely complete two before their restore:
+// their checkpoints stall under backpressure (a window firing into a full
+// channel holds up a barrier that an aligned subtask downstream waits
+// for) until the checkpoint timeout. The keyed-sum suite draws them.
+var windowKinds = slices.DeleteFunc(slices.Clone(faultKinds), func(k string) bool { return k == kindStorageCorrupt })
+
 // TestDifferentialWindows runs tumbling, sliding and session window sums
 // under a seeded schedule of faults of every kind and seeded engine
 // options (see TestDifferentialKeyedSum), and compares the transactional
@@ -108,11 +116,12 @@ func TestDifferentialWindows(t *testing.T) {
 			return tsRec{Key: fmt.Sprintf("k%d", m%uint64(keys)), Value: int64(m>>20%100) + 1, Ts: 1_700_000_000_000 + base + int64(m>>40%100)}
 		}
 		eng := drawEngine(r)
-		kinds := drawKinds(r, 3, faultKinds)
+		kinds := drawKinds(r, 3, windowKinds)
 		needsEngine(&eng, kinds)
 		if eng.corruptible {
 			eng.dir = t.TempDir()
 		}
+		eng.ev = &streamtest.Events{}
 		faults := streamtest.NewFaults()
 		env, err := stream.NewEnvironment(append(eng.options(),
 			stream.WithConfig(mustConfig(t, eng.config(fmt.Sprintf("parallelism.default=%d", par))...)),
@@ -137,6 +146,7 @@ func TestDifferentialWindows(t *testing.T) {
 		sink := newSink[WindowSum](eng)
 		stream.SinkTo(sums, sink, eng.op(stream.Uid("sink"), stream.Parallelism(1))...)
 		shape := jobShape(t, env, []string{"events"}, []string{"events", "windows", "sink"}, []string{"sink"}, max(int64(partitions)*perPartition/int64(par), 1))
+		shape.ev = eng.ev
 		sched := drawSchedule(r, faults, shape, kinds)
 		name := fmt.Sprintf("seed=%d kind=%s partitions=%d records=%d keys=%d parallelism=%d engine: %s", seed, kind, partitions, perPartition, keys, par, eng)
 		runErr := executeJob(t, env, "windows", func() string { return name + "; faults: " + sched.String() })
@@ -156,7 +166,7 @@ func TestDifferentialWindows(t *testing.T) {
 			t.Fatalf("%s: windows: %s", name, diffMaps(got, want))
 		}
 	})
-	tally.check(t, len(seeds), faultKinds)
+	tally.check(t, len(seeds), windowKinds)
 }
 
 func first[T any](s []T) any {
@@ -409,11 +419,12 @@ func TestLateDataAcrossRestores(t *testing.T) {
 		par := 1 + r.IntN(3)
 		gen := lateGen(seed, keys)
 		eng := drawEngine(r)
-		kinds := drawKinds(r, 3, faultKinds)
+		kinds := drawKinds(r, 3, windowKinds)
 		needsEngine(&eng, kinds)
 		if eng.corruptible {
 			eng.dir = t.TempDir()
 		}
+		eng.ev = &streamtest.Events{}
 		faults := streamtest.NewFaults()
 		env, err := stream.NewEnvironment(append(eng.options(),
 			stream.WithConfig(mustConfig(t, eng.config()...)), stream.WithLogger(quiet), faults.Option())...)
@@ -424,6 +435,7 @@ func TestLateDataAcrossRestores(t *testing.T) {
 		lateJob(env, &orderedSource{splits: splits, count: count, pace: 8, gen: gen}, par, bound, size, windows, tags, eng.op()...)
 		shape := jobShape(t, env, []string{"events"}, []string{"events", "windows", "window-sink", "tagger", "tag-sink"}, []string{"window-sink", "tag-sink"},
 			max(int64(splits)*count/int64(par)/2, 1))
+		shape.ev = eng.ev
 		sched := drawSchedule(r, faults, shape, kinds)
 		name := fmt.Sprintf("seed=%d splits=%d records=%d keys=%d parallelism=%d engine: %s", seed, splits, count, keys, par, eng)
 		runErr := executeJob(t, env, "late", func() string { return name + "; faults: " + sched.String() })
@@ -441,7 +453,7 @@ func TestLateDataAcrossRestores(t *testing.T) {
 			t.Fatalf("%s: tagged records: %s", name, diffMaps(got, wantTags))
 		}
 	})
-	tally.check(t, len(seeds), faultKinds)
+	tally.check(t, len(seeds), windowKinds)
 	if lateTotal.Load() == 0 {
 		t.Fatal("no late records: the test proves nothing about late data across restores")
 	}
