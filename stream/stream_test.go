@@ -67,16 +67,20 @@ func TestExactlyOnceSinkAcrossFailures(t *testing.T) {
 		var ev streamtest.Events
 		faults := streamtest.NewFaults()
 		var injected []*streamtest.Fault
+		// Each failure waits for a checkpoint of its attempt to complete,
+		// so that the restore it causes is from a checkpoint whatever the
+		// machine's load.
 		for attempt := range 2 {
 			injected = append(injected, faults.Add(stream.FaultBatch, streamtest.Fail(nil),
-				streamtest.OnVertex("numbers"), streamtest.AfterRecords(3001), streamtest.InAttempt(attempt)))
+				streamtest.OnVertex("numbers"), streamtest.AfterRecords(3001), streamtest.InAttempt(attempt),
+				streamtest.When(func(stream.FaultSite) bool { return ev.Count(stream.EventCheckpointCompleted) > attempt })))
 		}
 		env, err := stream.NewEnvironment(stream.WithConfig(mustConfig(t, kv...)), stream.WithLogger(quiet), stream.WithEvents(ev.Record), faults.Option())
 		if err != nil {
 			t.Fatal(err)
 		}
 		src, _ := datagen.New(func(p int, seq int64) int64 { return int64(p)*1_000_000 + seq },
-			datagen.Partitions(4), datagen.Count(5000), datagen.BatchSize(50), datagen.RatePerSecond(50_000))
+			datagen.Partitions(4), datagen.Count(5000), datagen.BatchSize(50), datagen.RatePerSecond(20_000))
 		nums := stream.FromSource(env, src, "numbers", stream.NoWatermarks[int64]())
 		sink := streamtest.NewCollector[int64](true)
 		stream.SinkTo(stream.Rebalance(nums), sink, stream.Uid("sink"))
