@@ -7,10 +7,16 @@
 //
 // gives the program these commands:
 //
-//	run JOB [-m ADDR] [-D key=value]... [-- ARGS]   run a job here, or submit it to a cluster
+//	run JOB [flags] [-- ARGS]                       run a job here, or submit it to a cluster (-m)
 //	jobmanager --listen ADDR                         schedule jobs, coordinate checkpoints, serve REST
 //	taskmanager --jobmanager ADDR --slots N          offer slots and run subtasks
 //	list, cancel JOB_ID                              a cluster's jobs
+//
+// "run JOB" takes the flags every job has (-m, -d, --from, --config, -D,
+// --checkpoint-dir, --status-interval, --fail-after) and those the job
+// declares itself (Job.Flags). Run here, it shows a status line and, when
+// interrupted, prints the command that resumes the job from its retained
+// checkpoint. The weir binary itself (cmd/weir) is such a program.
 //
 // Options use Flink's names (execution.checkpointing.interval,
 // restart-strategy.type, ...), from -D or a YAML file (--config).
@@ -19,9 +25,7 @@ package weir
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -30,6 +34,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/weirstream/weir/config"
 	"github.com/weirstream/weir/internal/cluster"
@@ -43,20 +48,81 @@ type Job struct {
 	Name string
 	// Short describes the job in one line, for help.
 	Short string
+	// Long, if set, is the help of "run NAME".
+	Long string
+	// Defaults are options the job runs with unless --config, -D or
+	// --checkpoint-dir say otherwise, as key=value with Flink's names
+	// ("parallelism.default=4").
+	Defaults []string
+	// Flags, if set, declares the job's own flags on fs: "run NAME"
+	// accepts them next to the flags every job has. The flags given (and
+	// those Prepare sets) reach Build as the first of its args, each as
+	// --name=value, so Build parses them with a flag set Flags declares
+	// too. A job's flag must not take the name of one of run's.
+	Flags func(fs *pflag.FlagSet)
+	// NotResumed names the job's flags that the resume line run prints
+	// when it is interrupted leaves out: those the checkpoint records
+	// (where the output is) or that apply to one run only.
+	NotResumed []string
+	// Prepare, if set, runs once, in the process of the run command,
+	// before the job is built here or submitted to a cluster: it checks
+	// the job's flags and settles them (Run.Flags.Set) to what every
+	// process is to build the job with.
+	Prepare func(ctx context.Context, r *Run) error
 	// Build adds the job's sources, transformations and sinks to env.
-	// args are the job's own arguments (after "--" on the command line).
-	// Every process of a cluster builds the job from the same arguments,
-	// so paths among them must be reachable from every process.
+	// args are the job's flags (see Flags), then its own arguments
+	// (after "--" on the command line). Every process of a cluster builds
+	// the job from the same arguments, so paths among them must be
+	// reachable from every process.
 	Build func(env *stream.Environment, args []string) error
 }
 
-// Main runs the command line of a program that carries jobs, until the
-// command ends or the process is interrupted, and exits non-zero on an
-// error.
+// Run is a run of a job that the run command is about to make, as a
+// job's Prepare sees it.
+type Run struct {
+	// JobID is the id the job will run under.
+	JobID string
+	// Config is the job's configuration: its Defaults, the environment's
+	// secrets, --config, -D, --checkpoint-dir and --from
+	// (execution.state-recovery.path).
+	Config *config.Configuration
+	// Flags are the job's own flags, parsed. Those Prepare sets reach
+	// Build.
+	Flags *pflag.FlagSet
+	// Submit says the job goes to a cluster (-m): the paths it is given
+	// must then be reachable from every process (absolute, or URLs).
+	Submit bool
+	// Program is how the user ran this program, for commands the job
+	// prints: "go run ./cmd/weir" when go run built it.
+	Program string
+
+	// Output, set by Prepare, says where the job writes, for the line
+	// run prints when the job starts.
+	Output string
+	// Finished, set by Prepare, is printed when the job has finished,
+	// after "finished; " (how to check its output, say).
+	Finished string
+}
+
+// Resuming reports whether the run resumes from a checkpoint (--from).
+func (r *Run) Resuming() bool {
+	_, ok := r.Config.Get(config.KeyStateRecoveryPath)
+	return ok
+}
+
+// Main runs the command line of a program that carries jobs, named after
+// the program, until the command ends or the process is interrupted, and
+// exits non-zero on an error.
 func Main(jobs ...Job) {
+	Execute(Command(filepath.Base(os.Args[0]), jobs...))
+}
+
+// Execute runs cmd (a Command, perhaps with commands of the program's
+// own) until it ends or the process is interrupted (SIGINT, SIGTERM), and
+// exits non-zero on an error, which it prints after the command's name.
+func Execute(cmd *cobra.Command) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	cmd := Command(filepath.Base(os.Args[0]), jobs...)
 	if err := cmd.ExecuteContext(ctx); err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", cmd.Name(), err)
 		stop()
@@ -65,11 +131,15 @@ func Main(jobs ...Job) {
 }
 
 // Command returns the command line Main runs, named name, for programs
-// that add commands of their own.
+// that add commands of their own. It panics if two jobs share a name or
+// a job declares a flag that run has.
 func Command(name string, jobs ...Job) *cobra.Command {
 	byName := make(map[string]Job, len(jobs))
 	var names []string
 	for _, j := range jobs {
+		if _, dup := byName[j.Name]; dup {
+			panic(fmt.Sprintf("weir.Command: two jobs are named %q", j.Name))
+		}
 		byName[j.Name] = j
 		names = append(names, j.Name)
 	}
@@ -82,7 +152,7 @@ func Command(name string, jobs ...Job) *cobra.Command {
 	newJobs := func(logger *slog.Logger) cluster.Jobs {
 		return clustercli.EnvJobs{Env: programEnv(byName), Logger: logger}
 	}
-	root.AddCommand(runCommand(byName, names),
+	root.AddCommand(runCommand(jobs),
 		clustercli.JobManagerCommand(newJobs), clustercli.TaskManagerCommand(newJobs),
 		clustercli.ListCommand(), clustercli.CancelCommand())
 	return root
@@ -92,102 +162,6 @@ func Command(name string, jobs ...Job) *cobra.Command {
 type submission struct {
 	Config []string `json:"config"`
 	Args   []string `json:"args,omitempty"`
-}
-
-func runCommand(jobs map[string]Job, names []string) *cobra.Command {
-	var f clustercli.ConfigFlags
-	var jobManager, from string
-	var detached bool
-	cmd := &cobra.Command{
-		Use:   "run JOB [flags] [-- ARGS]",
-		Short: "Run a job in this process, or submit it to a cluster with -m",
-		Long: `run runs a job in this process (job manager and task slots together) until
-it ends or is interrupted, serving its REST API on rest.port; with -m it
-submits the job to the cluster whose job manager is at ADDR and follows it
-(-d: returns once submitted). Arguments after "--" go to the job.`,
-		Args: cobra.MinimumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			job, ok := jobs[args[0]]
-			if !ok {
-				return fmt.Errorf("unknown job %q (known: %s)", args[0], strings.Join(names, ", "))
-			}
-			jobArgs := args[1:]
-			if len(jobArgs) > 0 && cmd.ArgsLenAtDash() != 1 {
-				return fmt.Errorf("unexpected arguments %q: the job's own arguments go after --", jobArgs)
-			}
-			cfg, err := f.Config()
-			if err != nil {
-				return err
-			}
-			prog := cmd.Root().Name()
-			if from != "" {
-				if err := cfg.Set(config.KeyStateRecoveryPath, from); err != nil {
-					return err
-				}
-			}
-			if jobManager == "" {
-				return runHere(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), prog, job, cfg, jobArgs)
-			}
-			// Every process of the cluster must find the paths it is given.
-			for _, key := range []string{config.KeyCheckpointingDir, config.KeyStateRecoveryPath} {
-				if p, ok := cfg.Get(key); ok {
-					abs, err := clustercli.AbsPath(p)
-					if err != nil {
-						return err
-					}
-					if err := cfg.Set(key, abs); err != nil {
-						return err
-					}
-				}
-			}
-			payload, err := json.Marshal(submission{Config: clustercli.Pairs(cfg), Args: jobArgs})
-			if err != nil {
-				return err
-			}
-			sub := cluster.Submission{JobID: clustercli.NewJobID(), Job: job.Name, Args: payload}
-			return clustercli.Submit(cmd.Context(), cmd.OutOrStdout(), prog, jobManager, sub, detached, nil, clustercli.DialOptions(cfg)...)
-		},
-	}
-	cmd.Flags().StringVarP(&jobManager, "jobmanager", "m", "", "submit the job to the cluster whose job manager is at this address")
-	cmd.Flags().BoolVarP(&detached, "detached", "d", false, "with -m: return once the job is submitted")
-	cmd.Flags().StringVar(&from, "from", "", "resume from a checkpoint, a savepoint, or a job's checkpoint directory (execution.state-recovery.path)")
-	f.Add(cmd)
-	return cmd
-}
-
-// runHere runs job in this process until it ends or ctx is done.
-func runHere(ctx context.Context, stdout, stderr io.Writer, prog string, job Job, cfg *config.Configuration, args []string) error {
-	logger := clustercli.NewLogger(stderr)
-	env, err := buildEnv(job, cfg, args, clustercli.NewJobID(), logger)
-	if err != nil {
-		return err
-	}
-	client, err := env.ExecuteAsync(ctx, job.Name)
-	if err != nil {
-		return err
-	}
-	addr, stopREST, err := clustercli.StartREST(ctx, client, cfg, cfg, logger)
-	if err != nil {
-		<-client.Done()
-		return err
-	}
-	defer stopREST()
-	fmt.Fprintf(stdout, "%s: running %s as job %s; REST API at http://%s\n", prog, job.Name, env.JobID(), addr)
-	err = client.Wait()
-	last := client.Metrics().LastCheckpoint
-	switch {
-	case err == nil:
-		fmt.Fprintf(stdout, "%s: job %s finished\n", prog, env.JobID())
-		return nil
-	case ctx.Err() != nil && errors.Is(err, ctx.Err()):
-		if last.ID > 0 {
-			fmt.Fprintf(stdout, "%s: stopped; checkpoint %d is retained\n", prog, last.ID)
-		} else {
-			fmt.Fprintf(stdout, "%s: stopped\n", prog)
-		}
-		return nil
-	}
-	return err
 }
 
 // buildEnv makes job's environment with cfg and args.

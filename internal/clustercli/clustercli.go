@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -70,9 +71,12 @@ type ConfigFlags struct {
 }
 
 // Add registers --config and -D on cmd.
-func (f *ConfigFlags) Add(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.File, "config", "", "YAML file of options (Flink's names)")
-	cmd.Flags().StringArrayVarP(&f.Dynamic, "define", "D", nil, "set an option: -D key=value (repeatable)")
+func (f *ConfigFlags) Add(cmd *cobra.Command) { f.AddTo(cmd.Flags()) }
+
+// AddTo registers --config and -D on fs.
+func (f *ConfigFlags) AddTo(fs *pflag.FlagSet) {
+	fs.StringVar(&f.File, "config", "", "YAML file of options (Flink's names)")
+	fs.StringArrayVarP(&f.Dynamic, "define", "D", nil, "set an option: -D key=value (repeatable)")
 }
 
 // Environment variables that set the options holding secrets, so that
@@ -160,6 +164,21 @@ func AbsPath(p string) (string, error) {
 		return p, nil
 	}
 	return filepath.Abs(p)
+}
+
+// SamePath reports whether two checkpoint or output locations name the
+// same place: URLs equal but for a trailing slash, or local paths equal
+// once absolute.
+func SamePath(a, b string) bool {
+	if a == b {
+		return true
+	}
+	if strings.Contains(a, "://") || strings.Contains(b, "://") {
+		return strings.TrimSuffix(a, "/") == strings.TrimSuffix(b, "/")
+	}
+	aa, err1 := filepath.Abs(a)
+	bb, err2 := filepath.Abs(b)
+	return err1 == nil && err2 == nil && aa == bb
 }
 
 // Pairs returns cfg as key=value pairs, the form a submission carries.

@@ -1,0 +1,134 @@
+package weir
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+
+	"github.com/weirstream/weir/stream"
+)
+
+// TestCheckpointDirHasOneSource: the checkpoint directory comes from
+// --checkpoint-dir, from execution.checkpointing.dir (or its deprecated
+// key) in --config or -D, or from the job's defaults, and two different
+// ones given are an error.
+func TestCheckpointDirHasOneSource(t *testing.T) {
+	defaults := []string{"execution.checkpointing.dir=./default"}
+	for _, tc := range []struct {
+		name    string
+		flag    string // --checkpoint-dir, "" if not given
+		dynamic []string
+		want    string
+		wantErr string
+	}{
+		{name: "default", want: "./default"},
+		{name: "flag", flag: "B", want: "B"},
+		{name: "-D", dynamic: []string{"execution.checkpointing.dir=A"}, want: "A"},
+		{name: "deprecated -D", dynamic: []string{"state.checkpoints.dir=A"}, want: "A"},
+		{name: "both, equal", flag: "A", dynamic: []string{"execution.checkpointing.dir=./A"}, want: "./A"},
+		{name: "both, different", flag: "B", dynamic: []string{"execution.checkpointing.dir=A"},
+			wantErr: "--checkpoint-dir B and execution.checkpointing.dir=A (from --config or -D) disagree"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := runFlags{checkpointDir: tc.flag}
+			f.config.Dynamic = tc.dynamic
+			f.config.Getenv = func(string) string { return "" }
+			cfg, err := f.jobConfig(defaults, tc.flag != "")
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := cfg.String("execution.checkpointing.dir"); got != tc.want {
+				t.Fatalf("the job checkpoints to %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// testJob is a job with flags of its own, one of which the resume line
+// leaves out.
+func testJob() Job {
+	return Job{
+		Name: "test",
+		Flags: func(fs *pflag.FlagSet) {
+			fs.String("input", "", "")
+			fs.String("output", "", "")
+			fs.Bool("bounded", false, "")
+		},
+		NotResumed: []string{"output"},
+		Build:      func(*stream.Environment, []string) error { return nil },
+	}
+}
+
+// TestResumeLine: the printed resume line carries the flags the run was
+// given, run's and the job's, except --from, --fail-after and those the
+// job names in NotResumed.
+func TestResumeLine(t *testing.T) {
+	job := testJob()
+	cmd, _, err := Command("prog", job).Find([]string{"run", "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--input", "my trace", "--output", "o", "--fail-after", "10", "-D", "rest.port=9000",
+		"-D", "execution.state-recovery.path=x", "--from", "old", "--bounded"}
+	if err := cmd.ParseFlags(args); err != nil {
+		t.Fatal(err)
+	}
+	got := shellJoin(resumeCommand("prog", cmd, append(notResumed, job.NotResumed...)))
+	want := `prog run test --bounded=true --define rest.port=9000 --input 'my trace'`
+	if got != want {
+		t.Fatalf("resume line\n got %s\nwant %s", got, want)
+	}
+}
+
+// TestFlagArgs: the job's flags reach Build as --name=value, as given,
+// and parse back to the same values.
+func TestFlagArgs(t *testing.T) {
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	testJob().Flags(fs)
+	if err := fs.Parse([]string{"--input", "a b", "--bounded"}); err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(flagArgs(fs), " ")
+	if want := "--bounded=true --input=a b"; got != want {
+		t.Fatalf("flagArgs = %q, want %q", got, want)
+	}
+}
+
+// TestProgramName: the resume line names go run when go run built the
+// binary, with the main package's directory in its module.
+func TestProgramName(t *testing.T) {
+	const mod = "github.com/weirstream/weir"
+	for _, tc := range []struct{ arg0, pkg, want string }{
+		{"/tmp/go-build123/b001/exe/weir", mod + "/cmd/weir", "go run ./cmd/weir"},
+		{"/tmp/go-build123/b001/exe/wc", mod, "go run ."},
+		{"/tmp/go-build123/b001/exe/main", "command-line-arguments", "/tmp/go-build123/b001/exe/main"},
+		{"./weir", mod + "/cmd/weir", "./weir"},
+	} {
+		if got := programName(tc.arg0, tc.pkg, mod); got != tc.want {
+			t.Errorf("programName(%q, %q) = %q, want %q", tc.arg0, tc.pkg, got, tc.want)
+		}
+	}
+	if program() == "" {
+		t.Errorf("program() is empty (os.Args[0] %q)", os.Args[0])
+	}
+}
+
+// TestCommandRejectsAShadowingFlag: a job cannot declare a flag run has.
+func TestCommandRejectsAShadowingFlag(t *testing.T) {
+	job := testJob()
+	job.Flags = func(fs *pflag.FlagSet) { fs.String("from", "", "") }
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(r.(string), "--from") {
+			t.Fatalf("recover() = %v, want a panic naming --from", r)
+		}
+	}()
+	Command("prog", job)
+}
