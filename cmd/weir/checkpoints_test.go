@@ -207,7 +207,7 @@ no job directories under DIR/other/empty/shared
 		t.Run(tc.name, func(t *testing.T) {
 			r := strings.NewReplacer("DIR", filepath.ToSlash(dir))
 			args := strings.Fields("checkpoints list " + r.Replace(tc.args))
-			stdout, err := weir(t, args...)
+			stdout, err := runWeir(t, args...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -220,7 +220,7 @@ no job directories under DIR/other/empty/shared
 
 func TestCheckpointsListJSON(t *testing.T) {
 	dir, _ := checkpointDir(t)
-	stdout, err := weir(t, "checkpoints", "list", "--dir", dir, "--json")
+	stdout, err := runWeir(t, "checkpoints", "list", "--dir", dir, "--json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,7 +286,7 @@ operator tenant-cost: parallelism 2, max parallelism 128
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append([]string{"checkpoints", "show"}, tc.args...)
-			stdout, err := weir(t, args...)
+			stdout, err := runWeir(t, args...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -299,7 +299,7 @@ operator tenant-cost: parallelism 2, max parallelism 128
 
 func TestCheckpointsShowJSON(t *testing.T) {
 	dir, chk2 := checkpointDir(t)
-	stdout, err := weir(t, "checkpoints", "show", "--json", filepath.Join(dir, jobA, "chk-2"))
+	stdout, err := runWeir(t, "checkpoints", "show", "--json", filepath.Join(dir, jobA, "chk-2"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -333,7 +333,7 @@ func TestCheckpointsRejects(t *testing.T) {
 		{"bogus", "unknown command"},
 	} {
 		args := strings.Fields("checkpoints " + strings.NewReplacer("DIR", dir, "MISSING", missing).Replace(tc.args))
-		_, err := weir(t, args...)
+		_, err := runWeir(t, args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("weir %s: error %v, want one containing %q", strings.Join(args, " "), err, tc.want)
 		}
@@ -373,7 +373,7 @@ func TestCheckpointsShowSavepoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stdout, err := weir(t, "checkpoints", "show", p)
+	stdout, err := runWeir(t, "checkpoints", "show", p)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,9 +11,9 @@ import (
 	"github.com/weirstream/weir/examples/gatewaymeter"
 )
 
-// weir runs the command line args and returns its standard output and
+// runWeir runs the command line args and returns its standard output and
 // error.
-func weir(t *testing.T, args ...string) (string, error) {
+func runWeir(t *testing.T, args ...string) (string, error) {
 	t.Helper()
 	return weirContext(t, context.Background(), args...)
 }
@@ -91,7 +91,7 @@ func TestGenIsDeterministic(t *testing.T) {
 			root := t.TempDir()
 			var runs []map[string][]byte
 			for _, out := range []string{"a", "b"} {
-				stdout, err := weir(t, append([]string{"gen", "gatewaymeter", "--out", filepath.Join(root, out)}, tc.args...)...)
+				stdout, err := runWeir(t, append([]string{"gen", "gatewaymeter", "--out", filepath.Join(root, out)}, tc.args...)...)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -162,7 +162,7 @@ func TestGenRejects(t *testing.T) {
 				before = readDir(t, out)
 			}
 			args := strings.Fields("gen " + strings.ReplaceAll(tc.args, "OUT", out))
-			_, err := weir(t, args...)
+			_, err := runWeir(t, args...)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("weir %s: error %v, want one containing %q", strings.Join(args, " "), err, tc.want)
 			}
@@ -187,16 +187,16 @@ func writeFile(t *testing.T, name, content string) {
 func TestGenForceReplacesAPreviousTrace(t *testing.T) {
 	root := t.TempDir()
 	out, fresh := filepath.Join(root, "out"), filepath.Join(root, "fresh")
-	if _, err := weir(t, "gen", "gatewaymeter", "--out", out, "--requests", "2000", "--partitions", "4"); err != nil {
+	if _, err := runWeir(t, "gen", "gatewaymeter", "--out", out, "--requests", "2000", "--partitions", "4"); err != nil {
 		t.Fatal(err)
 	}
 	// Two partitions fewer and another seed: no file of the old trace may
 	// survive.
 	args := []string{"gen", "gatewaymeter", "--requests", "1000", "--partitions", "2", "--seed", "5"}
-	if _, err := weir(t, append(args, "--out", out, "--force")...); err != nil {
+	if _, err := runWeir(t, append(args, "--out", out, "--force")...); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := weir(t, append(args, "--out", fresh)...); err != nil {
+	if _, err := runWeir(t, append(args, "--out", fresh)...); err != nil {
 		t.Fatal(err)
 	}
 	if !sameFiles(t, readDir(t, out), readDir(t, fresh)) {
@@ -209,7 +209,7 @@ func TestGenForceReplacesAPreviousTrace(t *testing.T) {
 	if err := os.Mkdir(empty, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := weir(t, append(args, "--out", empty)...); err != nil {
+	if _, err := runWeir(t, append(args, "--out", empty)...); err != nil {
 		t.Fatal(err)
 	}
 	if !sameFiles(t, readDir(t, empty), readDir(t, fresh)) {

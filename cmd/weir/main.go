@@ -1,37 +1,23 @@
 // Command weir is weir's command-line entry point: every role and tool of
-// the stream processor is a subcommand of one binary.
+// the stream processor is a subcommand of one binary. It is a program
+// built with weir.Command, as a user's is, that carries GatewayMeter and
+// adds weir's own tools.
 package main
 
 import (
-	"context"
-	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
-
 	"github.com/spf13/cobra"
 
-	"github.com/weirstream/weir/internal/clustercli"
+	"github.com/weirstream/weir"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := newRootCmd().ExecuteContext(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "weir:", err)
-		os.Exit(1)
-	}
-}
+func main() { weir.Execute(newRootCmd()) }
 
+// newRootCmd returns weir's command line: run (with the gatewaymeter
+// job), jobmanager, taskmanager, list and cancel from weir.Command, and
+// the tools demo, bench, gen, verify and checkpoints.
 func newRootCmd() *cobra.Command {
-	root := &cobra.Command{
-		Use:           "weir",
-		Short:         "weir is a stateful stream processor with exactly-once checkpoints",
-		SilenceUsage:  true,
-		SilenceErrors: true,
-	}
-	root.AddCommand(newDemoCmd(), newBenchCmd(), newRunCmd(), newGenCmd(), newVerifyCmd(), newCheckpointsCmd(),
-		clustercli.JobManagerCommand(newBinaryJobs), clustercli.TaskManagerCommand(newBinaryJobs),
-		clustercli.ListCommand(), clustercli.CancelCommand())
+	root := weir.Command("weir", gatewayMeterJob())
+	root.Short = "weir is a stateful stream processor with exactly-once checkpoints"
+	root.AddCommand(newDemoCmd(), newBenchCmd(), newGenCmd(), newVerifyCmd(), newCheckpointsCmd())
 	return root
 }

@@ -273,66 +273,6 @@ func TestFailAfterChecksItsTarget(t *testing.T) {
 	}
 }
 
-// TestCheckpointDirHasOneSource: the checkpoint directory comes from
-// --checkpoint-dir or from execution.checkpointing.dir (or its deprecated
-// key), and two different ones are an error.
-func TestCheckpointDirHasOneSource(t *testing.T) {
-	for _, tc := range []struct {
-		name    string
-		o       runOptions
-		want    string
-		wantErr string
-	}{
-		{name: "default", o: runOptions{checkpointDir: defaultCheckpointDir}, want: defaultCheckpointDir},
-		{name: "flag", o: runOptions{checkpointDir: "B", checkpointDirSet: true}, want: "B"},
-		{name: "-D", o: runOptions{checkpointDir: defaultCheckpointDir, dynamic: []string{"execution.checkpointing.dir=A"}}, want: "A"},
-		{name: "deprecated -D", o: runOptions{checkpointDir: defaultCheckpointDir, dynamic: []string{"state.checkpoints.dir=A"}}, want: "A"},
-		{name: "both, equal", o: runOptions{checkpointDir: "A", checkpointDirSet: true, dynamic: []string{"execution.checkpointing.dir=./A"}}, want: "./A"},
-		{name: "both, different", o: runOptions{checkpointDir: "B", checkpointDirSet: true, dynamic: []string{"execution.checkpointing.dir=A"}},
-			wantErr: "--checkpoint-dir B and execution.checkpointing.dir=A (from --config or -D) disagree"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			o := tc.o
-			cfg, err := o.jobConfig()
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("err = %v, want %q", err, tc.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := cfg.String("execution.checkpointing.dir"); got != tc.want || o.checkpointDir != tc.want {
-				t.Fatalf("the job checkpoints to %q and weir reports %q, want %q", got, o.checkpointDir, tc.want)
-			}
-		})
-	}
-}
-
-// TestResumeLine: the printed resume line carries the flags the run was
-// given, except --from, --output and --fail-after, and names go run when
-// go run built the binary.
-func TestResumeLine(t *testing.T) {
-	cmd := newRunCmd()
-	args := []string{"gatewaymeter", "--input", "my trace", "--output", "o", "--fail-after", "10", "-D", "rest.port=9000",
-		"-D", "execution.state-recovery.path=x", "--from", "old", "--bounded"}
-	if err := cmd.ParseFlags(args); err != nil {
-		t.Fatal(err)
-	}
-	got := shellJoin(resumeCommand(cmd, cmd.Flags().Args()))
-	want := shellJoin([]string{os.Args[0]}) + ` run gatewaymeter --bounded=true --define rest.port=9000 --input 'my trace'`
-	if strings.Contains(filepath.ToSlash(os.Args[0]), "/go-build") {
-		want = "go run ./cmd/weir" + strings.TrimPrefix(want, shellJoin([]string{os.Args[0]}))
-	}
-	if got != want {
-		t.Fatalf("resume line\n got %s\nwant %s", got, want)
-	}
-	if p := splitShell(t, got); p[len(p)-1] != "my trace" {
-		t.Fatalf("the quoted argument does not split back: %q", p)
-	}
-}
-
 // TestSignalStopsEveryState sends SIGINT or SIGTERM to weir run as soon
 // as it is starting, restoring, and restarting after failures to reach its
 // broker: it must exit promptly each time (stop fails the test after 30 s),

@@ -18,7 +18,7 @@ func tenantKey(tenant string, windowEnd int64) string {
 func TestVerify(t *testing.T) {
 	root := t.TempDir()
 	trace := filepath.Join(root, "trace")
-	if _, err := weir(t, "gen", "gatewaymeter", "--out", trace, "--seed", "3", "--requests", "4000", "--tenants", "12", "--bad-rate", "0.005"); err != nil {
+	if _, err := runWeir(t, "gen", "gatewaymeter", "--out", trace, "--seed", "3", "--requests", "4000", "--tenants", "12", "--bad-rate", "0.005"); err != nil {
 		t.Fatal(err)
 	}
 	oracle, err := gatewaymeter.OracleFiles(trace)
@@ -117,7 +117,7 @@ func TestVerify(t *testing.T) {
 			if err := gatewaymeter.WriteOutputs(out, o); err != nil {
 				t.Fatal(err)
 			}
-			stdout, err := weir(t, append([]string{"verify", "gatewaymeter", "--input", trace, "--output", out}, tc.flags...)...)
+			stdout, err := runWeir(t, append([]string{"verify", "gatewaymeter", "--input", trace, "--output", out}, tc.flags...)...)
 			switch {
 			case tc.wantErr == "" && err != nil:
 				t.Fatalf("verify failed: %v\n%s", err, stdout)
@@ -148,14 +148,14 @@ func cloneOutputs(o gatewaymeter.Outputs) gatewaymeter.Outputs {
 func TestVerifyRejects(t *testing.T) {
 	root := t.TempDir()
 	trace, empty := filepath.Join(root, "trace"), filepath.Join(root, "empty")
-	if _, err := weir(t, "gen", "gatewaymeter", "--out", trace, "--requests", "100"); err != nil {
+	if _, err := runWeir(t, "gen", "gatewaymeter", "--out", trace, "--requests", "100"); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Mkdir(empty, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	damaged := filepath.Join(root, "damaged")
-	if _, err := weir(t, "gen", "gatewaymeter", "--out", damaged, "--requests", "100"); err != nil {
+	if _, err := runWeir(t, "gen", "gatewaymeter", "--out", damaged, "--requests", "100"); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Truncate(filepath.Join(damaged, "part-00003.jsonl"), 10); err != nil {
@@ -178,7 +178,7 @@ func TestVerifyRejects(t *testing.T) {
 	} {
 		r := strings.NewReplacer("TRACE", trace, "EMPTY", empty, "MISSING", missing, "DAMAGED", damaged)
 		args := strings.Fields("verify " + r.Replace(tc.args))
-		_, err := weir(t, args...)
+		_, err := runWeir(t, args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("weir %s: error %v, want one containing %q", strings.Join(args, " "), err, tc.want)
 		}
@@ -189,7 +189,7 @@ func TestVerifyRejects(t *testing.T) {
 
 	// An output directory with none of the outputs is most likely the
 	// wrong directory: it says so, and everything is missing.
-	stdout, err := weir(t, "verify", "gatewaymeter", "--input", trace, "--output", empty)
+	stdout, err := runWeir(t, "verify", "gatewaymeter", "--input", trace, "--output", empty)
 	if err == nil || !strings.Contains(stdout, "has none of the output directories") {
 		t.Errorf("error %v, output:\n%s", err, stdout)
 	}
