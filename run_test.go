@@ -1,7 +1,12 @@
 package weir
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -131,4 +136,43 @@ func TestCommandRejectsAShadowingFlag(t *testing.T) {
 		}
 	}()
 	Command("prog", job)
+}
+
+// TestBuildGetsTheFlagsPrepareSettled: Build receives the job's flags as
+// given and as Prepare set them, then the arguments after --; a bad flag
+// and an unknown job are errors that say what is allowed.
+func TestBuildGetsTheFlagsPrepareSettled(t *testing.T) {
+	errStop := errors.New("stop")
+	var built []string
+	job := testJob()
+	job.Prepare = func(_ context.Context, r *Run) error {
+		if in, _ := r.Flags.GetString("input"); in != "given" {
+			return fmt.Errorf("Prepare sees --input %q, want given", in)
+		}
+		return r.Flags.Set("output", "settled")
+	}
+	job.Build = func(_ *stream.Environment, args []string) error {
+		built = args
+		return errStop
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "test", "--input", "given", "-D", "rest.port=0", "--", "extra"}, "stop"},
+		{[]string{"run", "nope"}, `unknown job "nope" (known: test)`},
+		{[]string{"run", "test", "--input", "given", "--fail-after", "soon"}, `--fail-after "soon"`},
+		{[]string{"run", "test", "stray"}, "the job's own arguments go after --"},
+	} {
+		cmd := Command("prog", job)
+		cmd.SetArgs(tc.args)
+		cmd.SetOut(io.Discard)
+		cmd.SetErr(io.Discard)
+		if err := cmd.ExecuteContext(context.Background()); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("prog %s: error %v, want one saying %q", strings.Join(tc.args, " "), err, tc.want)
+		}
+	}
+	if want := []string{"--input=given", "--output=settled", "extra"}; !slices.Equal(built, want) {
+		t.Fatalf("Build got %q, want %q", built, want)
+	}
 }
