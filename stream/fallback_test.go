@@ -82,7 +82,9 @@ func TestRunningJobFallsBackPastAFlippedStateFile(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		src, _ := datagen.New(gen, datagen.Partitions(partitions), datagen.Count(perPartition), datagen.BatchSize(20), datagen.RatePerSecond(10_000))
+		// A second of input per partition: two checkpoints complete, and
+		// the crash strikes, before it ends even on a loaded machine.
+		src, _ := datagen.New(gen, datagen.Partitions(partitions), datagen.Count(perPartition), datagen.BatchSize(20), datagen.RatePerSecond(3_000))
 		in := stream.FromSource(env, src, "numbers", stream.NoWatermarks[rec]())
 		sums := stream.Process(stream.KeyBy(in, func(r rec) string { return r.Key }), stream.KeyedProcessFunction[string, rec, KeyedSum](&runningSum{}), stream.Uid("sum"))
 		stream.SinkTo(sums, sink, stream.Uid("sink"))
