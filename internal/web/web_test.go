@@ -162,9 +162,17 @@ func TestEndpointsAgainstARunningJob(t *testing.T) {
 	t.Run("failed checkpoint", func(t *testing.T) {
 		f.faults.blockNow()
 		var c map[string]any
+		// An earlier checkpoint may have failed too (the slow source of
+		// the backpressure test can make one expire): wait for one that
+		// count[0] did not acknowledge.
 		waitFor(t, "a checkpoint to expire while count[0] is blocked", func() bool {
 			c = f.obj(ckpts)
-			return num(at(c, "counts", "failed")) >= 1
+			if num(at(c, "counts", "failed")) < 1 {
+				return false
+			}
+			d := f.obj(fmt.Sprintf("%s/details/%.0f", ckpts, num(at(c, "latest", "failed", "id"))))
+			task := at(d, "tasks", count)
+			return task != nil && num(at(task, "num_acknowledged_subtasks")) < num(at(task, "num_subtasks"))
 		})
 		failed := at(c, "latest", "failed")
 		fields(t, "latest.failed", failed, append(checkpointFields, "failure_timestamp:number", "failure_message:string")...)
