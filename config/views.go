@@ -96,6 +96,18 @@ func (c *Configuration) Checkpointing() (Checkpointing, error) {
 	}
 
 	var errs []error
+	if cp.Unaligned && cp.Mode == AtLeastOnce {
+		errs = append(errs, &ConflictError{
+			Keys:   []string{KeyCheckpointingUnaligned, KeyCheckpointingMode},
+			Reason: fmt.Sprintf("unaligned checkpoints overtake records to keep exactly-once without alignment; %s=%s never aligns: unset %s, or use %s=%s", KeyCheckpointingMode, AtLeastOnce, KeyCheckpointingUnaligned, KeyCheckpointingMode, ExactlyOnce),
+		})
+	}
+	if cp.Unaligned && cp.MaxConcurrent > 1 {
+		errs = append(errs, &ConflictError{
+			Keys:   []string{KeyCheckpointingUnaligned, KeyCheckpointingMaxConcurrent},
+			Reason: fmt.Sprintf("weir takes one unaligned checkpoint at a time: with %s=true set %s to 1 (it is %d)", KeyCheckpointingUnaligned, KeyCheckpointingMaxConcurrent, cp.MaxConcurrent),
+		})
+	}
 	if cp.Storage == "" {
 		cp.Storage = StorageJobManager
 		if cp.Dir != "" {

@@ -36,7 +36,7 @@ func CoProcess[A, B any, K comparable, OUT any](cs ConnectedStreams[A, B, K], fn
 	n := newNode[OUT](env, "coprocess", opts)
 	connectKeyed(cs.a, n, 0)
 	connectKeyed(cs.b, n, 1)
-	n.deliver = func(ins []any) func(int, any) error {
+	n.deliver = func(ins []any) runtime.DeliverFunc {
 		return runtime.DeliverTo2(ins[0].(runtime.Input[A]), ins[1].(runtime.Input[B]))
 	}
 	n.build = func(b *buildCtx, out any) (runtime.Operator, []any, error) {

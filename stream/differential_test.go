@@ -95,10 +95,16 @@ var keyedKinds = append(slices.Clone(faultKinds), kindPartitionChange)
 // pass-through output for every record at least once. A keyed sum over
 // a growing source, which is canceled rather than finishing, keeps
 // exactly-once checkpoints (see verifySumsAtLeastOnce's last rule).
+//
+// The exactly-once seeds draw how barriers align (drawAlignment): aligned,
+// unaligned, or aligned until a timeout of a few milliseconds; unaligned
+// checkpoints persist the records in flight, and a restore replays them
+// before any new input. The suite fails if no seed restored such channel
+// state.
 func TestDifferentialKeyedSum(t *testing.T) {
 	seeds := diffSeedList(300)
 	var tally kindTally
-	var largeFinished, passThrough, atLeastOnce, inexact atomic.Int64
+	var largeFinished, passThrough, atLeastOnce, inexact, replayed atomic.Int64
 	forEachSeed(t, seeds, func(t *testing.T, seed uint64) {
 		r := rand.New(rand.NewPCG(seed, 99))
 		partitions := 1 + r.IntN(4)
@@ -136,6 +142,7 @@ func TestDifferentialKeyedSum(t *testing.T) {
 		if !grow || forward {
 			eng.atLeastOnce = drawAtLeastOnce(seed)
 		}
+		eng.drawAlignment(seed)
 		if eng.corruptible {
 			eng.dir = t.TempDir()
 		}
@@ -202,6 +209,9 @@ func TestDifferentialKeyedSum(t *testing.T) {
 		sched := drawSchedule(r, faults, shape, kinds)
 		// Observes the finished source's state being written as a file.
 		earlyFile := faults.Add(stream.FaultStorageWrite, streamtest.Delay(0), streamtest.OnPath("early-0-op"), streamtest.Always())
+		// Observes a restore that replays an unaligned checkpoint's
+		// channel state.
+		replay := faults.Add(stream.FaultRestoreChannels, streamtest.Delay(0), streamtest.Always())
 		name := fmt.Sprintf("seed=%d partitions=%d records=%d keys=%d parallelism=%d early=%s engine: %s",
 			seed, partitions, perPartition, keys, par, early, eng)
 		if grow {
@@ -279,6 +289,9 @@ func TestDifferentialKeyedSum(t *testing.T) {
 		if earlyFile.Fired() {
 			largeFinished.Add(1)
 		}
+		if replay.Fired() {
+			replayed.Add(1)
+		}
 		name += "; faults: " + sched.String()
 		if err := verify(); err != nil {
 			t.Fatalf("%s: %v", name, err)
@@ -303,6 +316,10 @@ func TestDifferentialKeyedSum(t *testing.T) {
 	t.Logf("%d seeds checkpointed at least once, %d of them with output that is not exactly once", atLeastOnce.Load(), inexact.Load())
 	if len(seeds) >= 200 && inexact.Load() == 0 {
 		t.Error("no seed with at-least-once checkpoints wrote output that is not exactly once: the suite proves nothing about the at-least-once oracle")
+	}
+	t.Logf("%d seeds restored the channel state of an unaligned checkpoint", replayed.Load())
+	if len(seeds) >= 60 && replayed.Load() == 0 {
+		t.Error("no seed restored an unaligned checkpoint's channel state: the suite proves nothing about replaying records in flight")
 	}
 	if len(seeds) >= 100 && passThrough.Load() == 0 {
 		t.Error("no seed ran the pass-through pipeline: the suite proves nothing about partition changes under region failover")

@@ -61,13 +61,18 @@ const (
 	FaultStorageStat
 	FaultStorageList
 	FaultStorageDelete
+	// FaultRestoreChannels is the read of an unaligned checkpoint's
+	// channel state (the records that were in flight into the subtask),
+	// before the subtask reads any input; Checkpoint is the restored
+	// checkpoint, Operator the uid of the chain's head.
+	FaultRestoreChannels
 )
 
 var faultPointNames = [...]string{
 	FaultBatch: "batch", FaultOpen: "open", FaultRestore: "restore", FaultNewReader: "new-reader",
 	FaultCommit: "commit", FaultCommitted: "committed", FaultSync: "sync", FaultAsync: "async",
 	FaultStorageWrite: "storage-write", FaultStorageRead: "storage-read", FaultStorageStat: "storage-stat",
-	FaultStorageList: "storage-list", FaultStorageDelete: "storage-delete",
+	FaultStorageList: "storage-list", FaultStorageDelete: "storage-delete", FaultRestoreChannels: "restore-channels",
 }
 
 func (p FaultPoint) String() string {
@@ -126,7 +131,7 @@ type faultInjector FaultFunc
 var runtimePoints = map[runtime.FaultPoint]FaultPoint{
 	runtime.FaultBatch: FaultBatch, runtime.FaultOpen: FaultOpen, runtime.FaultRestore: FaultRestore,
 	runtime.FaultNewReader: FaultNewReader, runtime.FaultCommit: FaultCommit, runtime.FaultCommitted: FaultCommitted,
-	runtime.FaultSync: FaultSync, runtime.FaultAsync: FaultAsync,
+	runtime.FaultSync: FaultSync, runtime.FaultAsync: FaultAsync, runtime.FaultRestoreChannels: FaultRestoreChannels,
 }
 
 func (f faultInjector) Inject(ctx context.Context, s runtime.FaultSite) error {

@@ -52,7 +52,7 @@ type node struct {
 	// side output, by tag.
 	outs map[string]*outType
 	// deliver makes the vertex's Deliver from its head's inputs.
-	deliver func(inputs []any) func(int, any) error
+	deliver func(inputs []any) runtime.DeliverFunc
 
 	// sink is the connector a sink node writes to (nil for other nodes).
 	sink any
@@ -358,7 +358,7 @@ type Stream[T any] struct {
 // Env returns the stream's environment.
 func (s Stream[T]) Env() *Environment { return s.env }
 
-func oneInput[IN any](ins []any) func(int, any) error {
+func oneInput[IN any](ins []any) runtime.DeliverFunc {
 	return runtime.DeliverTo(ins[0].(runtime.Input[IN]))
 }
 

@@ -106,7 +106,8 @@ type engine struct {
 	// waits for its timeout, and the failed checkpoint goes through the
 	// tolerable-failure and restart path like any other. The suites prove
 	// exactly-once through that path; stalls show in the log as expired
-	// checkpoints.
+	// checkpoints. Unaligned barriers do not stall: a blocked source takes
+	// an unaligned trigger, and the barrier overtakes the full channels.
 	timeout string
 	// corruptible checkpoints to dir, a local directory, every state a
 	// file of its own, for kindStorageCorrupt to damage them; the job's
@@ -120,6 +121,11 @@ type engine struct {
 	// first, and a restore replays them. Only suites whose oracle allows
 	// for the duplicates that makes set it (see drawAtLeastOnce).
 	atLeastOnce bool
+	// unaligned enables unaligned checkpoints, starting each aligned for
+	// alignedTimeout first when it is set (see drawAlignment); one
+	// checkpoint at a time.
+	unaligned      bool
+	alignedTimeout string
 	// ev records the job's events (options installs it).
 	ev *streamtest.Events
 }
@@ -150,9 +156,30 @@ func drawAtLeastOnce(seed uint64) bool {
 	return rand.New(rand.NewPCG(seed, 0xa10)).IntN(3) == 0
 }
 
+// drawAlignment draws how an exactly-once seed's checkpoints align, from a
+// generator of its own as drawAtLeastOnce: a third aligned, a third
+// unaligned from the start, a third aligned until an aligned-checkpoint
+// timeout of a few milliseconds and then unaligned.
+func (e *engine) drawAlignment(seed uint64) {
+	if e.atLeastOnce {
+		return
+	}
+	r := rand.New(rand.NewPCG(seed, 0x0a1))
+	switch r.IntN(3) {
+	case 1:
+		e.unaligned = true
+	case 2:
+		e.unaligned, e.alignedTimeout = true, []string{"1 ms", "3 ms", "8 ms"}[r.IntN(3)]
+	}
+}
+
 func (e engine) String() string {
+	concurrent := e.maxConcurrent
+	if e.unaligned {
+		concurrent = 1
+	}
 	s := fmt.Sprintf("batch=%d channel=%d chaining=%v max-concurrent=%d failover=%s tolerable=%d retained=%d",
-		e.batchSize, e.channelCapacity, e.chaining, e.maxConcurrent, e.failover, e.tolerable, e.retained)
+		e.batchSize, e.channelCapacity, e.chaining, concurrent, e.failover, e.tolerable, e.retained)
 	if e.memStorage {
 		s += " storage=mem://"
 	}
@@ -165,13 +192,23 @@ func (e engine) String() string {
 	if e.atLeastOnce {
 		s += " mode=AT_LEAST_ONCE"
 	}
+	if e.unaligned {
+		s += " unaligned"
+		if e.alignedTimeout != "" {
+			s += " aligned-timeout=" + e.alignedTimeout
+		}
+	}
 	return s
 }
 
 // config returns the engine's configuration, with kv added.
 func (e engine) config(kv ...string) []string {
+	concurrent := e.maxConcurrent
+	if e.unaligned {
+		concurrent = 1
+	}
 	out := []string{"execution.checkpointing.interval=10 ms",
-		fmt.Sprintf("execution.checkpointing.max-concurrent-checkpoints=%d", e.maxConcurrent),
+		fmt.Sprintf("execution.checkpointing.max-concurrent-checkpoints=%d", concurrent),
 		fmt.Sprintf("execution.checkpointing.tolerable-failed-checkpoints=%d", e.tolerable),
 		fmt.Sprintf("execution.checkpointing.num-retained=%d", e.retained),
 		"jobmanager.execution.failover-strategy=" + e.failover,
@@ -187,6 +224,12 @@ func (e engine) config(kv ...string) []string {
 	}
 	if e.atLeastOnce {
 		out = append(out, config.KeyCheckpointingMode+"=AT_LEAST_ONCE")
+	}
+	if e.unaligned {
+		out = append(out, config.KeyCheckpointingUnaligned+"=true")
+		if e.alignedTimeout != "" {
+			out = append(out, config.KeyCheckpointingAlignedTimeout+"="+e.alignedTimeout)
+		}
 	}
 	return append(out, kv...)
 }

@@ -58,8 +58,10 @@ func TestResumeKeepsSplitAssignment(t *testing.T) {
 		t.Helper()
 		var src *listedInOrder
 		res := streamtest.Run(t, func(env *stream.Environment) {
+			// Most of a second of input, so that three checkpoints
+			// complete before its splits end, even on a loaded machine.
 			gen, _ := datagen.New(func(p int, seq int64) int64 { return int64(p)<<32 | seq },
-				datagen.Partitions(2), datagen.Count(perPartition), datagen.BatchSize(20), datagen.RatePerSecond(20_000))
+				datagen.Partitions(2), datagen.Count(perPartition), datagen.BatchSize(20), datagen.RatePerSecond(4_000))
 			src = &listedInOrder{Source: gen, order: order, readers: map[int][]string{}}
 			stream.SinkTo(stream.FromSource(env, src, "numbers", stream.NoWatermarks[int64]()), sink, stream.Uid("sink"))
 		}, append([]streamtest.RunOption{streamtest.Config("execution.checkpointing.interval=10 ms")}, opts...)...)

@@ -116,6 +116,7 @@ func TestDifferentialWindows(t *testing.T) {
 			return tsRec{Key: fmt.Sprintf("k%d", m%uint64(keys)), Value: int64(m>>20%100) + 1, Ts: 1_700_000_000_000 + base + int64(m>>40%100)}
 		}
 		eng := drawEngine(r)
+		eng.drawAlignment(seed)
 		kinds := drawKinds(r, 3, windowKinds)
 		needsEngine(&eng, kinds)
 		if eng.corruptible {
@@ -419,6 +420,7 @@ func TestLateDataAcrossRestores(t *testing.T) {
 		par := 1 + r.IntN(3)
 		gen := lateGen(seed, keys)
 		eng := drawEngine(r)
+		eng.drawAlignment(seed)
 		kinds := drawKinds(r, 3, windowKinds)
 		needsEngine(&eng, kinds)
 		if eng.corruptible {

@@ -59,6 +59,67 @@ synchronous part of a snapshot of --snapshot-keys keys.`,
 	f.IntVar(&c.Partitions, "partitions", c.Partitions, "datagen partitions")
 	f.DurationVar(&c.Checkpoint, "checkpoint", c.Checkpoint, "checkpoint interval")
 	f.IntVar(&snapshotKeys, "snapshot-keys", 1_000_000, "keys in the snapshot measured")
-	cmd.AddCommand(ks)
+	cmd.AddCommand(ks, newBenchBackpressureCmd())
 	return cmd
 }
+
+func newBenchBackpressureCmd() *cobra.Command {
+	c := bench.DefaultBackpressure()
+	cmd := &cobra.Command{
+		Use:   "backpressure",
+		Short: "Checkpoints under backpressure: aligned, unaligned, aligned with a timeout",
+		Long: `backpressure runs datagen → keyBy → a slow keyed operator (--cost of
+processor time per record) → discarding sink for --duration in each of three
+modes: aligned checkpoints, unaligned ones, and aligned ones that switch to
+unaligned after --aligned-timeout. Every channel into the slow operator stays
+full, so aligned barriers wait behind the queued records and unaligned ones
+overtake them. It prints, side by side, each mode's throughput and its
+checkpoints' duration, alignment and persisted in-flight bytes.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if c.Duration <= 0 || c.Checkpoint <= 0 || c.Parallelism < 1 || c.Cost < 0 || c.AlignedTimeout <= 0 {
+				return fmt.Errorf("--duration, --checkpoint and --aligned-timeout must be positive, --parallelism at least 1, --cost not negative")
+			}
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "backpressure: %v per mode, parallelism %d, %v per record in the slow operator, checkpoints every %v\n",
+				c.Duration, c.Parallelism, c.Cost, c.Checkpoint)
+			fmt.Fprintf(out, "  %-22s %12s %6s %6s %10s %10s %10s %10s %10s %12s %12s\n",
+				"mode", "records/s", "ckpts", "failed", "dur p50", "dur p99", "dur max", "align p50", "align max", "persist p50", "persist max")
+			var base float64
+			for _, mode := range []bench.BackpressureMode{bench.ModeAligned, bench.ModeUnaligned, bench.ModeAlignedTimeout} {
+				r, err := bench.RunBackpressure(cmd.Context(), c, mode)
+				if err != nil {
+					return fmt.Errorf("%s: %w", mode, err)
+				}
+				name := string(mode)
+				if mode == bench.ModeAlignedTimeout {
+					name += "=" + c.AlignedTimeout.String()
+				}
+				rel := ""
+				if base == 0 {
+					base = r.PerSecond()
+				} else {
+					rel = fmt.Sprintf("  (%+.1f%% throughput vs aligned)", 100*(r.PerSecond()/base-1))
+				}
+				q := func(d []time.Duration, p float64) string {
+					return bench.Quantile(d, p).Round(time.Millisecond).String()
+				}
+				fmt.Fprintf(out, "  %-22s %12.0f %6d %6d %10s %10s %10s %10s %10s %12s %12s%s\n", name, r.PerSecond(),
+					len(r.Durations), r.Failed, q(r.Durations, 0.5), q(r.Durations, 0.99), q(r.Durations, 1),
+					q(r.Alignments, 0.5), q(r.Alignments, 1),
+					kib(bench.Quantile(r.Persisted, 0.5)), kib(bench.Quantile(r.Persisted, 1)), rel)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.DurationVar(&c.Duration, "duration", c.Duration, "how long each mode runs")
+	f.DurationVar(&c.Checkpoint, "checkpoint", c.Checkpoint, "checkpoint interval")
+	f.DurationVar(&c.Cost, "cost", c.Cost, "processor time the slow operator spends per record")
+	f.IntVar(&c.Parallelism, "parallelism", c.Parallelism, "parallelism of the job")
+	f.DurationVar(&c.AlignedTimeout, "aligned-timeout", c.AlignedTimeout, "aligned-checkpoint timeout of the third mode")
+	return cmd
+}
+
+// kib formats a byte count in KiB, for the benchmark's table.
+func kib(n int64) string { return fmt.Sprintf("%.1f KiB", float64(n)/1024) }

@@ -88,11 +88,16 @@ type SubtaskState struct {
 	// in the order the subtask indexes them, on the first operator of its
 	// chain only.
 	InputWatermarks []int64 `json:"input_watermarks,omitempty"`
+	// InputChannels is the channel state of an unaligned checkpoint, on
+	// the first operator of a chain: the records and watermarks that were
+	// in flight on the subtask's input channels, replayed into them before
+	// any new input on restore.
+	InputChannels []StateHandle `json:"input_channels,omitempty"`
 }
 
 // Empty reports whether s holds nothing: the subtask did not acknowledge.
 func (s SubtaskState) Empty() bool {
-	return len(s.Keyed) == 0 && len(s.Operator) == 0 && s.Watermark == nil && len(s.InputWatermarks) == 0
+	return len(s.Keyed) == 0 && len(s.Operator) == 0 && s.Watermark == nil && len(s.InputWatermarks) == 0 && len(s.InputChannels) == 0
 }
 
 // Size is the total size of the handles.
@@ -102,6 +107,9 @@ func (s SubtaskState) Size() int64 {
 		n += h.Size
 	}
 	for _, h := range s.Operator {
+		n += h.Size
+	}
+	for _, h := range s.InputChannels {
 		n += h.Size
 	}
 	return n

@@ -19,7 +19,9 @@ import (
 // checkpoint to restore from, if any.
 func checkpointing(ctx context.Context, j Job, cp config.Checkpointing) (*runtime.CheckpointingOptions, *runtime.Restore, func() error, error) {
 	opts := &runtime.CheckpointingOptions{
-		Mode: cp.Mode,
+		Mode:           cp.Mode,
+		Unaligned:      cp.Unaligned,
+		AlignedTimeout: cp.AlignedTimeout,
 		NewCoordinator: func(g *runtime.JobGraph, sources, all []checkpoint.TaskID) (*coordinator.Coordinator, error) {
 			return runtime.NewCoordinator(cp, j.JobID, j.Config.Int(config.KeyCheckpointHistory), g, sources, all)
 		},

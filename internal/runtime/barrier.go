@@ -16,6 +16,20 @@ type Barrier struct {
 	Timestamp int64
 	// Savepoint marks a savepoint, which is always aligned.
 	Savepoint bool
+	// Unaligned marks an unaligned barrier: it overtakes the records
+	// queued before it, which become channel state, and no task aligns on
+	// it.
+	Unaligned bool
+	// AlignedTimeout, on an aligned barrier of a job with unaligned
+	// checkpoints, is how long after the trigger the checkpoint stays
+	// aligned; then it switches to unaligned wherever it is. 0: no switch.
+	AlignedTimeout time.Duration
+}
+
+// timedOut reports whether the aligned barrier b has outlived its
+// aligned-checkpoint timeout at now.
+func (b Barrier) timedOut(now time.Time) bool {
+	return !b.Unaligned && b.AlignedTimeout > 0 && b.Timestamp != 0 && now.Sub(time.Unix(0, b.Timestamp)) >= b.AlignedTimeout
 }
 
 // BarrierEvent is one outcome of the barrier handler, what package mini
@@ -23,7 +37,8 @@ type Barrier struct {
 // CheckpointActions too). The concrete types are Block, Unblock,
 // BarrierSeen, TakeSnapshot, Abort and Ignore, named as mini's actions;
 // TakeSnapshot is mini's Snapshot, a name runtime gives to an operator's
-// snapshot.
+// snapshot. Unaligned checkpoints, which mini does not model, add
+// EndCapture and CaptureComplete.
 type BarrierEvent interface{ barrierEvent() }
 
 // Block says that Input delivered the barrier of Checkpoint and is not to
@@ -55,8 +70,30 @@ type TakeSnapshot struct {
 	Barrier Barrier
 	// StartDelay is the time from the trigger to the first barrier.
 	StartDelay time.Duration
-	// Alignment is the time from the first barrier to the last.
+	// Alignment is the time from the first barrier to the last, or to
+	// the switch to unaligned.
 	Alignment time.Duration
+	// Unaligned says the snapshot is unaligned: the task forwards the
+	// barrier (marked unaligned) ahead of its queued output, snapshots
+	// now, and records what Capture's inputs deliver until their barrier
+	// as channel state. Inputs that delivered the barrier already are not
+	// blocked any more (an Unblock for each precedes TakeSnapshot).
+	Unaligned bool
+	// Capture lists the open inputs whose barrier has not arrived.
+	Capture []int
+}
+
+// EndCapture says that Input delivered the barrier of the unaligned
+// Checkpoint, or ended: its channel state is complete.
+type EndCapture struct {
+	Input      int
+	Checkpoint int64
+}
+
+// CaptureComplete says every input's channel state of the unaligned
+// Checkpoint is complete: the task may acknowledge it.
+type CaptureComplete struct {
+	Checkpoint int64
 }
 
 // Abort says the handler gave up Checkpoint (subsumed by a newer
@@ -74,12 +111,14 @@ type Ignore struct {
 	Reason  string
 }
 
-func (Block) barrierEvent()        {}
-func (Unblock) barrierEvent()      {}
-func (BarrierSeen) barrierEvent()  {}
-func (TakeSnapshot) barrierEvent() {}
-func (Abort) barrierEvent()        {}
-func (Ignore) barrierEvent()       {}
+func (Block) barrierEvent()           {}
+func (Unblock) barrierEvent()         {}
+func (BarrierSeen) barrierEvent()     {}
+func (TakeSnapshot) barrierEvent()    {}
+func (Abort) barrierEvent()           {}
+func (Ignore) barrierEvent()          {}
+func (EndCapture) barrierEvent()      {}
+func (CaptureComplete) barrierEvent() {}
 
 // BarrierHandler decides, for a task with several input channels, when a
 // checkpoint's barriers are aligned and which inputs may be read meanwhile.
@@ -98,6 +137,15 @@ func (Ignore) barrierEvent()       {}
 // releases the inputs. AT_LEAST_ONCE (tracked) counts barriers of several
 // checkpoints at once without blocking, as Flink's
 // CheckpointBarrierTracker.
+//
+// An unaligned barrier (EXACTLY_ONCE only) takes the snapshot on its first
+// arrival, without blocking anything, and the inputs whose barrier is still
+// to come are captured until it does (EndCapture, then CaptureComplete). An
+// aligned barrier with an aligned-checkpoint timeout aligns until the
+// timeout has passed since the trigger (seen on a later arrival or reported
+// by Timeout), or until an unaligned barrier of the same checkpoint
+// arrives, and then switches: the blocked inputs are released and the
+// snapshot is taken unaligned from where the alignment stands.
 type BarrierHandler struct {
 	mode  config.CheckpointingMode
 	last  int64
@@ -109,6 +157,9 @@ type BarrierHandler struct {
 	blocked  []bool
 	firstAt  time.Time
 	blockedN int
+	// unaligned says the pending checkpoint's snapshot was taken
+	// unaligned: arrivals end captures instead of blocking.
+	unaligned bool
 
 	tracked []trackedCheckpoint
 
@@ -175,6 +226,17 @@ func (h *BarrierHandler) OnBarrier(input int, b Barrier, now time.Time) []Barrie
 		h.pending, h.last, h.barrier, h.firstAt = id, id, b, now
 	}
 	h.arrived[input] = true
+	if h.unaligned {
+		h.out = append(h.out, EndCapture{Input: input, Checkpoint: id})
+		if h.allArrived(h.arrived) {
+			h.completeCapture()
+		}
+		return h.out
+	}
+	if b.Unaligned || h.barrier.timedOut(now) {
+		h.switchUnaligned(now)
+		return h.out
+	}
 	if h.allArrived(h.arrived) {
 		h.complete(now)
 		return h.out
@@ -191,12 +253,59 @@ func (h *BarrierHandler) OnBarrier(input int, b Barrier, now time.Time) []Barrie
 func (h *BarrierHandler) OnEndOfInput(input int, now time.Time) []BarrierEvent {
 	h.out = h.out[:0]
 	h.ended[input] = true
-	if h.mode == config.AtLeastOnce {
+	switch {
+	case h.mode == config.AtLeastOnce:
 		h.completeCounted(now)
-	} else if h.pending != 0 && h.allArrived(h.arrived) {
+	case h.pending != 0 && h.unaligned:
+		if !h.arrived[input] {
+			h.out = append(h.out, EndCapture{Input: input, Checkpoint: h.pending})
+		}
+		if h.allArrived(h.arrived) {
+			h.completeCapture()
+		}
+	case h.pending != 0 && h.allArrived(h.arrived):
 		h.complete(now)
 	}
 	return h.out
+}
+
+// Timeout reports that the aligned-checkpoint timeout of checkpoint id
+// may have passed at now: if its alignment is still going on, the
+// checkpoint switches to unaligned.
+func (h *BarrierHandler) Timeout(id int64, now time.Time) []BarrierEvent {
+	h.out = h.out[:0]
+	if h.pending == id && !h.unaligned && h.barrier.timedOut(now) {
+		h.switchUnaligned(now)
+	}
+	return h.out
+}
+
+// switchUnaligned takes the pending checkpoint's snapshot unaligned: the
+// blocked inputs flow again, the others are captured until their barrier.
+func (h *BarrierHandler) switchUnaligned(now time.Time) {
+	for i := range h.blocked {
+		if h.blocked[i] {
+			h.out = append(h.out, Unblock{Input: i})
+			h.blocked[i] = false
+		}
+	}
+	h.blockedN = 0
+	b := h.barrier
+	b.Unaligned, b.AlignedTimeout = true, 0
+	_, waiting := h.progress(h.arrived)
+	h.out = append(h.out, TakeSnapshot{Barrier: b, StartDelay: startDelay(b, h.firstAt), Alignment: now.Sub(h.firstAt), Unaligned: true, Capture: waiting})
+	h.unaligned = true
+	if len(waiting) == 0 {
+		h.completeCapture()
+	}
+}
+
+func (h *BarrierHandler) completeCapture() {
+	h.out = append(h.out, CaptureComplete{Checkpoint: h.pending})
+	h.pending, h.unaligned = 0, false
+	for i := range h.arrived {
+		h.arrived[i] = false
+	}
 }
 
 // Abort applies the coordinator's abort of checkpoint id. Barriers of id
@@ -277,7 +386,7 @@ func (h *BarrierHandler) complete(now time.Time) {
 
 func (h *BarrierHandler) release(reason string) {
 	h.out = append(h.out, Abort{Checkpoint: h.pending, Reason: reason})
-	h.pending = 0
+	h.pending, h.unaligned = 0, false
 	h.unblockAll()
 }
 

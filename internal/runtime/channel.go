@@ -38,17 +38,80 @@ type message struct {
 	kind    msgKind
 	data    any
 	n       int        // records in data
+	from    int        // records of data before it are not part of it (channel state only)
 	pool    *sync.Pool // where the consumer returns data once processed
 	wm      int64
 	barrier Barrier
+	// inflight, on an unaligned barrier, is what the barrier overtook on
+	// its channel: the messages sent before it that the consumer reads
+	// after it.
+	inflight *inflight
+}
+
+// overtakable reports whether an unaligned barrier may pass m: records and
+// the event-time markers between them, which become channel state. It
+// never passes another barrier or the end of the channel's data.
+func (m *message) overtakable() bool {
+	switch m.kind {
+	case msgData, msgWatermark, msgIdle, msgActive:
+		return true
+	}
+	return false
+}
+
+// inflight is the channel state one unaligned barrier carries: the
+// messages sent on its channel before it and read by the consumer after
+// it, oldest first. The producer appends to msgs until it has taken its
+// own snapshot and then closes sealed; the consumer reads msgs only after
+// sealed is closed. The records are shared with the queue, never returned
+// to a pool, so they stay as they were sent.
+type inflight struct {
+	msgs   []message
+	sealed chan struct{}
+}
+
+func newInflight(msgs []message) *inflight {
+	return &inflight{msgs: msgs, sealed: make(chan struct{})}
+}
+
+// producer is what a channel's sender offers while it waits for space: a
+// signal that urgent work has arrived (an unaligned barrier, a trigger) and
+// the function that does it, so that a subtask blocked on a full output
+// still takes part in checkpoints at once.
+type producer interface {
+	urgentSignal() <-chan struct{}
+	runUrgent() error
+	// beforeMarker takes the snapshot an unaligned barrier deferred, so
+	// that a marker the channel state must not hold (the end of data, a
+	// barrier) goes out behind it.
+	beforeMarker() error
+	// promoted reports whether the producer's aligned barrier of
+	// checkpoint id has timed out and now overtakes what is queued.
+	promoted(id int64) bool
 }
 
 // channel connects one producing subtask to one consuming subtask. It is
-// bounded: a producer that runs ahead of its consumer blocks in send, which
-// is how backpressure travels upstream.
+// bounded: a producer that runs ahead of its consumer waits in send, which
+// is how backpressure travels upstream. It is a queue rather than a Go
+// channel because an unaligned barrier goes to its front, overtaking the
+// records queued before it.
 type channel struct {
-	q      chan message
+	mu       sync.Mutex
+	ring     []message
+	head, n  int
+	capacity int
+
 	notify chan struct{} // the consumer's wake-up, shared by its channels
+	space  chan struct{} // the producer's wake-up
+	// urgent, if set, tells the consumer that an unaligned barrier is at
+	// the front of the queue.
+	urgent func()
+
+	// capture, owned by the producer, is the channel state being
+	// collected since an unaligned barrier overtook the queue: until the
+	// producer's snapshot seals it, whatever it sends belongs to it and is
+	// queued without waiting for space.
+	capture *inflight
 
 	backpressured atomic.Int64 // nanoseconds the producer spent blocked
 	blockedSince  atomic.Int64 // Unix nanoseconds the current wait began, 0 if none
@@ -65,38 +128,240 @@ func (c *channel) backpressuredNanos() int64 {
 }
 
 func newChannel(capacity int, notify chan struct{}) *channel {
-	return &channel{q: make(chan message, capacity), notify: notify}
+	return &channel{ring: make([]message, max(capacity, 1)), capacity: capacity, notify: notify, space: make(chan struct{}, 1)}
 }
 
-// send delivers m, blocking while the channel is full, until ctx is done.
-func (c *channel) send(ctx context.Context, m message) error {
-	select {
-	case c.q <- m:
-	default:
-		start := time.Now()
-		c.blockedSince.Store(start.UnixNano())
-		select {
-		case c.q <- m:
-		case <-ctx.Done():
-			c.blockedSince.Store(0)
-			return context.Cause(ctx)
+func (c *channel) at(i int) *message { return &c.ring[(c.head+i)%len(c.ring)] }
+
+func (c *channel) pushLocked(m message) {
+	if c.n == len(c.ring) {
+		grown := make([]message, 2*len(c.ring))
+		for i := range c.n {
+			grown[i] = *c.at(i)
 		}
-		c.blockedSince.Store(0)
-		c.backpressured.Add(int64(time.Since(start)))
+		c.ring, c.head = grown, 0
 	}
+	c.ring[(c.head+c.n)%len(c.ring)] = m
+	c.n++
+}
+
+func (c *channel) wake() {
 	select {
 	case c.notify <- struct{}{}:
 	default:
 	}
+}
+
+// send delivers m, waiting while the channel is full, until ctx is done.
+// While it waits it runs p's urgent work (p may be nil), after which m may
+// no longer have to wait: the channel is capturing channel state, or m is
+// an aligned barrier that has timed out and overtakes.
+func (c *channel) send(ctx context.Context, m message, p producer) error {
+	var start time.Time
+	if c.capture != nil && !m.overtakable() && p != nil {
+		if err := p.beforeMarker(); err != nil {
+			return err
+		}
+	}
+	for {
+		if c.capture != nil {
+			// Sent before the producer's snapshot, read after the
+			// barrier: channel state, kept as it is.
+			m.pool = nil
+			c.capture.msgs = append(c.capture.msgs, m)
+			c.mu.Lock()
+			c.pushLocked(m)
+			c.mu.Unlock()
+			break
+		}
+		if m.kind == msgBarrier && p != nil && !m.barrier.Unaligned && p.promoted(m.barrier.ID) {
+			m.barrier.Unaligned = true
+			c.overtake(m, true)
+			break
+		}
+		c.mu.Lock()
+		if c.n < c.capacity {
+			c.pushLocked(m)
+			c.mu.Unlock()
+			break
+		}
+		c.mu.Unlock()
+		if start.IsZero() {
+			start = time.Now()
+			c.blockedSince.Store(start.UnixNano())
+		}
+		var urgent <-chan struct{}
+		if p != nil {
+			urgent = p.urgentSignal()
+		}
+		select {
+		case <-c.space:
+		case <-urgent:
+			if err := p.runUrgent(); err != nil {
+				c.endWait(start)
+				return err
+			}
+		case <-ctx.Done():
+			c.endWait(start)
+			return context.Cause(ctx)
+		}
+	}
+	c.endWait(start)
+	c.wake()
 	return nil
+}
+
+func (c *channel) endWait(start time.Time) {
+	if start.IsZero() {
+		return
+	}
+	c.blockedSince.Store(0)
+	c.backpressured.Add(int64(time.Since(start)))
+}
+
+// overtake puts the unaligned barrier b ahead of every queued message it
+// may pass, returns its channel state (those messages, oldest first), and
+// wakes the consumer's urgent path. With sealed the state is final (the
+// producer has snapshotted already); otherwise the channel captures what
+// the producer sends until it seals it.
+func (c *channel) overtake(b message, sealed bool) *inflight {
+	c.mu.Lock()
+	k := c.n // b goes at index k: after the last message it may not pass
+	for k > 0 && c.at(k-1).overtakable() {
+		k--
+	}
+	passed := make([]message, 0, c.n-k)
+	for i := k; i < c.n; i++ {
+		m := c.at(i)
+		m.pool = nil // shared with the channel state from now on
+		passed = append(passed, *m)
+	}
+	att := newInflight(passed)
+	b.inflight = att
+	c.pushLocked(message{}) // room for b
+	for i := c.n - 1; i > k; i-- {
+		*c.at(i) = *c.at(i - 1)
+	}
+	*c.at(k) = b
+	c.mu.Unlock()
+	if sealed {
+		close(att.sealed)
+	} else {
+		c.capture = att
+	}
+	c.wake()
+	if c.urgent != nil {
+		c.urgent()
+	}
+	return att
+}
+
+// promote moves the aligned barrier of checkpoint id, if it is still
+// queued, ahead of what it may pass, as an unaligned barrier whose channel
+// state is what it passed. It reports whether the barrier was queued.
+func (c *channel) promote(id int64) bool {
+	c.mu.Lock()
+	at := -1
+	for i := range c.n {
+		if m := c.at(i); m.kind == msgBarrier && m.barrier.ID == id && !m.barrier.Unaligned {
+			at = i
+			break
+		}
+	}
+	if at < 0 {
+		c.mu.Unlock()
+		return false
+	}
+	b := *c.at(at)
+	b.barrier.Unaligned = true
+	k := at
+	for k > 0 && c.at(k-1).overtakable() {
+		k--
+	}
+	passed := make([]message, 0, at-k)
+	for i := k; i < at; i++ {
+		m := c.at(i)
+		m.pool = nil
+		passed = append(passed, *m)
+	}
+	b.inflight = newInflight(passed)
+	close(b.inflight.sealed)
+	for i := at; i > k; i-- {
+		*c.at(i) = *c.at(i - 1)
+	}
+	*c.at(k) = b
+	c.mu.Unlock()
+	c.wake()
+	if c.urgent != nil {
+		c.urgent()
+	}
+	return true
+}
+
+// seal ends the producer's capture: the channel state of its unaligned
+// barrier is final.
+func (c *channel) seal() {
+	if c.capture != nil {
+		close(c.capture.sealed)
+		c.capture = nil
+	}
+}
+
+// tryRecv takes the oldest message, if there is one.
+func (c *channel) tryRecv() (message, bool) {
+	c.mu.Lock()
+	if c.n == 0 {
+		c.mu.Unlock()
+		return message{}, false
+	}
+	m := *c.at(0)
+	*c.at(0) = message{}
+	c.head = (c.head + 1) % len(c.ring)
+	c.n--
+	c.mu.Unlock()
+	select {
+	case c.space <- struct{}{}:
+	default:
+	}
+	return m, true
+}
+
+// recvUrgent takes the oldest message if it is an unaligned barrier.
+func (c *channel) recvUrgent() (message, bool) {
+	c.mu.Lock()
+	if c.n == 0 || c.at(0).kind != msgBarrier || !c.at(0).barrier.Unaligned {
+		c.mu.Unlock()
+		return message{}, false
+	}
+	c.mu.Unlock()
+	return c.tryRecv()
+}
+
+// recv takes the oldest message, waiting for one until ctx is done. Only a
+// channel's single consumer calls it.
+func (c *channel) recv(ctx context.Context) (message, error) {
+	for {
+		if m, ok := c.tryRecv(); ok {
+			return m, nil
+		}
+		select {
+		case <-c.notify:
+		case <-ctx.Done():
+			return message{}, context.Cause(ctx)
+		}
+	}
 }
 
 // inputGate is a subtask's view of its input channels.
 type inputGate struct {
 	chans   []*channel
-	logical []int // channel -> logical input of the head operator
+	logical []int   // channel -> logical input of the head operator
+	edges   []*Edge // channel -> its edge
 	notify  chan struct{}
 	next    int
+	// replay holds, per channel, the channel state of the checkpoint the
+	// subtask restored: read before anything the channel brings.
+	replay [][]message
 }
 
 // poll returns a message from a channel that is not blocked, trying the
@@ -108,11 +373,15 @@ func (g *inputGate) poll(blocked func(int) bool) (ch int, m message, ok bool) {
 		if blocked(c) {
 			continue
 		}
-		select {
-		case m = <-g.chans[c].q:
+		if g.replay != nil && len(g.replay[c]) > 0 {
+			m = g.replay[c][0]
+			g.replay[c] = g.replay[c][1:]
 			g.next = (c + 1) % n
 			return c, m, true
-		default:
+		}
+		if m, ok = g.chans[c].tryRecv(); ok {
+			g.next = (c + 1) % n
+			return c, m, true
 		}
 	}
 	return 0, message{}, false

@@ -116,6 +116,13 @@ func (jm *JobMaster) perform(ctx context.Context, out []coordinator.Output) erro
 		case coordinator.Trigger:
 			jm.snapshotSplits(o.ID)
 			b := Barrier{ID: o.ID, Timestamp: o.Timestamp.UnixNano(), Savepoint: o.Kind == checkpoint.KindSavepoint}
+			if o.Unaligned {
+				if jm.alignedTimeout > 0 {
+					b.AlignedTimeout = jm.alignedTimeout
+				} else {
+					b.Unaligned = true
+				}
+			}
 			for _, id := range o.Tasks {
 				r := jm.tasks[id]
 				if r == nil || r.canceled || jm.finished[id] {

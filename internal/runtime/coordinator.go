@@ -22,9 +22,17 @@ func NewCoordinator(cp config.Checkpointing, jobID string, history int, g *JobGr
 	if cp.Mode == config.AtLeastOnce {
 		cfg.Mode = config.AtLeastOnce
 	}
-	tasks := coordinator.Tasks{Sources: sources, All: all, MaxParallelism: map[string]int{}}
+	// With the tasks' inputs, a checkpoint can be triggered at the running
+	// tasks whose inputs have all finished: an unaligned snapshot may come
+	// before a task's end of data, and the task then needs a checkpoint
+	// after it, when its sources are gone.
+	tasks := coordinator.Tasks{Sources: sources, All: all, MaxParallelism: map[string]int{}, Inputs: map[checkpoint.TaskID][]checkpoint.TaskID{}}
 	for _, v := range g.Vertices {
 		tasks.MaxParallelism[v.UID] = v.MaxParallelism
+	}
+	for gc := range g.Channels() {
+		to := checkpoint.TaskID{Vertex: gc.Edge.To.UID, Subtask: gc.To}
+		tasks.Inputs[to] = append(tasks.Inputs[to], checkpoint.TaskID{Vertex: gc.Edge.From.UID, Subtask: gc.From})
 	}
 	return coordinator.New(cfg, tasks)
 }

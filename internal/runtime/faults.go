@@ -41,6 +41,10 @@ const (
 	// acknowledges the checkpoint, Steps-1 after. An error fails the
 	// subtask; before the acknowledgement it also abandons the write.
 	FaultAsync
+	// FaultRestoreChannels is the read of the channel state of an
+	// unaligned checkpoint, before the subtask reads any input;
+	// Checkpoint is the restored checkpoint, Operator the chain's head.
+	FaultRestoreChannels
 )
 
 // FaultSite says where a subtask reached a fault point.

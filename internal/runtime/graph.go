@@ -96,7 +96,7 @@ type Chain struct {
 	Operators []ChainedOperator
 	// Deliver hands a batch of the input's record type ([]Rec[T]) to the
 	// head operator's logical input. Nil for source vertices.
-	Deliver func(input int, batch any) error
+	Deliver DeliverFunc
 	// Source drives a source vertex's head. Nil otherwise.
 	Source SourceDriver
 }
@@ -119,27 +119,38 @@ type SourceDriver interface {
 	Emit(item any) (n int, done bool, err error)
 }
 
+// DeliverFunc hands the records of batch ([]Rec[T]) from index from on to
+// the head operator's logical input, one at a time, and returns the index
+// after the last it handed over: len(batch), or less if *stop became true
+// while a record was processed (an unaligned barrier wants the snapshot
+// taken between two records).
+type DeliverFunc func(input int, batch any, from int, stop *bool) (next int, err error)
+
 // DeliverTo returns a Chain.Deliver function for a head operator with one
 // typed input.
-func DeliverTo[T any](in Input[T]) func(input int, batch any) error {
-	return func(_ int, batch any) error {
-		for _, r := range batch.([]Rec[T]) {
-			if err := in.Process(r.V, r.Ts); err != nil {
-				return err
+func DeliverTo[T any](in Input[T]) DeliverFunc {
+	return func(_ int, batch any, from int, stop *bool) (int, error) {
+		recs := batch.([]Rec[T])
+		for i := from; i < len(recs); i++ {
+			if err := in.Process(recs[i].V, recs[i].Ts); err != nil {
+				return i, err
+			}
+			if *stop {
+				return i + 1, nil
 			}
 		}
-		return nil
+		return len(recs), nil
 	}
 }
 
 // DeliverTo2 is DeliverTo for a head operator with two typed inputs.
-func DeliverTo2[A, B any](a Input[A], b Input[B]) func(input int, batch any) error {
+func DeliverTo2[A, B any](a Input[A], b Input[B]) DeliverFunc {
 	da, db := DeliverTo(a), DeliverTo(b)
-	return func(input int, batch any) error {
+	return func(input int, batch any, from int, stop *bool) (int, error) {
 		if input == 0 {
-			return da(0, batch)
+			return da(0, batch, from, stop)
 		}
-		return db(1, batch)
+		return db(1, batch, from, stop)
 	}
 }
 
@@ -163,7 +174,7 @@ func Writer[T any](tc *TaskContext, e *Edge, part Partitioner[T]) (*RecordWriter
 	if e.Partitioner == Hash && part == nil {
 		return nil, fmt.Errorf("runtime: hash edge %d needs a partitioner", e.ID)
 	}
-	w := newRecordWriter(tc.task.ctx, chans, e.Partitioner, part, tc.task.opts.batchSize)
+	w := newRecordWriter(tc.task.ctx, chans, e.Partitioner, part, tc.task.opts.batchSize, tc.task)
 	tc.task.writers = append(tc.task.writers, w)
 	return w, nil
 }

@@ -57,6 +57,12 @@ type Options struct {
 // CheckpointingOptions are the checkpoint settings the runtime needs.
 type CheckpointingOptions struct {
 	Mode config.CheckpointingMode
+	// Unaligned enables unaligned checkpoints (EXACTLY_ONCE only);
+	// AlignedTimeout, with it, starts each checkpoint aligned and switches
+	// to unaligned once that long has passed since the trigger (0: start
+	// unaligned).
+	Unaligned      bool
+	AlignedTimeout time.Duration
 	// NewCoordinator builds the checkpoint coordinator for the job's
 	// graph, its source subtasks and all its subtasks.
 	NewCoordinator func(g *JobGraph, sources, all []checkpoint.TaskID) (*coordinator.Coordinator, error)
@@ -137,7 +143,10 @@ type JobMaster struct {
 	failover failover.Strategy
 	coord    *coordinator.Coordinator
 	storage  CheckpointStorage
-	ctx      context.Context
+	// alignedTimeout is the aligned-checkpoint timeout the barriers of
+	// unaligned checkpoints carry.
+	alignedTimeout time.Duration
+	ctx            context.Context
 
 	// inbox carries work into the job master's loop: reports from
 	// subtasks, queries, timers, completed storage operations.
@@ -285,7 +294,8 @@ func NewJobMaster(g *JobGraph, opts Options) (*JobMaster, error) {
 		if jm.coord, err = c.NewCoordinator(g, jm.sources, jm.all); err != nil {
 			return nil, fmt.Errorf("runtime: %w", err)
 		}
-		wo.Checkpointing, wo.Mode = true, c.Mode
+		wo.Checkpointing, wo.Mode, wo.Unaligned = true, c.Mode, c.Unaligned
+		jm.alignedTimeout = c.AlignedTimeout
 		if c.Storage != nil {
 			wo.Store = c.Storage
 		}

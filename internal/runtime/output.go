@@ -108,6 +108,10 @@ type writer interface {
 	flush() error
 	broadcast(m message) error
 	numChannels() int
+	// overtake sends the unaligned barrier b ahead of what is queued on
+	// every channel; see RecordWriter.overtake.
+	overtake(b Barrier)
+	channels() []*channel
 }
 
 // RecordWriter is the end of a chain towards one downstream edge: it
@@ -126,10 +130,13 @@ type RecordWriter[T any] struct {
 	pool    sync.Pool
 	rr      int
 	records int64 // records written, for metrics
+	// p is the subtask that writes, whose urgent work runs while a send
+	// waits for space; nil in tests that drive a writer alone.
+	p producer
 }
 
-func newRecordWriter[T any](ctx context.Context, chans []*channel, kind PartitionerKind, part Partitioner[T], batchSize int) *RecordWriter[T] {
-	w := &RecordWriter[T]{ctx: ctx, chans: chans, kind: kind, part: part, batchSize: batchSize, bufs: make([][]Rec[T], len(chans))}
+func newRecordWriter[T any](ctx context.Context, chans []*channel, kind PartitionerKind, part Partitioner[T], batchSize int, p producer) *RecordWriter[T] {
+	w := &RecordWriter[T]{ctx: ctx, chans: chans, kind: kind, part: part, batchSize: batchSize, bufs: make([][]Rec[T], len(chans)), p: p}
 	for i := range w.bufs {
 		w.bufs[i] = make([]Rec[T], 0, batchSize)
 	}
@@ -137,6 +144,26 @@ func newRecordWriter[T any](ctx context.Context, chans []*channel, kind Partitio
 }
 
 func (w *RecordWriter[T]) numChannels() int { return len(w.chans) }
+
+func (w *RecordWriter[T]) channels() []*channel { return w.chans }
+
+// overtake sends the unaligned barrier b on every channel ahead of the
+// records queued there: the records still batching here go out first,
+// without waiting for space, and then b passes everything it may. Until the
+// subtask's snapshot seals them, the channels capture what follows as
+// channel state (see channel.overtake).
+func (w *RecordWriter[T]) overtake(b Barrier) {
+	for c, ch := range w.chans {
+		if len(w.bufs[c]) > 0 {
+			batch := w.bufs[c]
+			w.bufs[c] = make([]Rec[T], 0, w.batchSize)
+			ch.mu.Lock()
+			ch.pushLocked(message{kind: msgData, data: batch, n: len(batch)})
+			ch.mu.Unlock()
+		}
+		ch.overtake(message{kind: msgBarrier, barrier: b}, false)
+	}
+}
 
 // Collect implements Output.
 func (w *RecordWriter[T]) Collect(v T, ts int64) error {
@@ -177,7 +204,7 @@ func (w *RecordWriter[T]) send(c int) error {
 	} else {
 		w.bufs[c] = make([]Rec[T], 0, w.batchSize)
 	}
-	return w.chans[c].send(w.ctx, message{kind: msgData, data: b, n: len(b), pool: &w.pool})
+	return w.chans[c].send(w.ctx, message{kind: msgData, data: b, n: len(b), pool: &w.pool}, w.p)
 }
 
 // EmitWatermark implements Output: pending records go first.
@@ -201,7 +228,7 @@ func (w *RecordWriter[T]) broadcast(m message) error {
 		return err
 	}
 	for _, c := range w.chans {
-		if err := c.send(w.ctx, m); err != nil {
+		if err := c.send(w.ctx, m, w.p); err != nil {
 			return err
 		}
 	}

@@ -21,6 +21,12 @@ type BatchCodec interface {
 	// Decode turns a data frame back into a batch ([]Rec[T]), taking its
 	// slice from pool when it has one.
 	Decode(f netio.Frame, pool *sync.Pool) (batch any, n int, err error)
+	// AppendBatch appends the records of batch ([]Rec[T]) from index from
+	// on to dst, back to back, for channel state.
+	AppendBatch(dst []byte, batch any, from int) []byte
+	// DecodeBatch decodes n records that AppendBatch wrote at the start
+	// of src and returns them ([]Rec[T]) and the bytes they took.
+	DecodeBatch(src []byte, n int) (batch any, used int, err error)
 }
 
 // NewBatchCodec returns the BatchCodec of records of type T encoded by c:
@@ -62,6 +68,27 @@ func (c batchCodec[T]) Send(ctx context.Context, s *netio.Sender, batch any) err
 	return netio.SendBatch(ctx, s, codec.Codec[Rec[T]](c.rec), batch.([]Rec[T]))
 }
 
+func (c batchCodec[T]) AppendBatch(dst []byte, batch any, from int) []byte {
+	for _, r := range batch.([]Rec[T])[from:] {
+		dst = c.rec.Append(dst, r)
+	}
+	return dst
+}
+
+func (c batchCodec[T]) DecodeBatch(src []byte, n int) (any, int, error) {
+	out := make([]Rec[T], n)
+	used := 0
+	for i := range out {
+		r, m, err := c.rec.Decode(src[used:])
+		if err != nil {
+			return nil, 0, fmt.Errorf("record %d of %d: %w", i, n, err)
+		}
+		out[i] = r
+		used += m
+	}
+	return out, used, nil
+}
+
 func (c batchCodec[T]) Decode(f netio.Frame, pool *sync.Pool) (any, int, error) {
 	var dst []Rec[T]
 	if b, ok := pool.Get().([]Rec[T]); ok {
@@ -81,13 +108,10 @@ func (c batchCodec[T]) Decode(f netio.Frame, pool *sync.Pool) (any, int, error) 
 // c fills, then the producer blocks: backpressure across processes.
 func forwardOut(ctx context.Context, c *channel, s *netio.Sender, bc BatchCodec) error {
 	for {
-		var m message
-		select {
-		case m = <-c.q:
-		case <-ctx.Done():
-			return context.Cause(ctx)
+		m, err := c.recv(ctx)
+		if err != nil {
+			return err
 		}
-		var err error
 		switch m.kind {
 		case msgData:
 			err = bc.Send(ctx, s, m.data)
@@ -150,7 +174,7 @@ func forwardIn(ctx context.Context, r *netio.Receiver, c *channel, bc BatchCodec
 		default:
 			return fmt.Errorf("runtime: unexpected %v frame on channel %d", f.Kind, r.Channel())
 		}
-		if err := c.send(ctx, m); err != nil {
+		if err := c.send(ctx, m, nil); err != nil {
 			return err
 		}
 	}

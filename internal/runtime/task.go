@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/weirstream/weir/config"
+	"github.com/weirstream/weir/connector"
 	"github.com/weirstream/weir/internal/checkpoint"
 )
 
@@ -36,6 +37,7 @@ type taskOptions struct {
 	batchSize     int
 	checkpointing bool
 	mode          config.CheckpointingMode
+	unaligned     bool
 	faults        FaultInjector
 	attempt       int
 }
@@ -54,23 +56,27 @@ type taskMaster interface {
 
 // Task is one subtask: a goroutine that runs a chain of operators.
 type Task struct {
-	id       checkpoint.TaskID
-	vertex   *Vertex
-	opts     taskOptions
-	ctx      context.Context
-	logger   *slog.Logger
-	clock    Clock
-	master   taskMaster
-	store    StateStore
-	restore  *restoreInfo
-	splits   *SplitAssignment // a source's, from its deployment
-	mailbox  *mailbox
-	gate     *inputGate
-	outChans map[*Edge][]*channel
-	writers  []writer
-	chain    *Chain
-	handler  *BarrierHandler
-	valve    *WatermarkValve
+	id      checkpoint.TaskID
+	vertex  *Vertex
+	opts    taskOptions
+	ctx     context.Context
+	logger  *slog.Logger
+	clock   Clock
+	master  taskMaster
+	store   StateStore
+	restore *restoreInfo
+	splits  *SplitAssignment // a source's, from its deployment
+	mailbox *mailbox
+	// urgent is the work that runs even while an output waits for space
+	// (see unaligned.go).
+	urgent       *mailbox
+	urgentQueued atomic.Bool
+	gate         *inputGate
+	outChans     map[*Edge][]*channel
+	writers      []writer
+	chain        *Chain
+	handler      *BarrierHandler
+	valve        *WatermarkValve
 
 	endOfData, ended   []bool
 	endOfDataN, endedN int
@@ -101,6 +107,17 @@ type Task struct {
 	// asyncFault is an injected failure of an asynchronous snapshot
 	// write, which fails the subtask even if it has ended meanwhile.
 	asyncFault atomic.Pointer[error]
+
+	// Unaligned checkpoints (unaligned.go).
+	deferred     *deferredSnapshot    // snapshot to take when the unit of work returns
+	interrupt    bool                 // a deferred snapshot waits: deliver no further record
+	uc           *unalignedCheckpoint // channel state being collected
+	codecs       []BatchCodec         // by input channel, resolved when needed
+	forwarding   int64                // newest aligned barrier with a timeout forwarded
+	promotedID   int64                // newest such barrier that timed out
+	timeoutArmed int64                // newest checkpoint whose timeout is scheduled
+	started      int64                // newest checkpoint triggered here
+	trigger      Barrier              // newest trigger with a timeout, maybe still waiting
 }
 
 func (t *Task) head() Operator { return t.chain.Operators[0].Op }
@@ -163,6 +180,21 @@ func (t *Task) run() (err error) {
 	}
 	t.chain = chain
 	t.restoreEventTime()
+	if t.gate != nil {
+		t.codecs = make([]BatchCodec, len(t.gate.chans))
+		if t.opts.unaligned {
+			// Resolved here, on the subtask's goroutine, before any
+			// snapshot writer reads them.
+			for i := range t.gate.chans {
+				if _, err := t.channelCodec(i); err != nil {
+					return connector.Permanent(fmt.Errorf("unaligned checkpoints (execution.checkpointing.unaligned.enabled): %w", err))
+				}
+			}
+		}
+		if err := t.restoreChannelState(); err != nil {
+			return err
+		}
+	}
 	// Open tail first, so every operator's output is ready when it opens.
 	for i := len(chain.Operators) - 1; i >= 0; i-- {
 		op := chain.Operators[i]
@@ -258,8 +290,15 @@ func (t *Task) idleNanos() int64 {
 	return n
 }
 
-// runMails runs the queued mails if the mailbox was signalled.
+// runMails runs the queued urgent work and mails if they were signalled.
 func (t *Task) runMails() error {
+	select {
+	case <-t.urgent.signal:
+		if err := t.drainUrgent(); err != nil {
+			return err
+		}
+	default:
+	}
 	select {
 	case <-t.mailbox.signal:
 		return t.drainMails()
@@ -268,10 +307,22 @@ func (t *Task) runMails() error {
 	}
 }
 
-// drainMails runs the queued mails, oldest first.
+// drainUrgent runs the queued urgent work and then any snapshot it
+// deferred.
+func (t *Task) drainUrgent() error {
+	if err := t.runUrgent(); err != nil {
+		return err
+	}
+	return t.afterUnit()
+}
+
+// drainMails runs the queued mails, oldest first, each a unit of work.
 func (t *Task) drainMails() error {
 	for _, m := range t.mailbox.take() {
 		if err := m(); err != nil {
+			return err
+		}
+		if err := t.afterUnit(); err != nil {
 			return err
 		}
 	}
@@ -292,10 +343,18 @@ func (t *Task) runGate() error {
 			if err := t.flushAll(); err != nil {
 				return err
 			}
+			if err := t.afterUnit(); err != nil {
+				return err
+			}
 			t.waitStart()
 			select {
 			case <-t.gate.notify:
 				t.waitEnd()
+			case <-t.urgent.signal:
+				t.waitEnd()
+				if err := t.drainUrgent(); err != nil {
+					return err
+				}
 			case <-t.mailbox.signal:
 				t.waitEnd()
 				if err := t.drainMails(); err != nil {
@@ -310,18 +369,37 @@ func (t *Task) runGate() error {
 		if err := t.onMessage(ch, m); err != nil {
 			return err
 		}
+		if err := t.afterUnit(); err != nil {
+			return err
+		}
 	}
 }
 
 func (t *Task) onMessage(ch int, m message) error {
+	t.captureInput(ch, &m)
 	switch m.kind {
 	case msgData:
 		t.recordsIn.Add(int64(m.n))
 		if err := t.fault(t.ctx, FaultSite{Point: FaultBatch}); err != nil {
 			return err
 		}
-		if err := t.chain.Deliver(t.gate.logical[ch], m.data); err != nil {
-			return err
+		for from := 0; ; {
+			next, err := t.chain.Deliver(t.gate.logical[ch], m.data, from, &t.interrupt)
+			if err != nil {
+				return err
+			}
+			if next >= m.n {
+				break
+			}
+			// An unaligned barrier went out during record next-1: the
+			// snapshot comes now, and the rest of the batch is channel
+			// state, read after it.
+			m.pool = nil
+			t.captureRest(ch, m, next)
+			if err := t.completeDeferred(); err != nil {
+				return err
+			}
+			from = next
 		}
 		if m.pool != nil {
 			m.pool.Put(m.data) // operators copy what they keep
@@ -347,7 +425,7 @@ func (t *Task) onMessage(ch int, m message) error {
 			return t.broadcast(message{kind: kind})
 		}
 	case msgBarrier:
-		return t.onBarrierEvents(t.handler.OnBarrier(ch, m.barrier, t.clock.Now()))
+		return t.onBarrier(ch, m)
 	case msgEndOfData:
 		if !t.endOfData[ch] {
 			t.endOfData[ch] = true
@@ -364,7 +442,7 @@ func (t *Task) onMessage(ch int, m message) error {
 				return err
 			}
 		}
-		if err := t.onBarrierEvents(t.handler.OnEndOfInput(ch, t.clock.Now())); err != nil {
+		if err := t.onBarrierEvents(t.handler.OnEndOfInput(ch, t.clock.Now()), ch, nil); err != nil {
 			return err
 		}
 		if t.endedN == len(t.ended) {
@@ -380,15 +458,39 @@ func (t *Task) advanceWatermark(wm int64) error {
 	return t.head().ProcessWatermark(wm)
 }
 
-func (t *Task) onBarrierEvents(events []BarrierEvent) error {
+// onBarrierEvents acts on the handler's events; ch is the input whose
+// barrier (which brought the channel state att) or end caused them, -1
+// for none.
+func (t *Task) onBarrierEvents(events []BarrierEvent, ch int, att *inflight) error {
 	// Copy: checkpointing may not call the handler, but a decline could.
 	for _, ev := range append([]BarrierEvent(nil), events...) {
 		switch ev := ev.(type) {
 		case TakeSnapshot:
-			if err := t.checkpoint(ev.Barrier, ev.StartDelay, ev.Alignment); err != nil {
+			var err error
+			if ev.Unaligned {
+				err = t.startUnaligned(ev, ch, att)
+			} else {
+				err = t.checkpoint(ev.Barrier, ev.StartDelay, ev.Alignment)
+			}
+			if err != nil {
 				return err
 			}
+		case EndCapture:
+			var a *inflight
+			if ev.Input == ch {
+				a = att
+			}
+			t.endCapture(ev.Checkpoint, ev.Input, a)
+		case CaptureComplete:
+			if t.uc != nil && t.uc.id == ev.Checkpoint {
+				close(t.uc.done)
+				t.uc = nil
+			}
 		case Abort:
+			if t.uc != nil && t.uc.id == ev.Checkpoint {
+				close(t.uc.abort)
+				t.uc = nil
+			}
 			t.master.decline(t.id, ev.Checkpoint, DeclineSubsumed, errors.New(ev.Reason))
 		}
 	}
@@ -437,6 +539,12 @@ func (t *Task) flushAll() error {
 }
 
 func (t *Task) broadcast(m message) error {
+	if !m.overtakable() {
+		// The end of data goes out behind the channel state, never in it.
+		if err := t.afterUnit(); err != nil {
+			return err
+		}
+	}
 	for _, w := range t.writers {
 		if err := w.broadcast(m); err != nil {
 			return err
@@ -448,42 +556,90 @@ func (t *Task) broadcast(m message) error {
 // triggerCheckpoint is a source's part: the coordinator's trigger arrives
 // as a mail, and the barrier goes out right behind the last record emitted.
 func (t *Task) triggerCheckpoint(b Barrier) error {
+	if b.ID <= t.started {
+		return nil // started unaligned when its timeout passed
+	}
+	t.started = b.ID
 	if t.done {
 		t.master.decline(t.id, b.ID, DeclineTaskClosing, errors.New("the subtask has finished"))
 		return nil
 	}
 	delay := max(0, t.clock.Now().Sub(time.Unix(0, b.Timestamp)))
+	if b.Unaligned {
+		return t.startUnaligned(TakeSnapshot{Barrier: b, StartDelay: delay, Unaligned: true}, -1, nil)
+	}
+	if b.AlignedTimeout > 0 && b.ID > t.timeoutArmed {
+		t.armAlignedTimeout(b)
+	}
 	return t.checkpoint(b, delay, 0)
 }
 
-// checkpoint forwards barrier b, takes the synchronous snapshot of every
-// operator, and starts the asynchronous write, which acknowledges the
-// checkpoint when done.
+// checkpoint forwards the aligned barrier b, takes the synchronous
+// snapshot of every operator, and starts the asynchronous write, which
+// acknowledges the checkpoint when done. A barrier that may still switch to
+// unaligned (it has an aligned-checkpoint timeout) goes out after the
+// snapshot, so that it can overtake its queued output once the timeout
+// passes, even while the broadcast waits for space.
 func (t *Task) checkpoint(b Barrier, startDelay, alignment time.Duration) error {
 	start := t.clock.Now()
-	ops := t.chain.Operators
-	steps := len(ops) + 2
+	steps := len(t.chain.Operators) + 2
 	if err := t.fault(t.ctx, FaultSite{Point: FaultSync, Checkpoint: b.ID, Steps: steps}); err != nil {
 		return fmt.Errorf("checkpoint %d: %w", b.ID, err)
 	}
-	if err := t.broadcast(message{kind: msgBarrier, barrier: b}); err != nil {
+	late := b.AlignedTimeout > 0
+	if !late {
+		if err := t.broadcast(message{kind: msgBarrier, barrier: b}); err != nil {
+			return err
+		}
+	}
+	snaps, err := t.snapshotOperators(b)
+	if err != nil {
 		return err
 	}
+	stats := checkpoint.SubtaskStats{
+		SyncDuration:      t.clock.Now().Sub(start),
+		AlignmentDuration: alignment,
+		StartDelay:        startDelay,
+	}
+	if err := t.startWrite(b, snaps, stats, nil); err != nil {
+		return err
+	}
+	if late {
+		t.forwarding = b.ID
+		if err := t.broadcast(message{kind: msgBarrier, barrier: b}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// snapshotOperators takes the synchronous snapshot of every operator of
+// the chain for checkpoint b.
+func (t *Task) snapshotOperators(b Barrier) ([]Snapshot, error) {
+	ops := t.chain.Operators
+	steps := len(ops) + 2
 	snaps := make([]Snapshot, len(ops))
 	for i, op := range ops {
 		if err := t.fault(t.ctx, FaultSite{Point: FaultSync, Checkpoint: b.ID, Operator: op.UID, Step: i + 1, Steps: steps}); err != nil {
-			return fmt.Errorf("snapshot of %s for checkpoint %d: %w", op.UID, b.ID, err)
+			return nil, fmt.Errorf("snapshot of %s for checkpoint %d: %w", op.UID, b.ID, err)
 		}
 		s, err := op.Op.Snapshot(b.ID)
 		if err != nil {
 			// A failure in the synchronous part fails the task.
-			return fmt.Errorf("snapshot of %s for checkpoint %d: %w", op.UID, b.ID, err)
+			return nil, fmt.Errorf("snapshot of %s for checkpoint %d: %w", op.UID, b.ID, err)
 		}
 		snaps[i] = s
 	}
 	if err := t.fault(t.ctx, FaultSite{Point: FaultSync, Checkpoint: b.ID, Step: steps - 1, Steps: steps}); err != nil {
-		return fmt.Errorf("checkpoint %d: %w", b.ID, err)
+		return nil, fmt.Errorf("checkpoint %d: %w", b.ID, err)
 	}
+	return snaps, nil
+}
+
+// startWrite starts the asynchronous part of checkpoint b: writing snaps
+// and, for an unaligned checkpoint of a subtask with inputs, the channel
+// state uc collects.
+func (t *Task) startWrite(b Barrier, snaps []Snapshot, stats checkpoint.SubtaskStats, uc *unalignedCheckpoint) error {
 	if t.finished && t.finalCheckpoint == 0 {
 		t.finalCheckpoint = b.ID
 	}
@@ -496,20 +652,16 @@ func (t *Task) checkpoint(b Barrier, startDelay, alignment time.Duration) error 
 		wm, inputs = &w, t.valve.Inputs()
 	}
 	t.lastCkptAt.Store(b.ID)
-	stats := checkpoint.SubtaskStats{
-		SyncDuration:      t.clock.Now().Sub(start),
-		AlignmentDuration: alignment,
-		StartDelay:        startDelay,
-	}
+	ops := t.chain.Operators
 	t.snapshots.Add(1)
 	go func() {
 		defer t.snapshots.Done()
-		t.writeSnapshot(b.ID, ops, snaps, stats, wm, inputs)
+		t.writeSnapshot(b.ID, ops, snaps, stats, wm, inputs, uc)
 	}()
 	return nil
 }
 
-func (t *Task) writeSnapshot(id int64, ops []ChainedOperator, snaps []Snapshot, stats checkpoint.SubtaskStats, wm *int64, inputs []int64) {
+func (t *Task) writeSnapshot(id int64, ops []ChainedOperator, snaps []Snapshot, stats checkpoint.SubtaskStats, wm *int64, inputs []int64, uc *unalignedCheckpoint) {
 	start := time.Now()
 	release := func() error {
 		for _, s := range snaps {
@@ -527,6 +679,9 @@ func (t *Task) writeSnapshot(id int64, ops []ChainedOperator, snaps []Snapshot, 
 		if s.Operator != nil {
 			writes++
 		}
+	}
+	if uc != nil {
+		writes++ // the channel state
 	}
 	steps, step := writes+2, 0
 	// fault asks the injector about the next step of the write.
@@ -575,6 +730,20 @@ func (t *Task) writeSnapshot(id int64, ops []ChainedOperator, snaps []Snapshot, 
 		states[uid] = st
 	}
 	t.mailbox.post(release)
+	if uc != nil && err == nil && ferr == nil {
+		if !t.waitChannelState(uc) {
+			return // given up (declined already) or the subtask stops
+		}
+		if ferr = fault(); ferr == nil {
+			var h *checkpoint.StateHandle
+			if h, err = t.writeChannelState(id, ops[0].UID, uc); err == nil && h != nil {
+				st := states[ops[0].UID]
+				st.InputChannels = []checkpoint.StateHandle{*h}
+				states[ops[0].UID] = st
+				stats.PersistedBytes = h.Size
+			}
+		}
+	}
 	if err == nil && ferr == nil {
 		ferr = fault()
 	}
@@ -641,6 +810,10 @@ func (t *Task) runSource(src SourceDriver) error {
 		}
 		if fetched == nil {
 			select {
+			case <-t.urgent.signal:
+				if err := t.drainUrgent(); err != nil {
+					return err
+				}
 			case <-t.mailbox.signal:
 				if err := t.drainMails(); err != nil {
 					return err
@@ -657,10 +830,19 @@ func (t *Task) runSource(src SourceDriver) error {
 			if err := t.flushAll(); err != nil {
 				return err
 			}
+			if err := t.afterUnit(); err != nil {
+				return err
+			}
 			t.waitStart()
 			select {
 			case item = <-fetched:
 				t.waitEnd()
+			case <-t.urgent.signal:
+				t.waitEnd()
+				if err := t.drainUrgent(); err != nil {
+					return err
+				}
+				continue
 			case <-t.mailbox.signal:
 				t.waitEnd()
 				if err := t.drainMails(); err != nil {
@@ -674,6 +856,9 @@ func (t *Task) runSource(src SourceDriver) error {
 		}
 		n, done, err := src.Emit(item)
 		if err != nil {
+			return err
+		}
+		if err := t.afterUnit(); err != nil {
 			return err
 		}
 		t.recordsIn.Add(int64(n))

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/weirstream/weir/config"
+	"github.com/weirstream/weir/connector"
 	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/netio"
 )
@@ -120,6 +121,9 @@ type WorkerOptions struct {
 	// Checkpointing says whether the job takes checkpoints, and Mode how.
 	Checkpointing bool
 	Mode          config.CheckpointingMode
+	// Unaligned says checkpoints may be unaligned: channel state is
+	// persisted, so every channel's records need a codec.
+	Unaligned bool
 	// Store is where subtasks write their snapshots; nil keeps them inline
 	// in the acknowledgements.
 	Store StateStore
@@ -243,12 +247,14 @@ func (w *Worker) Deploy(ctx context.Context, d Deployment) {
 				restore:  restore,
 				splits:   d.Splits[id],
 				mailbox:  newMailbox(),
+				urgent:   newMailbox(),
 				outChans: make(map[*Edge][]*channel),
 				opts: taskOptions{
 					jobID:         w.opts.JobID,
 					batchSize:     w.opts.BatchSize,
 					checkpointing: w.opts.Checkpointing,
 					mode:          w.opts.Mode,
+					unaligned:     w.opts.Unaligned,
 					faults:        w.opts.Faults,
 					attempt:       d.Attempt,
 				},
@@ -276,9 +282,14 @@ func (w *Worker) Deploy(ctx context.Context, d Deployment) {
 			continue
 		case src != nil && dst != nil:
 			c := newChannel(w.opts.ChannelCapacity, dst.gate.notify)
+			c.urgent = dst.inputUrgent
 			dst.gate.chans = append(dst.gate.chans, c)
 			dst.gate.logical = append(dst.gate.logical, e.Input)
+			dst.gate.edges = append(dst.gate.edges, e)
 			src.outChans[e] = append(src.outChans[e], c)
+			continue
+		case w.opts.Unaligned:
+			bad = connector.Permanent(fmt.Errorf("runtime: channel %v of edge %s→%s crosses processes, and unaligned checkpoints (execution.checkpointing.unaligned.enabled) do not capture records in flight between task managers yet: run the job embedded, or on one task manager, or with aligned checkpoints", key, e.From.Name, e.To.Name))
 			continue
 		case !remote || w.opts.Peers == nil:
 			bad = fmt.Errorf("runtime: channel %v of edge %s→%s has no end in this deployment", key, e.From.Name, e.To.Name)
@@ -296,6 +307,7 @@ func (w *Worker) Deploy(ctx context.Context, d Deployment) {
 			c := newChannel(w.opts.ChannelCapacity, dst.gate.notify)
 			dst.gate.chans = append(dst.gate.chans, c)
 			dst.gate.logical = append(dst.gate.logical, e.Input)
+			dst.gate.edges = append(dst.gate.edges, e)
 			bridges[dst.id] = append(bridges[dst.id], bridge{key: key, rc: rc, c: c, code: bc})
 		} else {
 			c := newChannel(w.opts.ChannelCapacity, make(chan struct{}, 1))
@@ -424,7 +436,26 @@ func (w *Worker) post(ref TaskRef, f func(t *Task) error) {
 
 // Trigger implements Executor.
 func (w *Worker) Trigger(ref TaskRef, b Barrier) {
-	w.post(ref, func(t *Task) error { return t.triggerCheckpoint(b) })
+	w.mu.Lock()
+	wt := w.live[ref]
+	w.mu.Unlock()
+	if wt == nil {
+		return
+	}
+	t := wt.t
+	switch {
+	case b.Unaligned:
+		// Urgent: it goes out even while the source waits for space.
+		t.urgent.post(func() error { return t.triggerCheckpoint(b) })
+	case b.AlignedTimeout > 0:
+		// Aligned, between two units of work; but the timeout runs from
+		// now, and if the trigger is still waiting when it passes, the
+		// checkpoint starts unaligned (see Task.alignedTimedOut).
+		t.urgent.post(func() error { t.armTrigger(b); return nil })
+		t.mailbox.post(func() error { return t.triggerCheckpoint(b) })
+	default:
+		t.mailbox.post(func() error { return t.triggerCheckpoint(b) })
+	}
 }
 
 // NotifyComplete implements Executor.

@@ -585,6 +585,9 @@ func forEachHandle(ack checkpoint.TaskAck, f func(checkpoint.StateHandle)) {
 		for _, h := range s.Operator {
 			f(h)
 		}
+		for _, h := range s.InputChannels {
+			f(h)
+		}
 	}
 }
 

@@ -126,6 +126,11 @@ func eachHandle(m *checkpoint.Metadata, fn func(where string, h checkpoint.State
 					return err
 				}
 			}
+			for j, h := range st.InputChannels {
+				if err := fn(fmt.Sprintf("operator %s subtask %d channel state %d", op.UID, i, j), h); err != nil {
+					return err
+				}
+			}
 		}
 	}
 	return nil

@@ -1,0 +1,528 @@
+package runtime
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/weirstream/weir/connector"
+	"github.com/weirstream/weir/internal/checkpoint"
+)
+
+// Unaligned checkpoints, the task's part.
+//
+// An unaligned barrier goes to the front of each output channel at once,
+// passing the records queued there (channel.overtake). What it passes
+// travels with it as its channel state, and so does whatever the subtask
+// sends until its own snapshot: the consumer, and only the consumer,
+// persists a channel's state, so nothing in flight is persisted twice or
+// not at all. A consumer persists, per input channel, what it read on the
+// channel after its snapshot and before the channel's barrier, followed by
+// the state the barrier brought. On restore that state is read before
+// anything new the channel brings, records and watermarks in the order
+// they were sent, so event time advances as it did before the failure.
+//
+// Urgent work is what must happen even while the subtask waits for space
+// on a full output: an unaligned barrier at the front of an input, an
+// unaligned trigger at a source, an aligned-checkpoint timeout. It never
+// calls an operator; the snapshot it asks for is deferred until the unit of
+// work in progress (a batch, a fetched item, a watermark, a mail) returns,
+// and until then the output channels take what the subtask sends without
+// waiting, as channel state. A record that emits many others, a burst of
+// timers or a window's large result does not hold the barrier up.
+
+// deferredSnapshot is an unaligned snapshot whose barrier has gone out,
+// to take when the unit of work in progress returns.
+type deferredSnapshot struct {
+	ev TakeSnapshot
+	uc *unalignedCheckpoint
+}
+
+// unalignedCheckpoint is a consumer's channel state for one unaligned
+// checkpoint while it collects it.
+type unalignedCheckpoint struct {
+	id    int64
+	chans []*inputCapture // by input channel; nil for none
+	done  chan struct{}   // closed when every input's state is complete
+	abort chan struct{}   // closed when the checkpoint is given up
+}
+
+// inputCapture is one input channel's state: what was read after the
+// snapshot (msgs, while open) and then what its barrier brought (att).
+type inputCapture struct {
+	msgs []message
+	open bool
+	att  *inflight
+}
+
+func (t *Task) urgentSignal() <-chan struct{} { return t.urgent.signal }
+
+// runUrgent runs the queued urgent work.
+func (t *Task) runUrgent() error {
+	for _, m := range t.urgent.take() {
+		if err := m(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (t *Task) promoted(id int64) bool { return id != 0 && id == t.promotedID }
+
+func (t *Task) beforeMarker() error { return t.afterUnit() }
+
+// inputUrgent is an input channel's news that an unaligned barrier is at
+// its front.
+func (t *Task) inputUrgent() {
+	if t.urgentQueued.CompareAndSwap(false, true) {
+		t.urgent.post(t.takeUrgentBarriers)
+	}
+}
+
+// takeUrgentBarriers takes the unaligned barriers at the front of the
+// input channels that may be read, ahead of whatever else they hold.
+func (t *Task) takeUrgentBarriers() error {
+	t.urgentQueued.Store(false)
+	for ch, c := range t.gate.chans {
+		if t.handler.Blocked(ch) || (t.gate.replay != nil && len(t.gate.replay[ch]) > 0) {
+			continue
+		}
+		m, ok := c.recvUrgent()
+		if !ok {
+			continue
+		}
+		if err := t.onBarrier(ch, m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// onBarrier hands barrier message m read from input ch to the handler.
+func (t *Task) onBarrier(ch int, m message) error {
+	b := m.barrier
+	if b.AlignedTimeout > 0 && b.ID > t.timeoutArmed {
+		t.armAlignedTimeout(b)
+	}
+	return t.onBarrierEvents(t.handler.OnBarrier(ch, b, t.clock.Now()), ch, m.inflight)
+}
+
+// armAlignedTimeout schedules the switch of checkpoint b to unaligned once
+// its aligned-checkpoint timeout has passed since the trigger.
+func (t *Task) armAlignedTimeout(b Barrier) {
+	t.timeoutArmed = b.ID
+	at := time.Unix(0, b.Timestamp).Add(b.AlignedTimeout)
+	pt := &pendingTimer{}
+	pt.stop = t.clock.AfterFunc(max(at.Sub(t.clock.Now()), 0), func() {
+		pt.fired.Store(true)
+		t.urgent.post(func() error { return t.alignedTimedOut(b.ID) })
+	})
+	t.timers = append(t.timers, pt)
+}
+
+// armTrigger schedules the timeout of the aligned trigger b, whose mail
+// may wait behind a unit of work blocked on a full output.
+func (t *Task) armTrigger(b Barrier) {
+	t.trigger = b
+	if b.ID > t.timeoutArmed {
+		t.armAlignedTimeout(b)
+	}
+}
+
+// alignedTimedOut switches checkpoint id to unaligned where the subtask
+// still aligns on it, moves its barrier to the front of the output
+// channels where it is still queued behind records, and starts it
+// unaligned if its trigger is still waiting.
+func (t *Task) alignedTimedOut(id int64) error {
+	if t.trigger.ID == id && t.started < id && !t.done {
+		t.started = id
+		b := t.trigger
+		b.Unaligned, b.AlignedTimeout = true, 0
+		delay := max(0, t.clock.Now().Sub(time.Unix(0, b.Timestamp)))
+		return t.startUnaligned(TakeSnapshot{Barrier: b, StartDelay: delay, Unaligned: true}, -1, nil)
+	}
+	if t.handler != nil {
+		if err := t.onBarrierEvents(t.handler.Timeout(id, t.clock.Now()), -1, nil); err != nil {
+			return err
+		}
+	}
+	if t.forwarding == id {
+		t.promotedID = id
+		for _, w := range t.writers {
+			for _, c := range w.channels() {
+				c.promote(id)
+			}
+		}
+	}
+	return nil
+}
+
+// startUnaligned forwards the unaligned barrier of ev ahead of the
+// subtask's output and starts collecting its input channels' state; the
+// operators' snapshot follows when the unit of work in progress returns.
+// ch is the input whose barrier started it (-1 for none) and att the
+// channel state that barrier brought.
+func (t *Task) startUnaligned(ev TakeSnapshot, ch int, att *inflight) error {
+	b := ev.Barrier
+	steps := len(t.chain.Operators) + 2
+	if err := t.fault(t.ctx, FaultSite{Point: FaultSync, Checkpoint: b.ID, Steps: steps}); err != nil {
+		return fmt.Errorf("checkpoint %d: %w", b.ID, err)
+	}
+	if t.deferred != nil {
+		// A newer checkpoint subsumed the deferred one before its unit
+		// ended: its barrier is out, its state never will be.
+		if err := t.sealOutputs(); err != nil {
+			return err
+		}
+	}
+	for _, w := range t.writers {
+		w.overtake(b)
+	}
+	var uc *unalignedCheckpoint
+	if t.gate != nil {
+		uc = &unalignedCheckpoint{id: b.ID, chans: make([]*inputCapture, len(t.gate.chans)), done: make(chan struct{}), abort: make(chan struct{})}
+		for _, i := range ev.Capture {
+			uc.chans[i] = &inputCapture{open: true}
+		}
+		if ch >= 0 && att != nil {
+			uc.chans[ch] = &inputCapture{att: att}
+		}
+		if len(ev.Capture) > 0 {
+			t.uc = uc
+		} else {
+			// Every input delivered the barrier, or the subtask was
+			// triggered because its inputs have ended.
+			close(uc.done)
+		}
+	}
+	t.deferred = &deferredSnapshot{ev: ev, uc: uc}
+	t.interrupt = true
+	return nil
+}
+
+// captureRest records the records of batch m from index from on, read from
+// input ch but not yet processed when the deferred snapshot is taken, as
+// the first of the input's channel state.
+func (t *Task) captureRest(ch int, m message, from int) {
+	uc := t.deferred.uc
+	if uc == nil {
+		return
+	}
+	ic := uc.chans[ch]
+	if ic == nil {
+		ic = &inputCapture{}
+		uc.chans[ch] = ic
+	}
+	m.from = from
+	ic.msgs = append([]message{m}, ic.msgs...)
+}
+
+// captureInput records m, read from input ch, as channel state if the
+// input is being captured.
+func (t *Task) captureInput(ch int, m *message) {
+	if t.uc == nil || !m.overtakable() {
+		return
+	}
+	if ic := t.uc.chans[ch]; ic != nil && ic.open {
+		m.pool = nil // kept as read until persisted
+		ic.msgs = append(ic.msgs, *m)
+	}
+}
+
+// endCapture closes input ch's capture of checkpoint id: its barrier
+// brought att (nil if it brought none, or the input ended).
+func (t *Task) endCapture(id int64, ch int, att *inflight) {
+	uc := t.uc
+	if uc == nil || uc.id != id {
+		return
+	}
+	ic := uc.chans[ch]
+	if ic == nil {
+		ic = &inputCapture{}
+		uc.chans[ch] = ic
+	}
+	ic.open, ic.att = false, att
+}
+
+// completeDeferred takes the deferred unaligned snapshot: the unit of work
+// that was in progress when its barrier went out has returned.
+func (t *Task) completeDeferred() error {
+	d := t.deferred
+	if d == nil {
+		return nil
+	}
+	t.deferred, t.interrupt = nil, false
+	b := d.ev.Barrier
+	start := t.clock.Now()
+	snaps, err := t.snapshotOperators(b)
+	if serr := t.sealOutputs(); err == nil {
+		err = serr
+	}
+	if err != nil {
+		return err
+	}
+	return t.startWrite(b, snaps, checkpoint.SubtaskStats{
+		SyncDuration:      t.clock.Now().Sub(start),
+		AlignmentDuration: d.ev.Alignment,
+		StartDelay:        d.ev.StartDelay,
+		Unaligned:         true,
+	}, d.uc)
+}
+
+// sealOutputs ends the channel state the output channels collect: the
+// records still batching in the writers, emitted before the snapshot, go
+// into it first (a send while capturing does not wait).
+func (t *Task) sealOutputs() error {
+	var err error
+	for _, w := range t.writers {
+		if ferr := w.flush(); ferr != nil && err == nil {
+			err = ferr
+		}
+		for _, c := range w.channels() {
+			c.seal()
+		}
+	}
+	return err
+}
+
+// afterUnit runs when a unit of work has returned.
+func (t *Task) afterUnit() error {
+	if t.deferred != nil {
+		return t.completeDeferred()
+	}
+	return nil
+}
+
+// waitChannelState waits until uc's channel state is complete and sealed.
+// It reports false if the checkpoint was given up or the subtask stops.
+func (t *Task) waitChannelState(uc *unalignedCheckpoint) bool {
+	select {
+	case <-uc.done:
+	case <-uc.abort:
+		return false
+	case <-t.ctx.Done():
+		return false
+	}
+	for _, ic := range uc.chans {
+		if ic == nil || ic.att == nil {
+			continue
+		}
+		select {
+		case <-ic.att.sealed:
+		case <-uc.abort:
+			return false
+		case <-t.ctx.Done():
+			return false
+		}
+	}
+	return true
+}
+
+// Channel state encoding: uvarint version, uvarint channel count, then
+// per channel its index, its message count and the messages: a kind byte,
+// then for records their count, byte length and bytes, for a watermark
+// its value as a varint.
+const channelStateVersion = 1
+
+// encodeChannelState encodes uc's channel state, nil if there is none.
+func (t *Task) encodeChannelState(uc *unalignedCheckpoint) ([]byte, error) {
+	var chans []int
+	for i, ic := range uc.chans {
+		if ic != nil && (len(ic.msgs) > 0 || (ic.att != nil && len(ic.att.msgs) > 0)) {
+			chans = append(chans, i)
+		}
+	}
+	if len(chans) == 0 {
+		return nil, nil
+	}
+	buf := binary.AppendUvarint(nil, channelStateVersion)
+	buf = binary.AppendUvarint(buf, uint64(len(chans)))
+	var rec []byte
+	for _, i := range chans {
+		ic := uc.chans[i]
+		msgs := ic.msgs
+		if ic.att != nil {
+			msgs = append(msgs[:len(msgs):len(msgs)], ic.att.msgs...)
+		}
+		buf = binary.AppendUvarint(buf, uint64(i))
+		buf = binary.AppendUvarint(buf, uint64(len(msgs)))
+		for _, m := range msgs {
+			buf = append(buf, byte(m.kind))
+			switch m.kind {
+			case msgData:
+				bc, err := t.channelCodec(i)
+				if err != nil {
+					return nil, err
+				}
+				rec = bc.AppendBatch(rec[:0], m.data, m.from)
+				buf = binary.AppendUvarint(buf, uint64(m.n-m.from))
+				buf = binary.AppendUvarint(buf, uint64(len(rec)))
+				buf = append(buf, rec...)
+			case msgWatermark:
+				buf = binary.AppendVarint(buf, m.wm)
+			}
+		}
+	}
+	return buf, nil
+}
+
+// channelCodec returns the codec of input channel i's records.
+func (t *Task) channelCodec(i int) (BatchCodec, error) {
+	if t.codecs[i] != nil {
+		return t.codecs[i], nil
+	}
+	e := t.gate.edges[i]
+	if e.Codec == nil {
+		return nil, fmt.Errorf("records of edge %s→%s have no codec, and unaligned checkpoints persist them", e.From.Name, e.To.Name)
+	}
+	bc, err := e.Codec()
+	if err != nil {
+		return nil, fmt.Errorf("records of edge %s→%s cannot be persisted as channel state: %w", e.From.Name, e.To.Name, err)
+	}
+	t.codecs[i] = bc
+	return bc, nil
+}
+
+var errChannelState = errors.New("runtime: corrupt channel state")
+
+// decodeChannelState decodes what encodeChannelState wrote into per-channel
+// messages for a gate of n channels.
+func (t *Task) decodeChannelState(src []byte, n int, into [][]message) error {
+	p := src
+	uv := func() (uint64, error) {
+		v, k := binary.Uvarint(p)
+		if k <= 0 {
+			return 0, errChannelState
+		}
+		p = p[k:]
+		return v, nil
+	}
+	version, err := uv()
+	if err != nil {
+		return err
+	}
+	if version != channelStateVersion {
+		return fmt.Errorf("%w: version %d, this build reads %d", errChannelState, version, channelStateVersion)
+	}
+	count, err := uv()
+	if err != nil {
+		return err
+	}
+	for range count {
+		ch, err := uv()
+		if err != nil {
+			return err
+		}
+		if ch >= uint64(n) {
+			return fmt.Errorf("%w: channel %d of %d", errChannelState, ch, n)
+		}
+		msgs, err := uv()
+		if err != nil {
+			return err
+		}
+		for range msgs {
+			if len(p) == 0 {
+				return errChannelState
+			}
+			m := message{kind: msgKind(p[0])}
+			p = p[1:]
+			switch m.kind {
+			case msgData:
+				recs, err := uv()
+				if err != nil {
+					return err
+				}
+				size, err := uv()
+				if err != nil || size > uint64(len(p)) {
+					return errChannelState
+				}
+				bc, err := t.channelCodec(int(ch))
+				if err != nil {
+					return err
+				}
+				data, used, err := bc.DecodeBatch(p[:size], int(recs))
+				if err != nil || used != int(size) {
+					return fmt.Errorf("%w: channel %d: %v", errChannelState, ch, err)
+				}
+				m.data, m.n = data, int(recs)
+				p = p[size:]
+			case msgWatermark:
+				wm, k := binary.Varint(p)
+				if k <= 0 {
+					return errChannelState
+				}
+				m.wm = wm
+				p = p[k:]
+			case msgIdle, msgActive:
+			default:
+				return fmt.Errorf("%w: message kind %d", errChannelState, m.kind)
+			}
+			into[ch] = append(into[ch], m)
+		}
+	}
+	if len(p) != 0 {
+		return fmt.Errorf("%w: %d bytes left over", errChannelState, len(p))
+	}
+	return nil
+}
+
+// restoreChannelState loads the channel state of the restored checkpoint
+// into the input gate's replay, to be read before anything the channels
+// bring.
+func (t *Task) restoreChannelState() error {
+	if t.restore == nil || t.gate == nil {
+		return nil
+	}
+	md := t.restore.Metadata
+	st, ok := md.Operator(t.vertex.UID)
+	if !ok {
+		return nil
+	}
+	var handles []checkpoint.StateHandle
+	for _, s := range st.Subtasks {
+		handles = append(handles, s.InputChannels...)
+	}
+	if len(handles) == 0 {
+		return nil
+	}
+	if st.Parallelism != t.vertex.Parallelism || !t.sameUpstream(md) {
+		return connector.Permanent(fmt.Errorf("checkpoint %d holds records that were in flight into %s (an unaligned checkpoint), and restoring them at a changed parallelism is not supported yet: restore it at the parallelism it was taken with", md.CheckpointID, t.vertex.Name))
+	}
+	if t.id.Subtask >= len(st.Subtasks) {
+		return nil
+	}
+	replay := make([][]message, len(t.gate.chans))
+	for i, h := range st.Subtasks[t.id.Subtask].InputChannels {
+		if err := t.fault(t.ctx, FaultSite{Point: FaultRestoreChannels, Operator: t.vertex.UID, Checkpoint: md.CheckpointID, Step: i}); err != nil {
+			return fmt.Errorf("restoring the channel state of checkpoint %d: %w", md.CheckpointID, err)
+		}
+		b, err := t.restore.Store.ReadState(t.ctx, h)
+		if err != nil {
+			return fmt.Errorf("reading the channel state of checkpoint %d: %w", md.CheckpointID, err)
+		}
+		if err := t.decodeChannelState(b, len(t.gate.chans), replay); err != nil {
+			return connector.Permanent(fmt.Errorf("the channel state of checkpoint %d for %s: %w", md.CheckpointID, t.id, err))
+		}
+	}
+	t.gate.replay = replay
+	return nil
+}
+
+// writeChannelState persists uc's channel state for checkpoint id and
+// returns its handle (nil when nothing was in flight) and size.
+func (t *Task) writeChannelState(id int64, uid string, uc *unalignedCheckpoint) (*checkpoint.StateHandle, error) {
+	b, err := t.encodeChannelState(uc)
+	if err != nil || b == nil {
+		return nil, err
+	}
+	h, err := t.store.WriteState(t.ctx, id, fmt.Sprintf("%s-%d-channels", uid, t.id.Subtask), func(w io.Writer) error {
+		_, err := w.Write(b)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &h, nil
+}
