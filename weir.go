@@ -162,11 +162,14 @@ func runHere(ctx context.Context, stdout, stderr io.Writer, prog string, job Job
 	if err != nil {
 		return err
 	}
-	client, err := env.ExecuteAsync(ctx, job.Name)
+	// The REST API cancels the job through runCtx; a signal, through ctx.
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	client, err := env.ExecuteAsync(runCtx, job.Name)
 	if err != nil {
 		return err
 	}
-	addr, stopREST, err := clustercli.StartREST(ctx, client, cfg, cfg, logger)
+	addr, stopREST, err := clustercli.StartREST(ctx, client, cancel, cfg, cfg, logger)
 	if err != nil {
 		<-client.Done()
 		return err
@@ -179,7 +182,7 @@ func runHere(ctx context.Context, stdout, stderr io.Writer, prog string, job Job
 	case err == nil:
 		fmt.Fprintf(stdout, "%s: job %s finished\n", prog, env.JobID())
 		return nil
-	case ctx.Err() != nil && errors.Is(err, ctx.Err()):
+	case runCtx.Err() != nil && errors.Is(err, runCtx.Err()):
 		if last.ID > 0 {
 			fmt.Fprintf(stdout, "%s: stopped; checkpoint %d is retained\n", prog, last.ID)
 		} else {

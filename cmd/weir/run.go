@@ -257,7 +257,7 @@ func runGatewayMeter(ctx context.Context, stdout, stderr io.Writer, o runOptions
 		return err
 	}
 	faults.start(client)
-	addr, stopREST, err := clustercli.StartREST(ctx, client, cfg, cfg, logger)
+	addr, stopREST, err := clustercli.StartREST(ctx, client, func() { stop(errRESTCancel) }, cfg, cfg, logger)
 	if err != nil {
 		stop(err)
 		client.Wait()
@@ -292,7 +292,8 @@ func runGatewayMeter(ctx context.Context, stdout, stderr io.Writer, o runOptions
 		fmt.Fprintf(stdout, "weir: finished; verify with: %s verify gatewaymeter --kafka %s --topic-prefix '%s'\n", program(), o.kafka, o.topicPrefix)
 	case err == nil:
 		fmt.Fprintf(stdout, "weir: finished; verify with: %s verify gatewaymeter --input %s --output %s\n", program(), o.input, out)
-	case ctx.Err() != nil:
+	case ctx.Err() != nil || errors.Is(context.Cause(runCtx), errRESTCancel):
+		// Stopped: by a signal, or canceled through the REST API.
 		switch {
 		case last.ID > 0:
 			fmt.Fprintf(stdout, "weir: stopped; checkpoint %d is retained; resume with: %s\n",
@@ -314,6 +315,9 @@ func runGatewayMeter(ctx context.Context, stdout, stderr io.Writer, o runOptions
 	}
 	return nil
 }
+
+// errRESTCancel is why a run canceled through its REST API stops.
+var errRESTCancel = errors.New("canceled through the REST API")
 
 // gatewayMeterIO makes the job's source from --kafka, --input or the live
 // generator, and its sinks if they are Kafka topics (nil: files, which

@@ -507,6 +507,19 @@ func (m *JobManager) cancel(ctx context.Context, req *cancelRequest) (*cancelRes
 	}
 }
 
+// CancelJob asks the job jobID to stop, as a client's Cancel does, and
+// returns at once: its state turns CANCELED when it has stopped. It is
+// for the REST API, which answers before the job stops; a job that is
+// unknown or has ended is left alone.
+func (m *JobManager) CancelJob(jobID string) {
+	m.mu.Lock()
+	r := m.running[jobID]
+	m.mu.Unlock()
+	if r != nil {
+		r.cancel()
+	}
+}
+
 // ended is the answer to a cancel of a job that ended by itself, with err
 // (nil: it finished).
 func ended(jobID string, err error, had string) error {

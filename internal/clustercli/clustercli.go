@@ -284,7 +284,7 @@ func runJobManager(ctx context.Context, prog string, stderr io.Writer, listen st
 			if !ok {
 				return
 			}
-			if err := addJob(c.Handle, c.Config); err != nil {
+			if err := addJob(c.Handle, c.Config, func() { jm.CancelJob(sub.JobID) }); err != nil {
 				logger.Error("REST API does not serve job", "job_id", sub.JobID, "err", err)
 				return
 			}

@@ -125,13 +125,19 @@ func (d *Directory) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := r.URL.Path
+	seg := strings.Split(strings.Trim(p, "/"), "/")
+	if len(seg) < 2 || seg[0] != "jobs" || seg[1] == "overview" {
+		if !readMethod(r) {
+			methodNotAllowed(w, r, "GET, HEAD")
+			return
+		}
+	}
 	if uiPath(p) {
 		uiHandler.ServeHTTP(w, r)
 		return
 	}
-	seg := strings.Split(strings.Trim(p, "/"), "/")
 	switch {
-	case serveDashboard(w, seg):
+	case serveDashboard(w, seg, true):
 	case len(seg) == 1 && seg[0] == "overview":
 		writeJSON(w, http.StatusOK, d.overview())
 	case len(seg) == 2 && seg[0] == "jobmanager" && seg[1] == "config" && d.opts.config != nil:

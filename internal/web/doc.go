@@ -12,6 +12,12 @@
 //	GET /jobs                                              ids and states
 //	GET /jobs/overview                                     one line per job
 //	GET /jobs/:jobid                                       the job, its vertices and plan
+//	PATCH /jobs/:jobid?mode=cancel                         cancel the job (Job.Cancel)
+//	GET /jobs/:jobid/yarn-cancel                           cancel, as Flink's dashboard does
+//	POST /jobs/:jobid/stop, /jobs/:jobid/savepoints        501: no savepoints yet
+//	GET /jobs/:jobid/plan                                  the plan
+//	GET /jobs/:jobid/config                                the execution configuration
+//	GET /jobs/:jobid/exceptions                            latest failures (?maxExceptions=)
 //	GET /jobs/:jobid/vertices/:vertexid                    a vertex's subtasks
 //	GET /jobs/:jobid/vertices/:vertexid/backpressure       backpressure levels
 //	GET /jobs/:jobid/vertices/:vertexid/watermarks         subtask watermarks
@@ -43,6 +49,13 @@
 // counters are read atomically. A background sampler keeps the last two
 // readings of each subtask's backpressured time, so that the backpressure
 // endpoint reports a ratio over the last sampling interval.
+//
+// Every other path answers GET and HEAD only. A request that cancels a
+// job must, besides the credentials every request needs, come from the
+// API's own origin (its Origin and Sec-Fetch-Site headers, when a browser
+// sends them) and, on a server without a token, name a loopback host, so
+// that neither another site's page nor one rebinding its name to
+// 127.0.0.1 can cancel a job from a browser on the machine.
 //
 // Listening anywhere but on a loopback address requires a token
 // (rest.auth-token), checked on every request in constant time: as a

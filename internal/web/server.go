@@ -47,6 +47,10 @@ type Job struct {
 	// Config is the job's configuration: the checkpoint directory and the
 	// checkpoint settings the REST API shows. Nil reads as the defaults.
 	Config *config.Configuration
+	// Cancel, if set, asks the job to stop as a cancel does (the REST
+	// API's PATCH /jobs/:jobid?mode=cancel) and returns at once. Nil: the
+	// API cannot cancel the job.
+	Cancel func()
 	// Positions, if set, returns each source's current position per
 	// split: vertex uid → split → the offset of the next record. The cut
 	// then tells how many records a restore of each split would replay.
@@ -231,11 +235,18 @@ func uiPath(p string) bool {
 
 // route dispatches on the path's segments.
 func (s *Server) route(w http.ResponseWriter, r *http.Request) {
+	seg := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+	if s.control(w, r, seg) {
+		return
+	}
+	if !readMethod(r) {
+		methodNotAllowed(w, r, "GET, HEAD")
+		return
+	}
 	if uiPath(r.URL.Path) {
 		uiHandler.ServeHTTP(w, r)
 		return
 	}
-	seg := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
 	n := len(seg)
 	at := func(i int, lit string) bool { return i < n && seg[i] == lit }
 	switch {
@@ -262,7 +273,7 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, metricListOf(r.URL.Query(), ids, vals))
 		return
 	}
-	if serveDashboard(w, seg) {
+	if serveDashboard(w, seg, s.job.Cancel != nil) {
 		return
 	}
 	if n < 2 || !at(0, "jobs") {
@@ -273,6 +284,10 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case n == 2:
 		h = func() (any, error) { return s.jobDetails(), nil }
+	case n == 3 && at(2, "plan"):
+		h = func() (any, error) { return jobPlanInfo{Plan: s.plan()}, nil }
+	case n == 3 && at(2, "config"):
+		h = func() (any, error) { return s.jobConfig() }
 	case n == 3 && at(2, "exceptions"):
 		h = func() (any, error) { return s.exceptions(r.URL.Query().Get("maxExceptions")) }
 	case n == 4 && at(2, "vertices"):
