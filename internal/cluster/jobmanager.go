@@ -10,6 +10,7 @@ import (
 	"net"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -546,6 +547,28 @@ func (m *JobManager) Slots() (taskManagers, total, free int) {
 		}
 	}
 	return len(m.tms), total, free
+}
+
+// TaskManagerState is a registered task manager as the job manager sees
+// it.
+type TaskManagerState struct {
+	TaskManagerInfo
+	// Jobs holds the id of the job using each slot, "" for a free one.
+	Jobs []string
+	// LastHeartbeat is when the job manager last heard from it.
+	LastHeartbeat time.Time
+}
+
+// TaskManagers returns the registered task managers, by id.
+func (m *JobManager) TaskManagers() []TaskManagerState {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]TaskManagerState, 0, len(m.tms))
+	for _, tm := range m.tms {
+		out = append(out, TaskManagerState{TaskManagerInfo: tm.info, Jobs: slices.Clone(tm.slots), LastHeartbeat: tm.lastHeartbeat})
+	}
+	slices.SortFunc(out, func(a, b TaskManagerState) int { return strings.Compare(a.ID, b.ID) })
+	return out
 }
 
 // schedule retries the deployments waiting for slots.

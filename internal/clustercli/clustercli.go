@@ -268,7 +268,11 @@ func runJobManager(ctx context.Context, prog string, stderr io.Writer, listen st
 	var jm *cluster.JobManager
 	restAddr, addJob, stopREST, err := StartDirectory(ctx, cfg, logger, func() web.ClusterInfo {
 		tms, total, free := jm.Slots()
-		return web.ClusterInfo{TaskManagers: tms, SlotsTotal: total, SlotsAvailable: free}
+		info := web.ClusterInfo{TaskManagers: tms, SlotsTotal: total, SlotsAvailable: free, Registered: []web.TaskManager{}}
+		for _, tm := range jm.TaskManagers() {
+			info.Registered = append(info.Registered, web.TaskManager{ID: tm.ID, DataAddr: tm.DataAddr, Jobs: tm.Jobs, LastHeartbeat: tm.LastHeartbeat})
+		}
+		return info
 	})
 	if err != nil {
 		ln.Close()

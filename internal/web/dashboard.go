@@ -212,15 +212,16 @@ func metricListOf(q url.Values, ids []string, vals map[string]string) []metricEn
 }
 
 // jobManagerMetrics are Flink's job manager metrics that weir has: the
-// registered task managers, their slots and the running jobs.
+// registered task managers, their slots and the running jobs, and the
+// process's memory and garbage collection as JVM metrics (goMetrics).
 func jobManagerMetrics(o overviewInfo) ([]string, map[string]string) {
-	ids := []string{"numRegisteredTaskManagers", "numRunningJobs", "taskSlotsAvailable", "taskSlotsTotal"}
-	return ids, map[string]string{
-		"numRegisteredTaskManagers": strconv.Itoa(o.TaskManagers),
-		"numRunningJobs":            strconv.Itoa(o.JobsRunning),
-		"taskSlotsAvailable":        strconv.Itoa(o.SlotsAvailable),
-		"taskSlotsTotal":            strconv.Itoa(o.SlotsTotal),
-	}
+	ids, vals := goMetrics()
+	ids = append([]string{"numRegisteredTaskManagers", "numRunningJobs", "taskSlotsAvailable", "taskSlotsTotal"}, ids...)
+	vals["numRegisteredTaskManagers"] = strconv.Itoa(o.TaskManagers)
+	vals["numRunningJobs"] = strconv.Itoa(o.JobsRunning)
+	vals["taskSlotsAvailable"] = strconv.Itoa(o.SlotsAvailable)
+	vals["taskSlotsTotal"] = strconv.Itoa(o.SlotsTotal)
+	return ids, vals
 }
 
 // serveDashboard answers the paths that read nothing of a job or of the

@@ -5,6 +5,10 @@
 //	GET /config                                            the dashboard's configuration
 //	GET /overview                                          the cluster
 //	GET /taskmanagers                                      the embedded task executor
+//	GET /taskmanagers/:tmid                                its details, slots and memory
+//	GET /taskmanagers/:tmid/metrics                        Go's memory as JVM metrics (?get=)
+//	GET /taskmanagers/:tmid/{logs,log,stdout,thread-dump,profiler}
+//	GET /jobmanager/{logs,log,stdout,thread-dump,profiler} no log files, no profiler; goroutines
 //	GET /jobmanager/config                                 the configuration, secrets masked
 //	GET /jobmanager/environment                            the Go runtime
 //	GET /jobmanager/metrics                                task managers, slots, jobs
@@ -34,9 +38,14 @@
 // does when the feature is absent (an empty list, -1 for a port); the
 // types' comments say which fields differ in meaning from Flink's. A job
 // manager's Directory serves /config, /jobmanager/environment,
-// /jobmanager/metrics, /applications/overview and, given the job
-// manager's configuration (WithConfig), /jobmanager/config; not yet
-// /taskmanagers.
+// /jobmanager/metrics, /applications/overview, /jobmanager/config given
+// the job manager's configuration (WithConfig), and /taskmanagers given
+// the registered task managers (ClusterInfo.Registered).
+//
+// weir keeps no log files and has no profiler: the log lists are empty,
+// /log and /stdout say where the log goes (in text, which the dashboard
+// shows as the file), the profiler lists no profiles and a request for
+// one is 501. The thread dump lists the process's goroutines.
 //
 // Vertex ids are, as in Flink, 32 hexadecimal digits: the first 16 bytes
 // of the SHA-256 of the vertex's uid (its head operator's uid), so they

@@ -236,7 +236,7 @@ func uiPath(p string) bool {
 // route dispatches on the path's segments.
 func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 	seg := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
-	if s.control(w, r, seg) {
+	if s.control(w, r, seg) || profilerRequest(w, r, seg) {
 		return
 	}
 	if !readMethod(r) {
@@ -271,6 +271,11 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 	case n == 2 && at(0, "jobmanager") && seg[1] == "metrics":
 		ids, vals := jobManagerMetrics(s.overviewInfo())
 		writeJSON(w, http.StatusOK, metricListOf(r.URL.Query(), ids, vals))
+		return
+	case n >= 2 && at(0, "taskmanagers"):
+		s.serveTaskManager(w, r, seg)
+		return
+	case n >= 2 && at(0, "jobmanager") && serveProcess(w, r, seg[1:], true):
 		return
 	}
 	if serveDashboard(w, seg, s.job.Cancel != nil) {
