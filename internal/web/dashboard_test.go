@@ -225,6 +225,29 @@ func TestDashboardEndpoints(t *testing.T) {
 		}
 	})
 
+	// The vertex pages weir has little for: accumulators (none), the task
+	// managers (the embedded one) and the flame graph (disabled).
+	t.Run("vertex extras", func(t *testing.T) {
+		acc := f.obj(vpath(count) + "/accumulators")
+		fields(t, "accumulators", acc, "id:string", "user-accumulators:array")
+		sub := f.obj(vpath(count) + "/subtasks/accumulators")
+		fields(t, "subtask accumulators", sub, "id:string", "parallelism:number", "subtasks:array")
+		if len(sub["subtasks"].([]any)) != 2 {
+			t.Errorf("subtask accumulators %v: want both subtasks", sub)
+		}
+		fields(t, "subtask accumulator", at(sub, "subtasks", "0"), "subtask:number", "attempt:number", "endpoint:string", "user-accumulators:array")
+		tms := f.obj(vpath(count) + "/taskmanagers")
+		fields(t, "vertex task managers", tms, "id:string", "name:string", "now:number", "taskmanagers:array")
+		fields(t, "vertex task manager", at(tms, "taskmanagers", "0"), "endpoint:string", "status:string", "start-time:number", "end-time:number",
+			"duration:number", "metrics:object", "status-counts:object", "taskmanager-id:string")
+		if at(tms, "taskmanagers", "0", "taskmanager-id") != at(f.obj("/taskmanagers"), "taskmanagers", "0", "id") {
+			t.Errorf("vertex task managers %v: not the embedded one", tms)
+		}
+		if fg := f.obj(vpath(count) + "/flamegraph?type=on_cpu"); len(fg) != 1 || num(fg["endTimestamp"]) != -2 {
+			t.Errorf("flame graph %v: want Flink's disabled answer, endTimestamp -2", fg)
+		}
+	})
+
 	t.Run("subtask metrics", func(t *testing.T) {
 		sm := vpath(count) + "/subtasks/metrics"
 		var ids []map[string]any

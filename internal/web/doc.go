@@ -26,6 +26,10 @@
 //	GET /jobs/:jobid/vertices/:vertexid/backpressure       backpressure levels
 //	GET /jobs/:jobid/vertices/:vertexid/watermarks         subtask watermarks
 //	GET /jobs/:jobid/vertices/:vertexid/metrics            subtask metrics (?get=)
+//	GET /jobs/:jobid/vertices/:vertexid/accumulators       none: weir has no accumulators
+//	GET /jobs/:jobid/vertices/:vertexid/subtasks/accumulators
+//	GET /jobs/:jobid/vertices/:vertexid/taskmanagers       the embedded task executor
+//	GET /jobs/:jobid/vertices/:vertexid/flamegraph         disabled, as Flink's by default
 //	GET /jobs/:jobid/vertices/:vertexid/subtasks/metrics   aggregated (?get=, ?agg=, ?subtasks=)
 //	GET /jobs/:jobid/checkpoints                           counts, summary, latest, history
 //	GET /jobs/:jobid/checkpoints/config                    checkpoint configuration

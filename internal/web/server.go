@@ -301,6 +301,14 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		h = func() (any, error) { return s.backpressure(seg[3]) }
 	case n == 5 && at(2, "vertices") && at(4, "watermarks"):
 		h = func() (any, error) { return s.watermarks(seg[3]) }
+	case n == 5 && at(2, "vertices") && at(4, "accumulators"):
+		h = func() (any, error) { return s.vertexAccumulators(seg[3]) }
+	case n == 6 && at(2, "vertices") && at(4, "subtasks") && at(5, "accumulators"):
+		h = func() (any, error) { return s.subtasksAccumulators(seg[3]) }
+	case n == 5 && at(2, "vertices") && at(4, "taskmanagers"):
+		h = func() (any, error) { return s.vertexTaskManagers(seg[3]) }
+	case n == 5 && at(2, "vertices") && at(4, "flamegraph"):
+		h = func() (any, error) { return s.flameGraph(seg[3]) }
 	case n == 5 && at(2, "vertices") && at(4, "metrics"):
 		h = func() (any, error) { return s.vertexMetrics(seg[3], r.URL.Query()) }
 	case n == 6 && at(2, "vertices") && at(4, "subtasks") && at(5, "metrics"):
