@@ -164,10 +164,26 @@ type call struct {
 	code        int
 }
 
-// recorder notes the REST calls through it.
+// recorder notes the REST calls through it, and when the page last
+// asked for anything.
 type recorder struct {
 	mu    sync.Mutex
 	calls []call
+	last  time.Time
+}
+
+// touch notes a request of the page.
+func (rec *recorder) touch() {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	rec.last = time.Now()
+}
+
+// idle returns how long the page has asked for nothing.
+func (rec *recorder) idle() time.Duration {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	return time.Since(rec.last)
 }
 
 func (rec *recorder) add(c call) {
@@ -193,11 +209,11 @@ func (w *statusWriter) WriteHeader(code int) {
 }
 
 // walker is a script added to the dashboard's index.html: it opens each
-// route in turn, notes every error notification the dashboard shows, and
-// at the end writes them as JSON into <body data-weir-errors=...>.
+// route in turn, notes every error notification the dashboard shows and
+// every error it logs, and at the end posts a walk to donePath.
 var walker = template.Must(template.New("walker").Parse(`<script>
 (function () {
-  var routes = {{.Routes}}, errors = [], i = 0;
+  var routes = {{.Routes}}, errors = [], i = 0, cancelStatus = 0;
   // Angular reports what goes wrong in a page (such as a field the page
   // reads missing from an answer) with console.error.
   var consoleError = console.error;
@@ -216,23 +232,122 @@ var walker = template.Must(template.New("walker").Parse(`<script>
       });
     });
   }).observe(document.documentElement, {childList: true, subtree: true});
+  // A page is done once it has asked the API for something and every
+  // request has been answered for a while, after at least the dwell
+  // time (some pages draw after their data: give them that), or after
+  // four dwell times, whatever it is doing.
+  var inflight = 0, started = 0, lastEnd = 0, arrived = 0, send = XMLHttpRequest.prototype.send;
+  XMLHttpRequest.prototype.send = function () {
+    inflight++;
+    started++;
+    this.addEventListener("loadend", function () { inflight--; lastEnd = Date.now(); });
+    return send.apply(this, arguments);
+  };
+  function settled() {
+    var now = Date.now(), dwell = {{.Dwell}};
+    return now - arrived >= 4 * dwell ||
+      now - arrived >= dwell && started > 0 && inflight === 0 && now - lastEnd >= dwell / 2;
+  }
+  function wait() {
+    if (settled()) {
+      next();
+    } else {
+      setTimeout(wait, 25);
+    }
+  }
   function next() {
     if (i < routes.length) {
       location.hash = routes[i++];
-      setTimeout(next, {{.Dwell}});
+      arrived = Date.now();
+      started = 0;
+      setTimeout(wait, 25);
       return;
     }
-    document.body.setAttribute("data-weir-visited", String(i));
-    document.body.setAttribute("data-weir-errors", JSON.stringify(errors));
+{{if .Cancel}}
+    // Cancel the job as the dashboard's Cancel button does, from the
+    // page's origin.
+    var x = new XMLHttpRequest();
+    x.open("GET", {{.Cancel}});
+    x.onloadend = function () {
+      cancelStatus = x.status;
+      finish();
+    };
+    x.send();
   }
-  window.addEventListener("load", function () { setTimeout(next, {{.Dwell}}); });
+{{else}}
+    finish();
+  }
+{{end}}
+  function finish() {
+    navigator.sendBeacon("{{.Done}}", JSON.stringify({visited: i, errors: errors, cancel: cancelStatus}));
+  }
+  window.addEventListener("load", function () { arrived = Date.now(); setTimeout(wait, 25); });
 })();
 </script>`))
 
+// walkPages walks Flink's dashboard of version v in dir through routes in
+// front of api, whose job is jid (with the vertex vertex, on the task
+// manager tm), and checks what the pages called and showed.
+func walkPages(t *testing.T, bin, dir, v string, api http.Handler, routes []string, jid, vertex, tm string) {
+	start := time.Now()
+	rec := &recorder{}
+	const dwell = 300 * time.Millisecond
+	base, done := serveDashboard(t, dir, api, rec, routes, dwell, "")
+	wk := browse(t, bin, base+"/#/overview", rec, done)
+	calls := rec.all()
+	paths := map[string]int{}
+	for _, c := range calls {
+		key := c.method + " " + strings.SplitN(c.uri, "?", 2)[0]
+		if _, seen := paths[key]; !seen || c.code >= 400 {
+			paths[key] = c.code
+		}
+		if c.code == http.StatusNotFound || c.code >= 500 {
+			t.Errorf("the dashboard's %s %s answered %d", c.method, c.uri, c.code)
+		}
+	}
+	keys := make([]string, 0, len(paths))
+	for k := range paths {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		t.Logf("%d %s", paths[k], k)
+	}
+	if wk.Visited != len(routes) {
+		t.Fatalf("the dashboard visited %d of %d pages", wk.Visited, len(routes))
+	}
+	for _, e := range wk.Errors {
+		t.Errorf("the dashboard showed an error at %s", e)
+	}
+	// The pages did load their data: each of these was called.
+	for _, p := range []string{"GET /jobs/" + jid + "/checkpoints/config", "GET /jobs/" + jid + "/config", "GET /jobs/" + jid + "/exceptions",
+		"GET /jobs/" + jid + "/vertices/" + vertex + "/taskmanagers", "GET /taskmanagers/" + tm, "GET /taskmanagers/" + tm + "/thread-dump",
+		"GET /jobmanager/config", "GET /jobmanager/metrics"} {
+		if _, ok := paths[p]; !ok {
+			t.Errorf("the pages never called %s", p)
+		}
+	}
+	t.Logf("Flink %s's dashboard: %d pages, %d REST calls to %d paths, in %v", v, len(routes), len(calls), len(paths), time.Since(start).Round(time.Millisecond))
+}
+
+// donePath is where the walker posts its walk.
+const donePath = "/__weir-walk-done"
+
+// walk is what the walker saw.
+type walk struct {
+	// Visited counts the routes it opened.
+	Visited int `json:"visited"`
+	// Errors are the notifications and errors the pages showed or logged.
+	Errors []string `json:"errors"`
+	// Cancel is the status of the cancel request, 0 without one.
+	Cancel int `json:"cancel"`
+}
+
 // serveDashboard serves Flink's dashboard in dir, with the walker over
-// routes added to its index.html, in front of api, on a free loopback
-// port; it returns the base URL.
-func serveDashboard(t *testing.T, dir string, api http.Handler, rec *recorder, routes []string, dwell time.Duration) string {
+// routes added to its index.html (and, if cancel is not "", a GET of
+// that path at the end), in front of api, on a free loopback port; it
+// returns the base URL and the channel the walk arrives on.
+func serveDashboard(t *testing.T, dir string, api http.Handler, rec *recorder, routes []string, dwell time.Duration, cancel string) (string, <-chan walk) {
 	t.Helper()
 	index, err := os.ReadFile(filepath.Join(dir, "index.html"))
 	if err != nil {
@@ -242,12 +357,27 @@ func serveDashboard(t *testing.T, dir string, api http.Handler, rec *recorder, r
 	if err := walker.Execute(&script, struct {
 		Routes []string
 		Dwell  int64
-	}{routes, dwell.Milliseconds()}); err != nil {
+		Cancel string
+		Done   string
+	}{routes, dwell.Milliseconds(), cancel, donePath}); err != nil {
 		t.Fatal(err)
 	}
 	page := bytes.Replace(index, []byte("</body>"), append(script.Bytes(), []byte("</body>")...), 1)
+	done := make(chan walk, 1)
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec.touch()
 		p := path.Clean(r.URL.Path)
+		if p == donePath {
+			var wk walk
+			if err := json.NewDecoder(r.Body).Decode(&wk); err != nil {
+				wk.Errors = append(wk.Errors, "decoding the walk: "+err.Error())
+			}
+			select {
+			case done <- wk:
+			default:
+			}
+			return
+		}
 		if p == "/" || p == "/index.html" {
 			w.Header().Set("Content-Type", "text/html; charset=utf-8")
 			_, _ = w.Write(page)
@@ -268,7 +398,7 @@ func serveDashboard(t *testing.T, dir string, api http.Handler, rec *recorder, r
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
-	return "http://" + ln.Addr().String()
+	return "http://" + ln.Addr().String(), done
 }
 
 // getJSON decodes the API's answer to a GET of p.
@@ -299,7 +429,7 @@ func (w *bodyWriter) WriteHeader(code int)        { w.code = code }
 // TestFlinkDashboard walks each of Flink's dashboards through its pages
 // of a running job: the overview, the job's pages (its graph, a vertex's
 // details, exceptions, checkpoints, configuration), the task managers'
-// and the job manager's.
+// and the job manager's; then cancels the job from the newest one's page.
 func TestFlinkDashboard(t *testing.T) {
 	bin := chromium(t)
 	dirs := dashboards(t)
@@ -375,100 +505,98 @@ func TestFlinkDashboard(t *testing.T) {
 	}
 	slices.Sort(versions)
 	for _, v := range versions {
-		t.Run(v, func(t *testing.T) {
-			start := time.Now()
-			rec := &recorder{}
-			const dwell = time.Second
-			base := serveDashboard(t, dirs[v], api, rec, routes, dwell)
-			budget := dwell*time.Duration(len(routes)+2) + 2*time.Second
-			dom := browse(t, bin, base+"/#/overview", budget)
-			calls := rec.all()
-			paths := map[string]int{}
-			for _, c := range calls {
-				key := c.method + " " + strings.SplitN(c.uri, "?", 2)[0]
-				if _, seen := paths[key]; !seen || c.code >= 400 {
-					paths[key] = c.code
-				}
-				if c.code == http.StatusNotFound || c.code >= 500 {
-					t.Errorf("the dashboard's %s %s answered %d", c.method, c.uri, c.code)
-				}
-			}
-			keys := make([]string, 0, len(paths))
-			for k := range paths {
-				keys = append(keys, k)
-			}
-			slices.Sort(keys)
-			for _, k := range keys {
-				t.Logf("%d %s", paths[k], k)
-			}
-			visited := attr(dom, "data-weir-visited")
-			if visited != fmt.Sprint(len(routes)) {
-				t.Fatalf("the dashboard visited %q of %d pages; DOM:\n%.3000s", visited, len(routes), dom)
-			}
-			var errs []string
-			if err := json.Unmarshal([]byte(attr(dom, "data-weir-errors")), &errs); err != nil {
-				t.Fatalf("reading the pages' errors: %v", err)
-			}
-			for _, e := range errs {
-				t.Errorf("the dashboard showed an error at %s", e)
-			}
-			t.Logf("Flink %s's dashboard: %d pages, %d REST calls to %d paths, in %v", v, len(routes), len(calls), len(paths), time.Since(start).Round(time.Millisecond))
-		})
+		t.Run(v, func(t *testing.T) { walkPages(t, bin, dirs[v], v, api, routes, jid, vertex, tm) })
 	}
-}
 
-// attr returns the value of the body attribute name in dom, unescaped.
-func attr(dom, name string) string {
-	i := strings.Index(dom, name+`="`)
-	if i < 0 {
-		return ""
-	}
-	rest := dom[i+len(name)+2:]
-	j := strings.IndexByte(rest, '"')
-	if j < 0 {
-		return ""
-	}
-	r := strings.NewReplacer("&quot;", `"`, "&amp;", "&", "&lt;", "<", "&gt;", ">", "&#39;", "'")
-	return r.Replace(rest[:j])
-}
-
-// browse loads url in headless Chromium for budget of virtual time and
-// returns the DOM. Now and then Chromium never dumps the DOM once the
-// budget is spent, with nothing left to load; a run that takes longer
-// than a generous real-time limit is killed and tried again, twice.
-func browse(t *testing.T, bin, url string, budget time.Duration) string {
-	t.Helper()
-	const attempts = 3
-	for i := 1; ; i++ {
-		dom, err := browseOnce(t, bin, url, budget)
-		if err == nil {
-			return dom
+	// The dashboard's cancel (a GET of yarn-cancel from its page) passes
+	// the API's checks of a request that changes a job, and cancels it.
+	t.Run("cancel", func(t *testing.T) {
+		newest := versions[len(versions)-1]
+		rec := &recorder{}
+		base, done := serveDashboard(t, dirs[newest], api, rec, []string{"/overview"}, 500*time.Millisecond, "jobs/"+jid+"/yarn-cancel")
+		if wk := browse(t, bin, base+"/#/overview", rec, done); wk.Cancel != http.StatusAccepted {
+			t.Fatalf("the dashboard's cancel answered %d, want 202", wk.Cancel)
 		}
-		if i == attempts || !errors.Is(err, context.DeadlineExceeded) {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			var j struct {
+				State string `json:"state"`
+			}
+			getJSON(t, api, "/jobs/"+jid, &j)
+			if j.State == "CANCELED" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the job is %s 30 s after the dashboard canceled it", j.State)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+}
+
+// errStalled is a browser whose page has asked for nothing for
+// stallAfter.
+var errStalled = errors.New("the page stalled")
+
+// stallAfter is how long a page that asks for nothing is given: the
+// walker opens a page every dwell and the dashboard polls every 3 s.
+const stallAfter = 5 * time.Second
+
+// browse opens url in headless Chromium and returns the walk its page
+// posts on done. It runs in real time: with --virtual-time-budget, which
+// would run the pages' timers faster, Chromium now and then stops
+// advancing time as the dashboard starts, and the page asks for nothing
+// more. A run whose page stalls all the same is killed and tried again,
+// up to four times.
+func browse(t *testing.T, bin, url string, rec *recorder, done <-chan walk) walk {
+	t.Helper()
+	const attempts = 5
+	for i := 1; ; i++ {
+		wk, err := browseOnce(t, bin, url, rec, done)
+		if err == nil {
+			return wk
+		}
+		if i == attempts || !errors.Is(err, errStalled) {
 			t.Fatalf("chromium, attempt %d of %d: %v", i, attempts, err)
 		}
-		t.Logf("chromium hung (attempt %d of %d); trying again", i, attempts)
+		t.Logf("chromium stalled (attempt %d of %d); trying again", i, attempts)
 	}
 }
 
-// browseOnce runs Chromium once, for at most 30 s of real time.
-func browseOnce(t *testing.T, bin, url string, budget time.Duration) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin,
+// browseOnce runs Chromium until its page posts a walk or stalls.
+func browseOnce(t *testing.T, bin, url string, rec *recorder, done <-chan walk) (walk, error) {
+	rec.touch()
+	cmd := exec.Command(bin,
 		"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
 		"--disable-background-networking", "--disable-component-update", "--disable-sync",
 		"--disable-dev-shm-usage", "--hide-scrollbars", "--window-size=1400,1000",
 		"--user-data-dir="+t.TempDir(),
-		fmt.Sprintf("--virtual-time-budget=%d", budget.Milliseconds()),
-		"--dump-dom", url)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		if ctx.Err() != nil {
-			return "", ctx.Err()
-		}
-		return "", fmt.Errorf("%w\n%s", err, stderr.String())
+		url)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		return walk{}, err
 	}
-	return stdout.String(), nil
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	stop := func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	}
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case wk := <-done:
+			stop()
+			return wk, nil
+		case err := <-exited:
+			return walk{}, fmt.Errorf("chromium exited before the walk ended: %v\n%s", err, stderr.String())
+		case <-tick.C:
+			if rec.idle() > stallAfter {
+				stop()
+				return walk{}, errStalled
+			}
+		}
+	}
 }
