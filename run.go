@@ -3,6 +3,7 @@ package weir
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -274,7 +275,7 @@ func runHere(ctx context.Context, stdout, stderr io.Writer, prog string, job Job
 		return err
 	}
 	faults.start(client)
-	addr, stopREST, err := clustercli.StartREST(ctx, client, cfg, cfg, logger)
+	addr, stopREST, err := clustercli.StartREST(ctx, client, func() { stop(errRESTCancel) }, cfg, cfg, logger)
 	if err != nil {
 		stop(err)
 		client.Wait()
@@ -321,7 +322,8 @@ wait:
 		fmt.Fprintf(stdout, "%s: finished; %s\n", prog, r.Finished)
 	case err == nil:
 		fmt.Fprintf(stdout, "%s: job %s finished\n", prog, env.JobID())
-	case ctx.Err() != nil:
+	case ctx.Err() != nil || errors.Is(context.Cause(runCtx), errRESTCancel):
+		// Stopped: by a signal, or canceled through the REST API.
 		retained := checkpoints != "" && cp.ExternalizedRetention == config.RetainOnCancellation
 		switch {
 		case last.ID > 0 && retained:
@@ -415,3 +417,6 @@ func shellJoin(args []string) string {
 	}
 	return strings.Join(q, " ")
 }
+
+// errRESTCancel is why a run canceled through its REST API stops.
+var errRESTCancel = errors.New("canceled through the REST API")

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/weirstream/weir/config"
 	"github.com/weirstream/weir/connector/datagen"
@@ -60,7 +61,7 @@ func TestStartREST(t *testing.T) {
 		return resp.StatusCode, string(b)
 	}
 
-	addr, stop, err := clustercli.StartREST(context.Background(), client, cfg, cfg, logger)
+	addr, stop, err := clustercli.StartREST(context.Background(), client, nil, cfg, cfg, logger)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,14 +87,14 @@ func TestStartREST(t *testing.T) {
 	if err := open.Set(config.KeyRESTBindAddress, "0.0.0.0"); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := clustercli.StartREST(context.Background(), client, open, open, logger); err == nil ||
+	if _, _, err := clustercli.StartREST(context.Background(), client, nil, open, open, logger); err == nil ||
 		!strings.Contains(err.Error(), "rest.bind-address") || !strings.Contains(err.Error(), "rest.auth-token") {
 		t.Fatalf("binding 0.0.0.0 without a token: %v, want an error naming rest.bind-address and rest.auth-token", err)
 	}
 	if err := open.Set(config.KeyRESTAuthToken, "s3cret"); err != nil {
 		t.Fatal(err)
 	}
-	addr, stop, err = clustercli.StartREST(context.Background(), client, open, open, logger)
+	addr, stop, err = clustercli.StartREST(context.Background(), client, cancel, open, open, logger)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,5 +105,21 @@ func TestStartREST(t *testing.T) {
 	}
 	if code, _ := get("http://127.0.0.1:"+port+"/overview", "s3cret"); code != http.StatusOK {
 		t.Errorf("with the token: %d", code)
+	}
+	// The API cancels the job, as Flink's clients ask it to.
+	req, _ := http.NewRequest(http.MethodPatch, "http://127.0.0.1:"+port+"/jobs/"+env.JobID()+"?mode=cancel", nil)
+	req.Header.Set("Authorization", "Bearer s3cret")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("PATCH ?mode=cancel: %d, want 202", resp.StatusCode)
+	}
+	select {
+	case <-client.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the job did not stop after a cancel through the REST API")
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -458,5 +459,46 @@ func TestClusterCancelAndBadSubmissions(t *testing.T) {
 	}
 	if err := c.Cancel(context.Background(), "quick"); err == nil || !strings.Contains(err.Error(), "job quick has already finished") {
 		t.Fatalf("canceling a finished job: %v, want an error saying it had finished", err)
+	}
+}
+
+// TestJobManagerCancelJobAndTaskManagers: what the REST API reads and
+// does through the job manager: TaskManagers lists the registered task
+// managers with the job in each slot, and CancelJob cancels a job without
+// waiting, which then ends CANCELED and frees its slots.
+func TestJobManagerCancelJobAndTaskManagers(t *testing.T) {
+	jobs := (&sumJobs{sink: streamtest.NewCollector[keyedSum](true), cfg: []string{"parallelism.default=2"}}).jobs(func(stream.JobEvent) {})
+	jm, addr := startJobManager(t, jobs)
+	startTaskManager(t, "tm-0", addr, 2, jobs)
+	c, err := cluster.Dial(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	waitTaskManagers(t, c, 1)
+	tms := jm.TaskManagers()
+	if len(tms) != 1 || tms[0].ID != "tm-0" || tms[0].DataAddr == "" || !slices.Equal(tms[0].Jobs, []string{"", ""}) ||
+		time.Since(tms[0].LastHeartbeat) > time.Minute {
+		t.Fatalf("task managers %+v: want tm-0 with 2 free slots", tms)
+	}
+	args, _ := json.Marshal(sumArgs{Rate: 10})
+	id, err := c.Submit(context.Background(), cluster.Submission{JobID: "slow", Job: "sum", Args: args})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for !slices.Equal(jm.TaskManagers()[0].Jobs, []string{id, id}) {
+		if time.Now().After(deadline) {
+			t.Fatalf("slots %v, want both taken by %s", jm.TaskManagers()[0].Jobs, id)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	jm.CancelJob("nope") // unknown: nothing happens
+	jm.CancelJob(id)
+	if st := waitJob(t, c, id); st.State != "CANCELED" {
+		t.Fatalf("job canceled with CancelJob ended %s", st.State)
+	}
+	if jobs := jm.TaskManagers()[0].Jobs; !slices.Equal(jobs, []string{"", ""}) {
+		t.Fatalf("after the cancel the slots hold %v", jobs)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"net"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -507,6 +508,19 @@ func (m *JobManager) cancel(ctx context.Context, req *cancelRequest) (*cancelRes
 	}
 }
 
+// CancelJob asks the job jobID to stop, as a client's Cancel does, and
+// returns at once: its state turns CANCELED when it has stopped. It is
+// for the REST API, which answers before the job stops; a job that is
+// unknown or has ended is left alone.
+func (m *JobManager) CancelJob(jobID string) {
+	m.mu.Lock()
+	r := m.running[jobID]
+	m.mu.Unlock()
+	if r != nil {
+		r.cancel()
+	}
+}
+
 // ended is the answer to a cancel of a job that ended by itself, with err
 // (nil: it finished).
 func ended(jobID string, err error, had string) error {
@@ -533,6 +547,28 @@ func (m *JobManager) Slots() (taskManagers, total, free int) {
 		}
 	}
 	return len(m.tms), total, free
+}
+
+// TaskManagerState is a registered task manager as the job manager sees
+// it.
+type TaskManagerState struct {
+	TaskManagerInfo
+	// Jobs holds the id of the job using each slot, "" for a free one.
+	Jobs []string
+	// LastHeartbeat is when the job manager last heard from it.
+	LastHeartbeat time.Time
+}
+
+// TaskManagers returns the registered task managers, by id.
+func (m *JobManager) TaskManagers() []TaskManagerState {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]TaskManagerState, 0, len(m.tms))
+	for _, tm := range m.tms {
+		out = append(out, TaskManagerState{TaskManagerInfo: tm.info, Jobs: slices.Clone(tm.slots), LastHeartbeat: tm.lastHeartbeat})
+	}
+	slices.SortFunc(out, func(a, b TaskManagerState) int { return strings.Compare(a.ID, b.ID) })
+	return out
 }
 
 // schedule retries the deployments waiting for slots.

@@ -287,7 +287,11 @@ func runJobManager(ctx context.Context, prog string, stderr io.Writer, listen st
 	var jm *cluster.JobManager
 	restAddr, addJob, stopREST, err := StartDirectory(ctx, cfg, logger, func() web.ClusterInfo {
 		tms, total, free := jm.Slots()
-		return web.ClusterInfo{TaskManagers: tms, SlotsTotal: total, SlotsAvailable: free}
+		info := web.ClusterInfo{TaskManagers: tms, SlotsTotal: total, SlotsAvailable: free, Registered: []web.TaskManager{}}
+		for _, tm := range jm.TaskManagers() {
+			info.Registered = append(info.Registered, web.TaskManager{ID: tm.ID, DataAddr: tm.DataAddr, Jobs: tm.Jobs, LastHeartbeat: tm.LastHeartbeat})
+		}
+		return info
 	})
 	if err != nil {
 		ln.Close()
@@ -303,7 +307,7 @@ func runJobManager(ctx context.Context, prog string, stderr io.Writer, listen st
 			if !ok {
 				return
 			}
-			if err := addJob(c.Handle, c.Config); err != nil {
+			if err := addJob(c.Handle, c.Config, func() { jm.CancelJob(sub.JobID) }); err != nil {
 				logger.Error("REST API does not serve job", "job_id", sub.JobID, "err", err)
 				return
 			}

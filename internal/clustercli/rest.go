@@ -14,10 +14,12 @@ import (
 // StartREST serves the REST API and /metrics of the job client runs
 // (configured by jobCfg), as restCfg says: rest.bind-address (default
 // localhost), rest.port (default 8081; 0 picks a free port) and
-// rest.auth-token (required to bind anything but a loopback address). It returns the address it
+// rest.auth-token (required to bind anything but a loopback address).
+// cancel, if not nil, cancels the job (the context it runs with): the
+// API's PATCH /jobs/:jobid?mode=cancel calls it. It returns the address it
 // listens on and a function that stops it; it also stops when ctx is
 // done. The API keeps answering after the job ends, until stopped.
-func StartREST(ctx context.Context, client *stream.JobClient, jobCfg, restCfg *config.Configuration, logger *slog.Logger) (addr string, stop func(), err error) {
+func StartREST(ctx context.Context, client *stream.JobClient, cancel func(), jobCfg, restCfg *config.Configuration, logger *slog.Logger) (addr string, stop func(), err error) {
 	cl, err := restCfg.Cluster()
 	if err != nil {
 		return "", nil, err
@@ -29,7 +31,9 @@ func StartREST(ctx context.Context, client *stream.JobClient, jobCfg, restCfg *c
 	if !ok {
 		return "", nil, fmt.Errorf("serving the REST API of a job client that was not started")
 	}
-	srv, err := web.New(webJob(h, jobCfg), web.WithAuthToken(cl.RESTAuthToken), web.WithLogger(logger))
+	job := webJob(h, jobCfg)
+	job.Cancel = cancel
+	srv, err := web.New(job, web.WithAuthToken(cl.RESTAuthToken), web.WithLogger(logger))
 	if err != nil {
 		return "", nil, err
 	}
@@ -46,8 +50,9 @@ func StartREST(ctx context.Context, client *stream.JobClient, jobCfg, restCfg *c
 }
 
 // StartDirectory serves the REST API and web UI of every job of a job
-// manager, as restCfg says (see StartREST); add registers a job.
-func StartDirectory(ctx context.Context, restCfg *config.Configuration, logger *slog.Logger, info func() web.ClusterInfo) (addr string, add func(*launch.Handle, *config.Configuration) error, stop func(), err error) {
+// manager, as restCfg says (see StartREST); add registers a job, which
+// its cancel (if not nil) cancels.
+func StartDirectory(ctx context.Context, restCfg *config.Configuration, logger *slog.Logger, info func() web.ClusterInfo) (addr string, add func(h *launch.Handle, jobCfg *config.Configuration, cancel func()) error, stop func(), err error) {
 	cl, err := restCfg.Cluster()
 	if err != nil {
 		return "", nil, nil, err
@@ -61,7 +66,11 @@ func StartDirectory(ctx context.Context, restCfg *config.Configuration, logger *
 		return "", nil, nil, err
 	}
 	logger.Info("REST API listening", "addr", addr, "auth", cl.RESTAuthToken != "")
-	add = func(h *launch.Handle, jobCfg *config.Configuration) error { return dir.Add(webJob(h, jobCfg)) }
+	add = func(h *launch.Handle, jobCfg *config.Configuration, cancel func()) error {
+		job := webJob(h, jobCfg)
+		job.Cancel = cancel
+		return dir.Add(job)
+	}
 	return addr, add, func() {
 		stopListening()
 		dir.Close()

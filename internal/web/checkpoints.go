@@ -262,7 +262,11 @@ type checkpointConfigInfo struct {
 	TolerableFailedCheckpoints  int                 `json:"tolerable_failed_checkpoints"`
 	AlignedCheckpointTimeout    int64               `json:"aligned_checkpoint_timeout"`
 	CheckpointsAfterTasksFinish bool                `json:"checkpoints_after_tasks_finish"`
-	StateChangelogEnabled       bool                `json:"state_changelog_enabled"`
+	// weir has no changelog state backend: state_changelog_enabled is
+	// false, and the changelog's settings are Flink's defaults.
+	StateChangelogEnabled                    bool   `json:"state_changelog_enabled"`
+	ChangelogPeriodicMaterializationInterval int64  `json:"changelog_periodic_materialization_interval"`
+	ChangelogStorage                         string `json:"changelog_storage"`
 }
 
 type externalizationInfo struct {
@@ -304,6 +308,10 @@ func (s *Server) checkpointConfig(ctx context.Context) (checkpointConfigInfo, er
 		// Checkpoints go on after some subtasks have finished; the finished
 		// subtasks' source positions are carried into them.
 		CheckpointsAfterTasksFinish: true,
+		// Flink's state.changelog.periodic-materialize.interval and
+		// state.changelog.storage defaults.
+		ChangelogPeriodicMaterializationInterval: (10 * time.Minute).Milliseconds(),
+		ChangelogStorage:                         "memory",
 	}
 	if c.Mode == config.AtLeastOnce {
 		info.Mode = "at_least_once"

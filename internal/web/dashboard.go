@@ -51,10 +51,12 @@ const refreshInterval = 3000
 // timezone-offset is, as in Flink, the zone's current offset from UTC in
 // milliseconds.
 //
-// Every feature is false: weir accepts no jar uploads (web-submit), does
-// not cancel or rescale jobs through the REST API (web-cancel,
-// web-rescale) and keeps no history server (web-history).
-func dashboardConfig() dashboardConfigInfo {
+// web-cancel is cancel: whether the server cancels jobs (a job's server
+// given Job.Cancel; a job manager's directory, whose jobs are canceled by
+// the job manager). Every other feature is false: weir accepts no jar
+// uploads (web-submit), does not rescale jobs through the REST API
+// (web-rescale) and keeps no history server (web-history).
+func dashboardConfig(cancel bool) dashboardConfigInfo {
 	name, offset := time.Now().Zone()
 	c := dashboardConfigInfo{
 		RefreshInterval: refreshInterval,
@@ -63,6 +65,7 @@ func dashboardConfig() dashboardConfigInfo {
 		FlinkVersion:    "weir " + buildVersion(),
 		FlinkRevision:   buildRevision(),
 	}
+	c.Features.WebCancel = cancel
 	return c
 }
 
@@ -209,23 +212,25 @@ func metricListOf(q url.Values, ids []string, vals map[string]string) []metricEn
 }
 
 // jobManagerMetrics are Flink's job manager metrics that weir has: the
-// registered task managers, their slots and the running jobs.
+// registered task managers, their slots and the running jobs, and the
+// process's memory and garbage collection as JVM metrics (goMetrics).
 func jobManagerMetrics(o overviewInfo) ([]string, map[string]string) {
-	ids := []string{"numRegisteredTaskManagers", "numRunningJobs", "taskSlotsAvailable", "taskSlotsTotal"}
-	return ids, map[string]string{
-		"numRegisteredTaskManagers": strconv.Itoa(o.TaskManagers),
-		"numRunningJobs":            strconv.Itoa(o.JobsRunning),
-		"taskSlotsAvailable":        strconv.Itoa(o.SlotsAvailable),
-		"taskSlotsTotal":            strconv.Itoa(o.SlotsTotal),
-	}
+	ids, vals := goMetrics()
+	ids = append([]string{"numRegisteredTaskManagers", "numRunningJobs", "taskSlotsAvailable", "taskSlotsTotal"}, ids...)
+	vals["numRegisteredTaskManagers"] = strconv.Itoa(o.TaskManagers)
+	vals["numRunningJobs"] = strconv.Itoa(o.JobsRunning)
+	vals["taskSlotsAvailable"] = strconv.Itoa(o.SlotsAvailable)
+	vals["taskSlotsTotal"] = strconv.Itoa(o.SlotsTotal)
+	return ids, vals
 }
 
 // serveDashboard answers the paths that read nothing of a job or of the
-// cluster: /config, /jobmanager/environment and /applications/overview.
-func serveDashboard(w http.ResponseWriter, seg []string) bool {
+// cluster: /config (cancel: whether the server cancels jobs),
+// /jobmanager/environment and /applications/overview.
+func serveDashboard(w http.ResponseWriter, seg []string, cancel bool) bool {
 	switch {
 	case len(seg) == 1 && seg[0] == "config":
-		writeJSON(w, http.StatusOK, dashboardConfig())
+		writeJSON(w, http.StatusOK, dashboardConfig(cancel))
 	case len(seg) == 2 && seg[0] == "jobmanager" && seg[1] == "environment":
 		writeJSON(w, http.StatusOK, environment())
 	case len(seg) == 2 && seg[0] == "applications" && seg[1] == "overview":

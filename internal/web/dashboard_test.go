@@ -127,6 +127,63 @@ func TestDashboardEndpoints(t *testing.T) {
 		if hb := num(at(tm, "timeSinceLastHeartbeat")); time.Since(time.UnixMilli(int64(hb))) > time.Minute {
 			t.Errorf("last heartbeat %v: not recent", hb)
 		}
+
+		// Its details: the same fields, the slots the job takes and the
+		// Go runtime's memory as Flink's JVM metrics.
+		id := at(tm, "id").(string)
+		det := f.obj("/taskmanagers/" + id)
+		fields(t, "details", det, "id:string", "slotsNumber:number", "hardware:object", "memoryConfiguration:object", "allocatedSlots:array", "metrics:object")
+		fields(t, "details metrics", det["metrics"], "heapUsed:number", "heapCommitted:number", "heapMax:number", "nonHeapUsed:number",
+			"nonHeapCommitted:number", "nonHeapMax:number", "directCount:number", "directUsed:number", "directMax:number", "mappedCount:number",
+			"mappedUsed:number", "mappedMax:number", "memorySegmentsAvailable:number", "memorySegmentsTotal:number",
+			"nettyShuffleMemorySegmentsAvailable:number", "nettyShuffleMemorySegmentsUsed:number", "nettyShuffleMemorySegmentsTotal:number",
+			"nettyShuffleMemoryAvailable:number", "nettyShuffleMemoryUsed:number", "nettyShuffleMemoryTotal:number", "garbageCollectors:array")
+		if n := len(det["allocatedSlots"].([]any)); n != 2 || at(det, "allocatedSlots", "0", "jobId") != jid || num(at(det, "metrics", "heapUsed")) <= 0 {
+			t.Errorf("details %v: want 2 slots of the job and the heap in use", det)
+		}
+		fields(t, "garbage collector", at(det, "metrics", "garbageCollectors", "0"), "name:string", "count:number", "time:number")
+		var vals []map[string]any
+		f.decode("/taskmanagers/"+id+"/metrics?get=Status.JVM.Memory.Heap.Used,Status.JVM.Memory.NonHeap.Max,Status.JVM.GarbageCollector.Go.Count", &vals)
+		if len(vals) != 3 || vals[0]["value"] == "0" || vals[1]["value"] != "-1" {
+			t.Errorf("task manager metrics %v", vals)
+		}
+		if code, body := f.get("/taskmanagers/nosuch:1"); code != http.StatusNotFound || !strings.Contains(string(body), `"errors"`) {
+			t.Errorf("an unknown task manager: %d %s, want 404", code, body)
+		}
+	})
+
+	// What weir has not got (log files, a profiler) answers as Flink does
+	// without it, never an error the dashboard would show; the thread
+	// dump lists the goroutines.
+	t.Run("process", func(t *testing.T) {
+		tm := "/taskmanagers/" + at(f.obj("/taskmanagers"), "taskmanagers", "0", "id").(string)
+		for _, p := range []string{"/jobmanager", tm} {
+			fields(t, p+"/logs", f.obj(p+"/logs"), "logs:array")
+			for _, file := range []string{"/log", "/stdout"} {
+				if code, body := f.get(p + file); code != http.StatusOK || !strings.Contains(string(body), "standard error") {
+					t.Errorf("GET %s%s: %d %s", p, file, code, body)
+				}
+			}
+			td := f.obj(p + "/thread-dump")
+			fields(t, p+"/thread-dump", td, "threadInfos:array")
+			if len(td["threadInfos"].([]any)) == 0 {
+				t.Errorf("%s/thread-dump lists no goroutines", p)
+			} else {
+				fields(t, "thread", at(td, "threadInfos", "0"), "threadName:string", "stringifiedThreadInfo:string")
+			}
+			pl := f.obj(p + "/profiler")
+			if l, ok := pl["profilingList"].([]any); !ok || len(l) != 0 {
+				t.Errorf("%s/profiler: %v, want an empty profilingList", p, pl)
+			}
+			if code, body := f.do("POST", p+"/profiler", nil); code != http.StatusNotImplemented || !flinkError(body, "no profiler") {
+				t.Errorf("POST %s/profiler: %d %s, want 501", p, code, body)
+			}
+		}
+		var vals []map[string]any
+		f.decode("/jobmanager/metrics?get=Status.JVM.Memory.Heap.Used,Status.JVM.Threads.Count", &vals)
+		if len(vals) != 2 || vals[0]["value"] == "0" {
+			t.Errorf("job manager JVM metrics %v", vals)
+		}
 	})
 
 	t.Run("vertex metrics", func(t *testing.T) {
@@ -165,6 +222,29 @@ func TestDashboardEndpoints(t *testing.T) {
 		f.decode(vpath(numbers)+"/metrics?get=0.numRecordsIn,0.numRecordsOut", &vals)
 		if len(vals) != 2 || vals[0]["value"] != "0" || vals[1]["value"] == "0" {
 			t.Errorf("source values %v", vals)
+		}
+	})
+
+	// The vertex pages weir has little for: accumulators (none), the task
+	// managers (the embedded one) and the flame graph (disabled).
+	t.Run("vertex extras", func(t *testing.T) {
+		acc := f.obj(vpath(count) + "/accumulators")
+		fields(t, "accumulators", acc, "id:string", "user-accumulators:array")
+		sub := f.obj(vpath(count) + "/subtasks/accumulators")
+		fields(t, "subtask accumulators", sub, "id:string", "parallelism:number", "subtasks:array")
+		if len(sub["subtasks"].([]any)) != 2 {
+			t.Errorf("subtask accumulators %v: want both subtasks", sub)
+		}
+		fields(t, "subtask accumulator", at(sub, "subtasks", "0"), "subtask:number", "attempt:number", "endpoint:string", "user-accumulators:array")
+		tms := f.obj(vpath(count) + "/taskmanagers")
+		fields(t, "vertex task managers", tms, "id:string", "name:string", "now:number", "taskmanagers:array")
+		fields(t, "vertex task manager", at(tms, "taskmanagers", "0"), "endpoint:string", "status:string", "start-time:number", "end-time:number",
+			"duration:number", "metrics:object", "status-counts:object", "taskmanager-id:string")
+		if at(tms, "taskmanagers", "0", "taskmanager-id") != at(f.obj("/taskmanagers"), "taskmanagers", "0", "id") {
+			t.Errorf("vertex task managers %v: not the embedded one", tms)
+		}
+		if fg := f.obj(vpath(count) + "/flamegraph?type=on_cpu"); len(fg) != 1 || num(fg["endTimestamp"]) != -2 {
+			t.Errorf("flame graph %v: want Flink's disabled answer, endTimestamp -2", fg)
 		}
 	})
 
@@ -217,15 +297,20 @@ func TestDashboardEndpoints(t *testing.T) {
 // TestDirectoryDashboardEndpoints: a job manager's directory answers the
 // dashboard's cluster paths it can: /config, /jobmanager/environment,
 // /jobmanager/metrics (from its task managers and jobs),
-// /applications/overview and /jobmanager/config (its own configuration,
-// secrets masked).
+// /applications/overview, /jobmanager/config (its own configuration,
+// secrets masked) and /taskmanagers, the registered task managers.
 func TestDirectoryDashboardEndpoints(t *testing.T) {
 	cfg, err := config.ParseDynamic([]string{"cluster.auth-token=cluster-s3cret", "rest.port=0"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := web.NewDirectory(func() web.ClusterInfo { return web.ClusterInfo{TaskManagers: 3, SlotsTotal: 6, SlotsAvailable: 2} },
-		web.WithLogger(quiet), web.WithConfig(cfg))
+	beat := time.Now().Add(-time.Second).Truncate(time.Millisecond)
+	dir := web.NewDirectory(func() web.ClusterInfo {
+		return web.ClusterInfo{TaskManagers: 3, SlotsTotal: 6, SlotsAvailable: 2, Registered: []web.TaskManager{
+			{ID: "tm-a", DataAddr: "10.0.0.1:6124", Jobs: []string{"job-1", ""}, LastHeartbeat: beat},
+			{ID: "tm-b", DataAddr: "10.0.0.2:6124", Jobs: []string{"", ""}, LastHeartbeat: beat},
+		}}
+	}, web.WithLogger(quiet), web.WithConfig(cfg))
 	addr, stop, err := dir.Listen(context.Background(), "127.0.0.1", 0)
 	if err != nil {
 		t.Fatal(err)
@@ -243,6 +328,35 @@ func TestDirectoryDashboardEndpoints(t *testing.T) {
 	if len(vals) != 3 || vals[0]["value"] != "3" || vals[1]["value"] != "2" || vals[2]["value"] != "0" {
 		t.Errorf("job manager metrics %v", vals)
 	}
+	// The registered task managers, as far as the job manager knows them.
+	tms := f.obj("/taskmanagers")
+	if n := len(tms["taskmanagers"].([]any)); n != 2 {
+		t.Fatalf("/taskmanagers %v: want the 2 registered", tms)
+	}
+	tm := at(tms, "taskmanagers", "0")
+	fields(t, "taskmanager", tm, "id:string", "path:string", "dataPort:number", "slotsNumber:number", "freeSlots:number", "timeSinceLastHeartbeat:number",
+		"totalResource:object", "hardware:object", "memoryConfiguration:object")
+	if at(tm, "id") != "tm-a" || num(at(tm, "dataPort")) != 6124 || num(at(tm, "slotsNumber")) != 2 || num(at(tm, "freeSlots")) != 1 ||
+		num(at(tm, "timeSinceLastHeartbeat")) != float64(beat.UnixMilli()) {
+		t.Errorf("task manager %v", tm)
+	}
+	det := f.obj("/taskmanagers/tm-a")
+	fields(t, "details", det, "allocatedSlots:array", "metrics:object")
+	if n := len(det["allocatedSlots"].([]any)); n != 1 || at(det, "allocatedSlots", "0", "jobId") != "job-1" {
+		t.Errorf("details %v", det)
+	}
+	var none []map[string]any
+	f.decode("/taskmanagers/tm-a/metrics?get=Status.JVM.Memory.Heap.Used", &none)
+	if len(none) != 0 {
+		t.Errorf("a remote task manager's metrics %v: want none", none)
+	}
+	if td := f.obj("/taskmanagers/tm-b/thread-dump"); len(td["threadInfos"].([]any)) != 0 {
+		t.Errorf("a remote task manager's thread dump shows goroutines of this process")
+	}
+	if code, _ := f.get("/taskmanagers/tm-z"); code != http.StatusNotFound {
+		t.Errorf("an unregistered task manager: %d, want 404", code)
+	}
+
 	code, body := f.get("/jobmanager/config")
 	if code != http.StatusOK || strings.Contains(string(body), "cluster-s3cret") ||
 		!strings.Contains(string(body), `{"key":"cluster.auth-token","value":"******"}`) || !strings.Contains(string(body), `{"key":"rest.port","value":"0"}`) {

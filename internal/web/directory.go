@@ -3,21 +3,39 @@ package web
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // ClusterInfo is what a job manager knows of its task managers, for
-// GET /overview.
+// GET /overview and /taskmanagers.
 type ClusterInfo struct {
 	TaskManagers   int
 	SlotsTotal     int
 	SlotsAvailable int
+	// Registered lists the registered task managers; nil: not known, and
+	// /taskmanagers is not served.
+	Registered []TaskManager
+}
+
+// TaskManager is a task manager registered with a job manager.
+type TaskManager struct {
+	ID string
+	// DataAddr is where its data plane listens, host:port.
+	DataAddr string
+	// Jobs holds the id of the job using each of its slots, "" for a free
+	// one.
+	Jobs []string
+	// LastHeartbeat is when the job manager last heard from it.
+	LastHeartbeat time.Time
 }
 
 // Directory serves the REST API and the web UI of every job a job manager
@@ -117,21 +135,29 @@ func (d *Directory) overview() overviewInfo {
 	return o
 }
 
-// ServeHTTP implements http.Handler. /taskmanagers is not served yet: the
-// directory knows how many task managers and slots the cluster has, not
-// each task manager. /jobmanager/config needs WithConfig.
+// ServeHTTP implements http.Handler. /taskmanagers needs the cluster's
+// Registered task managers, /jobmanager/config WithConfig.
 func (d *Directory) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !d.opts.gate.check(w, r) {
 		return
 	}
 	p := r.URL.Path
+	seg := strings.Split(strings.Trim(p, "/"), "/")
+	if profilerRequest(w, r, seg) {
+		return
+	}
+	if len(seg) < 2 || seg[0] != "jobs" || seg[1] == "overview" {
+		if !readMethod(r) {
+			methodNotAllowed(w, r, "GET, HEAD")
+			return
+		}
+	}
 	if uiPath(p) {
 		uiHandler.ServeHTTP(w, r)
 		return
 	}
-	seg := strings.Split(strings.Trim(p, "/"), "/")
 	switch {
-	case serveDashboard(w, seg):
+	case serveDashboard(w, seg, true):
 	case len(seg) == 1 && seg[0] == "overview":
 		writeJSON(w, http.StatusOK, d.overview())
 	case len(seg) == 2 && seg[0] == "jobmanager" && seg[1] == "config" && d.opts.config != nil:
@@ -139,6 +165,14 @@ func (d *Directory) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case len(seg) == 2 && seg[0] == "jobmanager" && seg[1] == "metrics":
 		ids, vals := jobManagerMetrics(d.overview())
 		writeJSON(w, http.StatusOK, metricListOf(r.URL.Query(), ids, vals))
+	case len(seg) >= 2 && seg[0] == "jobmanager" && serveProcess(w, r, seg[1:], true):
+	case seg[0] == "taskmanagers" && d.cluster != nil:
+		tms := d.cluster().Registered
+		if tms == nil {
+			notFound(w, r)
+			return
+		}
+		d.serveTaskManagers(w, r, seg, tms)
 	case len(seg) == 1 && seg[0] == "metrics":
 		d.prom.ServeHTTP(w, r)
 	case len(seg) == 1 && seg[0] == "jobs":
@@ -165,6 +199,72 @@ func (d *Directory) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		s.route(w, r)
+	default:
+		notFound(w, r)
+	}
+}
+
+// remoteTaskManager is Flink's TaskManagerInfo of a task manager of the
+// cluster, as far as the job manager knows it: its id, data port and
+// slots, and its last heartbeat. path is its data plane's address. A task
+// manager reports no hardware nor resources to the job manager: they are
+// 0 cores and -1 bytes of memory.
+func remoteTaskManager(t TaskManager) taskManagerInfo {
+	port := -1
+	if _, p, err := net.SplitHostPort(t.DataAddr); err == nil {
+		if n, err := strconv.Atoi(p); err == nil {
+			port = n
+		}
+	}
+	free := 0
+	for _, j := range t.Jobs {
+		if j == "" {
+			free++
+		}
+	}
+	return taskManagerInfo{
+		ID: t.ID, Path: t.DataAddr, DataPort: port, JMXPort: -1,
+		TimeSinceLastHeartbeat: t.LastHeartbeat.UnixMilli(),
+		SlotsNumber:            len(t.Jobs), FreeSlots: free,
+		TotalResource: resourceProfileInfo{ExtendedResources: map[string]float64{}},
+		FreeResource:  resourceProfileInfo{ExtendedResources: map[string]float64{}},
+		Hardware:      hardwareInfo{PhysicalMemory: -1, FreeMemory: -1},
+	}
+}
+
+// serveTaskManagers answers /taskmanagers and the paths under
+// /taskmanagers/:id for the cluster's registered task managers tms. Their
+// metrics, logs and thread dumps stay in their processes: the metrics
+// list is empty, and the rest answer as serveProcess does for another
+// process.
+func (d *Directory) serveTaskManagers(w http.ResponseWriter, r *http.Request, seg []string, tms []TaskManager) {
+	if len(seg) == 1 {
+		out := taskManagersInfo{TaskManagers: []taskManagerInfo{}}
+		for _, t := range tms {
+			out.TaskManagers = append(out.TaskManagers, remoteTaskManager(t))
+		}
+		writeJSON(w, http.StatusOK, out)
+		return
+	}
+	i := slices.IndexFunc(tms, func(t TaskManager) bool { return t.ID == seg[1] })
+	if i < 0 {
+		writeError(w, http.StatusNotFound, "task manager "+echo(seg[1])+" is not registered with this job manager")
+		return
+	}
+	t := tms[i]
+	switch {
+	case len(seg) == 2:
+		det := taskManagerDetailsInfo{taskManagerInfo: remoteTaskManager(t), AllocatedSlots: []slotInfo{},
+			Metrics: taskManagerMetricsInfo{GarbageCollectors: []garbageCollector{}}}
+		for _, j := range t.Jobs {
+			if j != "" {
+				det.AllocatedSlots = append(det.AllocatedSlots, slotInfo{Resource: resourceProfileInfo{ExtendedResources: map[string]float64{}}, JobID: j})
+			}
+		}
+		writeJSON(w, http.StatusOK, det)
+	case len(seg) == 3 && seg[2] == "metrics":
+		writeJSON(w, http.StatusOK, metricListOf(r.URL.Query(), nil, nil))
+	case serveProcess(w, r, seg[2:], false):
 	default:
 		notFound(w, r)
 	}

@@ -22,7 +22,7 @@ func TestDirectoryServesEveryJob(t *testing.T) {
 	dir := web.NewDirectory(func() web.ClusterInfo { return web.ClusterInfo{TaskManagers: 3, SlotsTotal: 6, SlotsAvailable: 2} },
 		web.WithSampleInterval(10*time.Millisecond), web.WithLogger(quiet))
 	for _, f := range []*fixture{first, second} {
-		if err := dir.Add(web.Job{Master: launch.MasterOf(f.client), Done: f.client.Done(), Err: f.client.Wait, Config: f.env.Config()}); err != nil {
+		if err := dir.Add(web.Job{Master: launch.MasterOf(f.client), Done: f.client.Done(), Err: f.client.Wait, Config: f.env.Config(), Cancel: f.cancel}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -78,5 +78,21 @@ func TestDirectoryServesEveryJob(t *testing.T) {
 	}
 	if code, _ := f.get("/"); code != http.StatusOK {
 		t.Fatalf("the web UI: %d", code)
+	}
+	if code, _ := f.do("POST", "/overview", nil); code != http.StatusMethodNotAllowed {
+		t.Fatalf("POST /overview: %d, want 405", code)
+	}
+
+	// A cancel reaches the job it names, and only that one.
+	if at(f.obj("/config"), "features", "web-cancel") != true {
+		t.Error("the directory does not offer to cancel jobs")
+	}
+	if code, body := f.do("PATCH", "/jobs/"+first.jobID()+"?mode=cancel", nil); code != http.StatusAccepted {
+		t.Fatalf("PATCH ?mode=cancel: %d %s", code, body)
+	}
+	<-first.client.Done()
+	waitFor(t, "the first job canceled", func() bool { return at(f.obj("/jobs/"+first.jobID()), "state") == "CANCELED" })
+	if st := at(f.obj("/jobs/"+second.jobID()), "state"); st != "RUNNING" {
+		t.Fatalf("the second job is %v after a cancel of the first", st)
 	}
 }

@@ -5,6 +5,10 @@
 //	GET /config                                            the dashboard's configuration
 //	GET /overview                                          the cluster
 //	GET /taskmanagers                                      the embedded task executor
+//	GET /taskmanagers/:tmid                                its details, slots and memory
+//	GET /taskmanagers/:tmid/metrics                        Go's memory as JVM metrics (?get=)
+//	GET /taskmanagers/:tmid/{logs,log,stdout,thread-dump,profiler}
+//	GET /jobmanager/{logs,log,stdout,thread-dump,profiler} no log files, no profiler; goroutines
 //	GET /jobmanager/config                                 the configuration, secrets masked
 //	GET /jobmanager/environment                            the Go runtime
 //	GET /jobmanager/metrics                                task managers, slots, jobs
@@ -12,10 +16,20 @@
 //	GET /jobs                                              ids and states
 //	GET /jobs/overview                                     one line per job
 //	GET /jobs/:jobid                                       the job, its vertices and plan
+//	PATCH /jobs/:jobid?mode=cancel                         cancel the job (Job.Cancel)
+//	GET /jobs/:jobid/yarn-cancel                           cancel, as Flink's dashboard does
+//	POST /jobs/:jobid/stop, /jobs/:jobid/savepoints        501: no savepoints yet
+//	GET /jobs/:jobid/plan                                  the plan
+//	GET /jobs/:jobid/config                                the execution configuration
+//	GET /jobs/:jobid/exceptions                            latest failures (?maxExceptions=)
 //	GET /jobs/:jobid/vertices/:vertexid                    a vertex's subtasks
 //	GET /jobs/:jobid/vertices/:vertexid/backpressure       backpressure levels
 //	GET /jobs/:jobid/vertices/:vertexid/watermarks         subtask watermarks
 //	GET /jobs/:jobid/vertices/:vertexid/metrics            subtask metrics (?get=)
+//	GET /jobs/:jobid/vertices/:vertexid/accumulators       none: weir has no accumulators
+//	GET /jobs/:jobid/vertices/:vertexid/subtasks/accumulators
+//	GET /jobs/:jobid/vertices/:vertexid/taskmanagers       the embedded task executor
+//	GET /jobs/:jobid/vertices/:vertexid/flamegraph         disabled, as Flink's by default
 //	GET /jobs/:jobid/vertices/:vertexid/subtasks/metrics   aggregated (?get=, ?agg=, ?subtasks=)
 //	GET /jobs/:jobid/checkpoints                           counts, summary, latest, history
 //	GET /jobs/:jobid/checkpoints/config                    checkpoint configuration
@@ -28,9 +42,14 @@
 // does when the feature is absent (an empty list, -1 for a port); the
 // types' comments say which fields differ in meaning from Flink's. A job
 // manager's Directory serves /config, /jobmanager/environment,
-// /jobmanager/metrics, /applications/overview and, given the job
-// manager's configuration (WithConfig), /jobmanager/config; not yet
-// /taskmanagers.
+// /jobmanager/metrics, /applications/overview, /jobmanager/config given
+// the job manager's configuration (WithConfig), and /taskmanagers given
+// the registered task managers (ClusterInfo.Registered).
+//
+// weir keeps no log files and has no profiler: the log lists are empty,
+// /log and /stdout say where the log goes (in text, which the dashboard
+// shows as the file), the profiler lists no profiles and a request for
+// one is 501. The thread dump lists the process's goroutines.
 //
 // Vertex ids are, as in Flink, 32 hexadecimal digits: the first 16 bytes
 // of the SHA-256 of the vertex's uid (its head operator's uid), so they
@@ -43,6 +62,13 @@
 // counters are read atomically. A background sampler keeps the last two
 // readings of each subtask's backpressured time, so that the backpressure
 // endpoint reports a ratio over the last sampling interval.
+//
+// Every other path answers GET and HEAD only. A request that cancels a
+// job must, besides the credentials every request needs, come from the
+// API's own origin (its Origin and Sec-Fetch-Site headers, when a browser
+// sends them) and, on a server without a token, name a loopback host, so
+// that neither another site's page nor one rebinding its name to
+// 127.0.0.1 can cancel a job from a browser on the machine.
 //
 // Listening anywhere but on a loopback address requires a token
 // (rest.auth-token), checked on every request in constant time: as a

@@ -5,10 +5,32 @@ import (
 	"strconv"
 )
 
-// Flink's JobExceptionsInfoWithHistory: GET /jobs/:id/exceptions.
+// Flink's JobExceptionsInfoWithHistory: GET /jobs/:id/exceptions. Its
+// fields before exceptionHistory are the ones Flink 1.x has and Flink 2
+// dropped: root-exception and timestamp are the newest failure's (null
+// without one), all-exceptions lists the failures of subtasks.
 type exceptionsInfo struct {
-	History exceptionHistory `json:"exceptionHistory"`
+	RootException *string              `json:"root-exception"`
+	Timestamp     *int64               `json:"timestamp"`
+	AllExceptions []executionException `json:"all-exceptions"`
+	Truncated     bool                 `json:"truncated"`
+	History       exceptionHistory     `json:"exceptionHistory"`
 }
+
+// executionException is Flink 1.x's ExecutionExceptionInfo. weir does
+// not say where a subtask ran: location and endpoint are "(unassigned)",
+// Flink's words for a task not deployed.
+type executionException struct {
+	Exception     string `json:"exception"`
+	Task          string `json:"task"`
+	Location      string `json:"location"`
+	Endpoint      string `json:"endpoint"`
+	Timestamp     int64  `json:"timestamp"`
+	TaskManagerID string `json:"taskManagerId"`
+}
+
+// unassigned is Flink's location of a task that is not deployed.
+const unassigned = "(unassigned)"
 
 type exceptionHistory struct {
 	Entries   []rootExceptionInfo `json:"entries"`
@@ -39,7 +61,11 @@ func (s *Server) exceptions(maxParam string) (any, error) {
 		limit = n
 	}
 	fs, total := s.jm.Failures()
-	out := exceptionsInfo{History: exceptionHistory{Entries: []rootExceptionInfo{}, Truncated: total > len(fs)}}
+	out := exceptionsInfo{AllExceptions: []executionException{}, History: exceptionHistory{Entries: []rootExceptionInfo{}, Truncated: total > len(fs)}}
+	if len(fs) > 0 {
+		msg, ts := fs[0].Err.Error(), fs[0].Time.UnixMilli()
+		out.RootException, out.Timestamp = &msg, &ts
+	}
 	for i, f := range fs {
 		if limit >= 0 && i >= limit {
 			out.History.Truncated = true
@@ -56,9 +82,13 @@ func (s *Server) exceptions(maxParam string) (any, error) {
 			e.ExceptionName = "JobFailure"
 		} else {
 			e.TaskName = fmt.Sprintf("%s (%d/%d)", s.vertexName(f.Task.Vertex), f.Task.Subtask+1, s.vertexParallelism(f.Task.Vertex))
+			out.AllExceptions = append(out.AllExceptions, executionException{
+				Exception: e.Stacktrace, Task: e.TaskName, Location: unassigned, Endpoint: unassigned, Timestamp: e.Timestamp,
+			})
 		}
 		out.History.Entries = append(out.History.Entries, e)
 	}
+	out.Truncated = out.History.Truncated
 	return out, nil
 }
 

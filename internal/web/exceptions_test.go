@@ -9,7 +9,8 @@ import (
 // TestRestartingJobShowsItsFailure: while a job waits to restart after a
 // failure, /jobs and /jobs/:id say RESTARTING, its tasks are not RUNNING,
 // and /jobs/:id/exceptions lists the failure with its cause in Flink's
-// exception-history shape; maxExceptions bounds the list.
+// exception-history shape, and in Flink 1.x's root-exception and
+// all-exceptions; maxExceptions bounds the list.
 func TestRestartingJobShowsItsFailure(t *testing.T) {
 	f := startJob(t, []string{"restart-strategy.type=fixed-delay", "restart-strategy.fixed-delay.attempts=5",
 		"restart-strategy.fixed-delay.delay=1 h"})
@@ -19,6 +20,7 @@ func TestRestartingJobShowsItsFailure(t *testing.T) {
 	if n := len(at(ex, "exceptionHistory", "entries").([]any)); n != 0 {
 		t.Fatalf("a job without failures lists %d exceptions", n)
 	}
+	fields(t, "exceptions", ex, "root-exception:null", "timestamp:null", "all-exceptions:array", "truncated:bool")
 	f.faults.fail.Store(true)
 	waitFor(t, "the job to restart", func() bool { return at(f.obj("/jobs/"+id), "state") == "RESTARTING" })
 	if st := at(f.obj("/jobs"), "jobs").([]any)[0].(map[string]any)["status"]; st != "RESTARTING" {
@@ -30,7 +32,11 @@ func TestRestartingJobShowsItsFailure(t *testing.T) {
 		}
 	}
 	ex = f.obj("/jobs/" + id + "/exceptions")
-	fields(t, "exceptions", ex, "exceptionHistory:object")
+	fields(t, "exceptions", ex, "exceptionHistory:object", "root-exception:string", "timestamp:number", "all-exceptions:array", "truncated:bool")
+	if !strings.Contains(ex["root-exception"].(string), "injected failure") || len(ex["all-exceptions"].([]any)) != 1 {
+		t.Fatalf("Flink 1.x's fields do not show the failure: %v", ex)
+	}
+	fields(t, "all-exceptions", at(ex, "all-exceptions", "0"), "exception:string", "task:string", "location:string", "endpoint:string", "timestamp:number", "taskManagerId:string")
 	entries := at(ex, "exceptionHistory", "entries").([]any)
 	if len(entries) != 1 {
 		t.Fatalf("%d exceptions, want 1: %v", len(entries), ex)

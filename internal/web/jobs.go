@@ -374,7 +374,6 @@ func (s *Server) jobDetails() jobDetailsInfo {
 		Timestamps:   map[string]int64{stateRunning: start},
 		StatusCounts: map[string]int{},
 		Vertices:     []vertexInfo{},
-		Plan:         planInfo{JID: s.jm.JobID(), Name: g.Name, Type: "STREAMING", Nodes: []planNode{}},
 	}
 	if end >= 0 {
 		d.Timestamps[state] = end
@@ -395,13 +394,28 @@ func (s *Server) jobDetails() jobDetailsInfo {
 			Status: taskState(state), StartTime: start, EndTime: end, Duration: dur, Tasks: tasks,
 			Metrics: recs.ioFor(v, -1),
 		})
-		node := planNode{ID: id, Parallelism: v.Parallelism, Description: v.Name, OptimizerProperties: map[string]any{}}
+	}
+	d.Plan = s.plan()
+	return d
+}
+
+// plan is the job's plan: a node per vertex, with its inputs.
+func (s *Server) plan() planInfo {
+	g := s.jm.Graph()
+	p := planInfo{JID: s.jm.JobID(), Name: g.Name, Type: "STREAMING", Nodes: []planNode{}}
+	for _, v := range g.Vertices {
+		node := planNode{ID: s.ids[v], Parallelism: v.Parallelism, Description: v.Name, OptimizerProperties: map[string]any{}}
 		for k, e := range v.Inputs {
 			node.Inputs = append(node.Inputs, planInput{Num: k, ID: s.ids[e.From], ShipStrategy: e.Partitioner.String(), Exchange: "pipelined_bounded"})
 		}
-		d.Plan.Nodes = append(d.Plan.Nodes, node)
+		p.Nodes = append(p.Nodes, node)
 	}
-	return d
+	return p
+}
+
+// jobPlanInfo is Flink's JobPlanInfo, GET /jobs/:jobid/plan.
+type jobPlanInfo struct {
+	Plan planInfo `json:"plan"`
 }
 
 // vertexDetailsInfo is Flink's JobVertexDetailsInfo.

@@ -47,6 +47,10 @@ type Job struct {
 	// Config is the job's configuration: the checkpoint directory and the
 	// checkpoint settings the REST API shows. Nil reads as the defaults.
 	Config *config.Configuration
+	// Cancel, if set, asks the job to stop as a cancel does (the REST
+	// API's PATCH /jobs/:jobid?mode=cancel) and returns at once. Nil: the
+	// API cannot cancel the job.
+	Cancel func()
 	// Positions, if set, returns each source's current position per
 	// split: vertex uid → split → the offset of the next record. The cut
 	// then tells how many records a restore of each split would replay.
@@ -231,11 +235,18 @@ func uiPath(p string) bool {
 
 // route dispatches on the path's segments.
 func (s *Server) route(w http.ResponseWriter, r *http.Request) {
+	seg := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+	if s.control(w, r, seg) || profilerRequest(w, r, seg) {
+		return
+	}
+	if !readMethod(r) {
+		methodNotAllowed(w, r, "GET, HEAD")
+		return
+	}
 	if uiPath(r.URL.Path) {
 		uiHandler.ServeHTTP(w, r)
 		return
 	}
-	seg := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
 	n := len(seg)
 	at := func(i int, lit string) bool { return i < n && seg[i] == lit }
 	switch {
@@ -261,8 +272,13 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		ids, vals := jobManagerMetrics(s.overviewInfo())
 		writeJSON(w, http.StatusOK, metricListOf(r.URL.Query(), ids, vals))
 		return
+	case n >= 2 && at(0, "taskmanagers"):
+		s.serveTaskManager(w, r, seg)
+		return
+	case n >= 2 && at(0, "jobmanager") && serveProcess(w, r, seg[1:], true):
+		return
 	}
-	if serveDashboard(w, seg) {
+	if serveDashboard(w, seg, s.job.Cancel != nil) {
 		return
 	}
 	if n < 2 || !at(0, "jobs") {
@@ -273,6 +289,10 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case n == 2:
 		h = func() (any, error) { return s.jobDetails(), nil }
+	case n == 3 && at(2, "plan"):
+		h = func() (any, error) { return jobPlanInfo{Plan: s.plan()}, nil }
+	case n == 3 && at(2, "config"):
+		h = func() (any, error) { return s.jobConfig() }
 	case n == 3 && at(2, "exceptions"):
 		h = func() (any, error) { return s.exceptions(r.URL.Query().Get("maxExceptions")) }
 	case n == 4 && at(2, "vertices"):
@@ -281,6 +301,14 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		h = func() (any, error) { return s.backpressure(seg[3]) }
 	case n == 5 && at(2, "vertices") && at(4, "watermarks"):
 		h = func() (any, error) { return s.watermarks(seg[3]) }
+	case n == 5 && at(2, "vertices") && at(4, "accumulators"):
+		h = func() (any, error) { return s.vertexAccumulators(seg[3]) }
+	case n == 6 && at(2, "vertices") && at(4, "subtasks") && at(5, "accumulators"):
+		h = func() (any, error) { return s.subtasksAccumulators(seg[3]) }
+	case n == 5 && at(2, "vertices") && at(4, "taskmanagers"):
+		h = func() (any, error) { return s.vertexTaskManagers(seg[3]) }
+	case n == 5 && at(2, "vertices") && at(4, "flamegraph"):
+		h = func() (any, error) { return s.flameGraph(seg[3]) }
 	case n == 5 && at(2, "vertices") && at(4, "metrics"):
 		h = func() (any, error) { return s.vertexMetrics(seg[3], r.URL.Query()) }
 	case n == 6 && at(2, "vertices") && at(4, "subtasks") && at(5, "metrics"):

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"math"
+	"net/http"
 	"os"
 	goruntime "runtime"
 	"runtime/debug"
@@ -141,4 +142,97 @@ func (s *Server) taskManagers() taskManagersInfo {
 		TotalResource: total, FreeResource: free,
 		Hardware: hardwareInfo{CPUCores: goruntime.NumCPU(), PhysicalMemory: physicalMemory(), FreeMemory: memoryLimit()},
 	}}}
+}
+
+// taskManagerDetailsInfo is Flink's TaskManagerDetailsInfo:
+// GET /taskmanagers/:taskmanagerid.
+type taskManagerDetailsInfo struct {
+	taskManagerInfo
+	// AllocatedSlots holds a slot per taken one, with the job using it.
+	AllocatedSlots []slotInfo             `json:"allocatedSlots"`
+	Metrics        taskManagerMetricsInfo `json:"metrics"`
+}
+
+// slotInfo is Flink's SlotInfo.
+type slotInfo struct {
+	Resource resourceProfileInfo `json:"resource"`
+	JobID    string              `json:"jobId"`
+}
+
+// taskManagerMetricsInfo is Flink's TaskManagerMetricsInfo, from the
+// metrics of goMetrics; a remote task manager's are all zeros, as Flink's
+// before it has fetched any.
+type taskManagerMetricsInfo struct {
+	HeapUsed                            int64              `json:"heapUsed"`
+	HeapCommitted                       int64              `json:"heapCommitted"`
+	HeapMax                             int64              `json:"heapMax"`
+	NonHeapUsed                         int64              `json:"nonHeapUsed"`
+	NonHeapCommitted                    int64              `json:"nonHeapCommitted"`
+	NonHeapMax                          int64              `json:"nonHeapMax"`
+	DirectCount                         int64              `json:"directCount"`
+	DirectUsed                          int64              `json:"directUsed"`
+	DirectMax                           int64              `json:"directMax"`
+	MappedCount                         int64              `json:"mappedCount"`
+	MappedUsed                          int64              `json:"mappedUsed"`
+	MappedMax                           int64              `json:"mappedMax"`
+	MemorySegmentsAvailable             int64              `json:"memorySegmentsAvailable"`
+	MemorySegmentsTotal                 int64              `json:"memorySegmentsTotal"`
+	NettyShuffleMemorySegmentsAvailable int64              `json:"nettyShuffleMemorySegmentsAvailable"`
+	NettyShuffleMemorySegmentsUsed      int64              `json:"nettyShuffleMemorySegmentsUsed"`
+	NettyShuffleMemorySegmentsTotal     int64              `json:"nettyShuffleMemorySegmentsTotal"`
+	NettyShuffleMemoryAvailable         int64              `json:"nettyShuffleMemoryAvailable"`
+	NettyShuffleMemoryUsed              int64              `json:"nettyShuffleMemoryUsed"`
+	NettyShuffleMemoryTotal             int64              `json:"nettyShuffleMemoryTotal"`
+	GarbageCollectors                   []garbageCollector `json:"garbageCollectors"`
+}
+
+// garbageCollector is Flink's GarbageCollectorInfo.
+type garbageCollector struct {
+	Name  string `json:"name"`
+	Count int64  `json:"count"`
+	Time  int64  `json:"time"`
+}
+
+// localTaskManagerMetrics is this process's taskManagerMetricsInfo.
+func localTaskManagerMetrics() taskManagerMetricsInfo {
+	_, vals := goMetrics()
+	get := func(id string) int64 {
+		n, _ := strconv.ParseInt(vals[id], 10, 64)
+		return n
+	}
+	return taskManagerMetricsInfo{
+		HeapUsed: get("Status.JVM.Memory.Heap.Used"), HeapCommitted: get("Status.JVM.Memory.Heap.Committed"), HeapMax: get("Status.JVM.Memory.Heap.Max"),
+		NonHeapUsed: get("Status.JVM.Memory.NonHeap.Used"), NonHeapCommitted: get("Status.JVM.Memory.NonHeap.Committed"), NonHeapMax: get("Status.JVM.Memory.NonHeap.Max"),
+		GarbageCollectors: []garbageCollector{{Name: "Go", Count: get("Status.JVM.GarbageCollector.Go.Count"), Time: get("Status.JVM.GarbageCollector.Go.Time")}},
+	}
+}
+
+// taskManagerDetails is the embedded task executor's details: every slot
+// is taken by the job while it runs.
+func (s *Server) taskManagerDetails() taskManagerDetailsInfo {
+	tm := s.taskManagers().TaskManagers[0]
+	d := taskManagerDetailsInfo{taskManagerInfo: tm, AllocatedSlots: []slotInfo{}, Metrics: localTaskManagerMetrics()}
+	for range tm.SlotsNumber - tm.FreeSlots {
+		d.AllocatedSlots = append(d.AllocatedSlots, slotInfo{Resource: resourceProfileInfo{ExtendedResources: map[string]float64{}}, JobID: s.jm.JobID()})
+	}
+	return d
+}
+
+// serveTaskManager answers /taskmanagers/:id and the paths under it for
+// the embedded task executor.
+func (s *Server) serveTaskManager(w http.ResponseWriter, r *http.Request, seg []string) {
+	if seg[1] != processID() {
+		writeError(w, http.StatusNotFound, "task manager "+echo(seg[1])+" does not exist: this job runs in task manager "+processID())
+		return
+	}
+	switch {
+	case len(seg) == 2:
+		writeJSON(w, http.StatusOK, s.taskManagerDetails())
+	case len(seg) == 3 && seg[2] == "metrics":
+		ids, vals := goMetrics()
+		writeJSON(w, http.StatusOK, metricListOf(r.URL.Query(), ids, vals))
+	case serveProcess(w, r, seg[2:], true):
+	default:
+		notFound(w, r)
+	}
 }

@@ -270,7 +270,8 @@ func TestEndpointsAgainstARunningJob(t *testing.T) {
 		cfg := f.obj(ckpts + "/config")
 		fields(t, "config", cfg, "mode:string", "interval:number", "timeout:number", "min_pause:number", "max_concurrent:number", "externalization:object",
 			"state_backend:string", "checkpoint_storage:string", "unaligned_checkpoints:bool", "tolerable_failed_checkpoints:number",
-			"aligned_checkpoint_timeout:number", "checkpoints_after_tasks_finish:bool", "state_changelog_enabled:bool")
+			"aligned_checkpoint_timeout:number", "checkpoints_after_tasks_finish:bool", "state_changelog_enabled:bool",
+			"changelog_periodic_materialization_interval:number", "changelog_storage:string")
 		fields(t, "externalization", cfg["externalization"], "enabled:bool", "delete_on_cancellation:bool")
 		if cfg["mode"] != "exactly_once" || num(cfg["interval"]) != 15 || num(cfg["timeout"]) != 300 || cfg["checkpoint_storage"] != "FileSystemCheckpointStorage" ||
 			cfg["state_backend"] != "HashMapStateBackend" || at(cfg, "externalization", "enabled") != true || num(cfg["tolerable_failed_checkpoints"]) != 1000 {

@@ -1,0 +1,182 @@
+package web_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/weirstream/weir/internal/launch"
+	"github.com/weirstream/weir/internal/web"
+)
+
+// do sends a request with method to path and returns the status and body;
+// edit, if not nil, changes the request first.
+func (f *fixture) do(method, path string, edit func(*http.Request)) (int, []byte) {
+	f.t.Helper()
+	req, err := http.NewRequest(method, f.base+path, nil)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if f.token != "" {
+		req.Header.Set("Authorization", "Bearer "+f.token)
+	}
+	if edit != nil {
+		edit(req)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return resp.StatusCode, b
+}
+
+// flinkError reports whether body is Flink's error body with a message
+// containing want.
+func flinkError(body []byte, want string) bool {
+	var e struct{ Errors []string }
+	return json.Unmarshal(body, &e) == nil && len(e.Errors) == 1 && strings.Contains(e.Errors[0], want)
+}
+
+// TestJobControl: the job control paths as Flink's clients call them. A
+// cancel from another origin, or naming another host on a server without
+// a token, is refused and the job runs on; stop and savepoints answer 501
+// saying weir has none yet; PATCH ?mode=cancel and the dashboard's GET
+// yarn-cancel answer 202 and the job ends CANCELED; a cancel of a job
+// that finished is a conflict.
+func TestJobControl(t *testing.T) {
+	f := startJob(t, []string{"execution.checkpointing.interval=50 ms"})
+	f.serve(web.Job{Master: launch.MasterOf(f.client), Done: f.client.Done(), Err: f.client.Wait, Config: f.env.Config(), Cancel: f.cancel})
+	jid := f.jobID()
+	job := "/jobs/" + jid
+	waitFor(t, "the job to run", func() bool { return at(f.obj(job), "state") == "RUNNING" })
+	if c := f.obj("/config"); at(c, "features", "web-cancel") != true {
+		t.Errorf("/config of a server that cancels: %v", c)
+	}
+
+	for _, tc := range []struct {
+		method, path string
+		code         int
+		want         string
+	}{
+		{"PATCH", job + "?mode=stop", http.StatusBadRequest, `"stop" has been removed`},
+		{"PATCH", job + "?mode=pause", http.StatusBadRequest, "unknown termination mode"},
+		{"PATCH", "/jobs/0123456789abcdef0123456789abcdef?mode=cancel", http.StatusNotFound, "not found"},
+		{"POST", job + "/stop", http.StatusNotImplemented, "savepoints are not implemented yet"},
+		{"POST", job + "/savepoints", http.StatusNotImplemented, "savepoints are not implemented yet"},
+		{"GET", job + "/savepoints/0123", http.StatusNotFound, "no savepoint operation 0123"},
+		{"GET", job + "/stop", http.StatusMethodNotAllowed, "allowed are POST"},
+		{"POST", job + "/yarn-cancel", http.StatusMethodNotAllowed, "allowed are GET"},
+		{"DELETE", job, http.StatusMethodNotAllowed, "allowed are GET, HEAD"},
+		{"POST", job + "/checkpoints", http.StatusMethodNotAllowed, "allowed are GET, HEAD"},
+		{"POST", "/", http.StatusMethodNotAllowed, "allowed are GET, HEAD"},
+	} {
+		if code, body := f.do(tc.method, tc.path, nil); code != tc.code || !flinkError(body, tc.want) {
+			t.Errorf("%s %s: %d %s, want %d with an error saying %q", tc.method, tc.path, code, body, tc.code, tc.want)
+		}
+	}
+
+	for what, edit := range map[string]func(*http.Request){
+		"another origin":    func(r *http.Request) { r.Header.Set("Origin", "http://evil.example") },
+		"another site":      func(r *http.Request) { r.Header.Set("Sec-Fetch-Site", "cross-site") },
+		"a rebound host":    func(r *http.Request) { r.Host = "evil.example:8081" },
+		"a rebound host, 2": func(r *http.Request) { r.Host = "evil.example" },
+	} {
+		for _, p := range []struct{ method, path string }{{"PATCH", job + "?mode=cancel"}, {"GET", job + "/yarn-cancel"}} {
+			if code, body := f.do(p.method, p.path, edit); code != http.StatusForbidden || !flinkError(body, "cancel refused") {
+				t.Errorf("%s %s from %s: %d %s, want 403", p.method, p.path, what, code, body)
+			}
+		}
+	}
+	if st := at(f.obj(job), "state"); st != "RUNNING" {
+		t.Fatalf("after refused cancels the job is %v", st)
+	}
+
+	code, body := f.do("PATCH", job+"?mode=cancel", func(r *http.Request) {
+		r.Header.Set("Origin", f.base)
+		r.Header.Set("Sec-Fetch-Site", "same-origin")
+	})
+	if code != http.StatusAccepted || strings.TrimSpace(string(body)) != "{}" {
+		t.Fatalf("PATCH ?mode=cancel: %d %s, want 202 {}", code, body)
+	}
+	<-f.client.Done()
+	waitFor(t, "the job shown as CANCELED", func() bool { return at(f.obj(job), "state") == "CANCELED" })
+	// Canceling a canceled job is no error, as in Flink; the dashboard's
+	// way answers the same.
+	if code, body := f.do("GET", job+"/yarn-cancel", nil); code != http.StatusAccepted {
+		t.Errorf("cancel of a canceled job: %d %s, want 202", code, body)
+	}
+
+	// A job that finished: the cancel is a conflict.
+	done := make(chan struct{})
+	close(done)
+	f.serve(web.Job{Master: launch.MasterOf(f.client), Done: done, Err: func() error { return nil }, Config: f.env.Config(), Cancel: func() { t.Error("canceled a finished job") }})
+	if code, body := f.do("PATCH", job, nil); code != http.StatusConflict || !flinkError(body, "FINISHED") {
+		t.Errorf("cancel of a finished job: %d %s, want 409", code, body)
+	}
+	// A server without Cancel says so, and /config does not offer it.
+	f.serve(web.Job{Master: launch.MasterOf(f.client), Config: f.env.Config()})
+	if code, body := f.do("PATCH", job, nil); code != http.StatusNotImplemented || !flinkError(body, "cannot cancel") {
+		t.Errorf("cancel without Cancel: %d %s, want 501", code, body)
+	}
+	if c := f.obj("/config"); at(c, "features", "web-cancel") != false {
+		t.Errorf("/config of a server that does not cancel: %v", c)
+	}
+}
+
+// TestJobControlNeedsTheToken: a server with a token refuses a cancel
+// without it, and lets one with it through whatever host it names.
+func TestJobControlNeedsTheToken(t *testing.T) {
+	f := startJob(t, nil)
+	f.serve(web.Job{Master: launch.MasterOf(f.client), Done: f.client.Done(), Err: f.client.Wait, Config: f.env.Config(), Cancel: f.cancel},
+		web.WithAuthToken("s3cret"))
+	job := "/jobs/" + f.jobID()
+	for _, p := range []struct{ method, path string }{{"PATCH", job + "?mode=cancel"}, {"GET", job + "/yarn-cancel"}, {"POST", job + "/stop"}} {
+		if code, _ := f.do(p.method, p.path, nil); code != http.StatusUnauthorized {
+			t.Errorf("%s %s without the token: %d, want 401", p.method, p.path, code)
+		}
+	}
+	f.token = "s3cret"
+	if code, body := f.do("PATCH", job+"?mode=stop", func(r *http.Request) { r.Host = "weir.example:8081" }); code != http.StatusBadRequest {
+		t.Errorf("PATCH with the token: %d %s, want 400 (mode stop)", code, body)
+	}
+	if code, body := f.do("PATCH", job, func(r *http.Request) { r.Host = "weir.example:8081" }); code != http.StatusAccepted {
+		t.Errorf("cancel with the token: %d %s, want 202", code, body)
+	}
+	<-f.client.Done()
+}
+
+// TestJobPlanAndConfig: /jobs/:id/plan and /jobs/:id/config in Flink's
+// shapes.
+func TestJobPlanAndConfig(t *testing.T) {
+	f := startJob(t, []string{"restart-strategy.type=fixed-delay", "restart-strategy.fixed-delay.attempts=3"})
+	job := "/jobs/" + f.jobID()
+	p := f.obj(job + "/plan")
+	fields(t, "plan", p, "plan:object")
+	fields(t, "plan", p["plan"], "jid:string", "name:string", "type:string", "nodes:array")
+	nodes := at(p, "plan", "nodes").([]any)
+	if len(nodes) != 2 {
+		t.Fatalf("plan nodes %v, want numbers and count", nodes)
+	}
+	for _, n := range nodes {
+		fields(t, "node", n, "id:string", "parallelism:number", "operator:string", "operator_strategy:string", "description:string", "optimizer_properties:object")
+	}
+	if in := at(nodes[1], "inputs", "0", "id"); in != web.VertexID("numbers") {
+		t.Errorf("count's input %v, want numbers", in)
+	}
+
+	c := f.obj(job + "/config")
+	fields(t, "config", c, "jid:string", "name:string", "execution-config:object")
+	fields(t, "execution-config", c["execution-config"], "execution-mode:string", "restart-strategy:string", "job-parallelism:number",
+		"object-reuse-mode:bool", "user-config:object")
+	if c["jid"] != f.jobID() || num(at(c, "execution-config", "job-parallelism")) != 2 ||
+		at(c, "execution-config", "restart-strategy") != "Restart with fixed delay (1000 ms). #3 restart attempts." {
+		t.Errorf("job config %v", c)
+	}
+}

@@ -1,0 +1,602 @@
+// Package flinkui tests weir's REST API with Apache Flink's own web
+// dashboard: it serves the dashboard's files (the web/ folder of
+// flink-runtime-web, fetched by .ci/flink-dashboard.sh) in front of a
+// running job's REST API, walks the dashboard through its pages in
+// headless Chromium, and fails if a REST call the pages make answers 404
+// or 5xx, or a page shows the dashboard's error notification.
+package flinkui
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/weirstream/weir/config"
+	"github.com/weirstream/weir/connector"
+	"github.com/weirstream/weir/connector/datagen"
+	"github.com/weirstream/weir/internal/launch"
+	"github.com/weirstream/weir/internal/web"
+	"github.com/weirstream/weir/state"
+	"github.com/weirstream/weir/stream"
+)
+
+// required reports whether a missing browser or dashboard fails the test
+// rather than skipping it: CI sets WEIR_UI_REQUIRED=1 and provides both.
+func required() bool { return os.Getenv("WEIR_UI_REQUIRED") == "1" }
+
+func skipOrFail(t *testing.T, msg string) {
+	t.Helper()
+	if required() {
+		t.Fatal(msg + "; WEIR_UI_REQUIRED=1")
+	}
+	t.Skip(msg)
+}
+
+// chromium returns the browser to drive: $WEIR_CHROMIUM, or the first of
+// chromium, chromium-browser, google-chrome on PATH.
+func chromium(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("WEIR_CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	skipOrFail(t, "no chromium binary on PATH (install Debian's chromium: .ci/chromium.sh, or set WEIR_CHROMIUM)")
+	return ""
+}
+
+// dashboards returns Flink's dashboards by version: the subdirectories of
+// $WEIR_FLINK_DASHBOARDS (default: .ci/flink-dashboard.sh's cache) that
+// hold a web/index.html.
+func dashboards(t *testing.T) map[string]string {
+	t.Helper()
+	dir := os.Getenv("WEIR_FLINK_DASHBOARDS")
+	if dir == "" {
+		if c, err := os.UserCacheDir(); err == nil {
+			dir = filepath.Join(c, "weir", "flink-dashboard")
+		}
+	}
+	out := map[string]string{}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		web := filepath.Join(dir, e.Name(), "web")
+		if _, err := os.Stat(filepath.Join(web, "index.html")); err == nil {
+			out[e.Name()] = web
+		}
+	}
+	if len(out) == 0 {
+		skipOrFail(t, fmt.Sprintf("no Flink dashboard under %q (fetch them with: bash .ci/flink-dashboard.sh, which prints WEIR_FLINK_DASHBOARDS=...)", dir))
+	}
+	return out
+}
+
+// discard is a sink that drops its records.
+type discard struct{}
+
+func (discard) NewWriter(context.Context, connector.WriterInfo) (connector.SinkWriter[int64], error) {
+	return discard{}, nil
+}
+func (discard) Write(int64, int64) error                               { return nil }
+func (discard) PrepareCommit(context.Context, int64) ([][]byte, error) { return nil, nil }
+func (discard) Close() error                                           { return nil }
+
+// counter keeps a running sum per key.
+type counter struct{ n state.ValueState[int64] }
+
+func (c *counter) Open(rc *stream.RuntimeContext[int64]) error {
+	var err error
+	c.n, err = stream.ValueState[int64](rc, "n")
+	return err
+}
+
+func (c *counter) ProcessElement(ctx *stream.Context[int64, int64], v int64) error {
+	n, _ := c.n.Value()
+	c.n.Update(n + v)
+	return ctx.Emit(n + v)
+}
+
+// startJob runs numbers → keyBy → count → sink at parallelism 2 with a
+// checkpoint every 100 ms, and returns its REST API (which cancels it)
+// and its id.
+func startJob(t *testing.T) (*web.Server, string) {
+	t.Helper()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	cfg, err := config.ParseDynamic([]string{"parallelism.default=2", "execution.checkpointing.interval=100 ms",
+		"execution.checkpointing.dir=file://" + t.TempDir(), "restart-strategy.type=fixed-delay"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := stream.NewEnvironment(stream.WithConfig(cfg), stream.WithLogger(quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := datagen.New(func(p int, seq int64) int64 { return int64(p)*1_000_000 + seq },
+		datagen.Partitions(4), datagen.BatchSize(64), datagen.RatePerSecond(2000),
+		datagen.Timestamps(func(_ int, seq int64) int64 { return 1_700_000_000_000 + seq }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nums := stream.FromSource(env, src, "numbers", stream.BoundedOutOfOrderness[int64](0))
+	sums := stream.Process(stream.KeyBy(nums, func(v int64) int64 { return v % 64 }), stream.KeyedProcessFunction[int64, int64, int64](&counter{}), stream.Uid("count"))
+	stream.SinkTo(sums, discard{}, stream.Uid("sink"))
+	ctx, cancel := context.WithCancel(context.Background())
+	client, err := env.ExecuteAsync(ctx, "numbers")
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		<-client.Done()
+	})
+	jm := launch.MasterOf(client)
+	srv, err := web.New(web.Job{Master: jm, Done: client.Done(), Err: client.Wait, Config: env.Config(), Cancel: cancel},
+		web.WithLogger(quiet), web.WithSampleInterval(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	return srv, jm.JobID()
+}
+
+// call is a REST request the dashboard made, and its answer.
+type call struct {
+	method, uri string
+	code        int
+}
+
+// recorder notes the REST calls through it, and when the page last
+// asked for anything.
+type recorder struct {
+	mu    sync.Mutex
+	calls []call
+	last  time.Time
+}
+
+// touch notes a request of the page.
+func (rec *recorder) touch() {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	rec.last = time.Now()
+}
+
+// idle returns how long the page has asked for nothing.
+func (rec *recorder) idle() time.Duration {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	return time.Since(rec.last)
+}
+
+func (rec *recorder) add(c call) {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	rec.calls = append(rec.calls, c)
+}
+
+func (rec *recorder) all() []call {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	return slices.Clone(rec.calls)
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.code = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// walker is a script added to the dashboard's index.html: it opens each
+// route in turn, notes every error notification the dashboard shows and
+// every error it logs, and at the end posts a walk to donePath.
+var walker = template.Must(template.New("walker").Parse(`<script>
+(function () {
+  var routes = {{.Routes}}, errors = [], i = 0, cancelStatus = 0;
+  // Angular reports what goes wrong in a page (such as a field the page
+  // reads missing from an answer) with console.error.
+  var consoleError = console.error;
+  console.error = function () {
+    errors.push(location.hash + ": console.error: " + Array.prototype.map.call(arguments, String).join(" ").slice(0, 300));
+    consoleError.apply(console, arguments);
+  };
+  window.addEventListener("error", function (e) { errors.push(location.hash + ": " + e.message); });
+  new MutationObserver(function (ms) {
+    ms.forEach(function (m) {
+      m.addedNodes.forEach(function (n) {
+        if (n.nodeType === 1 && n.querySelector && (n.matches(".ant-notification-notice, .ant-message-error") ||
+            n.querySelector(".ant-notification-notice, .ant-message-error"))) {
+          errors.push(location.hash + ": " + n.textContent.trim().slice(0, 300));
+        }
+      });
+    });
+  }).observe(document.documentElement, {childList: true, subtree: true});
+  // A page is done once it has asked the API for something and every
+  // request has been answered for a while, after at least the dwell
+  // time (some pages draw after their data: give them that), or after
+  // four dwell times, whatever it is doing.
+  var inflight = 0, started = 0, lastEnd = 0, arrived = 0, send = XMLHttpRequest.prototype.send;
+  XMLHttpRequest.prototype.send = function () {
+    inflight++;
+    started++;
+    this.addEventListener("loadend", function () { inflight--; lastEnd = Date.now(); });
+    return send.apply(this, arguments);
+  };
+  function settled() {
+    var now = Date.now(), dwell = {{.Dwell}};
+    return now - arrived >= 4 * dwell ||
+      now - arrived >= dwell && started > 0 && inflight === 0 && now - lastEnd >= dwell / 2;
+  }
+  function wait() {
+    if (settled()) {
+      next();
+    } else {
+      setTimeout(wait, 25);
+    }
+  }
+  function next() {
+    if (i < routes.length) {
+      location.hash = routes[i++];
+      arrived = Date.now();
+      started = 0;
+      setTimeout(wait, 25);
+      return;
+    }
+{{if .Cancel}}
+    // Cancel the job as the dashboard's Cancel button does, from the
+    // page's origin.
+    var x = new XMLHttpRequest();
+    x.open("GET", {{.Cancel}});
+    x.onloadend = function () {
+      cancelStatus = x.status;
+      finish();
+    };
+    x.send();
+  }
+{{else}}
+    finish();
+  }
+{{end}}
+  function finish() {
+    navigator.sendBeacon("{{.Done}}", JSON.stringify({visited: i, errors: errors, cancel: cancelStatus}));
+  }
+  window.addEventListener("load", function () { arrived = Date.now(); setTimeout(wait, 25); });
+})();
+</script>`))
+
+// walkPages walks Flink's dashboard of version v in dir through routes in
+// front of api, whose job is jid (with the vertex vertex, on the task
+// manager tm), and checks what the pages called and showed.
+func walkPages(t *testing.T, bin, dir, v string, api http.Handler, routes []string, jid, vertex, tm string) {
+	start := time.Now()
+	rec := &recorder{}
+	const dwell = 300 * time.Millisecond
+	base, done := serveDashboard(t, dir, api, rec, routes, dwell, "")
+	wk := browse(t, bin, base+"/#/overview", rec, done)
+	calls := rec.all()
+	paths := map[string]int{}
+	for _, c := range calls {
+		key := c.method + " " + strings.SplitN(c.uri, "?", 2)[0]
+		if _, seen := paths[key]; !seen || c.code >= 400 {
+			paths[key] = c.code
+		}
+		if c.code == http.StatusNotFound || c.code >= 500 {
+			t.Errorf("the dashboard's %s %s answered %d", c.method, c.uri, c.code)
+		}
+	}
+	keys := make([]string, 0, len(paths))
+	for k := range paths {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		t.Logf("%d %s", paths[k], k)
+	}
+	if wk.Visited != len(routes) {
+		t.Fatalf("the dashboard visited %d of %d pages", wk.Visited, len(routes))
+	}
+	for _, e := range wk.Errors {
+		t.Errorf("the dashboard showed an error at %s", e)
+	}
+	// The pages did load their data: each of these was called.
+	for _, p := range []string{"GET /jobs/" + jid + "/checkpoints/config", "GET /jobs/" + jid + "/config", "GET /jobs/" + jid + "/exceptions",
+		"GET /jobs/" + jid + "/vertices/" + vertex + "/taskmanagers", "GET /taskmanagers/" + tm, "GET /taskmanagers/" + tm + "/thread-dump",
+		"GET /jobmanager/config", "GET /jobmanager/metrics"} {
+		if _, ok := paths[p]; !ok {
+			t.Errorf("the pages never called %s", p)
+		}
+	}
+	t.Logf("Flink %s's dashboard: %d pages, %d REST calls to %d paths, in %v", v, len(routes), len(calls), len(paths), time.Since(start).Round(time.Millisecond))
+}
+
+// donePath is where the walker posts its walk.
+const donePath = "/__weir-walk-done"
+
+// walk is what the walker saw.
+type walk struct {
+	// Visited counts the routes it opened.
+	Visited int `json:"visited"`
+	// Errors are the notifications and errors the pages showed or logged.
+	Errors []string `json:"errors"`
+	// Cancel is the status of the cancel request, 0 without one.
+	Cancel int `json:"cancel"`
+}
+
+// serveDashboard serves Flink's dashboard in dir, with the walker over
+// routes added to its index.html (and, if cancel is not "", a GET of
+// that path at the end), in front of api, on a free loopback port; it
+// returns the base URL and the channel the walk arrives on.
+func serveDashboard(t *testing.T, dir string, api http.Handler, rec *recorder, routes []string, dwell time.Duration, cancel string) (string, <-chan walk) {
+	t.Helper()
+	index, err := os.ReadFile(filepath.Join(dir, "index.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var script bytes.Buffer
+	if err := walker.Execute(&script, struct {
+		Routes []string
+		Dwell  int64
+		Cancel string
+		Done   string
+	}{routes, dwell.Milliseconds(), cancel, donePath}); err != nil {
+		t.Fatal(err)
+	}
+	page := bytes.Replace(index, []byte("</body>"), append(script.Bytes(), []byte("</body>")...), 1)
+	done := make(chan walk, 1)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec.touch()
+		p := path.Clean(r.URL.Path)
+		if p == donePath {
+			var wk walk
+			if err := json.NewDecoder(r.Body).Decode(&wk); err != nil {
+				wk.Errors = append(wk.Errors, "decoding the walk: "+err.Error())
+			}
+			select {
+			case done <- wk:
+			default:
+			}
+			return
+		}
+		if p == "/" || p == "/index.html" {
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			_, _ = w.Write(page)
+			return
+		}
+		if fi, err := os.Stat(filepath.Join(dir, filepath.FromSlash(p))); err == nil && fi.Mode().IsRegular() {
+			http.ServeFile(w, r, filepath.Join(dir, filepath.FromSlash(p)))
+			return
+		}
+		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
+		api.ServeHTTP(sw, r)
+		rec.add(call{method: r.Method, uri: r.URL.RequestURI(), code: sw.code})
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return "http://" + ln.Addr().String(), done
+}
+
+// getJSON decodes the API's answer to a GET of p.
+func getJSON(t *testing.T, api http.Handler, p string, v any) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, p, nil)
+	req.Host = "127.0.0.1"
+	w := &bodyWriter{header: http.Header{}}
+	api.ServeHTTP(w, req)
+	if w.code != 0 && w.code != http.StatusOK {
+		t.Fatalf("GET %s: %d %s", p, w.code, w.body.String())
+	}
+	if err := json.Unmarshal(w.body.Bytes(), v); err != nil {
+		t.Fatalf("GET %s: %v", p, err)
+	}
+}
+
+type bodyWriter struct {
+	header http.Header
+	code   int
+	body   bytes.Buffer
+}
+
+func (w *bodyWriter) Header() http.Header         { return w.header }
+func (w *bodyWriter) Write(b []byte) (int, error) { return w.body.Write(b) }
+func (w *bodyWriter) WriteHeader(code int)        { w.code = code }
+
+// TestFlinkDashboard walks each of Flink's dashboards through its pages
+// of a running job: the overview, the job's pages (its graph, a vertex's
+// details, exceptions, checkpoints, configuration), the task managers'
+// and the job manager's; then cancels the job from the newest one's page.
+func TestFlinkDashboard(t *testing.T) {
+	bin := chromium(t)
+	dirs := dashboards(t)
+	if testing.Short() {
+		t.Skip("starts a job and a browser; skipped with -short")
+	}
+	api, jid := startJob(t)
+	var tms struct {
+		TaskManagers []struct {
+			ID string `json:"id"`
+		} `json:"taskmanagers"`
+	}
+	getJSON(t, api, "/taskmanagers", &tms)
+	var job struct {
+		Vertices []struct {
+			ID string `json:"id"`
+		} `json:"vertices"`
+	}
+	getJSON(t, api, "/jobs/"+jid, &job)
+	tm, vertex := tms.TaskManagers[0].ID, job.Vertices[1].ID
+	// Let a checkpoint complete first, so the checkpoint pages have one.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var cps struct {
+			Counts struct {
+				Completed int `json:"completed"`
+			} `json:"counts"`
+		}
+		getJSON(t, api, "/jobs/"+jid+"/checkpoints", &cps)
+		if cps.Counts.Completed > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no checkpoint completed within 30 s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	j := "/job/running/" + jid
+	routes := []string{
+		"/overview",
+		j + "/overview",
+		j + "/overview/" + vertex + "/detail",
+		j + "/overview/" + vertex + "/subtasks",
+		j + "/overview/" + vertex + "/taskmanagers",
+		j + "/overview/" + vertex + "/watermarks",
+		j + "/overview/" + vertex + "/accumulators",
+		j + "/overview/" + vertex + "/backpressure",
+		j + "/overview/" + vertex + "/metrics",
+		j + "/overview/" + vertex + "/flamegraph",
+		j + "/exceptions",
+		j + "/timeline",
+		j + "/checkpoints",
+		j + "/configuration",
+		"/task-manager",
+		"/task-manager/" + tm + "/metrics",
+		"/task-manager/" + tm + "/log-list",
+		"/task-manager/" + tm + "/logs",
+		"/task-manager/" + tm + "/stdout",
+		"/task-manager/" + tm + "/thread-dump",
+		"/task-manager/" + tm + "/profiler",
+		"/job-manager/metrics",
+		"/job-manager/config",
+		"/job-manager/logs",
+		"/job-manager/stdout",
+		"/job-manager/log",
+		"/job-manager/thread-dump",
+		"/job-manager/profiler",
+	}
+	versions := make([]string, 0, len(dirs))
+	for v := range dirs {
+		versions = append(versions, v)
+	}
+	slices.Sort(versions)
+	for _, v := range versions {
+		t.Run(v, func(t *testing.T) { walkPages(t, bin, dirs[v], v, api, routes, jid, vertex, tm) })
+	}
+
+	// The dashboard's cancel (a GET of yarn-cancel from its page) passes
+	// the API's checks of a request that changes a job, and cancels it.
+	t.Run("cancel", func(t *testing.T) {
+		newest := versions[len(versions)-1]
+		rec := &recorder{}
+		base, done := serveDashboard(t, dirs[newest], api, rec, []string{"/overview"}, 500*time.Millisecond, "jobs/"+jid+"/yarn-cancel")
+		if wk := browse(t, bin, base+"/#/overview", rec, done); wk.Cancel != http.StatusAccepted {
+			t.Fatalf("the dashboard's cancel answered %d, want 202", wk.Cancel)
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			var j struct {
+				State string `json:"state"`
+			}
+			getJSON(t, api, "/jobs/"+jid, &j)
+			if j.State == "CANCELED" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the job is %s 30 s after the dashboard canceled it", j.State)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+}
+
+// errStalled is a browser whose page has asked for nothing for
+// stallAfter.
+var errStalled = errors.New("the page stalled")
+
+// stallAfter is how long a page that asks for nothing is given: the
+// walker opens a page every dwell and the dashboard polls every 3 s.
+const stallAfter = 5 * time.Second
+
+// browse opens url in headless Chromium and returns the walk its page
+// posts on done. It runs in real time: with --virtual-time-budget, which
+// would run the pages' timers faster, Chromium now and then stops
+// advancing time as the dashboard starts, and the page asks for nothing
+// more. A run whose page stalls all the same is killed and tried again,
+// up to four times.
+func browse(t *testing.T, bin, url string, rec *recorder, done <-chan walk) walk {
+	t.Helper()
+	const attempts = 5
+	for i := 1; ; i++ {
+		wk, err := browseOnce(t, bin, url, rec, done)
+		if err == nil {
+			return wk
+		}
+		if i == attempts || !errors.Is(err, errStalled) {
+			t.Fatalf("chromium, attempt %d of %d: %v", i, attempts, err)
+		}
+		t.Logf("chromium stalled (attempt %d of %d); trying again", i, attempts)
+	}
+}
+
+// browseOnce runs Chromium until its page posts a walk or stalls.
+func browseOnce(t *testing.T, bin, url string, rec *recorder, done <-chan walk) (walk, error) {
+	rec.touch()
+	cmd := exec.Command(bin,
+		"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+		"--disable-background-networking", "--disable-component-update", "--disable-sync",
+		"--disable-dev-shm-usage", "--hide-scrollbars", "--window-size=1400,1000",
+		"--user-data-dir="+t.TempDir(),
+		url)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		return walk{}, err
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	stop := func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	}
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case wk := <-done:
+			stop()
+			return wk, nil
+		case err := <-exited:
+			return walk{}, fmt.Errorf("chromium exited before the walk ended: %v\n%s", err, stderr.String())
+		case <-tick.C:
+			if rec.idle() > stallAfter {
+				stop()
+				return walk{}, errStalled
+			}
+		}
+	}
+}
