@@ -526,3 +526,97 @@ func (t *Task) writeChannelState(id int64, uid string, uc *unalignedCheckpoint) 
 	}
 	return &h, nil
 }
+
+// ChannelStateSummary is what one input channel's persisted channel state
+// holds.
+type ChannelStateSummary struct {
+	// Channel is the index among the subtask's input channels (see
+	// InputChannels).
+	Channel    int
+	Records    int
+	Watermarks int
+	Bytes      int
+}
+
+// SummarizeChannelState counts what a channel state file (an
+// InputChannels handle's bytes) holds per input channel, without decoding
+// the records.
+func SummarizeChannelState(b []byte) ([]ChannelStateSummary, error) {
+	p := b
+	uv := func() (uint64, error) {
+		v, k := binary.Uvarint(p)
+		if k <= 0 {
+			return 0, errChannelState
+		}
+		p = p[k:]
+		return v, nil
+	}
+	if v, err := uv(); err != nil || v != channelStateVersion {
+		return nil, fmt.Errorf("%w: version %d", errChannelState, v)
+	}
+	count, err := uv()
+	if err != nil {
+		return nil, err
+	}
+	var out []ChannelStateSummary
+	for range count {
+		ch, err := uv()
+		if err != nil {
+			return nil, err
+		}
+		msgs, err := uv()
+		if err != nil {
+			return nil, err
+		}
+		s := ChannelStateSummary{Channel: int(ch)}
+		for range msgs {
+			if len(p) == 0 {
+				return nil, errChannelState
+			}
+			kind := msgKind(p[0])
+			p = p[1:]
+			switch kind {
+			case msgData:
+				n, err := uv()
+				if err != nil {
+					return nil, err
+				}
+				size, err := uv()
+				if err != nil || size > uint64(len(p)) {
+					return nil, errChannelState
+				}
+				s.Records += int(n)
+				s.Bytes += int(size)
+				p = p[size:]
+			case msgWatermark:
+				_, k := binary.Varint(p)
+				if k <= 0 {
+					return nil, errChannelState
+				}
+				s.Watermarks++
+				p = p[k:]
+			case msgIdle, msgActive:
+			default:
+				return nil, fmt.Errorf("%w: message kind %d", errChannelState, kind)
+			}
+		}
+		out = append(out, s)
+	}
+	if len(p) != 0 {
+		return nil, fmt.Errorf("%w: %d bytes left over", errChannelState, len(p))
+	}
+	return out, nil
+}
+
+// InputChannels returns the input channels of subtask of vertex v in g in
+// the order the subtask indexes them (its channel state's channel
+// numbers).
+func (g *JobGraph) InputChannels(v *Vertex, subtask int) []GraphChannel {
+	var out []GraphChannel
+	for gc := range g.Channels() {
+		if gc.Edge.To == v && gc.To == subtask {
+			out = append(out, gc)
+		}
+	}
+	return out
+}

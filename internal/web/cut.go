@@ -139,6 +139,12 @@ type cutChannel struct {
 	ShipStrategy      string `json:"ship_strategy"`
 	StartDelay        *int64 `json:"start_delay,omitempty"`
 	AlignmentDuration *int64 `json:"alignment_duration,omitempty"`
+	// InFlightRecords, InFlightWatermarks and InFlightBytes are the
+	// channel's records and watermarks an unaligned checkpoint persisted
+	// (its channel state), replayed into the channel on restore.
+	InFlightRecords    int `json:"in_flight_records,omitempty"`
+	InFlightWatermarks int `json:"in_flight_watermarks,omitempty"`
+	InFlightBytes      int `json:"in_flight_bytes,omitempty"`
 }
 
 // metadata finds checkpoint id's metadata and a reader of its state: the
@@ -237,6 +243,7 @@ func (s *Server) cut(ctx context.Context, cid string) (cutInfo, error) {
 		}
 		out.Vertices = append(out.Vertices, cv)
 	}
+	inFlight := s.cutInFlight(ctx, md, store)
 	for c := range g.Channels() {
 		e := c.Edge
 		ch := cutChannel{
@@ -246,9 +253,50 @@ func (s *Server) cut(ctx context.Context, cid string) (cutInfo, error) {
 		if st, timed := timing[checkpoint.TaskID{Vertex: e.To.UID, Subtask: c.To}]; timed && !st.Finished {
 			ch.StartDelay, ch.AlignmentDuration = ptr(st.StartDelay), ptr(st.Alignment.Duration)
 		}
+		if f, ok := inFlight[runtime.ChannelKey{Edge: e.ID, From: c.From, To: c.To}]; ok {
+			ch.InFlightRecords, ch.InFlightWatermarks, ch.InFlightBytes = f.Records, f.Watermarks, f.Bytes
+		}
 		out.Channels = append(out.Channels, ch)
 	}
 	return out, nil
+}
+
+// cutInFlight reads the channel state an unaligned checkpoint persisted,
+// per channel of the job's graph. Channel state of a vertex whose
+// parallelism has changed since is left out: its channels are not these.
+func (s *Server) cutInFlight(ctx context.Context, md *checkpoint.Metadata, store runtime.StateReader) map[runtime.ChannelKey]runtime.ChannelStateSummary {
+	out := map[runtime.ChannelKey]runtime.ChannelStateSummary{}
+	if md == nil || store == nil {
+		return out
+	}
+	g := s.jm.Graph()
+	for _, v := range g.Vertices {
+		op, ok := md.Operator(v.UID)
+		if !ok || op.Parallelism != v.Parallelism {
+			continue
+		}
+		for i, st := range op.Subtasks {
+			chans := g.InputChannels(v, i)
+			for _, h := range st.InputChannels {
+				b, err := store.ReadState(ctx, h)
+				if err != nil {
+					continue
+				}
+				sums, err := runtime.SummarizeChannelState(b)
+				if err != nil {
+					continue
+				}
+				for _, sm := range sums {
+					if sm.Channel >= len(chans) {
+						continue
+					}
+					gc := chans[sm.Channel]
+					out[runtime.ChannelKey{Edge: gc.Edge.ID, From: gc.From, To: gc.To}] = sm
+				}
+			}
+		}
+	}
+	return out
 }
 
 func ptr(v int64) *int64 { return &v }

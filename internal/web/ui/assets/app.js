@@ -486,7 +486,7 @@
     let html = `<div class="jobhead"><h1>Cut of checkpoint ${esc(cut.checkpoint_id)}</h1>${pill(cut.status || "retained")}
       <span class="meta">${esc(job.name)} · triggered ${time(cut.trigger_timestamp, true)} · took ${ms(cut.end_to_end_duration)} · full size ${bytes(cut.state_size)}</span>
       <a href="#/jobs/${esc(route.jid)}/checkpoints/${esc(route.cid)}" style="margin-left:auto">Per-subtask details →</a></div>`;
-    html += `<p class="note">A restore from checkpoint ${esc(cut.checkpoint_id)} loads every operator's state below and rewinds every source to its position S<sub>${esc(cut.checkpoint_id)}</sub>. Each subtask waited, from the first barrier to reach it, until the barrier had arrived on all of its input channels (alignment), holding back the records behind the barrier on the channels that delivered it early. Those records and everything the sources read after S<sub>${esc(cut.checkpoint_id)}</sub> are after the cut: a restore replays them from the sources.</p>`;
+    html += `<p class="note">A restore from checkpoint ${esc(cut.checkpoint_id)} loads every operator's state below and rewinds every source to its position S<sub>${esc(cut.checkpoint_id)}</sub>. Each subtask waited, from the first barrier to reach it, until the barrier had arrived on all of its input channels (alignment), holding back the records behind the barrier on the channels that delivered it early. Those records and everything the sources read after S<sub>${esc(cut.checkpoint_id)}</sub> are after the cut: a restore replays them from the sources.${cut.channels.some((c) => c.in_flight_records > 0) ? ` This checkpoint was unaligned: its barriers overtook the records queued on the dashed channels, which were persisted with it and are read first on restore.` : ""}</p>`;
     html += `<div class="grid">`;
     if (!cut.metadata.available) html += card(12, "Metadata", `<p class="err">${esc(cut.metadata.reason)}</p>`);
     html += card(12, "The cut", cutSVG(job, cut, vmap, replay),
@@ -542,8 +542,10 @@
         for (let j = 0; j < to.p; j++) {
           const chans = cut.channels.filter((c) => c.from === inp.id && c.to === n.id && c.to_subtask === j);
           const a = chans.length ? chans[0].alignment_duration : null;
+          const fr = chans.reduce((s, c) => s + (c.in_flight_records || 0), 0);
+          const fb = chans.reduce((s, c) => s + (c.in_flight_bytes || 0), 0);
           const y1 = from.y + HEAD / 2 + 4;
-          arrows += `<path class="g-edge" d="${curve(from.x + W, y1, to.x - 2, rowY(n.id, j))}" marker-end="url(#arrow)" stroke-width="${a > 0 ? 2.2 : 1.2}" ${a > 0 ? `stroke="var(--warn)"` : ""} opacity=".85"><title>${chans.length} channel${chans.length === 1 ? "" : "s"} ${esc(vertexName(job, inp.id))} → ${esc(vertexName(job, n.id))} #${j} (${esc(inp.ship_strategy)})\nalignment ${ms(a)}</title></path>`;
+          arrows += `<path class="g-edge" data-in-flight="${fr}" d="${curve(from.x + W, y1, to.x - 2, rowY(n.id, j))}" marker-end="url(#arrow)" stroke-width="${a > 0 || fr > 0 ? 2.2 : 1.2}" ${fr > 0 ? `stroke="var(--size)" stroke-dasharray="5 3"` : a > 0 ? `stroke="var(--warn)"` : ""} opacity=".85"><title>${chans.length} channel${chans.length === 1 ? "" : "s"} ${esc(vertexName(job, inp.id))} → ${esc(vertexName(job, n.id))} #${j} (${esc(inp.ship_strategy)})\nalignment ${ms(a)}${fr > 0 ? `\nin flight at the cut: ${num(fr)} records (${bytes(fb)}), persisted with the checkpoint and replayed first on restore` : ""}</title></path>`;
         }
       }
     }
