@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -284,8 +285,14 @@ func runJobManager(ctx context.Context, prog string, stderr io.Writer, listen st
 	if err != nil {
 		return err
 	}
-	var jm *cluster.JobManager
+	// The REST directory starts first and may be asked about the cluster
+	// before the job manager exists.
+	var current atomic.Pointer[cluster.JobManager]
 	restAddr, addJob, stopREST, err := StartDirectory(ctx, cfg, logger, func() web.ClusterInfo {
+		jm := current.Load()
+		if jm == nil {
+			return web.ClusterInfo{Registered: []web.TaskManager{}}
+		}
 		tms, total, free := jm.Slots()
 		info := web.ClusterInfo{TaskManagers: tms, SlotsTotal: total, SlotsAvailable: free, Registered: []web.TaskManager{}}
 		for _, tm := range jm.TaskManagers() {
@@ -298,6 +305,7 @@ func runJobManager(ctx context.Context, prog string, stderr io.Writer, listen st
 		return err
 	}
 	defer stopREST()
+	var jm *cluster.JobManager
 	jm = cluster.NewJobManager(newJobs(logger),
 		cluster.WithLogger(logger),
 		cluster.WithAuthToken(cl.AuthToken),
@@ -313,6 +321,7 @@ func runJobManager(ctx context.Context, prog string, stderr io.Writer, listen st
 			}
 			logger.Info("REST API serves job", "job_id", sub.JobID, "addr", restAddr)
 		}))
+	current.Store(jm)
 	same := ""
 	if cl.AuthToken != "" {
 		same = " (and the same " + config.KeyClusterAuthToken + ")"
