@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -158,12 +159,20 @@ func (c *channel) wake() {
 // an aligned barrier that has timed out and overtakes.
 func (c *channel) send(ctx context.Context, m message, p producer) error {
 	var start time.Time
-	if c.capture != nil && !m.overtakable() && p != nil {
-		if err := p.beforeMarker(); err != nil {
-			return err
-		}
-	}
 	for {
+		if c.capture != nil && !m.overtakable() {
+			// A marker goes out behind the channel state, never in it,
+			// even when the capture began while this send waited.
+			if p == nil {
+				return errors.New("runtime: a marker sent while its channel captures channel state")
+			}
+			if err := p.beforeMarker(); err != nil {
+				return err
+			}
+			if c.capture != nil {
+				return errors.New("runtime: the channel still captures channel state after the snapshot")
+			}
+		}
 		if c.capture != nil {
 			// Sent before the producer's snapshot, read after the
 			// barrier: channel state, kept as it is.
