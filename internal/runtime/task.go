@@ -107,6 +107,9 @@ type Task struct {
 	// asyncFault is an injected failure of an asynchronous snapshot
 	// write, which fails the subtask even if it has ended meanwhile.
 	asyncFault atomic.Pointer[error]
+	// exiting is closed when the subtask stops processing, before it
+	// waits for its snapshot writers.
+	exiting chan struct{}
 
 	// Unaligned checkpoints (unaligned.go).
 	deferred     *deferredSnapshot    // snapshot to take when the unit of work returns
@@ -163,6 +166,9 @@ func (t *Task) run() (err error) {
 		for _, pt := range t.timers {
 			pt.stop()
 		}
+		// A snapshot writer waiting for channel state the subtask will
+		// no longer collect gives up.
+		close(t.exiting)
 		t.snapshots.Wait()
 		if f := t.asyncFault.Load(); f != nil && err == nil {
 			err = *f

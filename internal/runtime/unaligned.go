@@ -302,6 +302,8 @@ func (t *Task) waitChannelState(uc *unalignedCheckpoint) bool {
 	case <-uc.done:
 	case <-uc.abort:
 		return false
+	case <-t.exiting:
+		return false
 	case <-t.ctx.Done():
 		return false
 	}
@@ -312,6 +314,8 @@ func (t *Task) waitChannelState(uc *unalignedCheckpoint) bool {
 		select {
 		case <-ic.att.sealed:
 		case <-uc.abort:
+			return false
+		case <-t.exiting:
 			return false
 		case <-t.ctx.Done():
 			return false

@@ -248,6 +248,7 @@ func (w *Worker) Deploy(ctx context.Context, d Deployment) {
 				splits:   d.Splits[id],
 				mailbox:  newMailbox(),
 				urgent:   newMailbox(),
+				exiting:  make(chan struct{}),
 				outChans: make(map[*Edge][]*channel),
 				opts: taskOptions{
 					jobID:         w.opts.JobID,
