@@ -502,3 +502,64 @@ func TestJobManagerCancelJobAndTaskManagers(t *testing.T) {
 		t.Fatalf("after the cancel the slots hold %v", jobs)
 	}
 }
+
+// TestClusterUnalignedCheckpointsAcrossTaskManagers runs the keyed sum
+// with unaligned checkpoints on two task managers, the sum slow enough that
+// the channels between the processes stay full, and fails a sum subtask
+// once checkpoints have completed: the checkpoints persist the records in
+// flight across the network, the restore replays them, and the output is
+// exactly once.
+func TestClusterUnalignedCheckpointsAcrossTaskManagers(t *testing.T) {
+	ev := newEvents()
+	faults := streamtest.NewFaults()
+	crash := faults.Add(stream.FaultBatch, streamtest.Fail(nil), streamtest.OnVertex("sum"), streamtest.OnSubtask(1),
+		streamtest.When(func(stream.FaultSite) bool { return ev.Count(stream.EventCheckpointCompleted) >= 3 }))
+	slow := faults.Add(stream.FaultBatch, streamtest.Delay(5*time.Millisecond), streamtest.OnVertex("sum"), streamtest.Always())
+	replay := faults.Add(stream.FaultRestoreChannels, streamtest.Delay(0), streamtest.Always())
+	sj := &sumJobs{sink: streamtest.NewCollector[keyedSum](true),
+		cfg: []string{"parallelism.default=4", "execution.checkpointing.interval=20 ms", "execution.checkpointing.unaligned.enabled=true",
+			"restart-strategy.type=fixed-delay", "restart-strategy.fixed-delay.attempts=5", "restart-strategy.fixed-delay.delay=0 ms"}}
+	jobs := newEnvJobs(sj.env, stream.WithEvents(ev.Record), faults.Option())
+	_, addr := startJobManager(t, jobs)
+	for i := range 2 {
+		startTaskManager(t, fmt.Sprintf("tm-%d", i), addr, 2, jobs)
+	}
+	c, err := cluster.Dial(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	waitTaskManagers(t, c, 2)
+	// Batches of 50 as fast as the sums take them.
+	args, _ := json.Marshal(sumArgs{Rate: 1e7})
+	id, err := c.Submit(context.Background(), cluster.Submission{JobID: "unaligned", Job: "sum", Args: args})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := waitJob(t, c, id)
+	if st.State != "FINISHED" {
+		t.Fatalf("job ended %s: %s", st.State, st.Error)
+	}
+	if !crash.Fired() {
+		t.Fatalf("the sum never failed (slowed %d times, %d checkpoints): the test shows nothing about restores", slow.Count(), ev.Count(stream.EventCheckpointCompleted))
+	}
+	stats, _, err := jobs.job().Master().CheckpointStats(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var unaligned, persisted int64
+	for _, h := range stats.History {
+		if h.Class == "completed" && h.CheckpointType == "UNALIGNED_CHECKPOINT" {
+			unaligned++
+			persisted += h.PersistedData
+		}
+	}
+	if unaligned == 0 || persisted == 0 {
+		t.Fatalf("%d unaligned checkpoints completed, persisting %d bytes in flight: the channels were not full", unaligned, persisted)
+	}
+	if !replay.Fired() {
+		t.Error("the restore replayed no channel state")
+	}
+	t.Logf("%d unaligned checkpoints persisted %d bytes in flight; %d restarts", unaligned, persisted, st.Restarts)
+	check(t, sj.sink.Results())
+}

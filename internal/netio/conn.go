@@ -343,7 +343,7 @@ func (c *Conn) receiver(ch uint32) *Receiver {
 		if _, ok := c.released[ch]; ok {
 			return nil
 		}
-		r = &Receiver{c: c, ch: ch, wake: make(chan struct{}, 1)}
+		r = &Receiver{c: c, ch: ch, wake: make(chan struct{}, 1), urgent: make(chan struct{}, 1)}
 		c.receivers[ch] = r
 	}
 	return r

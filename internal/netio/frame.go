@@ -19,8 +19,9 @@
 //
 //	data         uvarint record count, then the records laid end to end by a codec
 //	watermark    int64 big-endian
-//	barrier      checkpoint id int64, trigger timestamp int64 (both big-endian), flags uint8 (bit 0: savepoint)
-//	idle, active, end-of-data, end
+//	barrier      checkpoint id int64, trigger timestamp int64 (both big-endian), flags uint8 (bit 0: savepoint,
+//	             bit 1: unaligned), aligned-checkpoint timeout int64 big-endian (nanoseconds)
+//	idle, active, end-of-data, end, state-end
 //	             empty
 //	credit       uint32 big-endian, the number of further data frames the receiver accepts (> 0)
 //
@@ -60,9 +61,13 @@ const (
 	// KindCredit grants the sender of a channel more data frames. It flows
 	// from receiver to sender and is never handed to the application.
 	KindCredit
+	// KindStateEnd ends the channel state of the unaligned barrier before
+	// it: every frame between the two was sent before the barrier's
+	// producer took its snapshot, and overtaken by the barrier.
+	KindStateEnd
 )
 
-var kindNames = [...]string{"", "data", "watermark", "barrier", "idle", "active", "end-of-data", "end", "credit"}
+var kindNames = [...]string{"", "data", "watermark", "barrier", "idle", "active", "end-of-data", "end", "credit", "state-end"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) && k != 0 {
@@ -77,6 +82,11 @@ type Barrier struct {
 	// Timestamp is when the checkpoint was triggered, in Unix nanoseconds.
 	Timestamp int64
 	Savepoint bool
+	// Unaligned marks an unaligned barrier; AlignedTimeout, on an aligned
+	// one, is how long after the trigger it switches to unaligned (0:
+	// never).
+	Unaligned      bool
+	AlignedTimeout int64
 }
 
 // Frame is one decoded frame. Only the fields of its Kind are set.
@@ -141,9 +151,13 @@ func AppendFrame(dst []byte, f *Frame) []byte {
 		dst = binary.BigEndian.AppendUint64(dst, uint64(f.Barrier.Timestamp))
 		var flags byte
 		if f.Barrier.Savepoint {
-			flags = 1
+			flags |= 1
+		}
+		if f.Barrier.Unaligned {
+			flags |= 2
 		}
 		dst = append(dst, flags)
+		dst = binary.BigEndian.AppendUint64(dst, uint64(f.Barrier.AlignedTimeout))
 	case KindCredit:
 		dst = binary.BigEndian.AppendUint32(dst, f.Credit)
 	}
@@ -221,18 +235,20 @@ func decodeBody(sum uint32, body []byte) (Frame, error) {
 			f.Watermark = int64(binary.BigEndian.Uint64(p))
 		}
 	case KindBarrier:
-		want = 17
+		want = 25
 		if len(p) == want {
-			if p[16]&^1 != 0 {
+			if p[16]&^3 != 0 || p[16] == 3 {
 				return Frame{}, fmt.Errorf("%w: barrier flags %#x", ErrCorrupt, p[16])
 			}
 			f.Barrier = Barrier{
-				ID:        int64(binary.BigEndian.Uint64(p)),
-				Timestamp: int64(binary.BigEndian.Uint64(p[8:])),
-				Savepoint: p[16] == 1,
+				ID:             int64(binary.BigEndian.Uint64(p)),
+				Timestamp:      int64(binary.BigEndian.Uint64(p[8:])),
+				Savepoint:      p[16]&1 != 0,
+				Unaligned:      p[16]&2 != 0,
+				AlignedTimeout: int64(binary.BigEndian.Uint64(p[17:])),
 			}
 		}
-	case KindIdle, KindActive, KindEndOfData, KindEnd:
+	case KindIdle, KindActive, KindEndOfData, KindEnd, KindStateEnd:
 		want = 0
 	case KindCredit:
 		want = 4

@@ -24,6 +24,7 @@ type Receiver struct {
 	endSeen     bool // the reader queued the end marker
 	released    bool // Conn.Release dropped the channel
 	wake        chan struct{}
+	urgent      chan struct{} // an unaligned barrier was queued
 
 	ended bool // Next returned the end marker; touched only by the consumer
 }
@@ -64,7 +65,52 @@ func (r *Receiver) push(f *Frame) error {
 	case r.wake <- struct{}{}:
 	default:
 	}
+	if f.Kind == KindBarrier && f.Barrier.Unaligned {
+		select {
+		case r.urgent <- struct{}{}:
+		default:
+		}
+	}
 	return nil
+}
+
+// Urgent is signalled when an unaligned barrier is queued: the
+// application may take it ahead of the frames before it with
+// TakeThroughBarrier, instead of waiting until Next reaches it.
+func (r *Receiver) Urgent() <-chan struct{} { return r.urgent }
+
+// TakeThroughBarrier takes the queued frames up to and including the
+// first unaligned barrier, returning the credit of the data frames among
+// them, and reports whether there was one.
+func (r *Receiver) TakeThroughBarrier() ([]Frame, bool) {
+	r.mu.Lock()
+	at := -1
+	for i := range r.q {
+		if r.q[i].Kind == KindBarrier && r.q[i].Barrier.Unaligned {
+			at = i
+			break
+		}
+	}
+	if at < 0 || r.released {
+		r.mu.Unlock()
+		return nil, false
+	}
+	taken := make([]Frame, at+1)
+	copy(taken, r.q[:at+1])
+	clear(r.q[:at+1])
+	r.q = r.q[at+1:]
+	credit := 0
+	for _, f := range taken {
+		if f.Kind == KindData {
+			credit++
+		}
+	}
+	r.outstanding += credit
+	r.mu.Unlock()
+	if credit > 0 {
+		_ = r.grant(uint32(credit))
+	}
+	return taken, true
 }
 
 // release discards the queued frames and makes every later or blocked Next

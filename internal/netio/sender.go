@@ -66,8 +66,13 @@ func (s *Sender) release() {
 
 func (s *Sender) errReleased() error { return fmt.Errorf("%w: channel %d", ErrReleased, s.ch) }
 
-// acquire takes one credit, waiting for the receiver to grant one.
-func (s *Sender) acquire(ctx context.Context) error {
+// ErrInterrupted is returned by a send that gave up waiting for credit
+// because its interrupt channel was signalled; nothing was sent.
+var ErrInterrupted = errors.New("netio: send interrupted")
+
+// acquire takes one credit, waiting for the receiver to grant one, unless
+// interrupt (nil: never) is signalled first.
+func (s *Sender) acquire(ctx context.Context, interrupt <-chan struct{}) error {
 	for {
 		s.mu.Lock()
 		if s.released.Load() {
@@ -85,6 +90,8 @@ func (s *Sender) acquire(ctx context.Context) error {
 		}
 		select {
 		case <-s.wake:
+		case <-interrupt:
+			return ErrInterrupted
 		case <-ctx.Done():
 			return context.Cause(ctx)
 		case <-s.c.done:
@@ -97,6 +104,12 @@ func (s *Sender) acquire(ctx context.Context) error {
 // it is a data frame. The frame buffer belongs to the connection from then
 // on, sent or not.
 func (s *Sender) send(ctx context.Context, frame []byte, data bool) error {
+	return s.sendUnless(ctx, frame, data, nil)
+}
+
+// sendUnless is send, giving up on a data frame with ErrInterrupted if
+// interrupt is signalled while it waits for credit.
+func (s *Sender) sendUnless(ctx context.Context, frame []byte, data bool, interrupt <-chan struct{}) error {
 	err := ctx.Err()
 	if err != nil {
 		err = context.Cause(ctx)
@@ -105,7 +118,7 @@ func (s *Sender) send(ctx context.Context, frame []byte, data bool) error {
 	} else if s.ended {
 		err = fmt.Errorf("%w: channel %d", ErrEnded, s.ch)
 	} else if data {
-		err = s.acquire(ctx)
+		err = s.acquire(ctx, interrupt)
 	}
 	if err != nil {
 		s.c.putBuf(frame)
@@ -133,12 +146,18 @@ func (s *Sender) SendData(ctx context.Context, count int, data []byte) error {
 // SendBatch encodes recs with c into one data frame and sends it, waiting
 // (until ctx is done) for the receiver to grant credit.
 func SendBatch[T any](ctx context.Context, s *Sender, c codec.Codec[T], recs []T) error {
+	return SendBatchUnless(ctx, s, c, recs, nil)
+}
+
+// SendBatchUnless is SendBatch, giving up with ErrInterrupted, having sent
+// nothing, if interrupt is signalled while it waits for credit.
+func SendBatchUnless[T any](ctx context.Context, s *Sender, c codec.Codec[T], recs []T, interrupt <-chan struct{}) error {
 	buf, start := beginFrame(s.c.getBuf(), s.ch, KindData)
 	buf = binary.AppendUvarint(buf, uint64(len(recs)))
 	for _, r := range recs {
 		buf = c.Append(buf, r)
 	}
-	return s.send(ctx, sealFrame(buf, start), true)
+	return s.sendUnless(ctx, sealFrame(buf, start), true, interrupt)
 }
 
 // SendWatermark sends an event-time watermark.
@@ -157,6 +176,11 @@ func (s *Sender) SendIdle(ctx context.Context) error { return s.marker(ctx, Fram
 // SendActive marks the producer active again.
 func (s *Sender) SendActive(ctx context.Context) error {
 	return s.marker(ctx, Frame{Kind: KindActive})
+}
+
+// SendStateEnd ends the channel state of the last unaligned barrier sent.
+func (s *Sender) SendStateEnd(ctx context.Context) error {
+	return s.marker(ctx, Frame{Kind: KindStateEnd})
 }
 
 // SendEndOfData says no more records follow; barriers still may.

@@ -47,6 +47,10 @@ type message struct {
 	// its channel: the messages sent before it that the consumer reads
 	// after it.
 	inflight *inflight
+	// stateOf marks a queued message that is part of the channel state of
+	// an unaligned barrier queued before it, so that a channel bridged to
+	// another process can say where that state ends.
+	stateOf *inflight
 }
 
 // overtakable reports whether an unaligned barrier may pass m: records and
@@ -107,6 +111,9 @@ type channel struct {
 	// urgent, if set, tells the consumer that an unaligned barrier is at
 	// the front of the queue.
 	urgent func()
+	// overtaken, on a channel bridged to another process, is signalled
+	// when an unaligned barrier goes to the front (see forwardOut).
+	overtaken chan struct{}
 
 	// capture, owned by the producer, is the channel state being
 	// collected since an unaligned barrier overtook the queue: until the
@@ -176,7 +183,7 @@ func (c *channel) send(ctx context.Context, m message, p producer) error {
 		if c.capture != nil {
 			// Sent before the producer's snapshot, read after the
 			// barrier: channel state, kept as it is.
-			m.pool = nil
+			m.pool, m.stateOf = nil, c.capture
 			c.capture.msgs = append(c.capture.msgs, m)
 			c.mu.Lock()
 			c.pushLocked(m)
@@ -236,16 +243,15 @@ func (c *channel) endWait(start time.Time) {
 func (c *channel) overtake(b message, sealed bool) *inflight {
 	c.mu.Lock()
 	k := c.n // b goes at index k: after the last message it may not pass
-	for k > 0 && c.at(k-1).overtakable() {
+	for k > 0 && c.passable(c.at(k-1)) {
 		k--
 	}
-	passed := make([]message, 0, c.n-k)
+	att := newInflight(make([]message, 0, c.n-k))
 	for i := k; i < c.n; i++ {
 		m := c.at(i)
-		m.pool = nil // shared with the channel state from now on
-		passed = append(passed, *m)
+		m.pool, m.stateOf = nil, att // shared with the channel state from now on
+		att.msgs = append(att.msgs, *m)
 	}
-	att := newInflight(passed)
 	b.inflight = att
 	c.pushLocked(message{}) // room for b
 	for i := c.n - 1; i > k; i-- {
@@ -259,11 +265,52 @@ func (c *channel) overtake(b message, sealed bool) *inflight {
 		c.capture = att
 	}
 	c.wake()
+	c.signalOvertaken()
+	return att
+}
+
+// passable reports whether an unaligned barrier may pass the queued m. On
+// a channel bridged to another process it does not pass the channel state
+// of an earlier barrier still on its way out: the receiver takes what
+// follows a barrier up to the state-end marker as that barrier's state.
+func (c *channel) passable(m *message) bool {
+	return m.overtakable() && (c.overtaken == nil || m.stateOf == nil)
+}
+
+func (c *channel) signalOvertaken() {
 	if c.urgent != nil {
 		c.urgent()
 	}
-	return att
+	if c.overtaken != nil {
+		select {
+		case c.overtaken <- struct{}{}:
+		default:
+		}
+	}
 }
+
+// pushAnyway queues m whatever the channel holds: what arrived from
+// another process ahead of an unaligned barrier, taken in one go.
+func (c *channel) pushAnyway(m message) {
+	c.mu.Lock()
+	c.pushLocked(m)
+	c.mu.Unlock()
+	c.wake()
+}
+
+// trySend queues m if there is space.
+func (c *channel) trySend(m message) bool {
+	c.mu.Lock()
+	if c.n >= c.capacity {
+		c.mu.Unlock()
+		return false
+	}
+	c.pushLocked(m)
+	c.mu.Unlock()
+	c.wake()
+	return true
+}
+
 
 // promote moves the aligned barrier of checkpoint id, if it is still
 // queued, ahead of what it may pass, as an unaligned barrier whose channel
@@ -284,16 +331,15 @@ func (c *channel) promote(id int64) bool {
 	b := *c.at(at)
 	b.barrier.Unaligned = true
 	k := at
-	for k > 0 && c.at(k-1).overtakable() {
+	for k > 0 && c.passable(c.at(k-1)) {
 		k--
 	}
-	passed := make([]message, 0, at-k)
+	b.inflight = newInflight(make([]message, 0, at-k))
 	for i := k; i < at; i++ {
 		m := c.at(i)
-		m.pool = nil
-		passed = append(passed, *m)
+		m.pool, m.stateOf = nil, b.inflight
+		b.inflight.msgs = append(b.inflight.msgs, *m)
 	}
-	b.inflight = newInflight(passed)
 	close(b.inflight.sealed)
 	for i := at; i > k; i-- {
 		*c.at(i) = *c.at(i - 1)
@@ -301,9 +347,7 @@ func (c *channel) promote(id int64) bool {
 	*c.at(k) = b
 	c.mu.Unlock()
 	c.wake()
-	if c.urgent != nil {
-		c.urgent()
-	}
+	c.signalOvertaken()
 	return true
 }
 

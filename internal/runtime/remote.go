@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	"github.com/weirstream/weir/codec"
 	"github.com/weirstream/weir/internal/netio"
@@ -16,8 +17,9 @@ import (
 // process boundary. Records cross only through it.
 type BatchCodec interface {
 	// Send encodes batch ([]Rec[T]) into one data frame on s, waiting for
-	// credit.
-	Send(ctx context.Context, s *netio.Sender, batch any) error
+	// credit unless interrupt (nil: never) is signalled first, when it
+	// sends nothing and returns netio.ErrInterrupted.
+	Send(ctx context.Context, s *netio.Sender, batch any, interrupt <-chan struct{}) error
 	// Decode turns a data frame back into a batch ([]Rec[T]), taking its
 	// slice from pool when it has one.
 	Decode(f netio.Frame, pool *sync.Pool) (batch any, n int, err error)
@@ -64,8 +66,8 @@ func (c recCodec[T]) Decode(src []byte) (Rec[T], int, error) {
 
 type batchCodec[T any] struct{ rec recCodec[T] }
 
-func (c batchCodec[T]) Send(ctx context.Context, s *netio.Sender, batch any) error {
-	return netio.SendBatch(ctx, s, codec.Codec[Rec[T]](c.rec), batch.([]Rec[T]))
+func (c batchCodec[T]) Send(ctx context.Context, s *netio.Sender, batch any, interrupt <-chan struct{}) error {
+	return netio.SendBatchUnless(ctx, s, codec.Codec[Rec[T]](c.rec), batch.([]Rec[T]), interrupt)
 }
 
 func (c batchCodec[T]) AppendBatch(dst []byte, batch any, from int) []byte {
@@ -106,22 +108,85 @@ func (c batchCodec[T]) Decode(f netio.Frame, pool *sync.Pool) (any, int, error) 
 // local channel's bound and the receiver's credit together bound what is
 // in flight; a receiver that grants no credit blocks this goroutine, then
 // c fills, then the producer blocks: backpressure across processes.
+//
+// An unaligned barrier that overtakes c goes out at once, even while a
+// batch waits for credit (that batch then follows it, as channel state),
+// and the messages of its channel state follow it, closed by a state-end
+// marker: the receiver persists them, so the records in flight between two
+// processes are persisted by the consumer alone (see forwardIn).
 func forwardOut(ctx context.Context, c *channel, s *netio.Sender, bc BatchCodec) error {
+	var state *inflight // the channel state being sent, until its end marker
+	var held *message   // a batch the barrier overtook while it waited for credit
 	for {
-		m, err := c.recv(ctx)
-		if err != nil {
-			return err
+		var m message
+		switch {
+		case held != nil:
+			m, held = *held, nil
+		default:
+			var ok bool
+			if m, ok = c.tryRecv(); ok {
+				break
+			}
+			var sealed <-chan struct{}
+			if state != nil {
+				select {
+				case <-state.sealed:
+					// Sealed and nothing queued: all of it has gone.
+					if err := s.SendStateEnd(ctx); err != nil {
+						return err
+					}
+					state = nil
+					continue
+				default:
+					sealed = state.sealed
+				}
+			}
+			select {
+			case <-c.notify:
+			case <-c.overtaken:
+			case <-sealed:
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			}
+			continue
 		}
+		if state != nil && m.stateOf != state {
+			if err := s.SendStateEnd(ctx); err != nil {
+				return err
+			}
+			state = nil
+		}
+		var err error
 		switch m.kind {
 		case msgData:
-			err = bc.Send(ctx, s, m.data)
-			if m.pool != nil {
+			err = bc.Send(ctx, s, m.data, c.overtaken)
+			if errors.Is(err, netio.ErrInterrupted) {
+				b, ok := c.recvUrgent()
+				if !ok {
+					held = &m // signalled for a barrier that is not at the front
+					continue
+				}
+				if err := s.SendBarrier(ctx, wireBarrier(b.barrier)); err != nil {
+					return err
+				}
+				if state != nil {
+					return errors.New("runtime: an unaligned barrier overtook before the previous channel state ended")
+				}
+				state = b.inflight
+				m.stateOf = state
+				held = &m
+				continue
+			}
+			if err == nil && m.pool != nil {
 				m.pool.Put(m.data)
 			}
 		case msgWatermark:
 			err = s.SendWatermark(ctx, m.wm)
 		case msgBarrier:
-			err = s.SendBarrier(ctx, netio.Barrier{ID: m.barrier.ID, Timestamp: m.barrier.Timestamp, Savepoint: m.barrier.Savepoint})
+			err = s.SendBarrier(ctx, wireBarrier(m.barrier))
+			if err == nil && m.barrier.Unaligned {
+				state = m.inflight
+			}
 		case msgIdle:
 			err = s.SendIdle(ctx)
 		case msgActive:
@@ -137,12 +202,23 @@ func forwardOut(ctx context.Context, c *channel, s *netio.Sender, bc BatchCodec)
 	}
 }
 
+func wireBarrier(b Barrier) netio.Barrier {
+	return netio.Barrier{ID: b.ID, Timestamp: b.Timestamp, Savepoint: b.Savepoint, Unaligned: b.Unaligned, AlignedTimeout: int64(b.AlignedTimeout)}
+}
+
 // forwardIn moves the frames of network channel r into the local channel
 // c of a subtask's input gate, in order, until the end marker or ctx's
 // end. While c is full it does not take frames, so r returns no credit
 // and the remote sender waits.
+//
+// An unaligned barrier does not wait behind the frames before it: when
+// one arrives, forwardIn takes every frame up to it at once, queues them,
+// and puts the barrier at the front of c, with what it passed there as its
+// channel state; the frames of the sender's channel state that follow it
+// join that state without waiting for space, until the state-end marker.
 func forwardIn(ctx context.Context, r *netio.Receiver, c *channel, bc BatchCodec) error {
 	var pool sync.Pool
+	capturing := false
 	for {
 		f, err := r.Next(ctx)
 		if errors.Is(err, io.EOF) {
@@ -151,31 +227,83 @@ func forwardIn(ctx context.Context, r *netio.Receiver, c *channel, bc BatchCodec
 		if err != nil {
 			return err
 		}
-		var m message
-		switch f.Kind {
-		case netio.KindData:
-			data, n, err := bc.Decode(f, &pool)
-			if err != nil {
+		if f.Kind == netio.KindStateEnd {
+			if !capturing {
+				return fmt.Errorf("runtime: a state-end marker without an unaligned barrier on channel %d", r.Channel())
+			}
+			c.seal()
+			capturing = false
+			continue
+		}
+		m, err := frameMessage(f, bc, &pool)
+		if err != nil {
+			return fmt.Errorf("runtime: channel %d: %w", r.Channel(), err)
+		}
+		switch {
+		case m.kind == msgBarrier && m.barrier.Unaligned:
+			c.overtake(m, false)
+			capturing = true
+			continue
+		case capturing:
+			// Channel state: queued without waiting for space.
+			if err := c.send(ctx, m, nil); err != nil {
 				return err
 			}
-			m = message{kind: msgData, data: data, n: n, pool: &pool}
-		case netio.KindWatermark:
-			m = message{kind: msgWatermark, wm: f.Watermark}
-		case netio.KindBarrier:
-			m = message{kind: msgBarrier, barrier: Barrier{ID: f.Barrier.ID, Timestamp: f.Barrier.Timestamp, Savepoint: f.Barrier.Savepoint}}
-		case netio.KindIdle:
-			m = message{kind: msgIdle}
-		case netio.KindActive:
-			m = message{kind: msgActive}
-		case netio.KindEndOfData:
-			m = message{kind: msgEndOfData}
-		case netio.KindEnd:
-			m = message{kind: msgEnd}
-		default:
-			return fmt.Errorf("runtime: unexpected %v frame on channel %d", f.Kind, r.Channel())
+			continue
 		}
-		if err := c.send(ctx, m, nil); err != nil {
-			return err
+	wait:
+		for !c.trySend(m) {
+			select {
+			case <-c.space:
+			case <-r.Urgent():
+				frames, ok := r.TakeThroughBarrier()
+				if !ok {
+					continue
+				}
+				c.pushAnyway(m)
+				for _, f := range frames[:len(frames)-1] {
+					mm, err := frameMessage(f, bc, &pool)
+					if err != nil {
+						return fmt.Errorf("runtime: channel %d: %w", r.Channel(), err)
+					}
+					c.pushAnyway(mm)
+				}
+				b, err := frameMessage(frames[len(frames)-1], bc, &pool)
+				if err != nil {
+					return err
+				}
+				c.overtake(b, false)
+				capturing = true
+				break wait
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			}
 		}
 	}
+}
+
+// frameMessage turns a frame into the message it carries.
+func frameMessage(f netio.Frame, bc BatchCodec, pool *sync.Pool) (message, error) {
+	switch f.Kind {
+	case netio.KindData:
+		data, n, err := bc.Decode(f, pool)
+		if err != nil {
+			return message{}, err
+		}
+		return message{kind: msgData, data: data, n: n, pool: pool}, nil
+	case netio.KindWatermark:
+		return message{kind: msgWatermark, wm: f.Watermark}, nil
+	case netio.KindBarrier:
+		b := f.Barrier
+		return message{kind: msgBarrier, barrier: Barrier{ID: b.ID, Timestamp: b.Timestamp, Savepoint: b.Savepoint, Unaligned: b.Unaligned, AlignedTimeout: time.Duration(b.AlignedTimeout)}}, nil
+	case netio.KindIdle:
+		return message{kind: msgIdle}, nil
+	case netio.KindActive:
+		return message{kind: msgActive}, nil
+	case netio.KindEndOfData:
+		return message{kind: msgEndOfData}, nil
+	case netio.KindEnd:
+		return message{kind: msgEnd}, nil
+	}
+	return message{}, fmt.Errorf("unexpected %v frame", f.Kind)
 }

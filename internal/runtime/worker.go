@@ -8,7 +8,6 @@ import (
 	"sync"
 
 	"github.com/weirstream/weir/config"
-	"github.com/weirstream/weir/connector"
 	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/netio"
 )
@@ -289,9 +288,6 @@ func (w *Worker) Deploy(ctx context.Context, d Deployment) {
 			dst.gate.edges = append(dst.gate.edges, e)
 			src.outChans[e] = append(src.outChans[e], c)
 			continue
-		case w.opts.Unaligned:
-			bad = connector.Permanent(fmt.Errorf("runtime: channel %v of edge %s→%s crosses processes, and unaligned checkpoints (execution.checkpointing.unaligned.enabled) do not capture records in flight between task managers yet: run the job embedded, or on one task manager, or with aligned checkpoints", key, e.From.Name, e.To.Name))
-			continue
 		case !remote || w.opts.Peers == nil:
 			bad = fmt.Errorf("runtime: channel %v of edge %s→%s has no end in this deployment", key, e.From.Name, e.To.Name)
 			continue
@@ -312,6 +308,7 @@ func (w *Worker) Deploy(ctx context.Context, d Deployment) {
 			bridges[dst.id] = append(bridges[dst.id], bridge{key: key, rc: rc, c: c, code: bc})
 		} else {
 			c := newChannel(w.opts.ChannelCapacity, make(chan struct{}, 1))
+			c.overtaken = make(chan struct{}, 1)
 			src.outChans[e] = append(src.outChans[e], c)
 			bridges[src.id] = append(bridges[src.id], bridge{out: true, key: key, rc: rc, c: c, code: bc})
 		}
