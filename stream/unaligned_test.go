@@ -8,6 +8,7 @@ import (
 
 	"github.com/weirstream/weir/connector/datagen"
 	"github.com/weirstream/weir/internal/checkpoint/storage"
+	"github.com/weirstream/weir/internal/launch"
 	"github.com/weirstream/weir/stream"
 	"github.com/weirstream/weir/streamtest"
 )
@@ -115,6 +116,115 @@ func TestUnalignedCheckpointsUnderBackpressure(t *testing.T) {
 				if persisted == 0 {
 					t.Errorf("unaligned checkpoint %d under backpressure holds no channel state: its barriers overtook nothing", md.CheckpointID)
 				}
+			}
+		})
+	}
+}
+
+// slowPass passes records on, spending a fixed amount of processor time
+// on each, so that the exchange into it stays full.
+func slowPass(cost time.Duration) func(rec) rec {
+	return func(r rec) rec {
+		for start := time.Now(); time.Since(start) < cost; {
+		}
+		return r
+	}
+}
+
+// slowKeyedPass is slowPass behind a keyBy.
+type slowKeyedPass struct{ cost time.Duration }
+
+func (f slowKeyedPass) ProcessElement(ctx *stream.Context[string, rec], r rec) error {
+	return ctx.Emit(slowPass(f.cost)(r))
+}
+
+// TestUnalignedCheckpointsOnEveryExchange runs records through each kind
+// of exchange (forward between unchained operators, rebalance, broadcast,
+// a union of two sources, hash) into a slow operator, with unaligned
+// checkpoints, fails the slow operator once two checkpoints have
+// completed, and checks that a checkpoint persisted records in flight on
+// the exchange and that every record reached the sink exactly once (once
+// per subtask for broadcast).
+func TestUnalignedCheckpointsOnEveryExchange(t *testing.T) {
+	const partitions, perPartition = 2, 1500
+	gen := func(p int, seq int64) rec { return rec{Key: fmt.Sprintf("k%d", seq%7), Value: 1, P: p, Seq: seq} }
+	for _, exchange := range []string{"forward", "rebalance", "broadcast", "union", "hash"} {
+		t.Run(exchange, func(t *testing.T) {
+			ev := streamtest.NewEvents()
+			faults := streamtest.NewFaults()
+			crash := faults.Add(stream.FaultBatch, streamtest.Fail(nil), streamtest.OnVertex("slow"), streamtest.OnSubtask(0),
+				streamtest.When(func(stream.FaultSite) bool { return ev.Count(stream.EventCheckpointCompleted) >= 2 }))
+			env, err := stream.NewEnvironment(stream.WithConfig(mustConfig(t, "parallelism.default=2", "execution.checkpointing.interval=10 ms",
+				"execution.checkpointing.unaligned.enabled=true", "web.checkpoints.history=1000",
+				"restart-strategy.type=fixed-delay", "restart-strategy.fixed-delay.attempts=3", "restart-strategy.fixed-delay.delay=0 ms")),
+				stream.WithLogger(quiet), stream.WithEvents(ev.Record), stream.WithBatchSize(16), faults.Option())
+			if err != nil {
+				t.Fatal(err)
+			}
+			source := func(name string, first int) stream.Stream[rec] {
+				src, err := datagen.New(func(p int, seq int64) rec { return gen(first+p, seq) }, datagen.Partitions(partitions), datagen.Count(perPartition), datagen.BatchSize(16))
+				if err != nil {
+					t.Fatal(err)
+				}
+				return stream.FromSource(env, src, name, stream.NoWatermarks[rec]())
+			}
+			in := source("numbers", 0)
+			copies, sources := 1, 1
+			var slow stream.Stream[rec]
+			const cost = 50 * time.Microsecond
+			switch exchange {
+			case "rebalance":
+				in = stream.Rebalance(in)
+			case "broadcast":
+				in, copies = stream.Broadcast(in), 2
+			case "union":
+				in, sources = stream.Union(in, source("more", partitions)), 2
+			case "hash":
+				slow = stream.Process(stream.KeyBy(in, func(r rec) string { return r.Key }),
+					stream.KeyedProcessFunction[string, rec, rec](slowKeyedPass{cost}), stream.Uid("slow"), stream.DisableChaining())
+			}
+			if slow.Env() == nil {
+				slow = stream.Map(in, slowPass(cost), stream.Uid("slow"), stream.DisableChaining())
+			}
+			sink := streamtest.NewCollector[rec](true)
+			stream.SinkTo(slow, sink, stream.Uid("sink"))
+			client, err := env.ExecuteAsync(context.Background(), "exchange")
+			if err != nil {
+				t.Fatal(err)
+			}
+			jm := launch.MasterOf(client)
+			if err := client.Wait(); err != nil {
+				t.Fatal(err)
+			}
+			if !crash.Fired() {
+				t.Fatal("the slow operator never failed: the test shows nothing about restores")
+			}
+			stats, _, err := jm.CheckpointStats(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var persisted int64
+			for _, h := range stats.History {
+				if h.Class == "completed" {
+					persisted += h.PersistedData
+				}
+			}
+			if persisted == 0 {
+				t.Error("no checkpoint persisted records in flight on the exchange")
+			}
+			count := map[[2]int64]int{}
+			for _, r := range sink.Results() {
+				count[[2]int64{int64(r.P), r.Seq}]++
+			}
+			for p := range partitions * sources {
+				for seq := range int64(perPartition) {
+					if n := count[[2]int64{int64(p), seq}]; n != copies {
+						t.Fatalf("record %d/%d reached the sink %d times, want %d", p, seq, n, copies)
+					}
+				}
+			}
+			if len(count) != partitions*sources*perPartition {
+				t.Fatalf("%d distinct records at the sink, want %d", len(count), partitions*sources*perPartition)
 			}
 		})
 	}

@@ -311,7 +311,6 @@ func (c *channel) trySend(m message) bool {
 	return true
 }
 
-
 // promote moves the aligned barrier of checkpoint id, if it is still
 // queued, ahead of what it may pass, as an unaligned barrier whose channel
 // state is what it passed. It reports whether the barrier was queued.
