@@ -206,10 +206,10 @@ func (t *Task) startUnaligned(ev TakeSnapshot, ch int, att *inflight) error {
 // input ch but not yet processed when the deferred snapshot is taken, as
 // the first of the input's channel state.
 func (t *Task) captureRest(ch int, m message, from int) {
-	uc := t.deferred.uc
-	if uc == nil {
+	if t.deferred == nil || t.deferred.uc == nil {
 		return
 	}
+	uc := t.deferred.uc
 	ic := uc.chans[ch]
 	if ic == nil {
 		ic = &inputCapture{}
