@@ -679,9 +679,11 @@ func TestBadPathsAnswerBriefly(t *testing.T) {
 // TestUnalignedCheckpointCut: with unaligned checkpoints and a slow keyed
 // operator, checkpoints complete as UNALIGNED_CHECKPOINT with persisted
 // in-flight data, and the cut of one shows, per channel, the records its
-// barriers overtook.
+// barriers overtook. Checkpoints go to a directory and are all retained,
+// so the cut of any of them can be read.
 func TestUnalignedCheckpointCut(t *testing.T) {
-	f := startJob(t, []string{"execution.checkpointing.interval=10 ms", "execution.checkpointing.unaligned.enabled=true", "web.checkpoints.history=200"})
+	f := startJob(t, []string{"execution.checkpointing.interval=10 ms", "execution.checkpointing.unaligned.enabled=true", "web.checkpoints.history=1000",
+		"execution.checkpointing.dir=" + t.TempDir(), "execution.checkpointing.num-retained=1000"})
 	ckpts := "/jobs/" + f.jobID() + "/checkpoints"
 	f.faults.slow.Store(true)
 	var id float64
@@ -694,17 +696,15 @@ func TestUnalignedCheckpointCut(t *testing.T) {
 		}
 		return false
 	})
-	// The cut reads the latest completed checkpoint's state: wait for one
-	// with channel state to be the latest.
-	var records float64
-	waitFor(t, "the latest checkpoint's cut to show records in flight", func() bool {
-		latest := num(at(f.obj(ckpts), "latest", "completed", "id"))
-		records = 0
-		for _, c := range f.obj(fmt.Sprintf("%s/%.0f/cut", ckpts, latest))["channels"].([]any) {
-			records += num(at(c, "in_flight_records"))
-		}
-		return records > 0
-	})
 	f.faults.slow.Store(false)
-	t.Logf("checkpoint %.0f persisted in-flight data; a later cut shows %.0f records in flight", id, records)
+	cut := f.obj(fmt.Sprintf("%s/%.0f/cut", ckpts, id))
+	var records, bytes float64
+	for _, c := range cut["channels"].([]any) {
+		records += num(at(c, "in_flight_records"))
+		bytes += num(at(c, "in_flight_bytes"))
+	}
+	if at(cut, "metadata", "available") != true || records == 0 || bytes == 0 {
+		t.Fatalf("cut of checkpoint %.0f, which persisted in-flight data: %.0f records, %.0f bytes in flight on its channels; metadata %v", id, records, bytes, at(cut, "metadata"))
+	}
+	t.Logf("checkpoint %.0f: %.0f records (%.0f bytes) in flight at the cut", id, records, bytes)
 }
