@@ -391,9 +391,10 @@ func (t *Task) channelCodec(i int) (BatchCodec, error) {
 
 var errChannelState = errors.New("runtime: corrupt channel state")
 
-// decodeChannelState decodes what encodeChannelState wrote into per-channel
-// messages for a gate of n channels.
-func (t *Task) decodeChannelState(src []byte, n int, into [][]message) error {
+// walkChannelState calls fn for every message of a channel state file, in
+// order, with its channel and, for records, their count and encoded bytes
+// (m.data unset). It refuses anything but what encodeChannelState writes.
+func walkChannelState(src []byte, fn func(ch int, m message, recs []byte) error) error {
 	p := src
 	uv := func() (uint64, error) {
 		v, k := binary.Uvarint(p)
@@ -419,9 +420,6 @@ func (t *Task) decodeChannelState(src []byte, n int, into [][]message) error {
 		if err != nil {
 			return err
 		}
-		if ch >= uint64(n) {
-			return fmt.Errorf("%w: channel %d of %d", errChannelState, ch, n)
-		}
 		msgs, err := uv()
 		if err != nil {
 			return err
@@ -432,9 +430,10 @@ func (t *Task) decodeChannelState(src []byte, n int, into [][]message) error {
 			}
 			m := message{kind: msgKind(p[0])}
 			p = p[1:]
+			var recs []byte
 			switch m.kind {
 			case msgData:
-				recs, err := uv()
+				n, err := uv()
 				if err != nil {
 					return err
 				}
@@ -442,34 +441,49 @@ func (t *Task) decodeChannelState(src []byte, n int, into [][]message) error {
 				if err != nil || size > uint64(len(p)) {
 					return errChannelState
 				}
-				bc, err := t.channelCodec(int(ch))
-				if err != nil {
-					return err
-				}
-				data, used, err := bc.DecodeBatch(p[:size], int(recs))
-				if err != nil || used != int(size) {
-					return fmt.Errorf("%w: channel %d: %v", errChannelState, ch, err)
-				}
-				m.data, m.n = data, int(recs)
-				p = p[size:]
+				m.n, recs, p = int(n), p[:size], p[size:]
 			case msgWatermark:
 				wm, k := binary.Varint(p)
 				if k <= 0 {
 					return errChannelState
 				}
-				m.wm = wm
-				p = p[k:]
+				m.wm, p = wm, p[k:]
 			case msgIdle, msgActive:
 			default:
 				return fmt.Errorf("%w: message kind %d", errChannelState, m.kind)
 			}
-			into[ch] = append(into[ch], m)
+			if err := fn(int(ch), m, recs); err != nil {
+				return err
+			}
 		}
 	}
 	if len(p) != 0 {
 		return fmt.Errorf("%w: %d bytes left over", errChannelState, len(p))
 	}
 	return nil
+}
+
+// decodeChannelState decodes what encodeChannelState wrote into per-channel
+// messages for a gate of n channels.
+func (t *Task) decodeChannelState(src []byte, n int, into [][]message) error {
+	return walkChannelState(src, func(ch int, m message, recs []byte) error {
+		if ch >= n {
+			return fmt.Errorf("%w: channel %d of %d", errChannelState, ch, n)
+		}
+		if m.kind == msgData {
+			bc, err := t.channelCodec(ch)
+			if err != nil {
+				return err
+			}
+			data, used, err := bc.DecodeBatch(recs, m.n)
+			if err != nil || used != len(recs) {
+				return fmt.Errorf("%w: channel %d: %v", errChannelState, ch, err)
+			}
+			m.data = data
+		}
+		into[ch] = append(into[ch], m)
+		return nil
+	})
 }
 
 // restoreChannelState loads the channel state of the restored checkpoint
@@ -546,68 +560,23 @@ type ChannelStateSummary struct {
 // InputChannels handle's bytes) holds per input channel, without decoding
 // the records.
 func SummarizeChannelState(b []byte) ([]ChannelStateSummary, error) {
-	p := b
-	uv := func() (uint64, error) {
-		v, k := binary.Uvarint(p)
-		if k <= 0 {
-			return 0, errChannelState
+	var out []ChannelStateSummary
+	err := walkChannelState(b, func(ch int, m message, recs []byte) error {
+		if len(out) == 0 || out[len(out)-1].Channel != ch {
+			out = append(out, ChannelStateSummary{Channel: ch})
 		}
-		p = p[k:]
-		return v, nil
-	}
-	if v, err := uv(); err != nil || v != channelStateVersion {
-		return nil, fmt.Errorf("%w: version %d", errChannelState, v)
-	}
-	count, err := uv()
+		s := &out[len(out)-1]
+		switch m.kind {
+		case msgData:
+			s.Records += m.n
+			s.Bytes += len(recs)
+		case msgWatermark:
+			s.Watermarks++
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, err
-	}
-	var out []ChannelStateSummary
-	for range count {
-		ch, err := uv()
-		if err != nil {
-			return nil, err
-		}
-		msgs, err := uv()
-		if err != nil {
-			return nil, err
-		}
-		s := ChannelStateSummary{Channel: int(ch)}
-		for range msgs {
-			if len(p) == 0 {
-				return nil, errChannelState
-			}
-			kind := msgKind(p[0])
-			p = p[1:]
-			switch kind {
-			case msgData:
-				n, err := uv()
-				if err != nil {
-					return nil, err
-				}
-				size, err := uv()
-				if err != nil || size > uint64(len(p)) {
-					return nil, errChannelState
-				}
-				s.Records += int(n)
-				s.Bytes += int(size)
-				p = p[size:]
-			case msgWatermark:
-				_, k := binary.Varint(p)
-				if k <= 0 {
-					return nil, errChannelState
-				}
-				s.Watermarks++
-				p = p[k:]
-			case msgIdle, msgActive:
-			default:
-				return nil, fmt.Errorf("%w: message kind %d", errChannelState, kind)
-			}
-		}
-		out = append(out, s)
-	}
-	if len(p) != 0 {
-		return nil, fmt.Errorf("%w: %d bytes left over", errChannelState, len(p))
 	}
 	return out, nil
 }
