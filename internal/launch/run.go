@@ -68,6 +68,11 @@ func prepare(ctx context.Context, j Job) (*runtime.JobMaster, *ending, func() er
 		// Flink accepts and ignores it with the heap backend too.
 		j.Logger.Warn("execution.checkpointing.incremental=true has no effect: the hashmap state backend takes full checkpoints")
 	}
+	if cp.Enabled && cp.AlignedTimeout > 0 && !cp.Unaligned {
+		// Flink accepts and ignores it too: the timeout switches to
+		// unaligned checkpoints, which are off.
+		j.Logger.Warn("execution.checkpointing.aligned-checkpoint-timeout has no effect without execution.checkpointing.unaligned.enabled=true: checkpoints stay aligned", "timeout", cp.AlignedTimeout)
+	}
 	rs, err := j.Config.Restart()
 	if err != nil {
 		return nil, nil, nop, err
