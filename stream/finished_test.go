@@ -42,9 +42,19 @@ func TestFinishedSubtaskLargeStateSurvivesRestore(t *testing.T) {
 		r := rand.New(rand.NewPCG(seed, 31))
 		retained := 1 + r.IntN(3)
 		after := []int{2 + r.IntN(4), 2 + r.IntN(4)} // checkpoints before each failure
-		name := fmt.Sprintf("seed=%d num-retained=%d failures after %v checkpoints", seed, retained, after)
 		dir := t.TempDir()
 		jobID := fmt.Sprintf("finished-%d", seed)
+		// Unaligned checkpoints trigger a subtask whose inputs have all
+		// ended directly, as they do a source, while it waits for its
+		// final checkpoint.
+		conf := []string{"parallelism.default=2", "execution.checkpointing.interval=10 ms",
+			"execution.checkpointing.dir=" + dir, fmt.Sprintf("execution.checkpointing.num-retained=%d", retained),
+			"restart-strategy.type=fixed-delay", "restart-strategy.fixed-delay.attempts=10", "restart-strategy.fixed-delay.delay=0 ms"}
+		unaligned := r.IntN(2) == 0
+		if unaligned {
+			conf = append(conf, "execution.checkpointing.unaligned.enabled=true")
+		}
+		name := fmt.Sprintf("seed=%d num-retained=%d unaligned=%t failures after %v checkpoints", seed, retained, unaligned, after)
 
 		genSmall := func(p int, seq int64) rec {
 			return rec{Key: fmt.Sprintf("s%04d", datagen.Mix(seed, p, seq)%smallKeys), Value: int64(p*smallPerSplit) + seq + 1, P: p, Seq: seq}
@@ -108,9 +118,7 @@ func TestFinishedSubtaskLargeStateSurvivesRestore(t *testing.T) {
 			return nil
 		}
 		env, err := stream.NewEnvironment(
-			stream.WithConfig(mustConfig(t, "parallelism.default=2", "execution.checkpointing.interval=10 ms",
-				"execution.checkpointing.dir="+dir, fmt.Sprintf("execution.checkpointing.num-retained=%d", retained),
-				"restart-strategy.type=fixed-delay", "restart-strategy.fixed-delay.attempts=10", "restart-strategy.fixed-delay.delay=0 ms")),
+			stream.WithConfig(mustConfig(t, conf...)),
 			stream.WithLogger(quiet), stream.WithJobID(jobID), stream.WithEvents(onEvent), stream.WithFaults(fault))
 		if err != nil {
 			t.Fatal(err)

@@ -659,3 +659,32 @@ func TestDiscardSeveralAtOnce(t *testing.T) {
 		}
 	})
 }
+
+// TestResolveOfACheckpointDiscardedMidRead discards a checkpoint between
+// the read of its _metadata and the listing of its files, as retention
+// does to a checkpoint another reader is resolving: Resolve must say the
+// checkpoint is incomplete, never that it is corrupt or fail on the
+// vanished listing.
+func TestResolveOfACheckpointDiscardedMidRead(t *testing.T) {
+	forBackends(t, func(t *testing.T, be *backend) {
+		ctx := context.Background()
+		other := be.open(t)
+		var discarded atomic.Bool
+		faults := NewHookFaults(0, func(ctx context.Context, op Op, key string) error {
+			if op == OpList && filepath.Base(key) == "chk-1" && discarded.CompareAndSwap(false, true) {
+				return other.Discard(ctx, 1)
+			}
+			return nil
+		})
+		s := be.open(t, WithFaults(faults))
+		writeCheckpoint(t, s, 1, 30<<10)
+		_, err := s.Resolve(ctx, s.CheckpointPath(1))
+		if !discarded.Load() {
+			t.Fatal("Resolve listed no checkpoint directory: the test discarded nothing")
+		}
+		var corrupt *CorruptError
+		if !errors.Is(err, ErrIncomplete) || errors.As(err, &corrupt) {
+			t.Fatalf("Resolve of a checkpoint discarded while it was read: %v, want ErrIncomplete", err)
+		}
+	})
+}

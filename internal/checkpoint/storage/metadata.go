@@ -228,6 +228,12 @@ func readSnapshot(ctx context.Context, st *store, dirKey string, deep bool) (*ch
 		return nil, "", &CorruptError{Path: metaPath, Reason: fmt.Sprintf("describes %s %d, not checkpoint %d", m.Kind, m.CheckpointID, id)}
 	}
 	if err := checkState(ctx, st, dirKey, base, m, metaPath, deep); err != nil {
+		// A checkpoint that retention discards while it is read loses its
+		// _metadata first and then its files: what is missing then is not
+		// damage but a checkpoint that is no longer complete.
+		if _, serr := st.stat(ctx, metaKey); isNotExist(serr) {
+			return nil, "", fmt.Errorf("storage: %s: discarded while it was read: %w", st.loc.display(dirKey), ErrIncomplete)
+		}
 		return nil, "", err
 	}
 	return m, base, nil
