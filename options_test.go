@@ -57,7 +57,6 @@ func TestEveryOptionIsReadOrRefused(t *testing.T) {
 	// refused are the values tried on options nothing reads: each must be
 	// an error.
 	refused := map[string][]string{
-		config.KeyCheckpointingSavepointDir: {"/savepoints"},
 		config.KeyCheckpointingCreateSubdir: {"false"},
 		config.KeyAutoWatermarkInterval:     {"1 s", "0"},
 		config.KeyBufferTimeout:             {"5 ms", "0", "-1"},

@@ -241,7 +241,6 @@ func TestSetInvalidValue(t *testing.T) {
 		{KeyCheckpointingIncremental, "yes", []string{"true or false"}},
 		{KeyCheckpointingUnaligned, "maybe", []string{"true or false"}},
 		{KeyCheckpointingAlignedTimeout, "-1 s", []string{"at least 0"}},
-		{KeyCheckpointingSavepointDir, "/sp", []string{"cannot take savepoints yet"}},
 		{KeyBufferTimeout, "5 ms", []string{"allowed: 100 ms"}},
 		{KeyAutoWatermarkInterval, "1 s", []string{"after every batch"}},
 		{KeyRESTAddress, "10.0.0.1", []string{"rest.bind-address"}},

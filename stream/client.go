@@ -33,3 +33,12 @@ func (c *JobClient) Done() <-chan struct{} { return c.h.Done() }
 
 // Metrics returns the job's current metrics.
 func (c *JobClient) Metrics() JobMetrics { return jobMetrics(c.h.Master().Metrics()) }
+
+// TriggerSavepoint takes a savepoint of the job in a new directory under
+// dir ("" means execution.checkpointing.savepoint-dir) and returns its
+// path once it is complete. A savepoint is always aligned, is never
+// deleted by weir, and commits no sink transaction: resuming from it
+// (execution.state-recovery.path) does. The job goes on running.
+func (c *JobClient) TriggerSavepoint(ctx context.Context, dir string) (string, error) {
+	return c.h.Master().TriggerSavepoint(ctx, dir)
+}

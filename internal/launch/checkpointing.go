@@ -22,6 +22,7 @@ func checkpointing(ctx context.Context, j Job, cp config.Checkpointing) (*runtim
 		Mode:           cp.Mode,
 		Unaligned:      cp.Unaligned,
 		AlignedTimeout: cp.AlignedTimeout,
+		SavepointDir:   cp.SavepointDir,
 		NewCoordinator: func(g *runtime.JobGraph, sources, all []checkpoint.TaskID) (*coordinator.Coordinator, error) {
 			return runtime.NewCoordinator(cp, j.JobID, j.Config.Int(config.KeyCheckpointHistory), g, sources, all)
 		},
@@ -155,6 +156,51 @@ type blobStorage struct{ *storage.Storage }
 
 func (b blobStorage) WriteState(ctx context.Context, id int64, name string, write func(io.Writer) error) (checkpoint.StateHandle, error) {
 	w, err := b.CreateState(ctx, id, name)
+	if err != nil {
+		return checkpoint.StateHandle{}, err
+	}
+	if err := write(w); err != nil {
+		w.Abort()
+		return checkpoint.StateHandle{}, err
+	}
+	return w.Close()
+}
+
+func (b blobStorage) WriteSavepointState(ctx context.Context, dir, name string, write func(io.Writer) error) (checkpoint.StateHandle, error) {
+	sp, err := b.OpenSavepoint(ctx, dir)
+	if err != nil {
+		return checkpoint.StateHandle{}, err
+	}
+	defer sp.Close()
+	w, err := sp.CreateState(ctx, name)
+	if err != nil {
+		return checkpoint.StateHandle{}, err
+	}
+	if err := write(w); err != nil {
+		w.Abort()
+		return checkpoint.StateHandle{}, err
+	}
+	return w.Close()
+}
+
+// CreateSavepoint implements runtime.CheckpointStorage.
+func (b blobStorage) CreateSavepoint(ctx context.Context, dir string) (runtime.SavepointWriter, error) {
+	sp, err := b.Storage.CreateSavepoint(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
+	return savepointWriter{sp}, nil
+}
+
+// savepointWriter adapts a storage.Savepoint to the runtime.
+type savepointWriter struct{ *storage.Savepoint }
+
+// Abort deletes the savepoint, written or not: the job master aborts only
+// a savepoint it reports failed.
+func (s savepointWriter) Abort(ctx context.Context) error { return s.Discard(ctx) }
+
+func (s savepointWriter) WriteState(ctx context.Context, name string, write func(io.Writer) error) (checkpoint.StateHandle, error) {
+	w, err := s.CreateState(ctx, name)
 	if err != nil {
 		return checkpoint.StateHandle{}, err
 	}

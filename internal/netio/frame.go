@@ -20,7 +20,8 @@
 //	data         uvarint record count, then the records laid end to end by a codec
 //	watermark    int64 big-endian
 //	barrier      checkpoint id int64, trigger timestamp int64 (both big-endian), flags uint8 (bit 0: savepoint,
-//	             bit 1: unaligned), aligned-checkpoint timeout int64 big-endian (nanoseconds)
+//	             bit 1: unaligned), aligned-checkpoint timeout int64 big-endian (nanoseconds), and on a
+//	             savepoint's barrier the savepoint's directory: the rest of the payload, UTF-8
 //	idle, active, end-of-data, end, state-end
 //	             empty
 //	credit       uint32 big-endian, the number of further data frames the receiver accepts (> 0)
@@ -36,6 +37,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"unicode/utf8"
 )
 
 // Kind says what a frame carries.
@@ -87,6 +89,9 @@ type Barrier struct {
 	// never).
 	Unaligned      bool
 	AlignedTimeout int64
+	// Target is a savepoint's directory, where its state goes; only a
+	// savepoint's barrier has one.
+	Target string
 }
 
 // Frame is one decoded frame. Only the fields of its Kind are set.
@@ -158,6 +163,7 @@ func AppendFrame(dst []byte, f *Frame) []byte {
 		}
 		dst = append(dst, flags)
 		dst = binary.BigEndian.AppendUint64(dst, uint64(f.Barrier.AlignedTimeout))
+		dst = append(dst, f.Barrier.Target...)
 	case KindCredit:
 		dst = binary.BigEndian.AppendUint32(dst, f.Credit)
 	}
@@ -236,9 +242,15 @@ func decodeBody(sum uint32, body []byte) (Frame, error) {
 		}
 	case KindBarrier:
 		want = 25
+		if len(p) > want && p[16]&1 != 0 {
+			want = len(p) // a savepoint's directory follows
+		}
 		if len(p) == want {
 			if p[16]&^3 != 0 || p[16] == 3 {
 				return Frame{}, fmt.Errorf("%w: barrier flags %#x", ErrCorrupt, p[16])
+			}
+			if !utf8.Valid(p[25:]) {
+				return Frame{}, fmt.Errorf("%w: a savepoint directory that is not UTF-8", ErrCorrupt)
 			}
 			f.Barrier = Barrier{
 				ID:             int64(binary.BigEndian.Uint64(p)),
@@ -246,6 +258,7 @@ func decodeBody(sum uint32, body []byte) (Frame, error) {
 				Savepoint:      p[16]&1 != 0,
 				Unaligned:      p[16]&2 != 0,
 				AlignedTimeout: int64(binary.BigEndian.Uint64(p[17:])),
+				Target:         string(p[25:]),
 			}
 		}
 	case KindIdle, KindActive, KindEndOfData, KindEnd, KindStateEnd:

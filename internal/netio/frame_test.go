@@ -12,7 +12,7 @@ func seedFrames() []Frame {
 		{Channel: 7, Kind: KindData, Count: 2, Data: []byte{1, 2, 3}},
 		{Channel: 0, Kind: KindData, Count: 0, Data: []byte{}},
 		{Channel: 1, Kind: KindWatermark, Watermark: -42},
-		{Channel: 2, Kind: KindBarrier, Barrier: Barrier{ID: 9, Timestamp: 1e18, Savepoint: true}},
+		{Channel: 2, Kind: KindBarrier, Barrier: Barrier{ID: 9, Timestamp: 1e18, Savepoint: true, Target: "s3://bucket/savepoints/savepoint-a1b2c3-00ff"}},
 		{Channel: 3, Kind: KindIdle},
 		{Channel: 3, Kind: KindActive},
 		{Channel: 4, Kind: KindEndOfData},

@@ -14,8 +14,10 @@ type Barrier struct {
 	// Timestamp is when the coordinator triggered the checkpoint, in Unix
 	// nanoseconds; a task's start delay is measured from it.
 	Timestamp int64
-	// Savepoint marks a savepoint, which is always aligned.
+	// Savepoint marks a savepoint, which is always aligned; Target is the
+	// directory (a path or URL) its state goes to, a Savepoint's Path.
 	Savepoint bool
+	Target    string
 	// Unaligned marks an unaligned barrier: it overtakes the records
 	// queued before it, which become channel state, and no task aligns on
 	// it.

@@ -77,15 +77,6 @@ func (jm *JobMaster) coordFinished(task checkpoint.TaskID) []coordinator.Output 
 	return out
 }
 
-// coordTriggerNow asks for a checkpoint at once (a bounded job's final
-// one); when too many are in flight, one of them or the next periodic
-// trigger serves.
-func (jm *JobMaster) coordTriggerNow() []coordinator.Output {
-	_, out, err := jm.coord.TriggerManual(jm.clock.Now(), checkpoint.KindCheckpoint)
-	jm.stale("a trigger", err)
-	return out
-}
-
 // coordRestored tells the coordinator the job restored r.
 func (jm *JobMaster) coordRestored(r *Restore) {
 	jm.coord.Restored(jm.clock.Now(), r.Metadata.CheckpointID, r.Path)
@@ -116,6 +107,9 @@ func (jm *JobMaster) perform(ctx context.Context, out []coordinator.Output) erro
 		case coordinator.Trigger:
 			jm.snapshotSplits(o.ID)
 			b := Barrier{ID: o.ID, Timestamp: o.Timestamp.UnixNano(), Savepoint: o.Kind == checkpoint.KindSavepoint}
+			if sp := jm.savepoints[o.ID]; sp != nil {
+				b.Target = sp.w.Path()
+			}
 			if o.Unaligned {
 				if jm.alignedTimeout > 0 {
 					b.AlignedTimeout = jm.alignedTimeout
@@ -135,8 +129,16 @@ func (jm *JobMaster) perform(ctx context.Context, out []coordinator.Output) erro
 		case coordinator.WriteMetadata:
 			md := o.Metadata
 			md.JobID = jm.opts.JobID
-			jm.addFinished(&md)
+			carried := jm.addFinished(&md)
 			jm.addSplitAssignments(&md)
+			if sp := jm.savepoints[md.CheckpointID]; sp != nil {
+				jm.store.post(storageOp{ctx: ctx, write: func(ctx context.Context) {
+					path, err := jm.writeSavepointMetadata(ctx, sp.w, &md, carried)
+					jm.busy.Add(1)
+					jm.written.post(func() error { return jm.perform(jm.ctx, jm.metadataWritten(&md, path, err)) })
+				}})
+				continue
+			}
 			if jm.storage == nil {
 				out = append(out, jm.metadataWritten(&md, "", nil)...)
 				continue
@@ -161,6 +163,12 @@ func (jm *JobMaster) perform(ctx context.Context, out []coordinator.Output) erro
 			}
 			for _, r := range jm.tasks {
 				delete(r.acks, o.ID)
+			}
+			jm.savepointAborted(o.ID, o.Reason)
+			if errors.Is(o.Reason, coordinator.ReasonTaskClosing) {
+				// A subtask finished without taking part: those that
+				// wait for their final checkpoint need another.
+				jm.finalWanted = true
 			}
 			jm.emit(Event{Kind: EventCheckpointFailed, Checkpoint: o.ID, Message: reason})
 			// Best effort: a snapshot still being written may add files
@@ -222,6 +230,10 @@ func (jm *JobMaster) metadataWritten(md *checkpoint.Metadata, path string, err e
 	out, cerr := jm.coord.MetadataWritten(jm.clock.Now(), md.CheckpointID, err)
 	if cerr != nil {
 		jm.stale("a metadata write", cerr, "checkpoint", md.CheckpointID)
+		return out
+	}
+	if md.Kind == checkpoint.KindSavepoint {
+		jm.savepointWritten(md.CheckpointID, path, err)
 		return out
 	}
 	if err != nil {
@@ -384,16 +396,36 @@ func (jm *JobMaster) EndOfData(ref TaskRef) {
 			return nil
 		}
 		jm.eod[ref.ID] = true
-		if jm.restarting > 0 || jm.coord == nil {
-			return nil // the redeploy triggers checkpoints again
-		}
-		for _, s := range jm.sources {
-			if !jm.eod[s] {
-				return nil
-			}
-		}
-		return jm.perform(jm.ctx, jm.coordTriggerNow())
+		jm.finalWanted = true
+		return jm.triggerFinal()
 	})
+}
+
+// triggerFinal triggers a checkpoint now, rather than at the next
+// interval, when a subtask has reported its end of data since the last
+// such trigger and every source has ended: the subtasks that finished
+// wait for a checkpoint taken after their end (their final checkpoint,
+// which commits what their sinks wrote) before they close. A subtask
+// with inputs reports its end too under unaligned checkpoints, where a
+// barrier can overtake the end of data on an input, so that the
+// checkpoint under way snapshotted it before it finished. While another
+// checkpoint keeps the trigger from starting, it is tried again after
+// each batch of the job master's work.
+func (jm *JobMaster) triggerFinal() error {
+	if !jm.finalWanted || jm.restarting > 0 || jm.coord == nil {
+		return nil // a redeploy triggers checkpoints again
+	}
+	for _, s := range jm.sources {
+		if !jm.eod[s] {
+			return nil
+		}
+	}
+	_, out, err := jm.coord.TriggerManual(jm.clock.Now(), checkpoint.KindCheckpoint)
+	if !errors.Is(err, coordinator.ReasonTooManyConcurrent) {
+		jm.finalWanted = false
+		jm.stale("a trigger", err)
+	}
+	return jm.perform(jm.ctx, out)
 }
 
 func (jm *JobMaster) emitRestored(r *Restore) {
@@ -422,6 +454,10 @@ func (memoryStore) WriteState(_ context.Context, _ int64, _ string, write func(i
 	return checkpoint.StateHandle{Inline: b, Size: int64(len(b)), CRC32C: crc32.Checksum(b, castagnoli)}, nil
 }
 
+func (m memoryStore) WriteSavepointState(ctx context.Context, _, name string, write func(io.Writer) error) (checkpoint.StateHandle, error) {
+	return m.WriteState(ctx, 0, name, write)
+}
+
 func (memoryStore) ReadState(_ context.Context, h checkpoint.StateHandle) ([]byte, error) {
 	if h.Inline == nil && h.Size > 0 {
 		return nil, fmt.Errorf("runtime: state handle %q is not inline and no checkpoint storage is configured", h.Path)
@@ -442,7 +478,10 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // carried by reference: handles of files in an earlier checkpoint's
 // directory, which storage keeps for as long as a completed checkpoint
 // names them (see storage.Storage.Discard).
-func (jm *JobMaster) addFinished(md *checkpoint.Metadata) {
+//
+// It returns the subtask states it added.
+func (jm *JobMaster) addFinished(md *checkpoint.Metadata) []carriedState {
+	var carried []carriedState
 	for id, ack := range jm.finishedAcks {
 		v := jm.vertex(id.Vertex)
 		if v == nil {
@@ -459,9 +498,18 @@ func (jm *JobMaster) addFinished(md *checkpoint.Metadata) {
 			}
 			if id.Subtask < len(op.Subtasks) && op.Subtasks[id.Subtask].Empty() {
 				op.Subtasks[id.Subtask] = st
+				carried = append(carried, carriedState{uid: uid, subtask: id.Subtask})
 			}
 		}
 	}
+	return carried
+}
+
+// carriedState names a subtask state that addFinished carried into a
+// checkpoint's metadata.
+type carriedState struct {
+	uid     string
+	subtask int
 }
 
 // checkpointCompleted records, for every subtask that acknowledged

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"slices"
 	"sync"
@@ -69,6 +70,9 @@ type CheckpointingOptions struct {
 	// Storage persists state and metadata; nil keeps checkpoints in
 	// memory (lost with the process).
 	Storage CheckpointStorage
+	// SavepointDir is where a savepoint goes when TriggerSavepoint names
+	// no directory ("": it must name one).
+	SavepointDir string
 }
 
 // Restore is a completed checkpoint or savepoint to start from.
@@ -86,6 +90,22 @@ type CheckpointStorage interface {
 	// Discard deletes the checkpoints ids (files a retained checkpoint
 	// still names excepted).
 	Discard(ctx context.Context, ids ...int64) error
+	// CreateSavepoint starts a savepoint in a new directory under dir.
+	CreateSavepoint(ctx context.Context, dir string) (SavepointWriter, error)
+}
+
+// SavepointWriter is a savepoint being written: its subtasks write their
+// state into Path (StateStore.WriteSavepointState), the job master the
+// state it carries for finished subtasks (WriteState) and, last, the
+// _metadata that completes it. Abort deletes the savepoint, its _metadata
+// too if it was written: the job master aborts only a savepoint it
+// reports failed.
+type SavepointWriter interface {
+	Path() string
+	WriteState(ctx context.Context, name string, write func(io.Writer) error) (checkpoint.StateHandle, error)
+	WriteMetadata(ctx context.Context, m *checkpoint.Metadata) (string, error)
+	Abort(ctx context.Context) error
+	Close() error
 }
 
 // Event is something that happened to the job.
@@ -189,14 +209,23 @@ type JobMaster struct {
 	finishedAcks map[checkpoint.TaskID]checkpoint.TaskAck
 	restarting   int // redeploys scheduled and not yet done
 	eod          map[checkpoint.TaskID]bool
-	sources      []checkpoint.TaskID
-	all          []checkpoint.TaskID
+	// finalWanted is set when a subtask reported its end of data, until
+	// triggerFinal triggers the checkpoint it waits for.
+	finalWanted bool
+	sources     []checkpoint.TaskID
+	all         []checkpoint.TaskID
 
 	// splits are the split enumerators of the source vertices that list
 	// their splits on the job master, and discovery runs their periodic
 	// listings; both belong to the job master's loop.
 	splits    []*sourceSplits
 	discovery *discoveries
+
+	// savepoints are the savepoints in progress by id, and
+	// queuedSavepoints those waiting for a pending checkpoint to end;
+	// both belong to the job master's loop.
+	savepoints       map[int64]*savepointOp
+	queuedSavepoints []*savepointOp
 }
 
 type taskRun struct {
@@ -246,6 +275,7 @@ func NewJobMaster(g *JobGraph, opts Options) (*JobMaster, error) {
 		tasks:        make(map[checkpoint.TaskID]*taskRun),
 		finished:     make(map[checkpoint.TaskID]bool),
 		finishedAcks: make(map[checkpoint.TaskID]checkpoint.TaskAck),
+		savepoints:   make(map[int64]*savepointOp),
 		eod:          make(map[checkpoint.TaskID]bool),
 		latest:       opts.Restore,
 		runs:         make(map[TaskRef]*taskRun),
@@ -399,6 +429,7 @@ func (jm *JobMaster) Run(ctx context.Context) error {
 	defer close(jm.stopped)
 	defer jm.keepFinalStats()
 	go jm.store.run()
+	defer jm.endSavepoints() // after the storage queue's last operation
 	defer jm.store.stop()
 	jm.discovery = newDiscoveries(ctx)
 	defer func() {
@@ -470,6 +501,14 @@ func (jm *JobMaster) Run(ctx context.Context) error {
 			}
 		}
 		done = int64(len(mails))
+		if err := jm.triggerFinal(); err != nil {
+			return jm.abort(err)
+		}
+		if len(jm.queuedSavepoints) > 0 && jm.restarting == 0 {
+			if err := jm.retrySavepoints(); err != nil {
+				return jm.abort(err)
+			}
+		}
 		if len(jm.finished) == len(jm.all) {
 			jm.hist.set(StatusFinished, jm.clock.Now())
 			jm.emit(Event{Kind: EventFinished})

@@ -105,6 +105,10 @@ func (g *gatedStorage) gate(id int64) chan error {
 	return c
 }
 
+func (g *gatedStorage) CreateSavepoint(context.Context, string) (SavepointWriter, error) {
+	return nil, errors.New("the scenario storage takes no savepoints")
+}
+
 func (g *gatedStorage) WriteMetadata(ctx context.Context, md *checkpoint.Metadata) (string, error) {
 	g.printf("storage: writing metadata of checkpoint %d", md.CheckpointID)
 	gate := g.gate(md.CheckpointID)

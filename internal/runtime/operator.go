@@ -52,7 +52,12 @@ type Snapshot struct {
 // StateStore writes and reads state in checkpoint storage.
 type StateStore interface {
 	StateReader
+	// WriteState writes a piece of checkpoint checkpointID's state.
 	WriteState(ctx context.Context, checkpointID int64, name string, write func(io.Writer) error) (checkpoint.StateHandle, error)
+	// WriteSavepointState writes a piece of the state of the savepoint
+	// being written in directory dir (a Barrier's Target); the handle's
+	// path is relative to dir.
+	WriteSavepointState(ctx context.Context, dir, name string, write func(io.Writer) error) (checkpoint.StateHandle, error)
 }
 
 // StateReader reads state, verifying its checksum.

@@ -438,7 +438,15 @@ func (t *Task) onMessage(ch int, m message) error {
 			t.endOfDataN++
 		}
 		if t.endOfDataN == len(t.endOfData) {
-			return t.finish()
+			if err := t.finish(); err != nil {
+				return err
+			}
+			if t.opts.checkpointing && t.opts.unaligned {
+				// An unaligned barrier may have overtaken this end of
+				// data: the checkpoint under way then snapshotted the
+				// subtask before it finished, and it needs another.
+				t.master.reachedEndOfData(t.id)
+			}
 		}
 	case msgEnd:
 		t.ended[ch] = true
@@ -646,7 +654,8 @@ func (t *Task) snapshotOperators(b Barrier) ([]Snapshot, error) {
 // and, for an unaligned checkpoint of a subtask with inputs, the channel
 // state uc collects.
 func (t *Task) startWrite(b Barrier, snaps []Snapshot, stats checkpoint.SubtaskStats, uc *unalignedCheckpoint) error {
-	if t.finished && t.finalCheckpoint == 0 {
+	// A savepoint commits nothing: the final checkpoint is a checkpoint.
+	if t.finished && t.finalCheckpoint == 0 && !b.Savepoint {
 		t.finalCheckpoint = b.ID
 	}
 	// The event time of a subtask with inputs goes into the checkpoint
@@ -662,12 +671,23 @@ func (t *Task) startWrite(b Barrier, snaps []Snapshot, stats checkpoint.SubtaskS
 	t.snapshots.Add(1)
 	go func() {
 		defer t.snapshots.Done()
-		t.writeSnapshot(b.ID, ops, snaps, stats, wm, inputs, uc)
+		t.writeSnapshot(b.ID, b.Target, ops, snaps, stats, wm, inputs, uc)
 	}()
 	return nil
 }
 
-func (t *Task) writeSnapshot(id int64, ops []ChainedOperator, snaps []Snapshot, stats checkpoint.SubtaskStats, wm *int64, inputs []int64, uc *unalignedCheckpoint) {
+// writeState writes a piece of checkpoint id's state, into the savepoint
+// directory target if it is not "".
+func (t *Task) writeState(id int64, target, name string, write func(io.Writer) error) (checkpoint.StateHandle, error) {
+	if target != "" {
+		return t.store.WriteSavepointState(t.ctx, target, name, write)
+	}
+	return t.store.WriteState(t.ctx, id, name, write)
+}
+
+// writeSnapshot writes the state of checkpoint id (of the savepoint in
+// directory target, if it is not ""), then acknowledges it.
+func (t *Task) writeSnapshot(id int64, target string, ops []ChainedOperator, snaps []Snapshot, stats checkpoint.SubtaskStats, wm *int64, inputs []int64, uc *unalignedCheckpoint) {
 	start := time.Now()
 	release := func() error {
 		for _, s := range snaps {
@@ -708,7 +728,7 @@ func (t *Task) writeSnapshot(id int64, ops []ChainedOperator, snaps []Snapshot, 
 				break
 			}
 			var h checkpoint.StateHandle
-			h, err = t.store.WriteState(t.ctx, id, fmt.Sprintf("%s-%d-keyed", uid, t.id.Subtask), func(w io.Writer) error {
+			h, err = t.writeState(id, target, fmt.Sprintf("%s-%d-keyed", uid, t.id.Subtask), func(w io.Writer) error {
 				_, err := s.Keyed.WriteTo(w)
 				return err
 			})
@@ -724,7 +744,7 @@ func (t *Task) writeSnapshot(id int64, ops []ChainedOperator, snaps []Snapshot, 
 				break
 			}
 			var h checkpoint.StateHandle
-			h, err = t.store.WriteState(t.ctx, id, fmt.Sprintf("%s-%d-op", uid, t.id.Subtask), func(w io.Writer) error {
+			h, err = t.writeState(id, target, fmt.Sprintf("%s-%d-op", uid, t.id.Subtask), func(w io.Writer) error {
 				_, err := w.Write(s.Operator)
 				return err
 			})

@@ -688,3 +688,55 @@ func TestResolveOfACheckpointDiscardedMidRead(t *testing.T) {
 		}
 	})
 }
+
+// TestSavepointWrittenFromOtherProcesses writes a savepoint's state
+// through OpenSavepoint, as task managers do, on a Storage of their own,
+// and completes it on the creator's: the savepoint resolves with that
+// state. Discard then deletes it whole, _metadata included, and
+// OpenSavepoint refuses a directory that is not a savepoint's.
+func TestSavepointWrittenFromOtherProcesses(t *testing.T) {
+	forBackends(t, func(t *testing.T, be *backend) {
+		ctx := context.Background()
+		creator, writer := be.open(t), be.open(t)
+		sp, err := creator.CreateSavepoint(ctx, creator.Path()+"/../savepoints")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sp.Close()
+		remote, err := writer.OpenSavepoint(ctx, sp.Path())
+		if err != nil {
+			t.Fatalf("OpenSavepoint(%s): %v", sp.Path(), err)
+		}
+		w, err := remote.CreateState(ctx, "op-0-keyed")
+		if err != nil {
+			t.Fatal(err)
+		}
+		data := payload(9, 40<<10)
+		h := writeState(t, w, data)
+		remote.Close()
+		m := &checkpoint.Metadata{JobID: testJob, CheckpointID: 3, Kind: checkpoint.KindSavepoint,
+			Operators: []checkpoint.OperatorState{{UID: "op", Parallelism: 1, MaxParallelism: 128,
+				Subtasks: []checkpoint.SubtaskState{{Keyed: []checkpoint.StateHandle{h}}}}}}
+		if _, err := sp.WriteMetadata(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+		snap, err := writer.Resolve(ctx, sp.Path())
+		if err != nil {
+			t.Fatalf("Resolve of the savepoint: %v", err)
+		}
+		b, err := snap.ReadState(ctx, snap.Metadata.Operators[0].Subtasks[0].Keyed[0])
+		snap.Close()
+		if err != nil || !bytes.Equal(b, data) {
+			t.Fatalf("reading the state written through OpenSavepoint: %v", err)
+		}
+		if err := sp.Discard(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := writer.Resolve(ctx, sp.Path()); !errors.Is(err, ErrIncomplete) {
+			t.Fatalf("Resolve of a discarded savepoint: %v, want ErrIncomplete", err)
+		}
+		if _, err := writer.OpenSavepoint(ctx, writer.CheckpointPath(3)); err == nil {
+			t.Fatal("OpenSavepoint of a checkpoint directory succeeded")
+		}
+	})
+}

@@ -6,6 +6,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"path"
+	"path/filepath"
+	"strings"
 	"sync"
 
 	"github.com/weirstream/weir/internal/checkpoint"
@@ -46,6 +49,38 @@ func (s *Storage) CreateSavepoint(ctx context.Context, dir string) (*Savepoint, 
 	}
 	name := savepointDirPrefix + jobPrefix + "-" + hex.EncodeToString(random[:])
 	sp := &Savepoint{cfg: s.cfg, dirKey: joinKey(prefix, name)}
+	if loc == s.st.loc {
+		sp.st = s.st
+	} else if sp.st, err = openStore(ctx, &s.cfg, loc, true); err != nil {
+		return nil, err
+	} else {
+		sp.owned = true
+	}
+	return sp, nil
+}
+
+// OpenSavepoint opens the savepoint being written at p (a Savepoint's
+// Path), for the writers of its state on other processes than the one
+// that created it: CreateState works as on the creator's Savepoint;
+// WriteMetadata and Abort belong to the creator. Close it after use.
+func (s *Storage) OpenSavepoint(ctx context.Context, p string) (*Savepoint, error) {
+	loc, key, err := parseLocation(p)
+	if err != nil {
+		return nil, err
+	}
+	if loc.scheme == "file" {
+		// A local location is the directory itself: root the bucket at
+		// its parent, as CreateSavepoint does.
+		parent := filepath.Dir(loc.dir)
+		if parent == loc.dir {
+			return nil, fmt.Errorf("storage: %s: not a savepoint directory", p)
+		}
+		loc, key = location{scheme: "file", dir: parent}, filepath.Base(loc.dir)
+	}
+	if !strings.HasPrefix(path.Base(key), savepointDirPrefix) {
+		return nil, fmt.Errorf("storage: %s: not a savepoint directory (its name starts with %q)", p, savepointDirPrefix)
+	}
+	sp := &Savepoint{cfg: s.cfg, dirKey: key}
 	if loc == s.st.loc {
 		sp.st = s.st
 	} else if sp.st, err = openStore(ctx, &s.cfg, loc, true); err != nil {
@@ -101,6 +136,21 @@ func (sp *Savepoint) Abort(ctx context.Context) error {
 	sp.mu.Unlock()
 	if complete {
 		return nil
+	}
+	if err := removeAll(ctx, sp.st, sp.dirKey+"/"); err != nil {
+		return err
+	}
+	sp.st.removeEmptyDir(sp.dirKey)
+	return nil
+}
+
+// Discard deletes the savepoint, complete or not: for its writer when the
+// savepoint failed after its _metadata was written (the checkpoint it is
+// taken as was aborted meanwhile), so that nothing that was reported
+// failed remains to be restored.
+func (sp *Savepoint) Discard(ctx context.Context) error {
+	if err := sp.st.remove(ctx, sp.dirKey+"/"+MetadataFile); err != nil {
+		return err
 	}
 	if err := removeAll(ctx, sp.st, sp.dirKey+"/"); err != nil {
 		return err

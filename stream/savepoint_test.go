@@ -1,0 +1,132 @@
+package stream_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weirstream/weir/connector/datagen"
+	"github.com/weirstream/weir/stream"
+	"github.com/weirstream/weir/streamtest"
+)
+
+// TestSavepointResumesExactly takes a savepoint of a running job (a
+// keyed running sum into an exactly-once sink) at a seeded point of its
+// input, cancels the job, and resumes a new job from the savepoint. The
+// first job completes no checkpoint (its interval is an hour), so
+// whatever reaches the sink's committed output was in the savepoint: a
+// savepoint commits nothing itself, its restore commits what it held
+// pending, and the second job goes on from its positions and keyed state.
+// The output must hold every record's sum exactly once; the savepoint
+// must be self-contained (it is moved before the resume) and outlive
+// both jobs.
+func TestSavepointResumesExactly(t *testing.T) {
+	const partitions, perPartition = 2, 3000
+	for _, seed := range diffSeedList(4) {
+		r := rand.New(rand.NewPCG(seed, 77))
+		after := int64(300 + r.IntN(2500)) // records read before the savepoint
+		explicit := r.IntN(2) == 0         // name the directory, or take the configured one
+		unaligned := r.IntN(2) == 0        // a savepoint is aligned all the same
+		name := fmt.Sprintf("seed=%d after=%d explicit-dir=%t unaligned=%t", seed, after, explicit, unaligned)
+		gen := func(p int, seq int64) rec {
+			return rec{Key: fmt.Sprintf("k%d", datagen.Mix(seed, p, seq)%4000), Value: int64(p) + 2*seq + 1, P: p, Seq: seq}
+		}
+		ckDir, spDir := t.TempDir(), t.TempDir()
+		sink := streamtest.NewCollector[KeyedSum](true)
+		start := func(ctx context.Context, jobID string, rate float64, extra ...string) *stream.JobClient {
+			conf := []string{"parallelism.default=2", "execution.checkpointing.interval=1 h",
+				"execution.checkpointing.dir=" + ckDir, "execution.checkpointing.savepoint-dir=" + spDir,
+				"execution.checkpointing.data-inline-threshold=0 b"} // state in files, not inline
+			if unaligned {
+				conf = append(conf, "execution.checkpointing.unaligned.enabled=true")
+			}
+			env, err := stream.NewEnvironment(stream.WithConfig(mustConfig(t, append(conf, extra...)...)), stream.WithLogger(quiet), stream.WithJobID(jobID))
+			if err != nil {
+				t.Fatal(err)
+			}
+			src, _ := datagen.New(gen, datagen.Partitions(partitions), datagen.Count(perPartition), datagen.BatchSize(10), datagen.RatePerSecond(rate))
+			in := stream.FromSource(env, src, "numbers", stream.NoWatermarks[rec]())
+			sums := stream.Process(stream.KeyBy(in, func(r rec) string { return r.Key }), stream.KeyedProcessFunction[string, rec, KeyedSum](&runningSum{}), stream.Uid("sum"))
+			stream.SinkTo(sums, sink, stream.Uid("sink"))
+			c, err := env.ExecuteAsync(ctx, "savepoint")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return c
+		}
+
+		ctx, cancel := context.WithCancel(context.Background())
+		first := start(ctx, "first", 1500)
+		tick := time.NewTicker(time.Millisecond)
+		for first.Metrics().RecordsIn < after {
+			select {
+			case <-first.Done():
+				t.Fatalf("%s: the first job ended before the savepoint (%v): make the input longer", name, first.Wait())
+			case <-tick.C:
+			}
+		}
+		tick.Stop()
+		dir := ""
+		if explicit {
+			dir = filepath.Join(spDir, "named")
+		}
+		path, err := first.TriggerSavepoint(context.Background(), dir)
+		if err != nil {
+			t.Fatalf("%s: savepoint: %v", name, err)
+		}
+		want := spDir
+		if explicit {
+			want = dir
+		}
+		if filepath.Dir(path) != want || !strings.HasPrefix(filepath.Base(path), "savepoint-") {
+			t.Fatalf("%s: savepoint at %s, want a savepoint-* directory in %s", name, path, want)
+		}
+		cancel()
+		<-first.Done()
+		if got := sink.Results(); len(got) != 0 {
+			t.Fatalf("%s: the first job committed %d results: without a completed checkpoint it must commit none (a savepoint commits nothing)", name, len(got))
+		}
+
+		// A savepoint can be moved: its state paths are its own.
+		moved := filepath.Join(t.TempDir(), "moved-"+filepath.Base(path))
+		if err := os.Rename(path, moved); err != nil {
+			t.Fatal(err)
+		}
+		path = moved
+		second := start(context.Background(), "second", 0, "execution.state-recovery.path="+path)
+		if err := second.Wait(); err != nil {
+			t.Fatalf("%s: the job resumed from the savepoint: %v", name, err)
+		}
+		records := map[string]map[[2]int64]rec{}
+		for p := range partitions {
+			for seq := range int64(perPartition) {
+				x := gen(p, seq)
+				if records[x.Key] == nil {
+					records[x.Key] = map[[2]int64]rec{}
+				}
+				records[x.Key][[2]int64{int64(p), seq}] = x
+			}
+		}
+		if err := checkRunningSums(sink.Results(), records); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		// Self-contained: every file the savepoint needs is in its
+		// directory, which both jobs left in place.
+		entries, err := os.ReadDir(path)
+		if err != nil {
+			t.Fatalf("%s: the savepoint is gone after the jobs ended: %v", name, err)
+		}
+		var files []string
+		for _, e := range entries {
+			files = append(files, e.Name())
+		}
+		if all := strings.Join(files, " "); !strings.Contains(all, "_metadata") || !strings.Contains(all, "sum-0-keyed") || !strings.Contains(all, "sum-1-keyed") {
+			t.Fatalf("%s: savepoint directory holds %v, want _metadata and the keyed state files of both sum subtasks", name, files)
+		}
+	}
+}
