@@ -674,3 +674,37 @@ func TestClusterAuthToken(t *testing.T) {
 		t.Errorf("the job manager logged %d refusals, want at least 9", n)
 	}
 }
+
+// TestClusterSavepointAndResume takes a savepoint of GatewayMeter running
+// on a cluster of processes with weir savepoint, lets the job run on and
+// commit more checkpoints, cancels it with weir cancel, and resumes it
+// from the savepoint with --from: the file sink undoes what the later
+// checkpoints committed, the job goes on from the savepoint's positions
+// and state, and weir verify finds the outputs exact.
+func TestClusterSavepointAndResume(t *testing.T) {
+	skipClusterUnlessEnabled(t)
+	c := startCluster(t, 2, "10 s")
+	j := c.submit(t)
+	j.waitCheckpoint(t, 1)
+	spDir := filepath.Join(c.dir, "savepoints")
+	out, err := exec.Command(weirBinary(t), "savepoint", "-m", c.addr, j.id, spDir).CombinedOutput()
+	if err != nil {
+		t.Fatalf("weir savepoint: %v\n%s", err, out)
+	}
+	m := regexp.MustCompile(`savepoint of job \S+ completed: (\S+)`).FindSubmatch(out)
+	if m == nil || filepath.Dir(string(m[1])) != spDir {
+		t.Fatalf("weir savepoint printed no savepoint in %s:\n%s", spDir, out)
+	}
+	path := string(m[1])
+	if _, err := os.Stat(filepath.Join(path, "_metadata")); err != nil {
+		t.Fatalf("the savepoint's _metadata: %v", err)
+	}
+	after := j.checkpoints(t).Latest.Completed.ID
+	j.waitCheckpoint(t, after+1) // output beyond the savepoint is committed
+	if out, err := exec.Command(weirBinary(t), "cancel", "-m", c.addr, j.id).CombinedOutput(); err != nil {
+		t.Fatalf("weir cancel: %v\n%s", err, out)
+	}
+	c.run(t, j, "--from", path)
+	j.finish(t)
+	t.Logf("resumed from savepoint %s after checkpoint %d had committed; outputs verified", path, after+1)
+}

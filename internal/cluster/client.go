@@ -67,6 +67,15 @@ func (c *Client) List(ctx context.Context) (Overview, error) {
 	return Overview{Jobs: resp.Jobs, TaskManagers: resp.TaskManagers, SlotsTotal: resp.SlotsTotal, SlotsOccupied: resp.SlotsOccupied}, nil
 }
 
+// Savepoint takes a savepoint of a job into a new directory under dir
+// ("": the job's execution.checkpointing.savepoint-dir) and returns its
+// path once it is complete; with cancel, the job is then canceled.
+func (c *Client) Savepoint(ctx context.Context, jobID, dir string, cancel bool) (string, error) {
+	var resp savepointResponse
+	err := c.conn.Invoke(ctx, method("Savepoint"), &savepointRequest{JobID: jobID, Dir: dir, Cancel: cancel}, &resp)
+	return resp.Path, authError(c.addr, err)
+}
+
 // Cancel cancels a job and returns once it has stopped.
 func (c *Client) Cancel(ctx context.Context, jobID string) error {
 	return authError(c.addr, c.conn.Invoke(ctx, method("Cancel"), &cancelRequest{JobID: jobID}, &cancelResponse{}))

@@ -86,6 +86,15 @@ type sumJobs struct {
 	// discard, if set, replaces sink by one that drops everything.
 	discard bool
 	cfg     []string
+	// mu guards cfg for a test that changes it between jobs.
+	mu sync.Mutex
+}
+
+// setConfig replaces the configuration of the jobs submitted from now on.
+func (j *sumJobs) setConfig(cfg []string) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.cfg = cfg
 }
 
 // jobs returns the cluster.Jobs of the job, with events reported to
@@ -105,7 +114,9 @@ func (j *sumJobs) env(sub cluster.Submission, opts ...stream.Option) (*stream.En
 	if err := json.Unmarshal(sub.Args, &args); err != nil {
 		return nil, err
 	}
+	j.mu.Lock()
 	cfg, err := config.ParseDynamic(j.cfg)
+	j.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}

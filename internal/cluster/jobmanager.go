@@ -508,6 +508,36 @@ func (m *JobManager) cancel(ctx context.Context, req *cancelRequest) (*cancelRes
 	}
 }
 
+func (m *JobManager) savepoint(ctx context.Context, req *savepointRequest) (*savepointResponse, error) {
+	m.mu.Lock()
+	r := m.running[req.JobID]
+	var job Job
+	if r != nil {
+		job = r.job
+	}
+	m.mu.Unlock()
+	switch {
+	case r == nil:
+		return nil, status.Errorf(codes.NotFound, "no job %s", req.JobID)
+	case job == nil:
+		return nil, status.Errorf(codes.Unavailable, "job %s is still starting", req.JobID)
+	}
+	select {
+	case <-job.Done():
+		return nil, ended(req.JobID, job.Wait(), "has already")
+	default:
+	}
+	m.log.Info("taking a savepoint, as a client asks", "job_id", req.JobID, "dir", req.Dir, "cancel", req.Cancel)
+	path, err := job.Master().TriggerSavepoint(ctx, req.Dir)
+	if err != nil {
+		return nil, status.Errorf(codes.FailedPrecondition, "savepoint of job %s: %v", req.JobID, err)
+	}
+	if req.Cancel {
+		r.cancel()
+	}
+	return &savepointResponse{Path: path}, nil
+}
+
 // CancelJob asks the job jobID to stop, as a client's Cancel does, and
 // returns at once: its state turns CANCELED when it has stopped. It is
 // for the REST API, which answers before the job stops; a job that is

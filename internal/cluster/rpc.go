@@ -97,6 +97,19 @@ type cancelRequest struct {
 
 type cancelResponse struct{}
 
+type savepointRequest struct {
+	JobID string `json:"job_id"`
+	// Dir is where the savepoint goes; "" means the job's
+	// execution.checkpointing.savepoint-dir.
+	Dir string `json:"dir,omitempty"`
+	// Cancel cancels the job once the savepoint is complete.
+	Cancel bool `json:"cancel,omitempty"`
+}
+
+type savepointResponse struct {
+	Path string `json:"path"`
+}
+
 // TaskManagerInfo is what a task manager registers with.
 type TaskManagerInfo struct {
 	ID string `json:"id"`
@@ -248,6 +261,7 @@ type service interface {
 	submit(ctx context.Context, s *Submission) (*submitResponse, error)
 	list(ctx context.Context, r *listRequest) (*listResponse, error)
 	cancel(ctx context.Context, r *cancelRequest) (*cancelResponse, error)
+	savepoint(ctx context.Context, r *savepointRequest) (*savepointResponse, error)
 	session(stream grpc.ServerStream) error
 }
 
@@ -285,6 +299,7 @@ func serviceDesc() *grpc.ServiceDesc {
 			unary("Submit", service.submit),
 			unary("List", service.list),
 			unary("Cancel", service.cancel),
+			unary("Savepoint", service.savepoint),
 		},
 		Streams:  []grpc.StreamDesc{sessionDesc},
 		Metadata: "weir/cluster.go",

@@ -461,6 +461,48 @@ func CancelCommand() *cobra.Command {
 	return cmd
 }
 
+// SavepointCommand returns the savepoint command.
+func SavepointCommand() *cobra.Command {
+	var jmAddr string
+	var f ConfigFlags
+	cmd := &cobra.Command{
+		Use:   "savepoint JOB_ID [DIR]",
+		Short: "Take a savepoint of a job on a cluster",
+		Long: "savepoint takes a savepoint of a running job of the cluster whose job manager is at -m, into a new\n" +
+			"savepoint-* directory under DIR (a path or URL; default: the job's execution.checkpointing.savepoint-dir),\n" +
+			"and prints its path once it is complete. The job keeps running; a savepoint is always aligned, weir never\n" +
+			"deletes it, and a job resumes from it with -D execution.state-recovery.path=PATH.\n" + securityHelp,
+		Args: cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := f.Config()
+			if err != nil {
+				return err
+			}
+			dir := ""
+			if len(args) == 2 {
+				dir = args[1]
+			}
+			c, err := cluster.Dial(jmAddr, DialOptions(cfg)...)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			path, err := c.Savepoint(cmd.Context(), args[0], dir, false)
+			if err != nil {
+				if st, ok := status.FromError(err); ok && (st.Code() == codes.FailedPrecondition || st.Code() == codes.NotFound) {
+					return fmt.Errorf("savepoint of %s: %s", args[0], st.Message())
+				}
+				return authHint(fmt.Errorf("savepoint of %s: %w", args[0], err))
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: savepoint of job %s completed: %s\n", cmd.Root().Name(), args[0], path)
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&jmAddr, "jobmanager", "m", DefaultJobManager, "the job manager's address")
+	f.Add(cmd)
+	return cmd
+}
+
 // Submit sends a job to the job manager at jmAddr, connecting with opts
 // (DialOptions), and, unless detached, follows it until it ends: a FAILED
 // job is an error. Ctrl-C (ctx) while following detaches; the job keeps

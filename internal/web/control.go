@@ -12,7 +12,7 @@ import (
 //	PATCH /jobs/:jobid?mode=cancel        cancel (Flink's default mode)
 //	GET   /jobs/:jobid/yarn-cancel        cancel, as Flink's web dashboard does
 //	POST  /jobs/:jobid/stop               stop with a savepoint: not implemented yet
-//	POST  /jobs/:jobid/savepoints         trigger a savepoint: not implemented yet
+//	POST  /jobs/:jobid/savepoints         trigger a savepoint (see savepoints.go)
 //	GET   /jobs/:jobid/savepoints/:triggerid
 //
 // Every one of them changes, or would change, a job, so beyond the
@@ -22,10 +22,9 @@ import (
 // its name resolve to 127.0.0.1 is same-origin to the browser, but its
 // requests carry its own host name).
 
-// errNoSavepoints is why weir refuses the savepoint operations.
-const errNoSavepoints = "savepoints are not implemented yet in weir (#17): it keeps retained checkpoints instead " +
-	"(execution.checkpointing.externalized-checkpoint-retention); cancel the job (PATCH /jobs/:jobid?mode=cancel) " +
-	"and resume it from its latest retained checkpoint"
+// errNoStop is why weir refuses to stop a job with a savepoint.
+const errNoStop = "weir does not stop a job with a savepoint yet: take a savepoint and cancel the job in one request " +
+	"(POST /jobs/:jobid/savepoints with \"cancel-job\": true), then resume from the savepoint"
 
 // readMethod reports whether r only reads.
 func readMethod(r *http.Request) bool {
@@ -76,18 +75,14 @@ func (s *Server) control(w http.ResponseWriter, r *http.Request, seg []string) b
 	case n == 3 && seg[2] == "stop":
 		allow = "POST"
 		op = func() (int, any, error) {
-			return 0, nil, &statusError{http.StatusNotImplemented, "stop with a savepoint: " + errNoSavepoints}
+			return 0, nil, &statusError{http.StatusNotImplemented, "stop with a savepoint: " + errNoStop}
 		}
 	case n == 3 && seg[2] == "savepoints":
 		allow = "POST"
-		op = func() (int, any, error) {
-			return 0, nil, &statusError{http.StatusNotImplemented, "triggering a savepoint: " + errNoSavepoints}
-		}
+		op = func() (int, any, error) { return s.triggerSavepoint(r) }
 	case n == 4 && seg[2] == "savepoints":
 		allow = "GET, HEAD"
-		op = func() (int, any, error) {
-			return 0, nil, notFoundf("there is no savepoint operation %s: %s", echo(seg[3]), errNoSavepoints)
-		}
+		op = func() (int, any, error) { return s.savepointStatus(seg[3]) }
 	default:
 		return false
 	}
@@ -115,7 +110,7 @@ func (s *Server) terminate(r *http.Request) (int, any, error) {
 	case "", "cancel":
 		return s.cancel(r)
 	case "stop":
-		return 0, nil, badRequest(`the termination mode "stop" has been removed: for an ungraceful shutdown use "cancel" instead; for a graceful shutdown, POST /jobs/:jobid/stop (stop with a savepoint, which weir does not have yet)`)
+		return 0, nil, badRequest(`the termination mode "stop" has been removed: for an ungraceful shutdown use "cancel" instead; for a graceful shutdown, take a savepoint and cancel: POST /jobs/:jobid/savepoints with "cancel-job": true`)
 	default:
 		return 0, nil, badRequest("unknown termination mode %q: want cancel", echo(mode))
 	}

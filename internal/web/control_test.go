@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -46,8 +48,9 @@ func flinkError(body []byte, want string) bool {
 
 // TestJobControl: the job control paths as Flink's clients call them. A
 // cancel from another origin, or naming another host on a server without
-// a token, is refused and the job runs on; stop and savepoints answer 501
-// saying weir has none yet; PATCH ?mode=cancel and the dashboard's GET
+// a token, is refused and the job runs on; stop answers 501 saying weir
+// does not stop with a savepoint yet, and a server without Savepoint
+// that it takes none; PATCH ?mode=cancel and the dashboard's GET
 // yarn-cancel answer 202 and the job ends CANCELED; a cancel of a job
 // that finished is a conflict.
 func TestJobControl(t *testing.T) {
@@ -68,8 +71,8 @@ func TestJobControl(t *testing.T) {
 		{"PATCH", job + "?mode=stop", http.StatusBadRequest, `"stop" has been removed`},
 		{"PATCH", job + "?mode=pause", http.StatusBadRequest, "unknown termination mode"},
 		{"PATCH", "/jobs/0123456789abcdef0123456789abcdef?mode=cancel", http.StatusNotFound, "not found"},
-		{"POST", job + "/stop", http.StatusNotImplemented, "savepoints are not implemented yet"},
-		{"POST", job + "/savepoints", http.StatusNotImplemented, "savepoints are not implemented yet"},
+		{"POST", job + "/stop", http.StatusNotImplemented, "does not stop a job with a savepoint yet"},
+		{"POST", job + "/savepoints", http.StatusNotImplemented, "cannot take savepoints"},
 		{"GET", job + "/savepoints/0123", http.StatusNotFound, "no savepoint operation 0123"},
 		{"GET", job + "/stop", http.StatusMethodNotAllowed, "allowed are POST"},
 		{"POST", job + "/yarn-cancel", http.StatusMethodNotAllowed, "allowed are GET"},
@@ -178,5 +181,108 @@ func TestJobPlanAndConfig(t *testing.T) {
 	if c["jid"] != f.jobID() || num(at(c, "execution-config", "job-parallelism")) != 2 ||
 		at(c, "execution-config", "restart-strategy") != "Restart with fixed delay (1000 ms). #3 restart attempts." {
 		t.Errorf("job config %v", c)
+	}
+}
+
+// TestSavepointsThroughTheAPI triggers savepoints as Flink's clients do:
+// POST /jobs/:jobid/savepoints answers 202 with a request id, and GET
+// /jobs/:jobid/savepoints/:triggerid reports IN_PROGRESS and then
+// COMPLETED with the savepoint's location, a directory holding its
+// _metadata; with "cancel-job" the job is canceled once the savepoint is
+// complete. Bad requests (an unknown field, formatType NATIVE, another
+// origin) are refused, and a savepoint the job cannot take (no checkpoint
+// storage) completes with a failure cause.
+func TestSavepointsThroughTheAPI(t *testing.T) {
+	spDir := t.TempDir()
+	f := startJob(t, []string{"execution.checkpointing.interval=50 ms", "execution.checkpointing.dir=" + t.TempDir(),
+		"execution.checkpointing.savepoint-dir=" + spDir})
+	jm := launch.MasterOf(f.client)
+	f.serve(web.Job{Master: jm, Done: f.client.Done(), Err: f.client.Wait, Config: f.env.Config(), Cancel: f.cancel, Savepoint: jm.TriggerSavepoint})
+	job := "/jobs/" + f.jobID()
+	waitFor(t, "the job to run", func() bool { return at(f.obj(job), "state") == "RUNNING" })
+	post := func(body string, edit func(*http.Request)) (int, []byte) {
+		return f.do("POST", job+"/savepoints", func(r *http.Request) {
+			r.Body = io.NopCloser(strings.NewReader(body))
+			r.Header.Set("Content-Type", "application/json")
+			if edit != nil {
+				edit(r)
+			}
+		})
+	}
+	for _, tc := range []struct {
+		body string
+		edit func(*http.Request)
+		code int
+		want string
+	}{
+		{`{"target-dir": "/x"}`, nil, http.StatusBadRequest, "unknown field"},
+		{`{"formatType": "NATIVE"}`, nil, http.StatusBadRequest, "CANONICAL"},
+		{`{"triggerId": "abc"}`, nil, http.StatusBadRequest, "32 hexadecimal digits"},
+		{`{}`, func(r *http.Request) { r.Header.Set("Origin", "http://evil.example") }, http.StatusForbidden, "savepoint refused"},
+	} {
+		if code, body := post(tc.body, tc.edit); code != tc.code || !flinkError(body, tc.want) {
+			t.Errorf("POST savepoints %s: %d %s, want %d saying %q", tc.body, code, body, tc.code, tc.want)
+		}
+	}
+	// trigger posts body and waits for the savepoint to complete.
+	trigger := func(body string) map[string]any {
+		t.Helper()
+		code, b := post(body, nil)
+		var accepted struct {
+			RequestID string `json:"request-id"`
+		}
+		if code != http.StatusAccepted || json.Unmarshal(b, &accepted) != nil || accepted.RequestID == "" {
+			t.Fatalf("POST savepoints %s: %d %s, want 202 with a request-id", body, code, b)
+		}
+		var st map[string]any
+		waitFor(t, "the savepoint to complete", func() bool {
+			st = f.obj(job + "/savepoints/" + accepted.RequestID)
+			if id := at(st, "status", "id"); id != "IN_PROGRESS" && id != "COMPLETED" {
+				t.Fatalf("savepoint status %v", st)
+			}
+			return at(st, "status", "id") == "COMPLETED"
+		})
+		return st
+	}
+	st := trigger(`{"target-directory": "` + filepath.Join(spDir, "named") + `"}`)
+	loc, _ := at(st, "operation", "location").(string)
+	if filepath.Dir(loc) != filepath.Join(spDir, "named") || !strings.HasPrefix(filepath.Base(loc), "savepoint-") {
+		t.Fatalf("savepoint status %v: want a location in %s", st, filepath.Join(spDir, "named"))
+	}
+	if _, err := os.Stat(filepath.Join(loc, "_metadata")); err != nil {
+		t.Fatalf("the savepoint's _metadata: %v", err)
+	}
+	if st := at(f.obj(job), "state"); st != "RUNNING" {
+		t.Fatalf("after a savepoint the job is %v, want it RUNNING", st)
+	}
+	st = trigger(`{"cancel-job": true}`)
+	if loc, _ := at(st, "operation", "location").(string); filepath.Dir(loc) != spDir {
+		t.Fatalf("savepoint status %v: want a location in the configured %s", st, spDir)
+	}
+	<-f.client.Done()
+	waitFor(t, "the job shown as CANCELED", func() bool { return at(f.obj(job), "state") == "CANCELED" })
+	if code, body := f.do("GET", job+"/savepoints/0123456789abcdef0123456789abcdef", nil); code != http.StatusNotFound || !flinkError(body, "no savepoint operation") {
+		t.Errorf("GET of an unknown trigger: %d %s, want 404", code, body)
+	}
+
+	// A job without checkpoint storage cannot take one: the operation
+	// completes with the reason.
+	g := startJob(t, []string{"execution.checkpointing.interval=50 ms"})
+	gm := launch.MasterOf(g.client)
+	g.serve(web.Job{Master: gm, Done: g.client.Done(), Err: g.client.Wait, Config: g.env.Config(), Savepoint: gm.TriggerSavepoint})
+	code, b := g.do("POST", "/jobs/"+g.jobID()+"/savepoints", nil)
+	var accepted struct {
+		RequestID string `json:"request-id"`
+	}
+	if code != http.StatusAccepted || json.Unmarshal(b, &accepted) != nil {
+		t.Fatalf("POST savepoints without storage: %d %s", code, b)
+	}
+	var gst map[string]any
+	waitFor(t, "the failed savepoint to complete", func() bool {
+		gst = g.obj("/jobs/" + g.jobID() + "/savepoints/" + accepted.RequestID)
+		return at(gst, "status", "id") == "COMPLETED"
+	})
+	if cause, _ := at(gst, "operation", "failure-cause", "stack-trace").(string); !strings.Contains(cause, "execution.checkpointing.dir") {
+		t.Fatalf("savepoint without checkpoint storage: %v, want a failure cause naming execution.checkpointing.dir", gst)
 	}
 }

@@ -51,6 +51,10 @@ type Job struct {
 	// API's PATCH /jobs/:jobid?mode=cancel) and returns at once. Nil: the
 	// API cannot cancel the job.
 	Cancel func()
+	// Savepoint, if set, takes a savepoint into a new directory under dir
+	// ("": the job's default) and returns its path once it is complete
+	// (POST /jobs/:jobid/savepoints). Nil: the API takes no savepoints.
+	Savepoint func(ctx context.Context, dir string) (string, error)
 	// Positions, if set, returns each source's current position per
 	// split: vertex uid → split → the offset of the next record. The cut
 	// then tells how many records a restore of each split would replay.
@@ -106,6 +110,8 @@ type Server struct {
 
 	sampler *sampler
 	prom    http.Handler // /metrics, through Prometheus' client
+
+	sps savepoints
 
 	storeOnce sync.Once
 	store     *storage.Storage

@@ -1,0 +1,159 @@
+package web
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+)
+
+// Savepoints as Flink's REST API triggers them:
+//
+//	POST /jobs/:jobid/savepoints  {"target-directory", "cancel-job", "formatType", "triggerId"}
+//	     → 202 {"request-id"}
+//	GET  /jobs/:jobid/savepoints/:triggerid
+//	     → {"status": {"id": "IN_PROGRESS" | "COMPLETED"}, "operation": {"location"} or {"failure-cause"}}
+//
+// A savepoint runs on after the request that triggered it; its result is
+// kept for as long as the server lives.
+
+// savepointRequest is the body of POST /jobs/:jobid/savepoints.
+type savepointRequest struct {
+	TargetDirectory string `json:"target-directory"`
+	CancelJob       bool   `json:"cancel-job"`
+	FormatType      string `json:"formatType"`
+	TriggerID       string `json:"triggerId"`
+}
+
+// savepointOp is one triggered savepoint.
+type savepointOp struct {
+	done     chan struct{}
+	location string
+	err      error
+}
+
+// savepoints are a server's triggered savepoints by trigger id.
+type savepoints struct {
+	mu  sync.Mutex
+	ops map[string]*savepointOp
+}
+
+func (sp *savepoints) get(id string) *savepointOp {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	return sp.ops[id]
+}
+
+// triggerSavepoint is POST /jobs/:jobid/savepoints.
+func (s *Server) triggerSavepoint(r *http.Request) (int, any, error) {
+	if why := s.opts.gate.mutationRefused(r); why != "" {
+		s.opts.logger.Warn("refused to trigger a savepoint", "job_id", s.jm.JobID(), "remote", r.RemoteAddr, "reason", why)
+		return 0, nil, &statusError{http.StatusForbidden, "savepoint refused: " + why}
+	}
+	if s.job.Savepoint == nil {
+		return 0, nil, &statusError{http.StatusNotImplemented, "this server cannot take savepoints of job " + s.jm.JobID()}
+	}
+	var req savepointRequest
+	body, err := io.ReadAll(io.LimitReader(r.Body, 64<<10))
+	if err != nil {
+		return 0, nil, badRequest("reading the request body: %v", err)
+	}
+	if len(strings.TrimSpace(string(body))) > 0 {
+		dec := json.NewDecoder(strings.NewReader(string(body)))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req); err != nil {
+			return 0, nil, badRequest("request body: %v (fields: target-directory, cancel-job, formatType, triggerId)", err)
+		}
+	}
+	switch strings.ToUpper(req.FormatType) {
+	case "", "CANONICAL":
+	case "NATIVE":
+		return 0, nil, badRequest("formatType NATIVE: weir's heap state backend writes one savepoint format, CANONICAL")
+	default:
+		return 0, nil, badRequest("unknown formatType %q: want CANONICAL", echo(req.FormatType))
+	}
+	if req.CancelJob && s.job.Cancel == nil {
+		return 0, nil, &statusError{http.StatusNotImplemented, "this server cannot cancel job " + s.jm.JobID()}
+	}
+	if s.ended() {
+		return 0, nil, &statusError{http.StatusConflict, "job " + s.jm.JobID() + " is not running (" + s.state() + ")"}
+	}
+	id := req.TriggerID
+	if id == "" {
+		var b [16]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return 0, nil, err
+		}
+		id = hex.EncodeToString(b[:])
+	} else if len(id) != 32 || strings.Trim(strings.ToLower(id), "0123456789abcdef") != "" {
+		return 0, nil, badRequest("triggerId %q: want 32 hexadecimal digits", echo(id))
+	}
+	s.sps.mu.Lock()
+	if s.sps.ops == nil {
+		s.sps.ops = map[string]*savepointOp{}
+	}
+	if _, dup := s.sps.ops[id]; dup {
+		s.sps.mu.Unlock()
+		return http.StatusAccepted, map[string]string{"request-id": id}, nil
+	}
+	op := &savepointOp{done: make(chan struct{})}
+	s.sps.ops[id] = op
+	s.sps.mu.Unlock()
+	s.opts.logger.Info("taking a savepoint, as a REST request asks", "job_id", s.jm.JobID(), "remote", r.RemoteAddr,
+		"dir", req.TargetDirectory, "cancel_job", req.CancelJob, "trigger_id", id)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer close(op.done)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go func() {
+			select {
+			case <-s.stop:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		op.location, op.err = s.job.Savepoint(ctx, req.TargetDirectory)
+		if op.err == nil && req.CancelJob {
+			s.opts.logger.Info("canceling the job after its savepoint, as the REST request asked", "job_id", s.jm.JobID(), "savepoint", op.location)
+			s.job.Cancel()
+		}
+	}()
+	return http.StatusAccepted, map[string]string{"request-id": id}, nil
+}
+
+// savepointStatus is GET /jobs/:jobid/savepoints/:triggerid.
+func (s *Server) savepointStatus(id string) (int, any, error) {
+	op := s.sps.get(id)
+	if op == nil {
+		return 0, nil, notFoundf("there is no savepoint operation %s for job %s", echo(id), s.jm.JobID())
+	}
+	type status struct {
+		ID string `json:"id"`
+	}
+	select {
+	case <-op.done:
+	default:
+		return http.StatusOK, map[string]any{"status": status{"IN_PROGRESS"}}, nil
+	}
+	if op.err != nil {
+		msg := op.err.Error()
+		if errors.Is(op.err, context.Canceled) {
+			msg = "the REST server stopped before the savepoint completed: " + msg
+		}
+		return http.StatusOK, map[string]any{"status": status{"COMPLETED"}, "operation": map[string]any{
+			"failure-cause": map[string]string{
+				"class":                "java.util.concurrent.CompletionException",
+				"stack-trace":          "java.util.concurrent.CompletionException: " + msg,
+				"serialized-throwable": "",
+			},
+		}}, nil
+	}
+	return http.StatusOK, map[string]any{"status": status{"COMPLETED"}, "operation": map[string]string{"location": op.location}}, nil
+}
