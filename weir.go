@@ -154,7 +154,7 @@ func Command(name string, jobs ...Job) *cobra.Command {
 	}
 	root.AddCommand(runCommand(jobs),
 		clustercli.JobManagerCommand(newJobs), clustercli.TaskManagerCommand(newJobs),
-		clustercli.ListCommand(), clustercli.CancelCommand(), clustercli.SavepointCommand())
+		clustercli.ListCommand(), clustercli.CancelCommand(), clustercli.SavepointCommand(), clustercli.StopCommand())
 	return root
 }
 

@@ -42,3 +42,14 @@ func (c *JobClient) Metrics() JobMetrics { return jobMetrics(c.h.Master().Metric
 func (c *JobClient) TriggerSavepoint(ctx context.Context, dir string) (string, error) {
 	return c.h.Master().TriggerSavepoint(ctx, dir)
 }
+
+// StopWithSavepoint stops the job with a savepoint, as Flink's stop does
+// (without --drain): it takes a savepoint in a new directory under dir
+// ("" means execution.checkpointing.savepoint-dir) with no checkpoint
+// after it, the sinks commit what it holds, and the job finishes. It
+// returns the savepoint's path once the job has ended; a job resumed
+// from it goes on exactly where this one stopped. If the savepoint
+// fails, the job keeps running.
+func (c *JobClient) StopWithSavepoint(ctx context.Context, dir string) (string, error) {
+	return c.h.Master().StopWithSavepoint(ctx, dir)
+}

@@ -76,6 +76,16 @@ func (c *Client) Savepoint(ctx context.Context, jobID, dir string, cancel bool) 
 	return resp.Path, authError(c.addr, err)
 }
 
+// StopWithSavepoint stops a job with a savepoint into a new directory
+// under dir ("": the job's execution.checkpointing.savepoint-dir): no
+// checkpoint after it, the sinks commit what it holds, and the job
+// finishes. It returns the savepoint's path once the job has ended.
+func (c *Client) StopWithSavepoint(ctx context.Context, jobID, dir string) (string, error) {
+	var resp savepointResponse
+	err := c.conn.Invoke(ctx, method("Savepoint"), &savepointRequest{JobID: jobID, Dir: dir, Stop: true}, &resp)
+	return resp.Path, authError(c.addr, err)
+}
+
 // Cancel cancels a job and returns once it has stopped.
 func (c *Client) Cancel(ctx context.Context, jobID string) error {
 	return authError(c.addr, c.conn.Invoke(ctx, method("Cancel"), &cancelRequest{JobID: jobID}, &cancelResponse{}))

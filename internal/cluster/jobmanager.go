@@ -527,8 +527,12 @@ func (m *JobManager) savepoint(ctx context.Context, req *savepointRequest) (*sav
 		return nil, ended(req.JobID, job.Wait(), "has already")
 	default:
 	}
-	m.log.Info("taking a savepoint, as a client asks", "job_id", req.JobID, "dir", req.Dir, "cancel", req.Cancel)
-	path, err := job.Master().TriggerSavepoint(ctx, req.Dir)
+	m.log.Info("taking a savepoint, as a client asks", "job_id", req.JobID, "dir", req.Dir, "cancel", req.Cancel, "stop", req.Stop)
+	take := job.Master().TriggerSavepoint
+	if req.Stop {
+		take = job.Master().StopWithSavepoint
+	}
+	path, err := take(ctx, req.Dir)
 	if err != nil {
 		return nil, status.Errorf(codes.FailedPrecondition, "savepoint of job %s: %v", req.JobID, err)
 	}

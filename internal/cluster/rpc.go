@@ -104,6 +104,9 @@ type savepointRequest struct {
 	Dir string `json:"dir,omitempty"`
 	// Cancel cancels the job once the savepoint is complete.
 	Cancel bool `json:"cancel,omitempty"`
+	// Stop stops the job with the savepoint (stop-with-savepoint); the
+	// call returns once the job has ended.
+	Stop bool `json:"stop,omitempty"`
 }
 
 type savepointResponse struct {

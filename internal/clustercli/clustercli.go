@@ -503,6 +503,50 @@ func SavepointCommand() *cobra.Command {
 	return cmd
 }
 
+// StopCommand returns the stop command.
+func StopCommand() *cobra.Command {
+	var jmAddr, dir string
+	var drain bool
+	var f ConfigFlags
+	cmd := &cobra.Command{
+		Use:   "stop [--savepoint-path DIR] JOB_ID",
+		Short: "Stop a job on a cluster with a savepoint",
+		Long: "stop stops a running job of the cluster whose job manager is at -m with a savepoint, as Flink's stop does:\n" +
+			"a savepoint into a new savepoint-* directory under --savepoint-path (default: the job's\n" +
+			"execution.checkpointing.savepoint-dir) with no checkpoint after it, the sinks commit what it holds, and the\n" +
+			"job finishes. It prints the savepoint's path; resume with -D execution.state-recovery.path=PATH.\n" + securityHelp,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if drain {
+				return fmt.Errorf("--drain: weir does not drain a job before its stop savepoint yet (the job would end its event time first); stop without it")
+			}
+			cfg, err := f.Config()
+			if err != nil {
+				return err
+			}
+			c, err := cluster.Dial(jmAddr, DialOptions(cfg)...)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			path, err := c.StopWithSavepoint(cmd.Context(), args[0], dir)
+			if err != nil {
+				if st, ok := status.FromError(err); ok && (st.Code() == codes.FailedPrecondition || st.Code() == codes.NotFound) {
+					return fmt.Errorf("stopping %s: %s", args[0], st.Message())
+				}
+				return authHint(fmt.Errorf("stopping %s: %w", args[0], err))
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: job %s stopped with savepoint %s\n", cmd.Root().Name(), args[0], path)
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&jmAddr, "jobmanager", "m", DefaultJobManager, "the job manager's address")
+	cmd.Flags().StringVarP(&dir, "savepoint-path", "p", "", "the directory the savepoint goes under (default: execution.checkpointing.savepoint-dir)")
+	cmd.Flags().BoolVarP(&drain, "drain", "d", false, "end the job's event time before the savepoint (not supported yet: refused)")
+	f.Add(cmd)
+	return cmd
+}
+
 // Submit sends a job to the job manager at jmAddr, connecting with opts
 // (DialOptions), and, unless detached, follows it until it ends: a FAILED
 // job is an error. Ctrl-C (ctx) while following detaches; the job keeps

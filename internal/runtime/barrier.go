@@ -18,6 +18,10 @@ type Barrier struct {
 	// directory (a path or URL) its state goes to, a Savepoint's Path.
 	Savepoint bool
 	Target    string
+	// Stop marks the savepoint of a stop-with-savepoint: a subtask that
+	// has taken it reads no more input, and once it completes commits
+	// and ends.
+	Stop bool
 	// Unaligned marks an unaligned barrier: it overtakes the records
 	// queued before it, which become channel state, and no task aligns on
 	// it.

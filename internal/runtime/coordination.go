@@ -108,7 +108,7 @@ func (jm *JobMaster) perform(ctx context.Context, out []coordinator.Output) erro
 			jm.snapshotSplits(o.ID)
 			b := Barrier{ID: o.ID, Timestamp: o.Timestamp.UnixNano(), Savepoint: o.Kind == checkpoint.KindSavepoint}
 			if sp := jm.savepoints[o.ID]; sp != nil {
-				b.Target = sp.w.Path()
+				b.Target, b.Stop = sp.w.Path(), sp.stop
 			}
 			if o.Unaligned {
 				if jm.alignedTimeout > 0 {
@@ -164,7 +164,7 @@ func (jm *JobMaster) perform(ctx context.Context, out []coordinator.Output) erro
 			for _, r := range jm.tasks {
 				delete(r.acks, o.ID)
 			}
-			jm.savepointAborted(o.ID, o.Reason)
+			out = append(out, jm.savepointAborted(o.ID, o.Reason)...)
 			if errors.Is(o.Reason, coordinator.ReasonTaskClosing) {
 				// A subtask finished without taking part: those that
 				// wait for their final checkpoint need another.
@@ -233,8 +233,7 @@ func (jm *JobMaster) metadataWritten(md *checkpoint.Metadata, path string, err e
 		return out
 	}
 	if md.Kind == checkpoint.KindSavepoint {
-		jm.savepointWritten(md.CheckpointID, path, err)
-		return out
+		return append(out, jm.savepointWritten(md.CheckpointID, err)...)
 	}
 	if err != nil {
 		return out
@@ -412,7 +411,7 @@ func (jm *JobMaster) EndOfData(ref TaskRef) {
 // checkpoint keeps the trigger from starting, it is tried again after
 // each batch of the job master's work.
 func (jm *JobMaster) triggerFinal() error {
-	if !jm.finalWanted || jm.restarting > 0 || jm.coord == nil {
+	if !jm.finalWanted || jm.restarting > 0 || jm.coord == nil || jm.stopOp != nil {
 		return nil // a redeploy triggers checkpoints again
 	}
 	for _, s := range jm.sources {

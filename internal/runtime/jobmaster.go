@@ -226,6 +226,10 @@ type JobMaster struct {
 	// both belong to the job master's loop.
 	savepoints       map[int64]*savepointOp
 	queuedSavepoints []*savepointOp
+	// stopOp is the stop-with-savepoint in progress, and term its
+	// termination once its savepoint is complete.
+	stopOp *savepointOp
+	term   *termination
 }
 
 type taskRun struct {
@@ -578,6 +582,10 @@ func (jm *JobMaster) Exited(ref TaskRef, err error) {
 func (jm *JobMaster) taskExited(id checkpoint.TaskID, r *taskRun, err error) error {
 	if jm.tasks[id] != r || r.canceled {
 		return nil // an earlier attempt, canceled on purpose
+	}
+	if jm.term != nil {
+		jm.terminated(id, err)
+		return nil
 	}
 	if err == nil {
 		jm.finished[id] = true

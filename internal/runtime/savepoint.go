@@ -24,6 +24,8 @@ import (
 // TriggerSavepoint.
 type savepointOp struct {
 	w SavepointWriter
+	// stop ends the job once the savepoint is complete.
+	stop bool
 	// done is closed once path or err is set.
 	done chan struct{}
 	path string
@@ -48,6 +50,30 @@ var ErrSavepointsUnsupported = errors.New("savepoints need checkpointing with ch
 // fails when the job is restarting (not every subtask is running), ends,
 // or ctx is done; a savepoint that fails leaves nothing behind.
 func (jm *JobMaster) TriggerSavepoint(ctx context.Context, dir string) (string, error) {
+	return jm.savepoint(ctx, dir, false)
+}
+
+// StopWithSavepoint stops the job with a savepoint, as Flink's stop does
+// without --drain: it takes a savepoint as TriggerSavepoint does, with no
+// checkpoint after it; every subtask that has taken it reads no more
+// input; once it is complete, every subtask, sinks first, commits what
+// the savepoint holds pending (nothing after it) and ends, and the job
+// finishes. It returns the savepoint's path once the job has ended. If
+// the savepoint fails, the job goes on running and checkpointing.
+func (jm *JobMaster) StopWithSavepoint(ctx context.Context, dir string) (string, error) {
+	path, err := jm.savepoint(ctx, dir, true)
+	if err != nil {
+		return "", err
+	}
+	select {
+	case <-jm.stopped:
+		return path, nil
+	case <-ctx.Done():
+		return "", context.Cause(ctx)
+	}
+}
+
+func (jm *JobMaster) savepoint(ctx context.Context, dir string, stop bool) (string, error) {
 	if jm.coord == nil || jm.storage == nil {
 		return "", ErrSavepointsUnsupported
 	}
@@ -61,7 +87,7 @@ func (jm *JobMaster) TriggerSavepoint(ctx context.Context, dir string) (string, 
 	if err != nil {
 		return "", fmt.Errorf("creating a savepoint under %s: %w", dir, err)
 	}
-	op := &savepointOp{w: w, done: make(chan struct{})}
+	op := &savepointOp{w: w, stop: stop, done: make(chan struct{})}
 	jm.post(func() error { return jm.startSavepoint(op) })
 	select {
 	case <-op.done:
@@ -83,21 +109,44 @@ func (jm *JobMaster) TriggerSavepoint(ctx context.Context, dir string) (string, 
 // startSavepoint triggers op's savepoint, or queues it behind the pending
 // checkpoint that keeps it from starting.
 func (jm *JobMaster) startSavepoint(op *savepointOp) error {
-	if jm.restarting > 0 {
+	switch {
+	case jm.term != nil || jm.stopOp != nil && jm.stopOp != op:
+		jm.failSavepoint(op, errors.New("the job is stopping with a savepoint"))
+		return nil
+	case jm.restarting > 0:
 		jm.failSavepoint(op, errors.New("not all subtasks are running: the job is restarting"))
 		return nil
 	}
-	id, acts, err := jm.coord.TriggerManual(jm.clock.Now(), checkpoint.KindSavepoint)
+	var acts []coordinator.Output
+	if op.stop && jm.stopOp == nil {
+		// No checkpoint may complete after the savepoint, or it would
+		// commit what the savepoint does not hold.
+		jm.stopOp = op
+		acts = jm.coord.PausePeriodic(jm.clock.Now(), true)
+	}
+	id, out, err := jm.coord.TriggerManual(jm.clock.Now(), checkpoint.KindSavepoint)
+	acts = append(acts, out...)
 	if errors.Is(err, coordinator.ReasonTooManyConcurrent) {
 		jm.queuedSavepoints = append(jm.queuedSavepoints, op)
-		return nil
+		return jm.perform(jm.ctx, acts)
 	}
 	if err != nil {
+		acts = append(acts, jm.savepointEnded(op)...)
 		jm.failSavepoint(op, fmt.Errorf("triggering a savepoint: %w", err))
 		return jm.perform(jm.ctx, acts)
 	}
 	jm.savepoints[id] = op
 	return jm.perform(jm.ctx, acts)
+}
+
+// savepointEnded lets checkpoints run again after op, a stop that
+// failed.
+func (jm *JobMaster) savepointEnded(op *savepointOp) []coordinator.Output {
+	if op != jm.stopOp {
+		return nil
+	}
+	jm.stopOp = nil
+	return jm.coord.PausePeriodic(jm.clock.Now(), false)
 }
 
 // retrySavepoints starts the savepoints queued behind a checkpoint, if
@@ -127,33 +176,99 @@ func (jm *JobMaster) failSavepoint(op *savepointOp, err error) {
 
 // savepointAborted ends savepoint id's operation, if it is one, with the
 // reason the coordinator aborted it.
-func (jm *JobMaster) savepointAborted(id int64, reason error) {
+func (jm *JobMaster) savepointAborted(id int64, reason error) []coordinator.Output {
 	op := jm.savepoints[id]
 	if op == nil {
-		return
+		return nil
 	}
 	delete(jm.savepoints, id)
 	if reason == nil {
 		reason = errors.New("aborted")
 	}
 	jm.failSavepoint(op, fmt.Errorf("savepoint %d failed: %w", id, reason))
+	return jm.savepointEnded(op)
 }
 
 // savepointWritten ends savepoint id's operation once its _metadata was
-// written (err == nil) or could not be.
-func (jm *JobMaster) savepointWritten(id int64, path string, err error) {
+// written (err == nil) or could not be; a stop's savepoint then stops the
+// job.
+func (jm *JobMaster) savepointWritten(id int64, err error) []coordinator.Output {
 	op := jm.savepoints[id]
 	if op == nil {
-		return
+		return nil
 	}
 	delete(jm.savepoints, id)
 	if err != nil {
 		jm.failSavepoint(op, fmt.Errorf("writing savepoint %d: %w", id, err))
-		return
+		return jm.savepointEnded(op)
 	}
 	op.w.Close()
-	jm.log.Info("savepoint completed", "savepoint", id, "path", op.w.Path())
+	jm.log.Info("savepoint completed", "savepoint", id, "path", op.w.Path(), "stop", op.stop)
 	op.resolve(op.w.Path(), nil)
+	if op.stop {
+		jm.startTermination(id)
+	}
+	return nil
+}
+
+// termination is a stop-with-savepoint whose savepoint is complete: the
+// subtasks are told, one vertex at a time from the sinks up, that it
+// completed, and each commits and ends. Downstream first, so that no
+// subtask ends while another still reads from it.
+type termination struct {
+	id       int64
+	layers   [][]checkpoint.TaskID
+	next     int
+	notified map[checkpoint.TaskID]bool
+}
+
+func (jm *JobMaster) startTermination(id int64) {
+	t := &termination{id: id, notified: map[checkpoint.TaskID]bool{}}
+	for i := len(jm.graph.Vertices) - 1; i >= 0; i-- {
+		v := jm.graph.Vertices[i]
+		layer := make([]checkpoint.TaskID, v.Parallelism)
+		for s := range layer {
+			layer[s] = checkpoint.TaskID{Vertex: v.UID, Subtask: s}
+		}
+		t.layers = append(t.layers, layer)
+	}
+	jm.term = t
+	jm.log.Info("stopping the job with its savepoint", "savepoint", id)
+	jm.advanceTermination()
+}
+
+// advanceTermination tells the next vertex's subtasks that the stop's
+// savepoint completed once every subtask of the vertices after it has
+// ended.
+func (jm *JobMaster) advanceTermination() {
+	t := jm.term
+	for ; t.next < len(t.layers); t.next++ {
+		waiting := false
+		for _, id := range t.layers[t.next] {
+			if jm.finished[id] {
+				continue
+			}
+			waiting = true
+			if r := jm.tasks[id]; r != nil && !t.notified[id] {
+				t.notified[id] = true
+				jm.exec.NotifyComplete(r.ref, t.id)
+			}
+		}
+		if waiting {
+			return
+		}
+	}
+}
+
+// terminated records that subtask id ended while the job stops: err, if
+// not nil, does not restart it; what it had not committed stays pending
+// in the savepoint, which commits it when a job resumes from it.
+func (jm *JobMaster) terminated(id checkpoint.TaskID, err error) {
+	if err != nil {
+		jm.log.Warn("a subtask failed while the job stopped with its savepoint; the savepoint holds what it had not committed", "task", id.String(), "err", err)
+	}
+	jm.finished[id] = true
+	jm.advanceTermination()
 }
 
 // writeSavepointMetadata writes md, the metadata of a savepoint, into its

@@ -82,10 +82,18 @@ type Task struct {
 	endOfDataN, endedN int
 	finished           bool  // operators finished: end of data
 	finalCheckpoint    int64 // first checkpoint snapshotted after finishing
-	completed          int64 // highest checkpoint notified complete
-	inputsEnded        bool
-	done               bool
-	idle               bool // announced idle downstream (sources)
+	// stopAt is the stop-with-savepoint the subtask has snapshotted: it
+	// takes no more input until the savepoint completes (then it commits
+	// and ends) or is aborted (then it goes on).
+	stopAt int64
+	// stopped is set when the subtask ended with its stop's savepoint:
+	// its outputs carry nothing more, and the subtasks they fed have
+	// ended already.
+	stopped     bool
+	completed   int64 // highest checkpoint notified complete
+	inputsEnded bool
+	done        bool
+	idle        bool // announced idle downstream (sources)
 
 	timers    []*pendingTimer // processing-time timers, to stop on exit
 	snapshots sync.WaitGroup  // asynchronous snapshot writes
@@ -335,6 +343,25 @@ func (t *Task) drainMails() error {
 	return nil
 }
 
+// waitMails waits for and runs the next urgent work or mails.
+func (t *Task) waitMails() error {
+	if err := t.flushAll(); err != nil {
+		return err
+	}
+	t.waitStart()
+	select {
+	case <-t.urgent.signal:
+		t.waitEnd()
+		return t.drainUrgent()
+	case <-t.mailbox.signal:
+		t.waitEnd()
+		return t.drainMails()
+	case <-t.ctx.Done():
+		t.waitEnd()
+		return context.Cause(t.ctx)
+	}
+}
+
 func (t *Task) runGate() error {
 	blocked := t.handler.Blocked
 	for {
@@ -343,6 +370,13 @@ func (t *Task) runGate() error {
 		}
 		if t.done {
 			return nil
+		}
+		if t.stopAt != 0 {
+			// Stopping with a savepoint: no input, only mails.
+			if err := t.waitMails(); err != nil {
+				return err
+			}
+			continue
 		}
 		ch, m, ok := t.gate.poll(blocked)
 		if !ok {
@@ -654,6 +688,9 @@ func (t *Task) snapshotOperators(b Barrier) ([]Snapshot, error) {
 // and, for an unaligned checkpoint of a subtask with inputs, the channel
 // state uc collects.
 func (t *Task) startWrite(b Barrier, snaps []Snapshot, stats checkpoint.SubtaskStats, uc *unalignedCheckpoint) error {
+	if b.Stop {
+		t.stopAt = b.ID
+	}
 	// A savepoint commits nothing: the final checkpoint is a checkpoint.
 	if t.finished && t.finalCheckpoint == 0 && !b.Savepoint {
 		t.finalCheckpoint = b.ID
@@ -813,11 +850,20 @@ func (t *Task) notifyComplete(id int64) error {
 			return fmt.Errorf("%s on completion of checkpoint %d: %w", op.UID, id, err)
 		}
 	}
+	if t.stopAt != 0 && id >= t.stopAt {
+		// The job stops with this savepoint: its transactions are
+		// committed, and nothing after it is.
+		t.done, t.stopped = true, true
+		return nil
+	}
 	return t.maybeEnd()
 }
 
 // notifyAbort releases an alignment the coordinator gave up.
 func (t *Task) notifyAbort(id int64, reason string) error {
+	if id == t.stopAt {
+		t.stopAt = 0 // the stop failed: the job goes on
+	}
 	if t.handler == nil {
 		return nil
 	}
@@ -834,7 +880,7 @@ func (t *Task) runSource(src SourceDriver) error {
 		if t.done {
 			return nil
 		}
-		if fetched == nil {
+		if fetched == nil || t.stopAt != 0 {
 			select {
 			case <-t.urgent.signal:
 				if err := t.drainUrgent(); err != nil {

@@ -392,6 +392,11 @@ func (w *Worker) run(ref TaskRef, t *Task, cancel context.CancelCauseFunc, bridg
 	}
 	// A finished subtask's last markers are still on their way out: let
 	// the output channels drain before their connections forget them.
+	// One that ended with its stop's savepoint sent none, and the
+	// subtasks downstream have ended.
+	if t.stopped {
+		cancel(errTaskExited)
+	}
 	out.Wait()
 	cancel(errTaskExited)
 	in.Wait()

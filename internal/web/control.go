@@ -11,7 +11,7 @@ import (
 //
 //	PATCH /jobs/:jobid?mode=cancel        cancel (Flink's default mode)
 //	GET   /jobs/:jobid/yarn-cancel        cancel, as Flink's web dashboard does
-//	POST  /jobs/:jobid/stop               stop with a savepoint: not implemented yet
+//	POST  /jobs/:jobid/stop               stop with a savepoint (see savepoints.go)
 //	POST  /jobs/:jobid/savepoints         trigger a savepoint (see savepoints.go)
 //	GET   /jobs/:jobid/savepoints/:triggerid
 //
@@ -21,10 +21,6 @@ import (
 // loopback host (against DNS rebinding: a page of another site that has
 // its name resolve to 127.0.0.1 is same-origin to the browser, but its
 // requests carry its own host name).
-
-// errNoStop is why weir refuses to stop a job with a savepoint.
-const errNoStop = "weir does not stop a job with a savepoint yet: take a savepoint and cancel the job in one request " +
-	"(POST /jobs/:jobid/savepoints with \"cancel-job\": true), then resume from the savepoint"
 
 // readMethod reports whether r only reads.
 func readMethod(r *http.Request) bool {
@@ -74,12 +70,10 @@ func (s *Server) control(w http.ResponseWriter, r *http.Request, seg []string) b
 		op = func() (int, any, error) { return s.cancel(r) }
 	case n == 3 && seg[2] == "stop":
 		allow = "POST"
-		op = func() (int, any, error) {
-			return 0, nil, &statusError{http.StatusNotImplemented, "stop with a savepoint: " + errNoStop}
-		}
+		op = func() (int, any, error) { return s.triggerSavepoint(r, true) }
 	case n == 3 && seg[2] == "savepoints":
 		allow = "POST"
-		op = func() (int, any, error) { return s.triggerSavepoint(r) }
+		op = func() (int, any, error) { return s.triggerSavepoint(r, false) }
 	case n == 4 && seg[2] == "savepoints":
 		allow = "GET, HEAD"
 		op = func() (int, any, error) { return s.savepointStatus(seg[3]) }
@@ -110,7 +104,7 @@ func (s *Server) terminate(r *http.Request) (int, any, error) {
 	case "", "cancel":
 		return s.cancel(r)
 	case "stop":
-		return 0, nil, badRequest(`the termination mode "stop" has been removed: for an ungraceful shutdown use "cancel" instead; for a graceful shutdown, take a savepoint and cancel: POST /jobs/:jobid/savepoints with "cancel-job": true`)
+		return 0, nil, badRequest(`the termination mode "stop" has been removed: for an ungraceful shutdown use "cancel" instead; for a graceful shutdown, POST /jobs/:jobid/stop (stop with a savepoint)`)
 	default:
 		return 0, nil, badRequest("unknown termination mode %q: want cancel", echo(mode))
 	}

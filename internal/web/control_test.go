@@ -48,9 +48,8 @@ func flinkError(body []byte, want string) bool {
 
 // TestJobControl: the job control paths as Flink's clients call them. A
 // cancel from another origin, or naming another host on a server without
-// a token, is refused and the job runs on; stop answers 501 saying weir
-// does not stop with a savepoint yet, and a server without Savepoint
-// that it takes none; PATCH ?mode=cancel and the dashboard's GET
+// a token, is refused and the job runs on; a server without Stop and
+// Savepoint answers stop and savepoints with 501; PATCH ?mode=cancel and the dashboard's GET
 // yarn-cancel answer 202 and the job ends CANCELED; a cancel of a job
 // that finished is a conflict.
 func TestJobControl(t *testing.T) {
@@ -71,7 +70,7 @@ func TestJobControl(t *testing.T) {
 		{"PATCH", job + "?mode=stop", http.StatusBadRequest, `"stop" has been removed`},
 		{"PATCH", job + "?mode=pause", http.StatusBadRequest, "unknown termination mode"},
 		{"PATCH", "/jobs/0123456789abcdef0123456789abcdef?mode=cancel", http.StatusNotFound, "not found"},
-		{"POST", job + "/stop", http.StatusNotImplemented, "does not stop a job with a savepoint yet"},
+		{"POST", job + "/stop", http.StatusNotImplemented, "cannot stop job"},
 		{"POST", job + "/savepoints", http.StatusNotImplemented, "cannot take savepoints"},
 		{"GET", job + "/savepoints/0123", http.StatusNotFound, "no savepoint operation 0123"},
 		{"GET", job + "/stop", http.StatusMethodNotAllowed, "allowed are POST"},
@@ -189,9 +188,11 @@ func TestJobPlanAndConfig(t *testing.T) {
 // /jobs/:jobid/savepoints/:triggerid reports IN_PROGRESS and then
 // COMPLETED with the savepoint's location, a directory holding its
 // _metadata; with "cancel-job" the job is canceled once the savepoint is
-// complete. Bad requests (an unknown field, formatType NATIVE, another
-// origin) are refused, and a savepoint the job cannot take (no checkpoint
-// storage) completes with a failure cause.
+// complete. POST /jobs/:jobid/stop stops a job with a savepoint, which
+// then reports FINISHED (drain is refused). Bad requests (an unknown
+// field, formatType NATIVE, another origin) are refused, and a savepoint
+// the job cannot take (no checkpoint storage) completes with a failure
+// cause.
 func TestSavepointsThroughTheAPI(t *testing.T) {
 	spDir := t.TempDir()
 	f := startJob(t, []string{"execution.checkpointing.interval=50 ms", "execution.checkpointing.dir=" + t.TempDir(),
@@ -265,12 +266,48 @@ func TestSavepointsThroughTheAPI(t *testing.T) {
 		t.Errorf("GET of an unknown trigger: %d %s, want 404", code, body)
 	}
 
+	// Stop with a savepoint: the job finishes, and the operation reports
+	// the savepoint.
+	h := startJob(t, []string{"execution.checkpointing.interval=50 ms", "execution.checkpointing.dir=" + t.TempDir()})
+	hm := launch.MasterOf(h.client)
+	h.serve(web.Job{Master: hm, Done: h.client.Done(), Err: h.client.Wait, Config: h.env.Config(), Stop: hm.StopWithSavepoint})
+	hjob := "/jobs/" + h.jobID()
+	waitFor(t, "the job to run", func() bool { return at(h.obj(hjob), "state") == "RUNNING" })
+	stop := func(body string) (int, []byte) {
+		return h.do("POST", hjob+"/stop", func(r *http.Request) { r.Body = io.NopCloser(strings.NewReader(body)) })
+	}
+	if code, b := stop(`{"targetDirectory": "` + spDir + `", "drain": true}`); code != http.StatusBadRequest || !flinkError(b, "does not drain") {
+		t.Errorf("POST stop with drain: %d %s, want 400", code, b)
+	}
+	if code, b := stop(`{"target-directory": "` + spDir + `"}`); code != http.StatusBadRequest || !flinkError(b, "targetDirectory") {
+		t.Errorf("POST stop with the savepoint request's field: %d %s, want 400 naming targetDirectory", code, b)
+	}
+	code, b := stop(`{"targetDirectory": "` + spDir + `"}`)
+	var stopped struct {
+		RequestID string `json:"request-id"`
+	}
+	if code != http.StatusAccepted || json.Unmarshal(b, &stopped) != nil || stopped.RequestID == "" {
+		t.Fatalf("POST stop: %d %s, want 202 with a request-id", code, b)
+	}
+	var hst map[string]any
+	waitFor(t, "the stop to complete", func() bool {
+		hst = h.obj(hjob + "/savepoints/" + stopped.RequestID)
+		return at(hst, "status", "id") == "COMPLETED"
+	})
+	if loc, _ := at(hst, "operation", "location").(string); filepath.Dir(loc) != spDir {
+		t.Fatalf("stop status %v: want a savepoint in %s", hst, spDir)
+	}
+	if err := h.client.Wait(); err != nil {
+		t.Fatalf("the stopped job ended with %v, want it finished", err)
+	}
+	waitFor(t, "the job shown as FINISHED", func() bool { return at(h.obj(hjob), "state") == "FINISHED" })
+
 	// A job without checkpoint storage cannot take one: the operation
 	// completes with the reason.
 	g := startJob(t, []string{"execution.checkpointing.interval=50 ms"})
 	gm := launch.MasterOf(g.client)
 	g.serve(web.Job{Master: gm, Done: g.client.Done(), Err: g.client.Wait, Config: g.env.Config(), Savepoint: gm.TriggerSavepoint})
-	code, b := g.do("POST", "/jobs/"+g.jobID()+"/savepoints", nil)
+	code, b = g.do("POST", "/jobs/"+g.jobID()+"/savepoints", nil)
 	var accepted struct {
 		RequestID string `json:"request-id"`
 	}

@@ -16,6 +16,8 @@ import (
 //
 //	POST /jobs/:jobid/savepoints  {"target-directory", "cancel-job", "formatType", "triggerId"}
 //	     → 202 {"request-id"}
+//	POST /jobs/:jobid/stop  {"targetDirectory", "drain", "formatType", "triggerId"}
+//	     → 202 {"request-id"}: stop with a savepoint
 //	GET  /jobs/:jobid/savepoints/:triggerid
 //	     → {"status": {"id": "IN_PROGRESS" | "COMPLETED"}, "operation": {"location"} or {"failure-cause"}}
 //
@@ -26,6 +28,14 @@ import (
 type savepointRequest struct {
 	TargetDirectory string `json:"target-directory"`
 	CancelJob       bool   `json:"cancel-job"`
+	FormatType      string `json:"formatType"`
+	TriggerID       string `json:"triggerId"`
+}
+
+// stopRequest is the body of POST /jobs/:jobid/stop.
+type stopRequest struct {
+	TargetDirectory string `json:"targetDirectory"`
+	Drain           bool   `json:"drain"`
 	FormatType      string `json:"formatType"`
 	TriggerID       string `json:"triggerId"`
 }
@@ -49,16 +59,29 @@ func (sp *savepoints) get(id string) *savepointOp {
 	return sp.ops[id]
 }
 
-// triggerSavepoint is POST /jobs/:jobid/savepoints.
-func (s *Server) triggerSavepoint(r *http.Request) (int, any, error) {
-	if why := s.opts.gate.mutationRefused(r); why != "" {
-		s.opts.logger.Warn("refused to trigger a savepoint", "job_id", s.jm.JobID(), "remote", r.RemoteAddr, "reason", why)
-		return 0, nil, &statusError{http.StatusForbidden, "savepoint refused: " + why}
+// triggerSavepoint is POST /jobs/:jobid/savepoints, and with stop POST
+// /jobs/:jobid/stop.
+func (s *Server) triggerSavepoint(r *http.Request, stop bool) (int, any, error) {
+	what := "savepoint"
+	if stop {
+		what = "stop"
 	}
-	if s.job.Savepoint == nil {
+	if why := s.opts.gate.mutationRefused(r); why != "" {
+		s.opts.logger.Warn("refused to trigger a savepoint", "job_id", s.jm.JobID(), "remote", r.RemoteAddr, "reason", why, "stop", stop)
+		return 0, nil, &statusError{http.StatusForbidden, what + " refused: " + why}
+	}
+	take, fields := s.job.Savepoint, "target-directory, cancel-job, formatType, triggerId"
+	if stop {
+		take, fields = s.job.Stop, "targetDirectory, drain, formatType, triggerId"
+	}
+	if take == nil {
+		if stop {
+			return 0, nil, &statusError{http.StatusNotImplemented, "this server cannot stop job " + s.jm.JobID() + " with a savepoint"}
+		}
 		return 0, nil, &statusError{http.StatusNotImplemented, "this server cannot take savepoints of job " + s.jm.JobID()}
 	}
 	var req savepointRequest
+	var sreq stopRequest
 	body, err := io.ReadAll(io.LimitReader(r.Body, 64<<10))
 	if err != nil {
 		return 0, nil, badRequest("reading the request body: %v", err)
@@ -66,9 +89,19 @@ func (s *Server) triggerSavepoint(r *http.Request) (int, any, error) {
 	if len(strings.TrimSpace(string(body))) > 0 {
 		dec := json.NewDecoder(strings.NewReader(string(body)))
 		dec.DisallowUnknownFields()
-		if err := dec.Decode(&req); err != nil {
-			return 0, nil, badRequest("request body: %v (fields: target-directory, cancel-job, formatType, triggerId)", err)
+		var into any = &req
+		if stop {
+			into = &sreq
 		}
+		if err := dec.Decode(into); err != nil {
+			return 0, nil, badRequest("request body: %v (fields: %s)", err, fields)
+		}
+	}
+	if stop {
+		if sreq.Drain {
+			return 0, nil, badRequest("drain: weir does not drain a job before its stop savepoint yet (the job would end its event time first); stop without it")
+		}
+		req = savepointRequest{TargetDirectory: sreq.TargetDirectory, FormatType: sreq.FormatType, TriggerID: sreq.TriggerID}
 	}
 	switch strings.ToUpper(req.FormatType) {
 	case "", "CANONICAL":
@@ -105,7 +138,7 @@ func (s *Server) triggerSavepoint(r *http.Request) (int, any, error) {
 	s.sps.ops[id] = op
 	s.sps.mu.Unlock()
 	s.opts.logger.Info("taking a savepoint, as a REST request asks", "job_id", s.jm.JobID(), "remote", r.RemoteAddr,
-		"dir", req.TargetDirectory, "cancel_job", req.CancelJob, "trigger_id", id)
+		"dir", req.TargetDirectory, "cancel_job", req.CancelJob, "stop", stop, "trigger_id", id)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -119,7 +152,7 @@ func (s *Server) triggerSavepoint(r *http.Request) (int, any, error) {
 			case <-ctx.Done():
 			}
 		}()
-		op.location, op.err = s.job.Savepoint(ctx, req.TargetDirectory)
+		op.location, op.err = take(ctx, req.TargetDirectory)
 		if op.err == nil && req.CancelJob {
 			s.opts.logger.Info("canceling the job after its savepoint, as the REST request asked", "job_id", s.jm.JobID(), "savepoint", op.location)
 			s.job.Cancel()

@@ -40,6 +40,8 @@ type Coordinator struct {
 	// the min-pause.
 	nextPeriodic   time.Time
 	periodicQueued bool
+	// periodicPaused holds periodic requests back (PausePeriodic).
+	periodicPaused bool
 
 	lastCompletion time.Time
 	completedOnce  bool
@@ -186,6 +188,19 @@ func (c *Coordinator) NextDeadline() (time.Time, bool) {
 		}
 	}
 	return d, !d.IsZero()
+}
+
+// PausePeriodic holds periodic checkpoints back while paused is true (a
+// request that falls due meanwhile waits), and lets them run again when
+// it is false: a stop-with-savepoint pauses them, since no checkpoint may
+// complete after its savepoint. The returned outputs trigger a request
+// that fell due while paused.
+func (c *Coordinator) PausePeriodic(now time.Time, paused bool) []Output {
+	c.periodicPaused = paused
+	if !paused {
+		c.runQueued(now)
+	}
+	return c.take()
 }
 
 // TriggerManual starts a checkpoint or savepoint now and returns its id. A
@@ -434,7 +449,7 @@ func (c *Coordinator) notPending(now time.Time, id int64, task checkpoint.TaskID
 // checkpoints are pending, and if the min-pause since the last completion
 // has not passed, the periodic trigger is rescheduled to its end.
 func (c *Coordinator) runQueued(now time.Time) {
-	if !c.periodicQueued {
+	if !c.periodicQueued || c.periodicPaused {
 		return
 	}
 	if c.state != running || c.allFinished() {
