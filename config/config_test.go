@@ -33,6 +33,7 @@ func TestDefaults(t *testing.T) {
 		KeyCheckpointingCreateSubdir:          "true",
 		KeyStateRecoveryPath:                  "",
 		KeyStateRecoveryAllowDuplicateOutput:  "false",
+		KeyStateRecoveryIgnoreUnclaimedState:  "false",
 		KeyCheckpointingInlineThreshold:       "20 kb",
 
 		KeyRestartStrategy:                       "",

@@ -93,6 +93,14 @@ const (
 	// committed: their output is then written again. Default: false (the
 	// resume is refused). weir's own key; Flink has no such check.
 	KeyStateRecoveryAllowDuplicateOutput = "execution.state-recovery.allow-duplicate-output"
+
+	// KeyStateRecoveryIgnoreUnclaimedState lets a job resume from a
+	// checkpoint or savepoint that holds state for operators the job no
+	// longer has (matched by uid): that state is dropped. Default: false
+	// (the resume is refused, naming the operators). Flink's key, and its
+	// CLI's --allowNonRestoredState; replaces
+	// execution.savepoint.ignore-unclaimed-state.
+	KeyStateRecoveryIgnoreUnclaimedState = "execution.state-recovery.ignore-unclaimed-state"
 )
 
 const (

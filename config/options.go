@@ -253,6 +253,9 @@ var optionTable = []option{
 		desc:       "Checkpoint or savepoint to resume the job from."},
 	{key: KeyStateRecoveryAllowDuplicateOutput, kind: KindBool, def: "false",
 		desc: "Resume from an older checkpoint than the newest completed one (which does not verify) even if a sink cannot undo the newer checkpoints' commits, writing their output again."},
+	{key: KeyStateRecoveryIgnoreUnclaimedState, kind: KindBool, def: "false",
+		deprecated: []string{"execution.savepoint.ignore-unclaimed-state"},
+		desc:       "Resume from a checkpoint or savepoint that holds state for operators the job no longer has, dropping that state."},
 
 	// Restart and failover (Flink's RestartStrategyOptions and JobManagerOptions).
 	{key: KeyRestartStrategy, kind: KindEnum, values: restartStrategies,

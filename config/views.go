@@ -58,6 +58,9 @@ type Checkpointing struct {
 	// AllowDuplicateOutput accepts falling back past a completed checkpoint
 	// that does not verify although a sink cannot undo its commits.
 	AllowDuplicateOutput bool
+	// IgnoreUnclaimedState drops the state of operators the job no longer
+	// has on a restore, instead of refusing it.
+	IgnoreUnclaimedState bool
 	// InlineThreshold is the size in bytes below which state is kept
 	// inside _metadata. Default: 20 KiB.
 	InlineThreshold int64
@@ -89,6 +92,7 @@ func (c *Configuration) Checkpointing() (Checkpointing, error) {
 		CreateSubdir:          c.Bool(KeyCheckpointingCreateSubdir),
 		RecoveryPath:          c.String(KeyStateRecoveryPath),
 		AllowDuplicateOutput:  c.Bool(KeyStateRecoveryAllowDuplicateOutput),
+		IgnoreUnclaimedState:  c.Bool(KeyStateRecoveryIgnoreUnclaimedState),
 		InlineThreshold:       c.MemorySize(KeyCheckpointingInlineThreshold),
 	}
 	if cp.MinPause > 0 {

@@ -253,6 +253,9 @@ func (e *Environment) graph(name string, pipe config.Pipeline) (*runtime.JobGrap
 	}
 	for _, v := range g.Vertices {
 		chainNodes := members[v]
+		for _, n := range chainNodes {
+			v.OperatorUIDs = append(v.OperatorUIDs, n.uid)
+		}
 		names := make([]string, len(chainNodes))
 		for i, n := range chainNodes {
 			names[i] = n.name

@@ -21,7 +21,8 @@ import (
 // first job completes no checkpoint (its interval is an hour), so
 // whatever reaches the sink's committed output was in the savepoint: a
 // savepoint commits nothing itself, its restore commits what it held
-// pending, and the second job goes on from its positions and keyed state.
+// pending, and the second job, at a seeded parallelism, goes on from its
+// positions and keyed state.
 // The output must hold every record's sum exactly once; the savepoint
 // must be self-contained (it is moved before the resume) and outlive
 // both jobs.
@@ -32,7 +33,8 @@ func TestSavepointResumesExactly(t *testing.T) {
 		after := int64(300 + r.IntN(2500)) // records read before the savepoint
 		explicit := r.IntN(2) == 0         // name the directory, or take the configured one
 		unaligned := r.IntN(2) == 0        // a savepoint is aligned all the same
-		name := fmt.Sprintf("seed=%d after=%d explicit-dir=%t unaligned=%t", seed, after, explicit, unaligned)
+		parallelism := 1 + r.IntN(3)       // of the resumed job
+		name := fmt.Sprintf("seed=%d after=%d explicit-dir=%t unaligned=%t resumed-parallelism=%d", seed, after, explicit, unaligned, parallelism)
 		gen := func(p int, seq int64) rec {
 			return rec{Key: fmt.Sprintf("k%d", datagen.Mix(seed, p, seq)%4000), Value: int64(p) + 2*seq + 1, P: p, Seq: seq}
 		}
@@ -98,7 +100,7 @@ func TestSavepointResumesExactly(t *testing.T) {
 			t.Fatal(err)
 		}
 		path = moved
-		second := start(context.Background(), "second", 0, "execution.state-recovery.path="+path)
+		second := start(context.Background(), "second", 0, "execution.state-recovery.path="+path, fmt.Sprintf("parallelism.default=%d", parallelism))
 		if err := second.Wait(); err != nil {
 			t.Fatalf("%s: the job resumed from the savepoint: %v", name, err)
 		}
@@ -215,5 +217,40 @@ func TestStopWithSavepoint(t *testing.T) {
 		if err := checkRunningSums(sink.Results(), records); err != nil {
 			t.Fatalf("%s: %d results committed by the stopped job: %v", name, committed, err)
 		}
+	}
+}
+
+// TestRestoreRefusesUnclaimedState resumes a job from a checkpoint that
+// holds the state of an operator the new job no longer has (its uid
+// changed): the resume is refused, naming the operator and the option,
+// unless execution.state-recovery.ignore-unclaimed-state drops that state.
+func TestRestoreRefusesUnclaimedState(t *testing.T) {
+	sink := streamtest.NewCollector[KeyedSum](true) // outlives the jobs, as an external system does
+	build := func(uid string) func(env *stream.Environment) {
+		return func(env *stream.Environment) {
+			src, _ := datagen.New(func(p int, seq int64) rec { return rec{Key: fmt.Sprintf("k%d", seq%7), Value: seq, P: p, Seq: seq} },
+				datagen.Partitions(2), datagen.BatchSize(10), datagen.RatePerSecond(2000))
+			in := stream.FromSource(env, src, "numbers", stream.NoWatermarks[rec]())
+			sums := stream.Process(stream.KeyBy(in, func(r rec) string { return r.Key }), stream.KeyedProcessFunction[string, rec, KeyedSum](&runningSum{}), stream.Uid(uid))
+			stream.SinkTo(sums, sink, stream.Uid("sink"))
+		}
+	}
+	conf := streamtest.Config("parallelism.default=2", "execution.checkpointing.interval=10 ms")
+	first := streamtest.Run(t, build("sum"), conf, streamtest.JobID("first"), streamtest.UntilCheckpoints(2))
+	if !first.Canceled {
+		t.Fatalf("the first job ended before two checkpoints: %v", first.Err)
+	}
+	renamed := streamtest.Run(t, build("sum-v2"), conf, streamtest.JobID("renamed"), streamtest.ResumeFrom(first), streamtest.UntilCheckpoints(1))
+	if err := renamed.Err; err == nil || !strings.Contains(err.Error(), "operators that the job does not have: sum (by uid)") ||
+		!strings.Contains(err.Error(), "execution.state-recovery.ignore-unclaimed-state") {
+		t.Fatalf("resuming with the sum's uid changed: %v, want a refusal naming sum and the option", err)
+	}
+	dropped := streamtest.Run(t, build("sum-v2"), conf, streamtest.JobID("dropped"), streamtest.ResumeFrom(first),
+		streamtest.Config("execution.state-recovery.ignore-unclaimed-state=true"), streamtest.UntilCheckpoints(1))
+	if !dropped.Canceled {
+		t.Fatalf("resuming with ignore-unclaimed-state: %v, want it to run", dropped.Err)
+	}
+	if r := dropped.Events.Of(stream.EventRestored); len(r) == 0 || r[0].Checkpoint == 0 {
+		t.Fatalf("the job that dropped the unclaimed state restored %+v, want the first job's checkpoint", r)
 	}
 }

@@ -46,11 +46,46 @@ func checkpointing(ctx context.Context, j Job, cp config.Checkpointing) (*runtim
 			closer()
 			return nil, nil, nil, errorf("resuming from %s (execution.state-recovery.path): %w", cp.RecoveryPath, err)
 		}
+		if err := checkUnclaimed(j, cp, r); err != nil {
+			c()
+			closer()
+			return nil, nil, nil, err
+		}
 		restore = r
 		prev := closer
 		closer = func() error { c(); return prev() }
 	}
 	return opts, restore, closer, nil
+}
+
+// checkUnclaimed refuses to restore r when it holds state for operators
+// (by uid) that the job does not have, unless
+// execution.state-recovery.ignore-unclaimed-state drops that state: a job
+// whose code changed must not lose an operator's state without saying so.
+func checkUnclaimed(j Job, cp config.Checkpointing, r *runtime.Restore) error {
+	have := map[string]bool{}
+	for _, v := range j.Graph.Vertices {
+		have[v.UID] = true
+		for _, uid := range v.OperatorUIDs {
+			have[uid] = true
+		}
+	}
+	var unclaimed []string
+	for _, op := range r.Metadata.Operators {
+		if !have[op.UID] {
+			unclaimed = append(unclaimed, op.UID)
+		}
+	}
+	if len(unclaimed) == 0 {
+		return nil
+	}
+	if cp.IgnoreUnclaimedState {
+		j.Logger.Warn("dropping the state of operators the job does not have", "operators", unclaimed, "restore", r.Path)
+		return nil
+	}
+	return errorf("resuming from %s: it holds state for operators that the job does not have: %s (by uid); "+
+		"give those operators back their uids, or set %s=true to drop their state",
+		r.Path, strings.Join(unclaimed, ", "), config.KeyStateRecoveryIgnoreUnclaimedState)
 }
 
 // storageOptions adds to opts the inline threshold of the job's

@@ -23,7 +23,11 @@ type Vertex struct {
 	ID   int
 	Name string
 	// UID identifies the vertex across runs: its head operator's uid.
-	UID            string
+	UID string
+	// OperatorUIDs are the uids of the operators Build chains, head
+	// first (nil: the head's alone), which a restore matches the
+	// checkpoint's state against.
+	OperatorUIDs   []string
 	Parallelism    int
 	MaxParallelism int
 	// Inputs and Outputs are the vertex's edges, in order: a subtask's
