@@ -318,6 +318,9 @@ wait:
 	m := client.Metrics()
 	last := m.LastCheckpoint
 	switch {
+	case err == nil && client.StoppedWith() != "":
+		sp := client.StoppedWith()
+		fmt.Fprintf(stdout, "%s: stopped with savepoint %s; resume with: %s\n", prog, sp, shellJoin(append(resume, "--from", sp)))
 	case err == nil && r.Finished != "":
 		fmt.Fprintf(stdout, "%s: finished; %s\n", prog, r.Finished)
 	case err == nil:

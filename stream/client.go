@@ -43,13 +43,21 @@ func (c *JobClient) TriggerSavepoint(ctx context.Context, dir string) (string, e
 	return c.h.Master().TriggerSavepoint(ctx, dir)
 }
 
-// StopWithSavepoint stops the job with a savepoint, as Flink's stop does
-// (without --drain): it takes a savepoint in a new directory under dir
-// ("" means execution.checkpointing.savepoint-dir) with no checkpoint
-// after it, the sinks commit what it holds, and the job finishes. It
+// StopWithSavepoint stops the job with a savepoint, as Flink's stop does:
+// it takes a savepoint in a new directory under dir ("" means
+// execution.checkpointing.savepoint-dir) with no checkpoint after it,
+// the sinks commit what it holds, and the job finishes. With drain the
+// sources first end event time (Flink's --drain): every timer and window
+// fires and its output is committed with the savepoint, which a job then
+// resumes with its event time ended. It
 // returns the savepoint's path once the job has ended; a job resumed
 // from it goes on exactly where this one stopped. If the savepoint
 // fails, the job keeps running.
-func (c *JobClient) StopWithSavepoint(ctx context.Context, dir string) (string, error) {
-	return c.h.Master().StopWithSavepoint(ctx, dir)
+func (c *JobClient) StopWithSavepoint(ctx context.Context, dir string, drain bool) (string, error) {
+	return c.h.Master().StopWithSavepoint(ctx, dir, drain)
 }
+
+// StoppedWith returns the path of the savepoint the job stopped with
+// (StopWithSavepoint, or a stop through the REST API or CLI), or "" if it
+// did not stop with one.
+func (c *JobClient) StoppedWith() string { return c.h.Master().StoppedWith() }

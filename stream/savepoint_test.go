@@ -186,7 +186,7 @@ func TestStopWithSavepoint(t *testing.T) {
 			}
 		}
 		tick.Stop()
-		path, err := first.StopWithSavepoint(context.Background(), "")
+		path, err := first.StopWithSavepoint(context.Background(), "", false)
 		if err != nil {
 			t.Fatalf("%s: stop with a savepoint: %v", name, err)
 		}
@@ -252,5 +252,66 @@ func TestRestoreRefusesUnclaimedState(t *testing.T) {
 	}
 	if r := dropped.Events.Of(stream.EventRestored); len(r) == 0 || r[0].Checkpoint == 0 {
 		t.Fatalf("the job that dropped the unclaimed state restored %+v, want the first job's checkpoint", r)
+	}
+}
+
+// TestStopWithSavepointDrain stops a job of hour-long event-time windows
+// that none of its input closes, once with drain and once without. With
+// drain the sources end event time before the savepoint: every window
+// fires, and the stopped job has committed each key's window once,
+// counting every record it read. Without drain no window fires: the
+// stopped job has committed nothing, and its windows are in the
+// savepoint.
+func TestStopWithSavepointDrain(t *testing.T) {
+	for _, drain := range []bool{true, false} {
+		sink := streamtest.NewCollector[WindowSum](true)
+		env, err := stream.NewEnvironment(stream.WithConfig(mustConfig(t, "parallelism.default=2", "execution.checkpointing.interval=10 ms",
+			"execution.checkpointing.dir="+t.TempDir(), "execution.checkpointing.savepoint-dir="+t.TempDir())), stream.WithLogger(quiet))
+		if err != nil {
+			t.Fatal(err)
+		}
+		src, _ := datagen.New(func(p int, seq int64) tsRec { return tsRec{Key: fmt.Sprintf("k%d", seq%5), Value: seq, Ts: 1_000_000 + seq} },
+			datagen.Partitions(2), datagen.BatchSize(10), datagen.RatePerSecond(2000))
+		wm := stream.BoundedOutOfOrderness[tsRec](0).WithTimestamps(func(v tsRec, _ int64) int64 { return v.Ts })
+		ws := stream.Windowed(stream.KeyBy(stream.FromSource(env, src, "events", wm), func(v tsRec) string { return v.Key }), stream.TumblingEventTimeWindows(time.Hour))
+		sums := stream.Aggregate(ws, stream.AggregateFunction[tsRec, [2]int64, [2]int64](sumAgg{}), windowSum, stream.Uid("windows"))
+		stream.SinkTo(sums, sink, stream.Uid("sink"))
+		client, err := env.ExecuteAsync(context.Background(), "drain")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for client.Metrics().LastCheckpoint.ID < 3 {
+			select {
+			case <-client.Done():
+				t.Fatalf("drain=%t: the job ended: %v", drain, client.Wait())
+			case <-time.After(time.Millisecond):
+			}
+		}
+		if _, err := client.StopWithSavepoint(context.Background(), "", drain); err != nil {
+			t.Fatalf("drain=%t: stop: %v", drain, err)
+		}
+		if err := client.Wait(); err != nil {
+			t.Fatalf("drain=%t: the stopped job ended with %v", drain, err)
+		}
+		read := client.Metrics().RecordsIn
+		got := sink.Results()
+		if !drain {
+			if len(got) != 0 {
+				t.Fatalf("without drain the stopped job committed %d window results, want none: no window closed", len(got))
+			}
+			continue
+		}
+		seen := map[string]bool{}
+		var counted int64
+		for _, w := range got {
+			if seen[w.Key] {
+				t.Fatalf("drain: window of %s committed twice: %v", w.Key, got)
+			}
+			seen[w.Key] = true
+			counted += w.Count
+		}
+		if len(seen) != 5 || counted != read || read == 0 {
+			t.Fatalf("drain: the stopped job committed %v, counting %d records over %d keys; it read %d over 5 keys", got, counted, len(seen), read)
+		}
 	}
 }

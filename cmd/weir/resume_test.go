@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -309,4 +310,48 @@ func TestSignalStopsEveryState(t *testing.T) {
 	if !strings.Contains(unreachable.output(), "connection refused") {
 		t.Fatalf("a run that cannot reach its broker does not say why:\n%s", unreachable.output())
 	}
+}
+
+// TestResumeAfterAStopAsPrinted stops a run through its REST API with a
+// savepoint (POST /jobs/:id/stop, as Flink's clients do): the run exits
+// cleanly, printing the line that resumes from the savepoint, and that
+// line, run as written, finishes the job with output equal to the
+// oracle's.
+func TestResumeAfterAStopAsPrinted(t *testing.T) {
+	skipClusterUnlessEnabled(t)
+	dir := t.TempDir()
+	trace := genTrace(t, dir, "trace", 6000)
+	first := startProc(t, dir, "run-1", "run", "gatewaymeter", "--input", "trace", "--input-rate", "300",
+		"-D", "execution.checkpointing.interval=200 ms", "-D", "rest.port=0", "--status-interval", "0",
+		"-D", "execution.checkpointing.savepoint-dir="+filepath.Join(dir, "savepoints"))
+	jobID := first.waitLog(t, jobIDRE, 1)[0][1]
+	addr := first.waitLog(t, regexp.MustCompile(`msg="REST API listening" addr=(\S+)`), 1)[0][1]
+	waitCheckpointFile(t, first, dir, jobID, 2)
+	resp, err := http.Post("http://"+addr+"/jobs/"+jobID+"/stop", "application/json", strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("POST stop: %s", resp.Status)
+	}
+	if code := first.waitExit(t, time.Minute); code != 0 {
+		t.Fatalf("the stopped run exited with %d:\n%s", code, first.output())
+	}
+	if !strings.Contains(first.output(), "stopped with savepoint "+filepath.Join(dir, "savepoints", "savepoint-")) {
+		t.Fatalf("the stopped run does not name its savepoint:\n%s", first.output())
+	}
+	m := resumeRE.FindStringSubmatch(first.output())
+	if m == nil {
+		t.Fatalf("the stopped run printed no resume line:\n%s", first.output())
+	}
+	args := splitShell(t, m[1])
+	second := startProc(t, dir, "run-2", args[1:]...)
+	if code := second.waitExit(t, 2*time.Minute); code != 0 {
+		t.Fatalf("the resumed run exited with %d:\n%s", code, second.output())
+	}
+	if out := second.output(); !strings.Contains(out, "weir: finished") || strings.Contains(out, "subtask failed") {
+		t.Fatalf("the resumed run did not finish without a failure:\n%s", out)
+	}
+	verifyExact(t, trace, filepath.Join(dir, "weir-data", "out", jobID))
 }

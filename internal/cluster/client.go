@@ -78,11 +78,12 @@ func (c *Client) Savepoint(ctx context.Context, jobID, dir string, cancel bool) 
 
 // StopWithSavepoint stops a job with a savepoint into a new directory
 // under dir ("": the job's execution.checkpointing.savepoint-dir): no
-// checkpoint after it, the sinks commit what it holds, and the job
-// finishes. It returns the savepoint's path once the job has ended.
-func (c *Client) StopWithSavepoint(ctx context.Context, jobID, dir string) (string, error) {
+// checkpoint after it (with drain, event time ends first), the sinks
+// commit what it holds, and the job finishes. It returns the savepoint's
+// path once the job has ended.
+func (c *Client) StopWithSavepoint(ctx context.Context, jobID, dir string, drain bool) (string, error) {
 	var resp savepointResponse
-	err := c.conn.Invoke(ctx, method("Savepoint"), &savepointRequest{JobID: jobID, Dir: dir, Stop: true}, &resp)
+	err := c.conn.Invoke(ctx, method("Savepoint"), &savepointRequest{JobID: jobID, Dir: dir, Stop: true, Drain: drain}, &resp)
 	return resp.Path, authError(c.addr, err)
 }
 

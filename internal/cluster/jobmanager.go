@@ -527,10 +527,12 @@ func (m *JobManager) savepoint(ctx context.Context, req *savepointRequest) (*sav
 		return nil, ended(req.JobID, job.Wait(), "has already")
 	default:
 	}
-	m.log.Info("taking a savepoint, as a client asks", "job_id", req.JobID, "dir", req.Dir, "cancel", req.Cancel, "stop", req.Stop)
+	m.log.Info("taking a savepoint, as a client asks", "job_id", req.JobID, "dir", req.Dir, "cancel", req.Cancel, "stop", req.Stop, "drain", req.Drain)
 	take := job.Master().TriggerSavepoint
 	if req.Stop {
-		take = job.Master().StopWithSavepoint
+		take = func(ctx context.Context, dir string) (string, error) {
+			return job.Master().StopWithSavepoint(ctx, dir, req.Drain)
+		}
 	}
 	path, err := take(ctx, req.Dir)
 	if err != nil {

@@ -107,6 +107,8 @@ type savepointRequest struct {
 	// Stop stops the job with the savepoint (stop-with-savepoint); the
 	// call returns once the job has ended.
 	Stop bool `json:"stop,omitempty"`
+	// Drain, with Stop, ends the job's event time before the savepoint.
+	Drain bool `json:"drain,omitempty"`
 }
 
 type savepointResponse struct {

@@ -513,13 +513,11 @@ func StopCommand() *cobra.Command {
 		Short: "Stop a job on a cluster with a savepoint",
 		Long: "stop stops a running job of the cluster whose job manager is at -m with a savepoint, as Flink's stop does:\n" +
 			"a savepoint into a new savepoint-* directory under --savepoint-path (default: the job's\n" +
-			"execution.checkpointing.savepoint-dir) with no checkpoint after it, the sinks commit what it holds, and the\n" +
+			"execution.checkpointing.savepoint-dir) with no checkpoint after it (with --drain, event time ends first:\n" +
+			"every timer and window fires), the sinks commit what it holds, and the\n" +
 			"job finishes. It prints the savepoint's path; resume with -D execution.state-recovery.path=PATH.\n" + securityHelp,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if drain {
-				return fmt.Errorf("--drain: weir does not drain a job before its stop savepoint yet (the job would end its event time first); stop without it")
-			}
 			cfg, err := f.Config()
 			if err != nil {
 				return err
@@ -529,7 +527,7 @@ func StopCommand() *cobra.Command {
 				return err
 			}
 			defer c.Close()
-			path, err := c.StopWithSavepoint(cmd.Context(), args[0], dir)
+			path, err := c.StopWithSavepoint(cmd.Context(), args[0], dir, drain)
 			if err != nil {
 				if st, ok := status.FromError(err); ok && (st.Code() == codes.FailedPrecondition || st.Code() == codes.NotFound) {
 					return fmt.Errorf("stopping %s: %s", args[0], st.Message())
@@ -542,7 +540,7 @@ func StopCommand() *cobra.Command {
 	}
 	cmd.Flags().StringVarP(&jmAddr, "jobmanager", "m", DefaultJobManager, "the job manager's address")
 	cmd.Flags().StringVarP(&dir, "savepoint-path", "p", "", "the directory the savepoint goes under (default: execution.checkpointing.savepoint-dir)")
-	cmd.Flags().BoolVarP(&drain, "drain", "d", false, "end the job's event time before the savepoint (not supported yet: refused)")
+	cmd.Flags().BoolVarP(&drain, "drain", "d", false, "end the job's event time before the savepoint, so that every timer and window fires (the savepoint is then for the record, not for resuming)")
 	f.Add(cmd)
 	return cmd
 }

@@ -20,7 +20,7 @@
 //	data         uvarint record count, then the records laid end to end by a codec
 //	watermark    int64 big-endian
 //	barrier      checkpoint id int64, trigger timestamp int64 (both big-endian), flags uint8 (bit 0: savepoint,
-//	             bit 1: unaligned, bit 2: a savepoint that stops the job), aligned-checkpoint timeout int64 big-endian (nanoseconds), and on a
+//	             bit 1: unaligned, bit 2: a savepoint that stops the job, bit 3: and drains it first), aligned-checkpoint timeout int64 big-endian (nanoseconds), and on a
 //	             savepoint's barrier the savepoint's directory: the rest of the payload, UTF-8
 //	idle, active, end-of-data, end, state-end
 //	             empty
@@ -84,8 +84,9 @@ type Barrier struct {
 	// Timestamp is when the checkpoint was triggered, in Unix nanoseconds.
 	Timestamp int64
 	Savepoint bool
-	// Stop marks the savepoint of a stop-with-savepoint.
-	Stop bool
+	// Stop marks the savepoint of a stop-with-savepoint, Drain one that
+	// ends event time first.
+	Stop, Drain bool
 	// Unaligned marks an unaligned barrier; AlignedTimeout, on an aligned
 	// one, is how long after the trigger it switches to unaligned (0:
 	// never).
@@ -165,6 +166,9 @@ func AppendFrame(dst []byte, f *Frame) []byte {
 		}
 		if f.Barrier.Stop {
 			flags |= 4
+		}
+		if f.Barrier.Drain {
+			flags |= 8
 		}
 		dst = append(dst, flags)
 		dst = binary.BigEndian.AppendUint64(dst, uint64(f.Barrier.AlignedTimeout))
@@ -251,7 +255,9 @@ func decodeBody(sum uint32, body []byte) (Frame, error) {
 			want = len(p) // a savepoint's directory follows
 		}
 		if len(p) == want {
-			if fl := p[16]; fl&^7 != 0 || fl&3 == 3 || fl&5 == 4 { // unknown; unaligned savepoint; stop without savepoint
+			// Unknown bits, an unaligned savepoint, a stop without a
+			// savepoint, a drain without a stop.
+			if fl := p[16]; fl&^15 != 0 || fl&3 == 3 || fl&5 == 4 || fl&12 == 8 {
 				return Frame{}, fmt.Errorf("%w: barrier flags %#x", ErrCorrupt, p[16])
 			}
 			if !utf8.Valid(p[25:]) {
@@ -263,6 +269,7 @@ func decodeBody(sum uint32, body []byte) (Frame, error) {
 				Savepoint:      p[16]&1 != 0,
 				Unaligned:      p[16]&2 != 0,
 				Stop:           p[16]&4 != 0,
+				Drain:          p[16]&8 != 0,
 				AlignedTimeout: int64(binary.BigEndian.Uint64(p[17:])),
 				Target:         string(p[25:]),
 			}

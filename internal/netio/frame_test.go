@@ -13,7 +13,7 @@ func seedFrames() []Frame {
 		{Channel: 0, Kind: KindData, Count: 0, Data: []byte{}},
 		{Channel: 1, Kind: KindWatermark, Watermark: -42},
 		{Channel: 2, Kind: KindBarrier, Barrier: Barrier{ID: 9, Timestamp: 1e18, Savepoint: true, Target: "s3://bucket/savepoints/savepoint-a1b2c3-00ff"}},
-		{Channel: 2, Kind: KindBarrier, Barrier: Barrier{ID: 10, Timestamp: 1e18, Savepoint: true, Stop: true, Target: "/savepoints/savepoint-a1b2c3-00fe"}},
+		{Channel: 2, Kind: KindBarrier, Barrier: Barrier{ID: 10, Timestamp: 1e18, Savepoint: true, Stop: true, Drain: true, Target: "/savepoints/savepoint-a1b2c3-00fe"}},
 		{Channel: 3, Kind: KindIdle},
 		{Channel: 3, Kind: KindActive},
 		{Channel: 4, Kind: KindEndOfData},

@@ -20,8 +20,9 @@ type Barrier struct {
 	Target    string
 	// Stop marks the savepoint of a stop-with-savepoint: a subtask that
 	// has taken it reads no more input, and once it completes commits
-	// and ends.
-	Stop bool
+	// and ends. Drain, on a stop's barrier, ends event time at the
+	// sources before it (Flink's stop --drain).
+	Stop, Drain bool
 	// Unaligned marks an unaligned barrier: it overtakes the records
 	// queued before it, which become channel state, and no task aligns on
 	// it.

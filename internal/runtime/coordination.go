@@ -108,7 +108,7 @@ func (jm *JobMaster) perform(ctx context.Context, out []coordinator.Output) erro
 			jm.snapshotSplits(o.ID)
 			b := Barrier{ID: o.ID, Timestamp: o.Timestamp.UnixNano(), Savepoint: o.Kind == checkpoint.KindSavepoint}
 			if sp := jm.savepoints[o.ID]; sp != nil {
-				b.Target, b.Stop = sp.w.Path(), sp.stop
+				b.Target, b.Stop, b.Drain = sp.w.Path(), sp.stop, sp.drain
 			}
 			if o.Unaligned {
 				if jm.alignedTimeout > 0 {

@@ -198,11 +198,12 @@ type JobMaster struct {
 	// runs finds a deployment's run from the listener's goroutines.
 	runsMu sync.Mutex
 	runs   map[TaskRef]*taskRun
-	// guarded by mu, for Metrics
-	restarts  int
-	completed CompletedCheckpoint
-	attempt   int
-	finished  map[checkpoint.TaskID]bool
+	// guarded by mu, for Metrics and StoppedWith
+	stoppedWith string
+	restarts    int
+	completed   CompletedCheckpoint
+	attempt     int
+	finished    map[checkpoint.TaskID]bool
 	// finishedAcks are the states of finished subtasks in the newest
 	// completed checkpoint, carried into later checkpoints so a restore
 	// does not run them again.

@@ -24,8 +24,9 @@ import (
 // TriggerSavepoint.
 type savepointOp struct {
 	w SavepointWriter
-	// stop ends the job once the savepoint is complete.
-	stop bool
+	// stop ends the job once the savepoint is complete; drain ends its
+	// event time first.
+	stop, drain bool
 	// done is closed once path or err is set.
 	done chan struct{}
 	path string
@@ -50,18 +51,21 @@ var ErrSavepointsUnsupported = errors.New("savepoints need checkpointing with ch
 // fails when the job is restarting (not every subtask is running), ends,
 // or ctx is done; a savepoint that fails leaves nothing behind.
 func (jm *JobMaster) TriggerSavepoint(ctx context.Context, dir string) (string, error) {
-	return jm.savepoint(ctx, dir, false)
+	return jm.savepoint(ctx, dir, false, false)
 }
 
-// StopWithSavepoint stops the job with a savepoint, as Flink's stop does
-// without --drain: it takes a savepoint as TriggerSavepoint does, with no
-// checkpoint after it; every subtask that has taken it reads no more
+// StopWithSavepoint stops the job with a savepoint, as Flink's stop does:
+// it takes a savepoint as TriggerSavepoint does, with no checkpoint after
+// it (with drain, the sources first end event time, so that every timer
+// and window fires and its output is in the savepoint, as Flink's
+// --drain; a job resumed from such a savepoint finds its event time
+// ended); every subtask that has taken it reads no more
 // input; once it is complete, every subtask, sinks first, commits what
 // the savepoint holds pending (nothing after it) and ends, and the job
 // finishes. It returns the savepoint's path once the job has ended. If
 // the savepoint fails, the job goes on running and checkpointing.
-func (jm *JobMaster) StopWithSavepoint(ctx context.Context, dir string) (string, error) {
-	path, err := jm.savepoint(ctx, dir, true)
+func (jm *JobMaster) StopWithSavepoint(ctx context.Context, dir string, drain bool) (string, error) {
+	path, err := jm.savepoint(ctx, dir, true, drain)
 	if err != nil {
 		return "", err
 	}
@@ -73,7 +77,7 @@ func (jm *JobMaster) StopWithSavepoint(ctx context.Context, dir string) (string,
 	}
 }
 
-func (jm *JobMaster) savepoint(ctx context.Context, dir string, stop bool) (string, error) {
+func (jm *JobMaster) savepoint(ctx context.Context, dir string, stop, drain bool) (string, error) {
 	if jm.coord == nil || jm.storage == nil {
 		return "", ErrSavepointsUnsupported
 	}
@@ -87,7 +91,7 @@ func (jm *JobMaster) savepoint(ctx context.Context, dir string, stop bool) (stri
 	if err != nil {
 		return "", fmt.Errorf("creating a savepoint under %s: %w", dir, err)
 	}
-	op := &savepointOp{w: w, stop: stop, done: make(chan struct{})}
+	op := &savepointOp{w: w, stop: stop, drain: drain, done: make(chan struct{})}
 	jm.post(func() error { return jm.startSavepoint(op) })
 	select {
 	case <-op.done:
@@ -206,9 +210,20 @@ func (jm *JobMaster) savepointWritten(id int64, err error) []coordinator.Output 
 	jm.log.Info("savepoint completed", "savepoint", id, "path", op.w.Path(), "stop", op.stop)
 	op.resolve(op.w.Path(), nil)
 	if op.stop {
+		jm.mu.Lock()
+		jm.stoppedWith = op.w.Path()
+		jm.mu.Unlock()
 		jm.startTermination(id)
 	}
 	return nil
+}
+
+// StoppedWith returns the path of the savepoint the job stopped with, or
+// "" if it is not stopping with one (or its savepoint is not complete).
+func (jm *JobMaster) StoppedWith() string {
+	jm.mu.Lock()
+	defer jm.mu.Unlock()
+	return jm.stoppedWith
 }
 
 // termination is a stop-with-savepoint whose savepoint is complete: the

@@ -612,6 +612,14 @@ func (t *Task) triggerCheckpoint(b Barrier) error {
 		t.master.decline(t.id, b.ID, DeclineTaskClosing, errors.New("the subtask has finished"))
 		return nil
 	}
+	if b.Drain && t.chain.Source != nil && !t.finished {
+		// Stop with drain: event time ends before the savepoint, so
+		// every timer and window fires and its output precedes the
+		// barrier.
+		if err := t.advanceWatermark(MaxWatermark); err != nil {
+			return err
+		}
+	}
 	delay := max(0, t.clock.Now().Sub(time.Unix(0, b.Timestamp)))
 	if b.Unaligned {
 		return t.startUnaligned(TakeSnapshot{Barrier: b, StartDelay: delay, Unaligned: true}, -1, nil)

@@ -72,9 +72,9 @@ func (s *Server) triggerSavepoint(r *http.Request, stop bool) (int, any, error) 
 	}
 	take, fields := s.job.Savepoint, "target-directory, cancel-job, formatType, triggerId"
 	if stop {
-		take, fields = s.job.Stop, "targetDirectory, drain, formatType, triggerId"
+		fields = "targetDirectory, drain, formatType, triggerId"
 	}
-	if take == nil {
+	if stop && s.job.Stop == nil || !stop && take == nil {
 		if stop {
 			return 0, nil, &statusError{http.StatusNotImplemented, "this server cannot stop job " + s.jm.JobID() + " with a savepoint"}
 		}
@@ -98,10 +98,8 @@ func (s *Server) triggerSavepoint(r *http.Request, stop bool) (int, any, error) 
 		}
 	}
 	if stop {
-		if sreq.Drain {
-			return 0, nil, badRequest("drain: weir does not drain a job before its stop savepoint yet (the job would end its event time first); stop without it")
-		}
 		req = savepointRequest{TargetDirectory: sreq.TargetDirectory, FormatType: sreq.FormatType, TriggerID: sreq.TriggerID}
+		take = func(ctx context.Context, dir string) (string, error) { return s.job.Stop(ctx, dir, sreq.Drain) }
 	}
 	switch strings.ToUpper(req.FormatType) {
 	case "", "CANONICAL":
@@ -138,7 +136,7 @@ func (s *Server) triggerSavepoint(r *http.Request, stop bool) (int, any, error) 
 	s.sps.ops[id] = op
 	s.sps.mu.Unlock()
 	s.opts.logger.Info("taking a savepoint, as a REST request asks", "job_id", s.jm.JobID(), "remote", r.RemoteAddr,
-		"dir", req.TargetDirectory, "cancel_job", req.CancelJob, "stop", stop, "trigger_id", id)
+		"dir", req.TargetDirectory, "cancel_job", req.CancelJob, "stop", stop, "drain", sreq.Drain, "trigger_id", id)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()

@@ -55,10 +55,11 @@ type Job struct {
 	// ("": the job's default) and returns its path once it is complete
 	// (POST /jobs/:jobid/savepoints). Nil: the API takes no savepoints.
 	Savepoint func(ctx context.Context, dir string) (string, error)
-	// Stop, if set, stops the job with a savepoint under dir and returns
+	// Stop, if set, stops the job with a savepoint under dir (drain: its
+	// event time ended first) and returns
 	// the savepoint's path once the job has ended (POST
 	// /jobs/:jobid/stop). Nil: the API does not stop jobs.
-	Stop func(ctx context.Context, dir string) (string, error)
+	Stop func(ctx context.Context, dir string, drain bool) (string, error)
 	// Positions, if set, returns each source's current position per
 	// split: vertex uid → split → the offset of the next record. The cut
 	// then tells how many records a restore of each split would replay.
