@@ -270,7 +270,9 @@ func TestStopWithSavepointDrain(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		src, _ := datagen.New(func(p int, seq int64) tsRec { return tsRec{Key: fmt.Sprintf("k%d", seq%5), Value: seq, Ts: 1_000_000 + seq} },
+		src, _ := datagen.New(func(p int, seq int64) tsRec {
+			return tsRec{Key: fmt.Sprintf("k%d", seq%5), Value: seq, Ts: 1_000_000 + seq}
+		},
 			datagen.Partitions(2), datagen.BatchSize(10), datagen.RatePerSecond(2000))
 		wm := stream.BoundedOutOfOrderness[tsRec](0).WithTimestamps(func(v tsRec, _ int64) int64 { return v.Ts })
 		ws := stream.Windowed(stream.KeyBy(stream.FromSource(env, src, "events", wm), func(v tsRec) string { return v.Key }), stream.TumblingEventTimeWindows(time.Hour))
