@@ -61,3 +61,9 @@ func (c *JobClient) StopWithSavepoint(ctx context.Context, dir string, drain boo
 // (StopWithSavepoint, or a stop through the REST API or CLI), or "" if it
 // did not stop with one.
 func (c *JobClient) StoppedWith() string { return c.h.Master().StoppedWith() }
+
+// TriggerCheckpoint takes a checkpoint now, whatever the interval, and
+// returns its id once it has completed (Flink's manual checkpoint).
+func (c *JobClient) TriggerCheckpoint(ctx context.Context) (int64, error) {
+	return c.h.Master().TriggerCheckpoint(ctx)
+}

@@ -317,3 +317,53 @@ func TestStopWithSavepointDrain(t *testing.T) {
 		}
 	}
 }
+
+// TestTriggerCheckpoint takes checkpoints on demand from a job whose
+// interval is an hour: three asked for at once all complete, one at a
+// time (unaligned checkpoints allow no concurrent ones), each with its
+// own id, and the job's latest completed checkpoint is the newest.
+func TestTriggerCheckpoint(t *testing.T) {
+	env, err := stream.NewEnvironment(stream.WithConfig(mustConfig(t, "parallelism.default=2", "execution.checkpointing.interval=1 h",
+		"execution.checkpointing.unaligned.enabled=true", "execution.checkpointing.dir="+t.TempDir())), stream.WithLogger(quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, _ := datagen.New(func(p int, seq int64) rec { return rec{Key: fmt.Sprintf("k%d", seq%7), Value: seq, P: p, Seq: seq} },
+		datagen.Partitions(2), datagen.BatchSize(10), datagen.RatePerSecond(5000))
+	sums := stream.Process(stream.KeyBy(stream.FromSource(env, src, "numbers", stream.NoWatermarks[rec]()), func(r rec) string { return r.Key }),
+		stream.KeyedProcessFunction[string, rec, KeyedSum](&runningSum{}), stream.Uid("sum"))
+	stream.SinkTo(sums, streamtest.NewCollector[KeyedSum](true), stream.Uid("sink"))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	client, err := env.ExecuteAsync(ctx, "manual")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := make(chan int64, 3)
+	errs := make(chan error, 3)
+	for range 3 {
+		go func() {
+			id, err := client.TriggerCheckpoint(context.Background())
+			ids <- id
+			errs <- err
+		}()
+	}
+	seen := map[int64]bool{}
+	var newest int64
+	for range 3 {
+		if err := <-errs; err != nil {
+			t.Fatalf("manual checkpoint: %v", err)
+		}
+		id := <-ids
+		if id < 1 || seen[id] {
+			t.Fatalf("manual checkpoints returned ids %v and %d", seen, id)
+		}
+		seen[id] = true
+		newest = max(newest, id)
+	}
+	if got := client.Metrics().LastCheckpoint.ID; got != newest {
+		t.Fatalf("the latest completed checkpoint is %d, want %d, the newest asked for", got, newest)
+	}
+	cancel()
+	<-client.Done()
+}

@@ -80,5 +80,6 @@ func StartDirectory(ctx context.Context, restCfg *config.Configuration, logger *
 // webJob is what the REST API serves of the job h, configured by jobCfg.
 func webJob(h *launch.Handle, jobCfg *config.Configuration) web.Job {
 	jm := h.Master()
-	return web.Job{Master: jm, Done: h.Done(), Err: h.Wait, Config: jobCfg, Positions: jm.SourcePositions, Savepoint: jm.TriggerSavepoint, Stop: jm.StopWithSavepoint}
+	return web.Job{Master: jm, Done: h.Done(), Err: h.Wait, Config: jobCfg, Positions: jm.SourcePositions, Savepoint: jm.TriggerSavepoint, Stop: jm.StopWithSavepoint,
+		Checkpoint: jm.TriggerCheckpoint}
 }

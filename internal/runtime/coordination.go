@@ -150,6 +150,7 @@ func (jm *JobMaster) perform(ctx context.Context, out []coordinator.Output) erro
 			}})
 		case coordinator.NotifyComplete:
 			jm.checkpointCompleted(o.ID)
+			jm.checkpointEnded(o.ID, nil)
 			jm.emit(Event{Kind: EventCheckpointCompleted, Checkpoint: o.ID})
 			for _, id := range o.Tasks {
 				if r := jm.tasks[id]; r != nil {
@@ -165,6 +166,11 @@ func (jm *JobMaster) perform(ctx context.Context, out []coordinator.Output) erro
 				delete(r.acks, o.ID)
 			}
 			out = append(out, jm.savepointAborted(o.ID, o.Reason)...)
+			if o.Reason != nil {
+				jm.checkpointEnded(o.ID, o.Reason)
+			} else {
+				jm.checkpointEnded(o.ID, errors.New(reason))
+			}
 			if errors.Is(o.Reason, coordinator.ReasonTaskClosing) {
 				// A subtask finished without taking part: those that
 				// wait for their final checkpoint need another.

@@ -231,6 +231,10 @@ type JobMaster struct {
 	// termination once its savepoint is complete.
 	stopOp *savepointOp
 	term   *termination
+	// manualCheckpoints are the checkpoints TriggerCheckpoint waits for
+	// by id, and queuedCheckpoints those not triggered yet.
+	manualCheckpoints map[int64]*checkpointOp
+	queuedCheckpoints []*checkpointOp
 }
 
 type taskRun struct {
@@ -271,19 +275,20 @@ func NewJobMaster(g *JobGraph, opts Options) (*JobMaster, error) {
 		opts.Failover = failover.Default
 	}
 	jm := &JobMaster{
-		graph:        g,
-		opts:         opts,
-		log:          opts.Logger.With("job", g.Name, "job_id", opts.JobID),
-		clock:        opts.Clock,
-		inbox:        newMailbox(),
-		stopped:      make(chan struct{}),
-		tasks:        make(map[checkpoint.TaskID]*taskRun),
-		finished:     make(map[checkpoint.TaskID]bool),
-		finishedAcks: make(map[checkpoint.TaskID]checkpoint.TaskAck),
-		savepoints:   make(map[int64]*savepointOp),
-		eod:          make(map[checkpoint.TaskID]bool),
-		latest:       opts.Restore,
-		runs:         make(map[TaskRef]*taskRun),
+		graph:             g,
+		opts:              opts,
+		log:               opts.Logger.With("job", g.Name, "job_id", opts.JobID),
+		clock:             opts.Clock,
+		inbox:             newMailbox(),
+		stopped:           make(chan struct{}),
+		tasks:             make(map[checkpoint.TaskID]*taskRun),
+		finished:          make(map[checkpoint.TaskID]bool),
+		finishedAcks:      make(map[checkpoint.TaskID]checkpoint.TaskAck),
+		savepoints:        make(map[int64]*savepointOp),
+		manualCheckpoints: make(map[int64]*checkpointOp),
+		eod:               make(map[checkpoint.TaskID]bool),
+		latest:            opts.Restore,
+		runs:              make(map[TaskRef]*taskRun),
 	}
 	if opts.Restore != nil {
 		jm.retained = []*Restore{opts.Restore}
@@ -508,6 +513,11 @@ func (jm *JobMaster) Run(ctx context.Context) error {
 		done = int64(len(mails))
 		if err := jm.triggerFinal(); err != nil {
 			return jm.abort(err)
+		}
+		if len(jm.queuedCheckpoints) > 0 && jm.restarting == 0 {
+			if err := jm.retryCheckpoints(); err != nil {
+				return jm.abort(err)
+			}
 		}
 		if len(jm.queuedSavepoints) > 0 && jm.restarting == 0 {
 			if err := jm.retrySavepoints(); err != nil {

@@ -323,13 +323,22 @@ func (jm *JobMaster) writeSavepointMetadata(ctx context.Context, w SavepointWrit
 }
 
 // endSavepoints, when the job has ended, fails the savepoints still in
-// progress and deletes what they wrote.
+// progress, deleting what they wrote, and the manual checkpoints.
 func (jm *JobMaster) endSavepoints() {
 	ops := jm.queuedSavepoints
 	for _, op := range jm.savepoints {
 		ops = append(ops, op)
 	}
 	jm.queuedSavepoints, jm.savepoints = nil, nil
+	cks := jm.queuedCheckpoints
+	for _, op := range jm.manualCheckpoints {
+		cks = append(cks, op)
+	}
+	jm.queuedCheckpoints, jm.manualCheckpoints = nil, nil
+	for _, op := range cks {
+		op.err = errors.New("the job ended before the checkpoint completed")
+		close(op.done)
+	}
 	for _, op := range ops {
 		if err := op.w.Abort(context.Background()); err != nil {
 			jm.log.Warn("deleting an unfinished savepoint", "path", op.w.Path(), "err", err)
@@ -337,4 +346,89 @@ func (jm *JobMaster) endSavepoints() {
 		op.w.Close()
 		op.resolve("", errors.New("the job ended before the savepoint completed"))
 	}
+}
+
+// checkpointOp is a checkpoint a caller of TriggerCheckpoint waits for.
+type checkpointOp struct {
+	done chan struct{}
+	id   int64
+	err  error
+}
+
+// TriggerCheckpoint takes a checkpoint now, whatever the interval (Flink's
+// manual checkpoint, POST /jobs/:jobid/checkpoints), and returns its id
+// once it has completed, or why it failed. While as many checkpoints are
+// pending as may run at once, it waits for one of them to end.
+func (jm *JobMaster) TriggerCheckpoint(ctx context.Context) (int64, error) {
+	if jm.coord == nil {
+		return 0, errors.New("the job takes no checkpoints (execution.checkpointing.interval is not set)")
+	}
+	op := &checkpointOp{done: make(chan struct{})}
+	jm.post(func() error { return jm.startCheckpoint(op) })
+	select {
+	case <-op.done:
+		return op.id, op.err
+	case <-ctx.Done():
+		return 0, context.Cause(ctx)
+	case <-jm.stopped:
+		select {
+		case <-op.done:
+			return op.id, op.err
+		default:
+			return 0, errors.New("the job ended before the checkpoint completed")
+		}
+	}
+}
+
+func (jm *JobMaster) startCheckpoint(op *checkpointOp) error {
+	fail := func(err error) error {
+		op.err = err
+		close(op.done)
+		return nil
+	}
+	switch {
+	case jm.stopOp != nil || jm.term != nil:
+		return fail(errors.New("the job is stopping with a savepoint"))
+	case jm.restarting > 0:
+		return fail(errors.New("not all subtasks are running: the job is restarting"))
+	}
+	id, out, err := jm.coord.TriggerManual(jm.clock.Now(), checkpoint.KindCheckpoint)
+	switch {
+	case errors.Is(err, coordinator.ReasonTooManyConcurrent):
+		jm.queuedCheckpoints = append(jm.queuedCheckpoints, op)
+	case err != nil:
+		fail(fmt.Errorf("triggering a checkpoint: %w", err))
+	default:
+		jm.manualCheckpoints[id] = op
+	}
+	return jm.perform(jm.ctx, out)
+}
+
+// checkpointEnded ends the operation waiting for checkpoint id, if any:
+// completed when err is nil, failed with err otherwise.
+func (jm *JobMaster) checkpointEnded(id int64, err error) {
+	op := jm.manualCheckpoints[id]
+	if op == nil {
+		return
+	}
+	delete(jm.manualCheckpoints, id)
+	if err != nil {
+		op.err = fmt.Errorf("checkpoint %d failed: %w", id, err)
+	} else {
+		op.id = id
+	}
+	close(op.done)
+}
+
+// retryCheckpoints triggers the manual checkpoints queued while too many
+// were pending (they queue again if still so).
+func (jm *JobMaster) retryCheckpoints() error {
+	queued := jm.queuedCheckpoints
+	jm.queuedCheckpoints = nil
+	for _, op := range queued {
+		if err := jm.startCheckpoint(op); err != nil {
+			return err
+		}
+	}
+	return nil
 }

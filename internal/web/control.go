@@ -14,6 +14,8 @@ import (
 //	POST  /jobs/:jobid/stop               stop with a savepoint (see savepoints.go)
 //	POST  /jobs/:jobid/savepoints         trigger a savepoint (see savepoints.go)
 //	GET   /jobs/:jobid/savepoints/:triggerid
+//	POST  /jobs/:jobid/checkpoints        trigger a checkpoint now (see savepoints.go)
+//	GET   /jobs/:jobid/checkpoints/:triggerid
 //
 // Every one of them changes, or would change, a job, so beyond the
 // credentials every request needs (gate.check) it must come from the
@@ -77,6 +79,12 @@ func (s *Server) control(w http.ResponseWriter, r *http.Request, seg []string) b
 	case n == 4 && seg[2] == "savepoints":
 		allow = "GET, HEAD"
 		op = func() (int, any, error) { return s.savepointStatus(seg[3]) }
+	case n == 3 && seg[2] == "checkpoints" && r.Method == http.MethodPost:
+		allow = "GET, HEAD, POST"
+		op = func() (int, any, error) { return s.triggerCheckpoint(r) }
+	case n == 4 && seg[2] == "checkpoints" && seg[3] != "config":
+		allow = "GET, HEAD"
+		op = func() (int, any, error) { return s.checkpointStatus(seg[3]) }
 	default:
 		return false
 	}

@@ -76,7 +76,8 @@ func TestJobControl(t *testing.T) {
 		{"GET", job + "/stop", http.StatusMethodNotAllowed, "allowed are POST"},
 		{"POST", job + "/yarn-cancel", http.StatusMethodNotAllowed, "allowed are GET"},
 		{"DELETE", job, http.StatusMethodNotAllowed, "allowed are GET, HEAD"},
-		{"POST", job + "/checkpoints", http.StatusMethodNotAllowed, "allowed are GET, HEAD"},
+		{"POST", job + "/checkpoints", http.StatusNotImplemented, "cannot trigger checkpoints"},
+		{"DELETE", job + "/checkpoints", http.StatusMethodNotAllowed, "allowed are GET, HEAD"},
 		{"POST", "/", http.StatusMethodNotAllowed, "allowed are GET, HEAD"},
 	} {
 		if code, body := f.do(tc.method, tc.path, nil); code != tc.code || !flinkError(body, tc.want) {
@@ -188,7 +189,10 @@ func TestJobPlanAndConfig(t *testing.T) {
 // /jobs/:jobid/savepoints/:triggerid reports IN_PROGRESS and then
 // COMPLETED with the savepoint's location, a directory holding its
 // _metadata; with "cancel-job" the job is canceled once the savepoint is
-// complete. POST /jobs/:jobid/stop stops a job with a savepoint, which
+// complete. POST /jobs/:jobid/checkpoints takes a checkpoint now, whose
+// GET /jobs/:jobid/checkpoints/:triggerid reports its checkpointId
+// (INCREMENTAL is refused: the heap backend takes full ones).
+// POST /jobs/:jobid/stop stops a job with a savepoint, which
 // then reports FINISHED. Bad requests (an unknown
 // field, formatType NATIVE, another origin) are refused, and a savepoint
 // the job cannot take (no checkpoint storage) completes with a failure
@@ -198,7 +202,8 @@ func TestSavepointsThroughTheAPI(t *testing.T) {
 	f := startJob(t, []string{"execution.checkpointing.interval=50 ms", "execution.checkpointing.dir=" + t.TempDir(),
 		"execution.checkpointing.savepoint-dir=" + spDir})
 	jm := launch.MasterOf(f.client)
-	f.serve(web.Job{Master: jm, Done: f.client.Done(), Err: f.client.Wait, Config: f.env.Config(), Cancel: f.cancel, Savepoint: jm.TriggerSavepoint})
+	f.serve(web.Job{Master: jm, Done: f.client.Done(), Err: f.client.Wait, Config: f.env.Config(), Cancel: f.cancel, Savepoint: jm.TriggerSavepoint,
+		Checkpoint: jm.TriggerCheckpoint})
 	job := "/jobs/" + f.jobID()
 	waitFor(t, "the job to run", func() bool { return at(f.obj(job), "state") == "RUNNING" })
 	post := func(body string, edit func(*http.Request)) (int, []byte) {
@@ -256,6 +261,31 @@ func TestSavepointsThroughTheAPI(t *testing.T) {
 	if st := at(f.obj(job), "state"); st != "RUNNING" {
 		t.Fatalf("after a savepoint the job is %v, want it RUNNING", st)
 	}
+	// A checkpoint now, as Flink's manual checkpoints.
+	if code, b := f.do("POST", job+"/checkpoints", func(r *http.Request) {
+		r.Body = io.NopCloser(strings.NewReader(`{"checkpointType": "INCREMENTAL"}`))
+	}); code != http.StatusBadRequest || !flinkError(b, "full checkpoints") {
+		t.Errorf("POST checkpoints INCREMENTAL: %d %s, want 400", code, b)
+	}
+	code, b := f.do("POST", job+"/checkpoints", func(r *http.Request) { r.Body = io.NopCloser(strings.NewReader(`{"checkpointType": "FULL"}`)) })
+	var ckpt struct {
+		RequestID string `json:"request-id"`
+	}
+	if code != http.StatusAccepted || json.Unmarshal(b, &ckpt) != nil || ckpt.RequestID == "" {
+		t.Fatalf("POST checkpoints: %d %s, want 202 with a request-id", code, b)
+	}
+	var cst map[string]any
+	waitFor(t, "the checkpoint to complete", func() bool {
+		cst = f.obj(job + "/checkpoints/" + ckpt.RequestID)
+		return at(cst, "status", "id") == "COMPLETED"
+	})
+	if id, _ := at(cst, "operation", "checkpointId").(float64); id < 1 {
+		t.Fatalf("checkpoint status %v: want a checkpointId", cst)
+	}
+	if code, _ := f.do("GET", job+"/savepoints/"+ckpt.RequestID, nil); code != http.StatusNotFound {
+		t.Errorf("a checkpoint's trigger read as a savepoint's: %d, want 404", code)
+	}
+
 	st = trigger(`{"cancel-job": true}`)
 	if loc, _ := at(st, "operation", "location").(string); filepath.Dir(loc) != spDir {
 		t.Fatalf("savepoint status %v: want a location in the configured %s", st, spDir)
@@ -279,7 +309,7 @@ func TestSavepointsThroughTheAPI(t *testing.T) {
 	if code, b := stop(`{"target-directory": "` + spDir + `"}`); code != http.StatusBadRequest || !flinkError(b, "targetDirectory") {
 		t.Errorf("POST stop with the savepoint request's field: %d %s, want 400 naming targetDirectory", code, b)
 	}
-	code, b := stop(`{"targetDirectory": "` + spDir + `", "drain": true}`)
+	code, b = stop(`{"targetDirectory": "` + spDir + `", "drain": true}`)
 	var stopped struct {
 		RequestID string `json:"request-id"`
 	}

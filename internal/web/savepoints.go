@@ -40,17 +40,46 @@ type stopRequest struct {
 	TriggerID       string `json:"triggerId"`
 }
 
-// savepointOp is one triggered savepoint.
+// savepointOp is one triggered savepoint, or with checkpoint set one
+// triggered checkpoint.
 type savepointOp struct {
-	done     chan struct{}
-	location string
-	err      error
+	done       chan struct{}
+	checkpoint bool
+	location   string
+	id         int64 // the checkpoint's
+	err        error
 }
 
 // savepoints are a server's triggered savepoints by trigger id.
 type savepoints struct {
 	mu  sync.Mutex
 	ops map[string]*savepointOp
+}
+
+// add registers a new operation under triggerID (a new id if ""); an id
+// already registered is returned with a nil op.
+func (sp *savepoints) add(triggerID string, checkpoint bool) (string, *savepointOp, error) {
+	id := triggerID
+	if id == "" {
+		var b [16]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return "", nil, err
+		}
+		id = hex.EncodeToString(b[:])
+	} else if len(id) != 32 || strings.Trim(strings.ToLower(id), "0123456789abcdef") != "" {
+		return "", nil, badRequest("triggerId %q: want 32 hexadecimal digits", echo(id))
+	}
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if sp.ops == nil {
+		sp.ops = map[string]*savepointOp{}
+	}
+	if _, dup := sp.ops[id]; dup {
+		return id, nil, nil
+	}
+	op := &savepointOp{done: make(chan struct{}), checkpoint: checkpoint}
+	sp.ops[id] = op
+	return id, op, nil
 }
 
 func (sp *savepoints) get(id string) *savepointOp {
@@ -114,27 +143,10 @@ func (s *Server) triggerSavepoint(r *http.Request, stop bool) (int, any, error) 
 	if s.ended() {
 		return 0, nil, &statusError{http.StatusConflict, "job " + s.jm.JobID() + " is not running (" + s.state() + ")"}
 	}
-	id := req.TriggerID
-	if id == "" {
-		var b [16]byte
-		if _, err := rand.Read(b[:]); err != nil {
-			return 0, nil, err
-		}
-		id = hex.EncodeToString(b[:])
-	} else if len(id) != 32 || strings.Trim(strings.ToLower(id), "0123456789abcdef") != "" {
-		return 0, nil, badRequest("triggerId %q: want 32 hexadecimal digits", echo(id))
+	id, op, err := s.sps.add(req.TriggerID, false)
+	if err != nil || op == nil {
+		return http.StatusAccepted, map[string]string{"request-id": id}, err
 	}
-	s.sps.mu.Lock()
-	if s.sps.ops == nil {
-		s.sps.ops = map[string]*savepointOp{}
-	}
-	if _, dup := s.sps.ops[id]; dup {
-		s.sps.mu.Unlock()
-		return http.StatusAccepted, map[string]string{"request-id": id}, nil
-	}
-	op := &savepointOp{done: make(chan struct{})}
-	s.sps.ops[id] = op
-	s.sps.mu.Unlock()
 	s.opts.logger.Info("taking a savepoint, as a REST request asks", "job_id", s.jm.JobID(), "remote", r.RemoteAddr,
 		"dir", req.TargetDirectory, "cancel_job", req.CancelJob, "stop", stop, "drain", sreq.Drain, "trigger_id", id)
 	s.wg.Add(1)
@@ -162,9 +174,85 @@ func (s *Server) triggerSavepoint(r *http.Request, stop bool) (int, any, error) 
 // savepointStatus is GET /jobs/:jobid/savepoints/:triggerid.
 func (s *Server) savepointStatus(id string) (int, any, error) {
 	op := s.sps.get(id)
-	if op == nil {
+	if op == nil || op.checkpoint {
 		return 0, nil, notFoundf("there is no savepoint operation %s for job %s", echo(id), s.jm.JobID())
 	}
+	return s.operationStatus(op)
+}
+
+// checkpointStatus is GET /jobs/:jobid/checkpoints/:triggerid.
+func (s *Server) checkpointStatus(id string) (int, any, error) {
+	op := s.sps.get(id)
+	if op == nil || !op.checkpoint {
+		return 0, nil, notFoundf("there is no checkpoint operation %s for job %s", echo(id), s.jm.JobID())
+	}
+	return s.operationStatus(op)
+}
+
+// checkpointRequest is the body of POST /jobs/:jobid/checkpoints.
+type checkpointRequest struct {
+	CheckpointType string `json:"checkpointType"`
+	TriggerID      string `json:"triggerId"`
+}
+
+// triggerCheckpoint is POST /jobs/:jobid/checkpoints: a checkpoint now,
+// whatever the interval, as Flink's manual checkpoints.
+func (s *Server) triggerCheckpoint(r *http.Request) (int, any, error) {
+	if why := s.opts.gate.mutationRefused(r); why != "" {
+		s.opts.logger.Warn("refused to trigger a checkpoint", "job_id", s.jm.JobID(), "remote", r.RemoteAddr, "reason", why)
+		return 0, nil, &statusError{http.StatusForbidden, "checkpoint refused: " + why}
+	}
+	if s.job.Checkpoint == nil {
+		return 0, nil, &statusError{http.StatusNotImplemented, "this server cannot trigger checkpoints of job " + s.jm.JobID()}
+	}
+	var req checkpointRequest
+	body, err := io.ReadAll(io.LimitReader(r.Body, 64<<10))
+	if err != nil {
+		return 0, nil, badRequest("reading the request body: %v", err)
+	}
+	if len(strings.TrimSpace(string(body))) > 0 {
+		dec := json.NewDecoder(strings.NewReader(string(body)))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req); err != nil {
+			return 0, nil, badRequest("request body: %v (fields: checkpointType, triggerId)", err)
+		}
+	}
+	switch strings.ToUpper(req.CheckpointType) {
+	case "", "CONFIGURED", "FULL":
+	case "INCREMENTAL":
+		return 0, nil, badRequest("checkpointType INCREMENTAL: weir's heap state backend takes full checkpoints; ask for FULL or CONFIGURED")
+	default:
+		return 0, nil, badRequest("unknown checkpointType %q: want CONFIGURED, FULL or INCREMENTAL", echo(req.CheckpointType))
+	}
+	if s.ended() {
+		return 0, nil, &statusError{http.StatusConflict, "job " + s.jm.JobID() + " is not running (" + s.state() + ")"}
+	}
+	id, op, err := s.sps.add(req.TriggerID, true)
+	if err != nil || op == nil {
+		return http.StatusAccepted, map[string]string{"request-id": id}, err
+	}
+	s.opts.logger.Info("taking a checkpoint, as a REST request asks", "job_id", s.jm.JobID(), "remote", r.RemoteAddr, "trigger_id", id)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer close(op.done)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go func() {
+			select {
+			case <-s.stop:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		op.id, op.err = s.job.Checkpoint(ctx)
+	}()
+	return http.StatusAccepted, map[string]string{"request-id": id}, nil
+}
+
+// operationStatus reports a triggered savepoint or checkpoint as Flink's
+// asynchronous operations do.
+func (s *Server) operationStatus(op *savepointOp) (int, any, error) {
 	type status struct {
 		ID string `json:"id"`
 	}
@@ -185,6 +273,9 @@ func (s *Server) savepointStatus(id string) (int, any, error) {
 				"serialized-throwable": "",
 			},
 		}}, nil
+	}
+	if op.checkpoint {
+		return http.StatusOK, map[string]any{"status": status{"COMPLETED"}, "operation": map[string]int64{"checkpointId": op.id}}, nil
 	}
 	return http.StatusOK, map[string]any{"status": status{"COMPLETED"}, "operation": map[string]string{"location": op.location}}, nil
 }

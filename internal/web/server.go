@@ -55,6 +55,9 @@ type Job struct {
 	// ("": the job's default) and returns its path once it is complete
 	// (POST /jobs/:jobid/savepoints). Nil: the API takes no savepoints.
 	Savepoint func(ctx context.Context, dir string) (string, error)
+	// Checkpoint, if set, takes a checkpoint now and returns its id once
+	// it has completed (POST /jobs/:jobid/checkpoints).
+	Checkpoint func(ctx context.Context) (int64, error)
 	// Stop, if set, stops the job with a savepoint under dir (drain: its
 	// event time ended first) and returns
 	// the savepoint's path once the job has ended (POST

@@ -355,13 +355,13 @@ func TestEndpointsAgainstARunningJob(t *testing.T) {
 				t.Errorf("GET %s: %d %s, want %d with {\"errors\":[...]}", tc.path, code, body, tc.code)
 			}
 		}
-		resp, err := http.Post(f.base+ckpts, "application/json", strings.NewReader("{}"))
+		resp, err := http.Post(f.base+ckpts+"/config", "application/json", strings.NewReader("{}"))
 		if err != nil {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusMethodNotAllowed {
-			t.Errorf("POST: %d", resp.StatusCode)
+			t.Errorf("POST %s/config: %d, want 405", ckpts, resp.StatusCode)
 		}
 	})
 
