@@ -43,10 +43,9 @@ func (op *savepointOp) resolve(path string, err error) {
 var ErrSavepointsUnsupported = errors.New("savepoints need checkpointing with checkpoint storage (execution.checkpointing.interval and execution.checkpointing.dir)")
 
 // TriggerSavepoint takes a savepoint of the job in a new directory under
-// dir (a local path or a URL of the checkpoint storage's kinds; ""
-// means CheckpointingOptions.SavepointDir) and
-// returns the savepoint's path once its _metadata is written, or why it
-// failed. While a checkpoint is pending that the savepoint may not run
+// dir (a local path or a URL of the checkpoint storage's kinds; "" means
+// CheckpointingOptions.SavepointDir) and returns the savepoint's path
+// once its _metadata is written, or why it failed. While a checkpoint is pending that the savepoint may not run
 // beside (unaligned checkpoints allow one at a time) it waits for it. It
 // fails when the job is restarting (not every subtask is running), ends,
 // or ctx is done; a savepoint that fails leaves nothing behind.
@@ -59,10 +58,9 @@ func (jm *JobMaster) TriggerSavepoint(ctx context.Context, dir string) (string, 
 // it (with drain, the sources first end event time, so that every timer
 // and window fires and its output is in the savepoint, as Flink's
 // --drain; a job resumed from such a savepoint finds its event time
-// ended); every subtask that has taken it reads no more
-// input; once it is complete, every subtask, sinks first, commits what
-// the savepoint holds pending (nothing after it) and ends, and the job
-// finishes. It returns the savepoint's path once the job has ended. If
+// ended); every subtask that has taken it reads no more input; once it
+// is complete, every subtask, sinks first, commits what the savepoint
+// holds pending (nothing after it) and ends, and the job finishes. It returns the savepoint's path once the job has ended. If
 // the savepoint fails, the job goes on running and checkpointing.
 func (jm *JobMaster) StopWithSavepoint(ctx context.Context, dir string, drain bool) (string, error) {
 	path, err := jm.savepoint(ctx, dir, true, drain)
