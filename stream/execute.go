@@ -40,6 +40,31 @@ func (e *Environment) describe(name string) (launch.Job, error) {
 	return j, nil
 }
 
+// warnWithoutUID says, once per job submitted, which operators that may
+// hold state (sources, sinks, process functions and windows) have no uid
+// of their own (Uid): their state is matched on a restore by a uid made
+// of their kind and position, which a change to the job's shape moves,
+// and a restore then refuses the state (or drops it, with
+// execution.state-recovery.ignore-unclaimed-state).
+func (e *Environment) warnWithoutUID() {
+	if cp, err := e.cfg.Checkpointing(); err != nil || !cp.Enabled {
+		return
+	}
+	var unnamed []string
+	for _, n := range e.nodes {
+		switch n.kind {
+		case "source", "sink", "process", "coprocess":
+			if n.settings.uid == "" {
+				unnamed = append(unnamed, n.uid)
+			}
+		}
+	}
+	if len(unnamed) > 0 {
+		e.logger.Warn("operators that may hold state have no uid (stream.Uid): a change to the job's shape moves the uids made for them, and a restore then cannot match their state",
+			"operators", unnamed)
+	}
+}
+
 // settings returns what package launch needs of the environment besides
 // a job graph.
 func (e *Environment) settings() launch.Job {

@@ -3,10 +3,12 @@ package stream_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -367,3 +369,51 @@ func TestTriggerCheckpoint(t *testing.T) {
 	cancel()
 	<-client.Done()
 }
+
+// TestWarnsOfStatefulOperatorsWithoutUID: a job that checkpoints is
+// warned, when it is submitted, of the operators that may hold state and
+// have no uid of their own; one whose stateful operators all have uids,
+// or that does not checkpoint, is not.
+func TestWarnsOfStatefulOperatorsWithoutUID(t *testing.T) {
+	run := func(sumUID string, conf ...string) string {
+		var logs strings.Builder
+		var mu sync.Mutex
+		logger := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return logs.Write(p)
+		}), nil))
+		env, err := stream.NewEnvironment(stream.WithConfig(mustConfig(t, append([]string{"parallelism.default=1"}, conf...)...)), stream.WithLogger(logger))
+		if err != nil {
+			t.Fatal(err)
+		}
+		src, _ := datagen.New(func(p int, seq int64) rec { return rec{Key: "k", Value: seq, P: p, Seq: seq} }, datagen.Partitions(1), datagen.Count(10))
+		in := stream.Map(stream.FromSource(env, src, "numbers", stream.NoWatermarks[rec](), stream.Uid("numbers")), func(r rec) rec { return r })
+		var opts []stream.OpOption
+		if sumUID != "" {
+			opts = append(opts, stream.Uid(sumUID))
+		}
+		sums := stream.Process(stream.KeyBy(in, func(r rec) string { return r.Key }), stream.KeyedProcessFunction[string, rec, KeyedSum](&runningSum{}), opts...)
+		stream.SinkTo(sums, streamtest.NewCollector[KeyedSum](false), stream.Uid("sink"))
+		if err := env.Execute(context.Background(), "uids"); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return logs.String()
+	}
+	if out := run("", "execution.checkpointing.interval=10 ms"); !strings.Contains(out, "have no uid") || !strings.Contains(out, "process-") || strings.Contains(out, "map-") {
+		t.Errorf("a checkpointing job with an unnamed process function logged:\n%s\nwant a warning naming it (and not the stateless map)", out)
+	}
+	if out := run("sum", "execution.checkpointing.interval=10 ms"); strings.Contains(out, "have no uid") {
+		t.Errorf("a job whose stateful operators all have uids was warned:\n%s", out)
+	}
+	if out := run(""); strings.Contains(out, "have no uid") {
+		t.Errorf("a job that does not checkpoint was warned:\n%s", out)
+	}
+}
+
+// writerFunc is an io.Writer of a function.
+type writerFunc func(p []byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
