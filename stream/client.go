@@ -17,7 +17,6 @@ func (e *Environment) ExecuteAsync(ctx context.Context, name string) (*JobClient
 	if err != nil {
 		return nil, err
 	}
-	e.warnWithoutUID()
 	h, err := launch.Start(ctx, j)
 	if err != nil {
 		return nil, err

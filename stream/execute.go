@@ -36,20 +36,15 @@ func (e *Environment) describe(name string) (launch.Job, error) {
 		return launch.Job{}, err
 	}
 	j := e.settings()
-	j.Name, j.Graph = name, g
+	j.Name, j.Graph, j.WithoutUID = name, g, e.withoutUID()
 	return j, nil
 }
 
-// warnWithoutUID says, once per job submitted, which operators that may
-// hold state (sources, sinks, process functions and windows) have no uid
-// of their own (Uid): their state is matched on a restore by a uid made
-// of their kind and position, which a change to the job's shape moves,
-// and a restore then refuses the state (or drops it, with
-// execution.state-recovery.ignore-unclaimed-state).
-func (e *Environment) warnWithoutUID() {
-	if cp, err := e.cfg.Checkpointing(); err != nil || !cp.Enabled {
-		return
-	}
+// withoutUID returns the uids made for the operators that may hold
+// state (sources, sinks, process functions and windows) and were given
+// none (Uid): their state is matched on a restore by a uid made of their
+// kind and position, which a change to the job's shape moves.
+func (e *Environment) withoutUID() []string {
 	var unnamed []string
 	for _, n := range e.nodes {
 		switch n.kind {
@@ -59,10 +54,7 @@ func (e *Environment) warnWithoutUID() {
 			}
 		}
 	}
-	if len(unnamed) > 0 {
-		e.logger.Warn("operators that may hold state have no uid (stream.Uid): a change to the job's shape moves the uids made for them, and a restore then cannot match their state",
-			"operators", unnamed)
-	}
+	return unnamed
 }
 
 // settings returns what package launch needs of the environment besides

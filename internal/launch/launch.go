@@ -29,6 +29,10 @@ type Job struct {
 	// checkpoints are looked at, as by InspectRestore).
 	Name  string
 	Graph *runtime.JobGraph
+	// WithoutUID are the uids made for operators that may hold state but
+	// were given none; a job that checkpoints is warned of them when it
+	// starts.
+	WithoutUID []string
 	// Config is the job's configuration; JobID names its checkpoints.
 	Config *config.Configuration
 	JobID  string

@@ -64,6 +64,10 @@ func prepare(ctx context.Context, j Job) (*runtime.JobMaster, *ending, func() er
 	if err != nil {
 		return nil, nil, nop, err
 	}
+	if cp.Enabled && len(j.WithoutUID) > 0 {
+		j.Logger.Warn("operators that may hold state have no uid (stream.Uid): a change to the job's shape moves the uids made for them, and a restore then cannot match their state",
+			"operators", j.WithoutUID)
+	}
 	if cp.Enabled && cp.Incremental {
 		// Flink accepts and ignores it with the heap backend too.
 		j.Logger.Warn("execution.checkpointing.incremental=true has no effect: the hashmap state backend takes full checkpoints")
