@@ -417,3 +417,95 @@ func TestWarnsOfStatefulOperatorsWithoutUID(t *testing.T) {
 type writerFunc func(p []byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// TestStopThatFailsGoesOn fails a stop's savepoint (a subtask's write of
+// its state into the savepoint fails): the stop reports the failure,
+// the job goes on reading and checkpointing, a second stop succeeds, and
+// the job resumed from its savepoint gives every record's sum exactly
+// once.
+func TestStopThatFailsGoesOn(t *testing.T) {
+	const partitions, perPartition = 2, 3000
+	gen := func(p int, seq int64) rec {
+		return rec{Key: fmt.Sprintf("k%d", datagen.Mix(9, p, seq)%40), Value: int64(p) + 2*seq + 1, P: p, Seq: seq}
+	}
+	sink := streamtest.NewCollector[KeyedSum](true)
+	spDir := t.TempDir()
+	faults := streamtest.NewFaults()
+	broken := faults.Add(stream.FaultStorageWrite, streamtest.Fail(nil), streamtest.OnPath("savepoint-*/sum-0-keyed"), streamtest.Times(1))
+	var events streamtest.Events
+	start := func(jobID string, rate float64, extra ...string) *stream.JobClient {
+		conf := append([]string{"parallelism.default=2", "execution.checkpointing.interval=10 ms",
+			"execution.checkpointing.dir=" + t.TempDir(), "execution.checkpointing.savepoint-dir=" + spDir,
+			"execution.checkpointing.data-inline-threshold=0 b"}, extra...)
+		env, err := stream.NewEnvironment(stream.WithConfig(mustConfig(t, conf...)), stream.WithLogger(quiet), stream.WithJobID(jobID),
+			stream.WithEvents(events.Record), faults.Option())
+		if err != nil {
+			t.Fatal(err)
+		}
+		src, _ := datagen.New(gen, datagen.Partitions(partitions), datagen.Count(perPartition), datagen.BatchSize(10), datagen.RatePerSecond(rate))
+		in := stream.FromSource(env, src, "numbers", stream.NoWatermarks[rec]())
+		sums := stream.Process(stream.KeyBy(in, func(r rec) string { return r.Key }), stream.KeyedProcessFunction[string, rec, KeyedSum](&runningSum{}), stream.Uid("sum"))
+		stream.SinkTo(sums, sink, stream.Uid("sink"))
+		c, err := env.ExecuteAsync(context.Background(), "stop")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	first := start("first", 1000)
+	waitRecords := func(n int64) {
+		t.Helper()
+		for first.Metrics().RecordsIn < n {
+			select {
+			case <-first.Done():
+				t.Fatalf("the job ended (%v) before reading %d records: make the input longer", first.Wait(), n)
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}
+	waitRecords(500)
+	if _, err := first.StopWithSavepoint(context.Background(), "", false); err == nil {
+		t.Fatal("a stop whose savepoint could not be written succeeded")
+	}
+	if !broken.Fired() {
+		t.Fatal("the savepoint's write never failed: the test shows nothing")
+	}
+	// The job goes on: it reads on and completes checkpoints again.
+	completed := len(events.Of(stream.EventCheckpointCompleted))
+	read := first.Metrics().RecordsIn
+	waitRecords(read + 200)
+	for len(events.Of(stream.EventCheckpointCompleted)) <= completed {
+		select {
+		case <-first.Done():
+			t.Fatalf("the job ended after its failed stop: %v", first.Wait())
+		case <-time.After(time.Millisecond):
+		}
+	}
+	path, err := first.StopWithSavepoint(context.Background(), "", false)
+	if err != nil {
+		t.Fatalf("the second stop: %v", err)
+	}
+	if err := first.Wait(); err != nil {
+		t.Fatalf("the stopped job ended with %v", err)
+	}
+	second := start("second", 0, "execution.state-recovery.path="+path)
+	if err := second.Wait(); err != nil {
+		t.Fatalf("the job resumed from the second stop's savepoint: %v", err)
+	}
+	records := map[string]map[[2]int64]rec{}
+	for p := range partitions {
+		for seq := range int64(perPartition) {
+			x := gen(p, seq)
+			if records[x.Key] == nil {
+				records[x.Key] = map[[2]int64]rec{}
+			}
+			records[x.Key][[2]int64{int64(p), seq}] = x
+		}
+	}
+	if err := checkRunningSums(sink.Results(), records); err != nil {
+		t.Fatal(err)
+	}
+	if entries, _ := os.ReadDir(spDir); len(entries) != 1 {
+		t.Fatalf("the savepoint directory holds %d savepoints, want only the second stop's (the failed one is deleted)", len(entries))
+	}
+}

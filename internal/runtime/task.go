@@ -90,7 +90,8 @@ type Task struct {
 	// its outputs carry nothing more, and the subtasks they fed have
 	// ended already.
 	stopped     bool
-	completed   int64 // highest checkpoint notified complete
+	heldTimers  []func() error // processing-time timers due while stopping
+	completed   int64          // highest checkpoint notified complete
 	inputsEnded bool
 	done        bool
 	idle        bool // announced idle downstream (sources)
@@ -140,7 +141,8 @@ type pendingTimer struct {
 
 // schedule runs f on the task's goroutine at or after at, unless the
 // operators have finished by then (processing-time timers do not fire
-// after the end of input). Timers still pending when the subtask exits are
+// after the end of input); while the subtask stops with a savepoint it
+// holds f back, and runs it if the stop fails. Timers still pending when the subtask exits are
 // stopped.
 func (t *Task) schedule(at time.Time, f func() error) {
 	pt := &pendingTimer{}
@@ -148,6 +150,12 @@ func (t *Task) schedule(at time.Time, f func() error) {
 		pt.fired.Store(true)
 		t.mailbox.post(func() error {
 			if t.finished {
+				return nil
+			}
+			if t.stopAt != 0 {
+				// Stopping with a savepoint: nothing after it runs
+				// unless the stop fails (the savepoint holds the timer).
+				t.heldTimers = append(t.heldTimers, f)
 				return nil
 			}
 			return f()
@@ -871,6 +879,15 @@ func (t *Task) notifyComplete(id int64) error {
 func (t *Task) notifyAbort(id int64, reason string) error {
 	if id == t.stopAt {
 		t.stopAt = 0 // the stop failed: the job goes on
+		for _, f := range t.heldTimers {
+			t.mailbox.post(func() error {
+				if t.finished {
+					return nil
+				}
+				return f()
+			})
+		}
+		t.heldTimers = nil
 	}
 	if t.handler == nil {
 		return nil
