@@ -165,6 +165,33 @@ func (r *Result) CheckpointDir(id int64) string {
 //	second := streamtest.Run(t, build, streamtest.ResumeFrom(first))
 func Run(t testing.TB, build func(env *stream.Environment), opts ...RunOption) *Result {
 	t.Helper()
+	return Start(t, build, opts...).Wait()
+}
+
+// Running is a job Start started: Client acts on it while it runs (takes
+// a savepoint, a checkpoint, stops it), Wait waits for its end.
+type Running struct {
+	// Client is the job's client.
+	Client *stream.JobClient
+
+	t        testing.TB
+	res      *Result
+	c        runConfig
+	cancel   context.CancelCauseFunc
+	mu       *sync.Mutex
+	canceled *bool
+	timer    *time.Timer
+}
+
+// Start is Run without the wait: it starts the job as Run does and
+// returns at once. The timeout runs from Start; Wait must be called, from
+// the test's goroutine.
+//
+//	job := streamtest.Start(t, build, streamtest.Config("execution.checkpointing.interval=10 ms"))
+//	path, err := job.Client.StopWithSavepoint(ctx, "", false)
+//	res := job.Wait()
+func Start(t testing.TB, build func(env *stream.Environment), opts ...RunOption) *Running {
+	t.Helper()
 	c := runConfig{jobID: "job", timeout: 2 * time.Minute, ctx: context.Background()}
 	for _, o := range opts {
 		o(&c)
@@ -181,22 +208,20 @@ func Run(t testing.TB, build func(env *stream.Environment), opts ...RunOption) *
 	if err != nil {
 		t.Fatalf("streamtest.Run: %v", err)
 	}
-	res := &Result{Events: c.events, JobID: c.jobID, Dir: c.dir}
+	r := &Running{t: t, c: c, res: &Result{Events: c.events, JobID: c.jobID, Dir: c.dir}, mu: &sync.Mutex{}, canceled: new(bool)}
 
 	ctx, cancel := context.WithCancelCause(c.ctx)
-	defer cancel(nil)
+	r.cancel = cancel
 	record := c.events.Record
-	var mu sync.Mutex
-	var seen []stream.JobEvent // guarded by mu
-	canceled := false          // guarded by mu
+	var seen []stream.JobEvent // guarded by r.mu
 	if c.until != nil {
 		record = func(ev stream.JobEvent) {
 			c.events.Record(ev)
-			mu.Lock()
-			defer mu.Unlock()
+			r.mu.Lock()
+			defer r.mu.Unlock()
 			seen = append(seen, ev)
-			if !canceled && c.until(slices.Clone(seen)) {
-				canceled = true
+			if !*r.canceled && c.until(slices.Clone(seen)) {
+				*r.canceled = true
 				cancel(errUntil)
 			}
 		}
@@ -209,29 +234,46 @@ func Run(t testing.TB, build func(env *stream.Environment), opts ...RunOption) *
 	envOpts = append(envOpts, stream.WithEvents(record))
 	env, err := stream.NewEnvironment(envOpts...)
 	if err != nil {
+		cancel(nil)
 		t.Fatalf("streamtest.Run: %v", err)
 	}
 	build(env)
+	r.timer = time.NewTimer(c.timeout)
+	client, err := env.ExecuteAsync(ctx, c.jobID)
+	if err != nil {
+		// The job did not start (an invalid graph or restore): the
+		// Result says why.
+		r.res.Err = err
+		return r
+	}
+	r.Client = client
+	return r
+}
 
-	errc := make(chan error, 1)
-	go func() { errc <- env.Execute(ctx, c.jobID) }()
-	timer := time.NewTimer(c.timeout)
-	defer timer.Stop()
+// Wait waits for the job to end and returns its Result; it fails the test
+// if the job outlives its timeout.
+func (r *Running) Wait() *Result {
+	r.t.Helper()
+	defer r.cancel(nil)
+	defer r.timer.Stop()
+	if r.Client == nil {
+		return r.res // it never started
+	}
 	select {
-	case err := <-errc:
-		res.Err = err
-	case <-timer.C:
-		cancel(errTimeout)
+	case <-r.Client.Done():
+		r.res.Err = r.Client.Wait()
+	case <-r.timer.C:
+		r.cancel(errTimeout)
 		select {
-		case <-errc:
-			t.Fatalf("streamtest.Run: job %s had not ended after %v; events: %s", c.jobID, c.timeout, c.events)
+		case <-r.Client.Done():
+			r.t.Fatalf("streamtest.Run: job %s had not ended after %v; events: %s", r.c.jobID, r.c.timeout, r.c.events)
 		case <-time.After(10 * time.Second):
-			t.Fatalf("streamtest.Run: job %s had not ended after %v, nor 10 s after it was canceled: a subtask hangs; events: %s",
-				c.jobID, c.timeout, c.events)
+			r.t.Fatalf("streamtest.Run: job %s had not ended after %v, nor 10 s after it was canceled: a subtask hangs; events: %s",
+				r.c.jobID, r.c.timeout, r.c.events)
 		}
 	}
-	mu.Lock()
-	res.Canceled = canceled
-	mu.Unlock()
-	return res
+	r.mu.Lock()
+	r.res.Canceled = *r.canceled
+	r.mu.Unlock()
+	return r.res
 }

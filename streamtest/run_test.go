@@ -136,3 +136,54 @@ func (f *fakeTB) Fatalf(format string, args ...any) {
 	f.fatal = fmt.Sprintf(format, args...)
 	runtime.Goexit()
 }
+
+// TestStartStopsWithASavepoint starts a keyed count without waiting for
+// it, stops it with a savepoint through its client while it runs, and
+// resumes it from the savepoint: Wait reports the stopped job finished,
+// not canceled, and the sink, which outlives both runs, holds every count
+// exactly once.
+func TestStartStopsWithASavepoint(t *testing.T) {
+	sink := streamtest.NewCollector[int64](true)
+	build := func(env *stream.Environment) {
+		src, err := datagen.New(func(int, int64) int64 { return 1 }, datagen.Partitions(2), datagen.Count(total/2), datagen.BatchSize(10), datagen.RatePerSecond(20_000))
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := stream.FromSource(env, src, "src", stream.NoWatermarks[int64]())
+		counts := stream.Process(stream.KeyBy(in, func(int64) int { return 0 }), stream.KeyedProcessFunction[int, int64, int64](&count{}), stream.Uid("count"), stream.Parallelism(1))
+		stream.SinkTo(counts, sink, stream.Uid("sink"), stream.Parallelism(1))
+	}
+	conf := streamtest.Config("parallelism.default=2", "execution.checkpointing.interval=10 ms",
+		"execution.checkpointing.savepoint-dir="+t.TempDir())
+	job := streamtest.Start(t, build, conf)
+	if job.Client == nil {
+		t.Fatalf("the job did not start: %v", job.Wait().Err)
+	}
+	if _, err := job.Client.TriggerCheckpoint(context.Background()); err != nil {
+		t.Fatalf("a checkpoint of the running job: %v", err)
+	}
+	path, err := job.Client.StopWithSavepoint(context.Background(), "", false)
+	if err != nil {
+		t.Fatalf("stop with a savepoint: %v", err)
+	}
+	if res := job.Wait(); res.Err != nil || res.Canceled {
+		t.Fatalf("the stopped job: %v (canceled %v)", res.Err, res.Canceled)
+	}
+	if n := len(sink.Results()); n >= total {
+		t.Fatalf("the stopped job wrote all %d counts: nothing to resume", n)
+	}
+	second := streamtest.Run(t, build, conf, streamtest.Config("execution.state-recovery.path="+path), streamtest.JobID("second"))
+	if second.Err != nil {
+		t.Fatalf("the resumed run: %v; events: %s", second.Err, second.Events)
+	}
+	got := sink.Results()
+	slices.Sort(got)
+	for i, v := range got {
+		if v != int64(i+1) {
+			t.Fatalf("count %d of %d is %d, want %d: lost or duplicated", i, len(got), v, i+1)
+		}
+	}
+	if len(got) != total {
+		t.Fatalf("%d counts, want %d", len(got), total)
+	}
+}
