@@ -106,16 +106,7 @@ func TestSavepointResumesExactly(t *testing.T) {
 		if err := second.Wait(); err != nil {
 			t.Fatalf("%s: the job resumed from the savepoint: %v", name, err)
 		}
-		records := map[string]map[[2]int64]rec{}
-		for p := range partitions {
-			for seq := range int64(perPartition) {
-				x := gen(p, seq)
-				if records[x.Key] == nil {
-					records[x.Key] = map[[2]int64]rec{}
-				}
-				records[x.Key][[2]int64{int64(p), seq}] = x
-			}
-		}
+		records := recordsByKey(gen, partitions, perPartition)
 		if err := checkRunningSums(sink.Results(), records); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -206,16 +197,7 @@ func TestStopWithSavepoint(t *testing.T) {
 		if err := second.Wait(); err != nil {
 			t.Fatalf("%s: the job resumed from the stop's savepoint: %v", name, err)
 		}
-		records := map[string]map[[2]int64]rec{}
-		for p := range partitions {
-			for seq := range int64(perPartition) {
-				x := gen(p, seq)
-				if records[x.Key] == nil {
-					records[x.Key] = map[[2]int64]rec{}
-				}
-				records[x.Key][[2]int64{int64(p), seq}] = x
-			}
-		}
+		records := recordsByKey(gen, partitions, perPartition)
 		if err := checkRunningSums(sink.Results(), records); err != nil {
 			t.Fatalf("%s: %d results committed by the stopped job: %v", name, committed, err)
 		}
@@ -492,9 +474,22 @@ func TestStopThatFailsGoesOn(t *testing.T) {
 	if err := second.Wait(); err != nil {
 		t.Fatalf("the job resumed from the second stop's savepoint: %v", err)
 	}
+	records := recordsByKey(gen, partitions, perPartition)
+	if err := checkRunningSums(sink.Results(), records); err != nil {
+		t.Fatal(err)
+	}
+	if entries, _ := os.ReadDir(spDir); len(entries) != 1 {
+		t.Fatalf("the savepoint directory holds %d savepoints, want only the second stop's (the failed one is deleted)", len(entries))
+	}
+}
+
+// recordsByKey is the input checkRunningSums checks a running sum's
+// output against: every record of partitions×perPartition made by gen,
+// by key and (partition, sequence number).
+func recordsByKey(gen func(p int, seq int64) rec, partitions int, perPartition int64) map[string]map[[2]int64]rec {
 	records := map[string]map[[2]int64]rec{}
 	for p := range partitions {
-		for seq := range int64(perPartition) {
+		for seq := range perPartition {
 			x := gen(p, seq)
 			if records[x.Key] == nil {
 				records[x.Key] = map[[2]int64]rec{}
@@ -502,10 +497,5 @@ func TestStopThatFailsGoesOn(t *testing.T) {
 			records[x.Key][[2]int64{int64(p), seq}] = x
 		}
 	}
-	if err := checkRunningSums(sink.Results(), records); err != nil {
-		t.Fatal(err)
-	}
-	if entries, _ := os.ReadDir(spDir); len(entries) != 1 {
-		t.Fatalf("the savepoint directory holds %d savepoints, want only the second stop's (the failed one is deleted)", len(entries))
-	}
+	return records
 }

@@ -477,9 +477,11 @@ func (m *JobManager) list(context.Context, *listRequest) (*listResponse, error) 
 	return resp, nil
 }
 
-func (m *JobManager) cancel(ctx context.Context, req *cancelRequest) (*cancelResponse, error) {
+// runningJob returns job jobID and its entry while it runs, or the error
+// a client is answered with: not found, still starting, or ended.
+func (m *JobManager) runningJob(jobID string) (*jobRun, Job, error) {
 	m.mu.Lock()
-	r := m.running[req.JobID]
+	r := m.running[jobID]
 	var job Job
 	if r != nil {
 		job = r.job
@@ -487,14 +489,22 @@ func (m *JobManager) cancel(ctx context.Context, req *cancelRequest) (*cancelRes
 	m.mu.Unlock()
 	switch {
 	case r == nil:
-		return nil, status.Errorf(codes.NotFound, "no job %s", req.JobID)
+		return nil, nil, status.Errorf(codes.NotFound, "no job %s", jobID)
 	case job == nil:
-		return nil, status.Errorf(codes.Unavailable, "job %s is still starting", req.JobID)
+		return nil, nil, status.Errorf(codes.Unavailable, "job %s is still starting", jobID)
 	}
 	select {
 	case <-job.Done():
-		return nil, ended(req.JobID, job.Wait(), "has already")
+		return nil, nil, ended(jobID, job.Wait(), "has already")
 	default:
+	}
+	return r, job, nil
+}
+
+func (m *JobManager) cancel(ctx context.Context, req *cancelRequest) (*cancelResponse, error) {
+	r, job, err := m.runningJob(req.JobID)
+	if err != nil {
+		return nil, err
 	}
 	r.cancel()
 	select {
@@ -509,23 +519,9 @@ func (m *JobManager) cancel(ctx context.Context, req *cancelRequest) (*cancelRes
 }
 
 func (m *JobManager) savepoint(ctx context.Context, req *savepointRequest) (*savepointResponse, error) {
-	m.mu.Lock()
-	r := m.running[req.JobID]
-	var job Job
-	if r != nil {
-		job = r.job
-	}
-	m.mu.Unlock()
-	switch {
-	case r == nil:
-		return nil, status.Errorf(codes.NotFound, "no job %s", req.JobID)
-	case job == nil:
-		return nil, status.Errorf(codes.Unavailable, "job %s is still starting", req.JobID)
-	}
-	select {
-	case <-job.Done():
-		return nil, ended(req.JobID, job.Wait(), "has already")
-	default:
+	r, job, err := m.runningJob(req.JobID)
+	if err != nil {
+		return nil, err
 	}
 	m.log.Info("taking a savepoint, as a client asks", "job_id", req.JobID, "dir", req.Dir, "cancel", req.Cancel, "stop", req.Stop, "drain", req.Drain)
 	take := job.Master().TriggerSavepoint

@@ -474,28 +474,18 @@ func SavepointCommand() *cobra.Command {
 			"deletes it, and a job resumes from it with -D execution.state-recovery.path=PATH.\n" + securityHelp,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := f.Config()
-			if err != nil {
-				return err
-			}
 			dir := ""
 			if len(args) == 2 {
 				dir = args[1]
 			}
-			c, err := cluster.Dial(jmAddr, DialOptions(cfg)...)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			path, err := c.Savepoint(cmd.Context(), args[0], dir, false)
-			if err != nil {
-				if st, ok := status.FromError(err); ok && (st.Code() == codes.FailedPrecondition || st.Code() == codes.NotFound) {
-					return fmt.Errorf("savepoint of %s: %s", args[0], st.Message())
+			return withClient(f, jmAddr, func(c *cluster.Client) error {
+				path, err := c.Savepoint(cmd.Context(), args[0], dir, false)
+				if err != nil {
+					return clientError("savepoint of "+args[0], err)
 				}
-				return authHint(fmt.Errorf("savepoint of %s: %w", args[0], err))
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s: savepoint of job %s completed: %s\n", cmd.Root().Name(), args[0], path)
-			return nil
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: savepoint of job %s completed: %s\n", cmd.Root().Name(), args[0], path)
+				return nil
+			})
 		},
 	}
 	cmd.Flags().StringVarP(&jmAddr, "jobmanager", "m", DefaultJobManager, "the job manager's address")
@@ -518,24 +508,14 @@ func StopCommand() *cobra.Command {
 			"job finishes. It prints the savepoint's path; resume with -D execution.state-recovery.path=PATH.\n" + securityHelp,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := f.Config()
-			if err != nil {
-				return err
-			}
-			c, err := cluster.Dial(jmAddr, DialOptions(cfg)...)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			path, err := c.StopWithSavepoint(cmd.Context(), args[0], dir, drain)
-			if err != nil {
-				if st, ok := status.FromError(err); ok && (st.Code() == codes.FailedPrecondition || st.Code() == codes.NotFound) {
-					return fmt.Errorf("stopping %s: %s", args[0], st.Message())
+			return withClient(f, jmAddr, func(c *cluster.Client) error {
+				path, err := c.StopWithSavepoint(cmd.Context(), args[0], dir, drain)
+				if err != nil {
+					return clientError("stopping "+args[0], err)
 				}
-				return authHint(fmt.Errorf("stopping %s: %w", args[0], err))
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s: job %s stopped with savepoint %s\n", cmd.Root().Name(), args[0], path)
-			return nil
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: job %s stopped with savepoint %s\n", cmd.Root().Name(), args[0], path)
+				return nil
+			})
 		},
 	}
 	cmd.Flags().StringVarP(&jmAddr, "jobmanager", "m", DefaultJobManager, "the job manager's address")
@@ -543,6 +523,31 @@ func StopCommand() *cobra.Command {
 	cmd.Flags().BoolVarP(&drain, "drain", "d", false, "end the job's event time before the savepoint, so that every timer and window fires (the savepoint is then for the record, not for resuming)")
 	f.Add(cmd)
 	return cmd
+}
+
+// withClient connects to the job manager at jmAddr, configured by f, for
+// do.
+func withClient(f ConfigFlags, jmAddr string, do func(c *cluster.Client) error) error {
+	cfg, err := f.Config()
+	if err != nil {
+		return err
+	}
+	c, err := cluster.Dial(jmAddr, DialOptions(cfg)...)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return do(c)
+}
+
+// clientError is the error of a call about a job, what: the job manager's
+// own words when it refused (no such job, it has ended, the operation
+// failed), a hint at the credentials otherwise.
+func clientError(what string, err error) error {
+	if st, ok := status.FromError(err); ok && (st.Code() == codes.FailedPrecondition || st.Code() == codes.NotFound) {
+		return fmt.Errorf("%s: %s", what, st.Message())
+	}
+	return authHint(fmt.Errorf("%s: %w", what, err))
 }
 
 // Submit sends a job to the job manager at jmAddr, connecting with opts

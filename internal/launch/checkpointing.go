@@ -190,15 +190,7 @@ func retain(ctx context.Context, cp config.Checkpointing, st runtime.CheckpointS
 type blobStorage struct{ *storage.Storage }
 
 func (b blobStorage) WriteState(ctx context.Context, id int64, name string, write func(io.Writer) error) (checkpoint.StateHandle, error) {
-	w, err := b.CreateState(ctx, id, name)
-	if err != nil {
-		return checkpoint.StateHandle{}, err
-	}
-	if err := write(w); err != nil {
-		w.Abort()
-		return checkpoint.StateHandle{}, err
-	}
-	return w.Close()
+	return writeThrough(b.CreateState(ctx, id, name))(write)
 }
 
 func (b blobStorage) WriteSavepointState(ctx context.Context, dir, name string, write func(io.Writer) error) (checkpoint.StateHandle, error) {
@@ -207,15 +199,23 @@ func (b blobStorage) WriteSavepointState(ctx context.Context, dir, name string, 
 		return checkpoint.StateHandle{}, err
 	}
 	defer sp.Close()
-	w, err := sp.CreateState(ctx, name)
-	if err != nil {
-		return checkpoint.StateHandle{}, err
+	return writeThrough(sp.CreateState(ctx, name))(write)
+}
+
+// writeThrough returns the function that writes a piece of state with
+// write through w (created with err) and closes it for its handle, or
+// aborts it if write fails.
+func writeThrough(w *storage.StateWriter, err error) func(write func(io.Writer) error) (checkpoint.StateHandle, error) {
+	return func(write func(io.Writer) error) (checkpoint.StateHandle, error) {
+		if err != nil {
+			return checkpoint.StateHandle{}, err
+		}
+		if err := write(w); err != nil {
+			w.Abort()
+			return checkpoint.StateHandle{}, err
+		}
+		return w.Close()
 	}
-	if err := write(w); err != nil {
-		w.Abort()
-		return checkpoint.StateHandle{}, err
-	}
-	return w.Close()
 }
 
 // CreateSavepoint implements runtime.CheckpointStorage.
@@ -235,15 +235,7 @@ type savepointWriter struct{ *storage.Savepoint }
 func (s savepointWriter) Abort(ctx context.Context) error { return s.Discard(ctx) }
 
 func (s savepointWriter) WriteState(ctx context.Context, name string, write func(io.Writer) error) (checkpoint.StateHandle, error) {
-	w, err := s.CreateState(ctx, name)
-	if err != nil {
-		return checkpoint.StateHandle{}, err
-	}
-	if err := write(w); err != nil {
-		w.Abort()
-		return checkpoint.StateHandle{}, err
-	}
-	return w.Close()
+	return writeThrough(s.CreateState(ctx, name))(write)
 }
 
 // RestoreInfo describes the checkpoint or savepoint a job resumes from.

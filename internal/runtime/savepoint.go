@@ -60,8 +60,9 @@ func (jm *JobMaster) TriggerSavepoint(ctx context.Context, dir string) (string, 
 // --drain; a job resumed from such a savepoint finds its event time
 // ended); every subtask that has taken it reads no more input; once it
 // is complete, every subtask, sinks first, commits what the savepoint
-// holds pending (nothing after it) and ends, and the job finishes. It returns the savepoint's path once the job has ended. If
-// the savepoint fails, the job goes on running and checkpointing.
+// holds pending (nothing after it) and ends, and the job finishes. It
+// returns the savepoint's path once the job has ended. If the savepoint
+// fails, the job goes on running and checkpointing.
 func (jm *JobMaster) StopWithSavepoint(ctx context.Context, dir string, drain bool) (string, error) {
 	path, err := jm.savepoint(ctx, dir, true, drain)
 	if err != nil {
@@ -91,19 +92,29 @@ func (jm *JobMaster) savepoint(ctx context.Context, dir string, stop, drain bool
 	}
 	op := &savepointOp{w: w, stop: stop, drain: drain, done: make(chan struct{})}
 	jm.post(func() error { return jm.startSavepoint(op) })
+	// On ctx's end the job master still ends the savepoint (it completes
+	// or is aborted and deleted); the caller no longer waits for it.
+	if err := jm.await(ctx, op.done, "savepoint"); err != nil {
+		return "", err
+	}
+	return op.path, op.err
+}
+
+// await waits for done, closed by an operation of the job master's loop,
+// and returns nil once it is; or ctx's cause, or that the job ended
+// before the operation (what) completed.
+func (jm *JobMaster) await(ctx context.Context, done <-chan struct{}, what string) error {
 	select {
-	case <-op.done:
-		return op.path, op.err
+	case <-done:
+		return nil
 	case <-ctx.Done():
-		// The job master still ends the savepoint (it completes or is
-		// aborted and deleted); the caller no longer waits for it.
-		return "", context.Cause(ctx)
+		return context.Cause(ctx)
 	case <-jm.stopped:
 		select {
-		case <-op.done:
-			return op.path, op.err
+		case <-done:
+			return nil
 		default:
-			return "", errors.New("the job ended before the savepoint completed")
+			return fmt.Errorf("the job ended before the %s completed", what)
 		}
 	}
 }
@@ -363,19 +374,10 @@ func (jm *JobMaster) TriggerCheckpoint(ctx context.Context) (int64, error) {
 	}
 	op := &checkpointOp{done: make(chan struct{})}
 	jm.post(func() error { return jm.startCheckpoint(op) })
-	select {
-	case <-op.done:
-		return op.id, op.err
-	case <-ctx.Done():
-		return 0, context.Cause(ctx)
-	case <-jm.stopped:
-		select {
-		case <-op.done:
-			return op.id, op.err
-		default:
-			return 0, errors.New("the job ended before the checkpoint completed")
-		}
+	if err := jm.await(ctx, op.done, "checkpoint"); err != nil {
+		return 0, err
 	}
+	return op.id, op.err
 }
 
 func (jm *JobMaster) startCheckpoint(op *checkpointOp) error {

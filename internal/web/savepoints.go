@@ -74,12 +74,53 @@ func (sp *savepoints) add(triggerID string, checkpoint bool) (string, *savepoint
 	if sp.ops == nil {
 		sp.ops = map[string]*savepointOp{}
 	}
-	if _, dup := sp.ops[id]; dup {
+	if prev, dup := sp.ops[id]; dup {
+		if prev.checkpoint != checkpoint {
+			return "", nil, badRequest("triggerId %s already names another kind of operation", id)
+		}
 		return id, nil, nil
 	}
 	op := &savepointOp{done: make(chan struct{}), checkpoint: checkpoint}
 	sp.ops[id] = op
 	return id, op, nil
+}
+
+// decodeBody decodes r's JSON body, if it has one, into v, refusing
+// fields v does not have; fields names those it has.
+func decodeBody(r *http.Request, v any, fields string) error {
+	body, err := io.ReadAll(io.LimitReader(r.Body, 64<<10))
+	if err != nil {
+		return badRequest("reading the request body: %v", err)
+	}
+	if len(strings.TrimSpace(string(body))) == 0 {
+		return nil
+	}
+	dec := json.NewDecoder(strings.NewReader(string(body)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return badRequest("request body: %v (fields: %s)", err, fields)
+	}
+	return nil
+}
+
+// runOp runs the operation op on a goroutine of the server's, with a
+// context that ends when the server is closed, and marks it done.
+func (s *Server) runOp(op *savepointOp, run func(ctx context.Context)) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer close(op.done)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go func() {
+			select {
+			case <-s.stop:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		run(ctx)
+	}()
 }
 
 func (sp *savepoints) get(id string) *savepointOp {
@@ -111,20 +152,12 @@ func (s *Server) triggerSavepoint(r *http.Request, stop bool) (int, any, error) 
 	}
 	var req savepointRequest
 	var sreq stopRequest
-	body, err := io.ReadAll(io.LimitReader(r.Body, 64<<10))
-	if err != nil {
-		return 0, nil, badRequest("reading the request body: %v", err)
+	var into any = &req
+	if stop {
+		into = &sreq
 	}
-	if len(strings.TrimSpace(string(body))) > 0 {
-		dec := json.NewDecoder(strings.NewReader(string(body)))
-		dec.DisallowUnknownFields()
-		var into any = &req
-		if stop {
-			into = &sreq
-		}
-		if err := dec.Decode(into); err != nil {
-			return 0, nil, badRequest("request body: %v (fields: %s)", err, fields)
-		}
+	if err := decodeBody(r, into, fields); err != nil {
+		return 0, nil, err
 	}
 	if stop {
 		req = savepointRequest{TargetDirectory: sreq.TargetDirectory, FormatType: sreq.FormatType, TriggerID: sreq.TriggerID}
@@ -149,25 +182,13 @@ func (s *Server) triggerSavepoint(r *http.Request, stop bool) (int, any, error) 
 	}
 	s.opts.logger.Info("taking a savepoint, as a REST request asks", "job_id", s.jm.JobID(), "remote", r.RemoteAddr,
 		"dir", req.TargetDirectory, "cancel_job", req.CancelJob, "stop", stop, "drain", sreq.Drain, "trigger_id", id)
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		defer close(op.done)
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		go func() {
-			select {
-			case <-s.stop:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
+	s.runOp(op, func(ctx context.Context) {
 		op.location, op.err = take(ctx, req.TargetDirectory)
 		if op.err == nil && req.CancelJob {
 			s.opts.logger.Info("canceling the job after its savepoint, as the REST request asked", "job_id", s.jm.JobID(), "savepoint", op.location)
 			s.job.Cancel()
 		}
-	}()
+	})
 	return http.StatusAccepted, map[string]string{"request-id": id}, nil
 }
 
@@ -206,16 +227,8 @@ func (s *Server) triggerCheckpoint(r *http.Request) (int, any, error) {
 		return 0, nil, &statusError{http.StatusNotImplemented, "this server cannot trigger checkpoints of job " + s.jm.JobID()}
 	}
 	var req checkpointRequest
-	body, err := io.ReadAll(io.LimitReader(r.Body, 64<<10))
-	if err != nil {
-		return 0, nil, badRequest("reading the request body: %v", err)
-	}
-	if len(strings.TrimSpace(string(body))) > 0 {
-		dec := json.NewDecoder(strings.NewReader(string(body)))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&req); err != nil {
-			return 0, nil, badRequest("request body: %v (fields: checkpointType, triggerId)", err)
-		}
+	if err := decodeBody(r, &req, "checkpointType, triggerId"); err != nil {
+		return 0, nil, err
 	}
 	switch strings.ToUpper(req.CheckpointType) {
 	case "", "CONFIGURED", "FULL":
@@ -232,21 +245,7 @@ func (s *Server) triggerCheckpoint(r *http.Request) (int, any, error) {
 		return http.StatusAccepted, map[string]string{"request-id": id}, err
 	}
 	s.opts.logger.Info("taking a checkpoint, as a REST request asks", "job_id", s.jm.JobID(), "remote", r.RemoteAddr, "trigger_id", id)
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		defer close(op.done)
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		go func() {
-			select {
-			case <-s.stop:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
-		op.id, op.err = s.job.Checkpoint(ctx)
-	}()
+	s.runOp(op, func(ctx context.Context) { op.id, op.err = s.job.Checkpoint(ctx) })
 	return http.StatusAccepted, map[string]string{"request-id": id}, nil
 }
 

@@ -48,14 +48,22 @@ func (s *Storage) CreateSavepoint(ctx context.Context, dir string) (*Savepoint, 
 		jobPrefix = jobPrefix[:6]
 	}
 	name := savepointDirPrefix + jobPrefix + "-" + hex.EncodeToString(random[:])
-	sp := &Savepoint{cfg: s.cfg, dirKey: joinKey(prefix, name)}
+	return s.savepointAt(ctx, loc, joinKey(prefix, name))
+}
+
+// savepointAt returns the Savepoint in directory dirKey of loc, sharing
+// this storage's bucket when loc is its own.
+func (s *Storage) savepointAt(ctx context.Context, loc location, dirKey string) (*Savepoint, error) {
+	sp := &Savepoint{cfg: s.cfg, dirKey: dirKey}
 	if loc == s.st.loc {
 		sp.st = s.st
-	} else if sp.st, err = openStore(ctx, &s.cfg, loc, true); err != nil {
-		return nil, err
-	} else {
-		sp.owned = true
+		return sp, nil
 	}
+	st, err := openStore(ctx, &s.cfg, loc, true)
+	if err != nil {
+		return nil, err
+	}
+	sp.st, sp.owned = st, true
 	return sp, nil
 }
 
@@ -80,15 +88,7 @@ func (s *Storage) OpenSavepoint(ctx context.Context, p string) (*Savepoint, erro
 	if !strings.HasPrefix(path.Base(key), savepointDirPrefix) {
 		return nil, fmt.Errorf("storage: %s: not a savepoint directory (its name starts with %q)", p, savepointDirPrefix)
 	}
-	sp := &Savepoint{cfg: s.cfg, dirKey: key}
-	if loc == s.st.loc {
-		sp.st = s.st
-	} else if sp.st, err = openStore(ctx, &s.cfg, loc, true); err != nil {
-		return nil, err
-	} else {
-		sp.owned = true
-	}
-	return sp, nil
+	return s.savepointAt(ctx, loc, key)
 }
 
 // Path returns the savepoint's directory, as a path or URL that Resolve
@@ -137,11 +137,7 @@ func (sp *Savepoint) Abort(ctx context.Context) error {
 	if complete {
 		return nil
 	}
-	if err := removeAll(ctx, sp.st, sp.dirKey+"/"); err != nil {
-		return err
-	}
-	sp.st.removeEmptyDir(sp.dirKey)
-	return nil
+	return sp.Discard(ctx)
 }
 
 // Discard deletes the savepoint, complete or not: for its writer when the
