@@ -374,6 +374,7 @@ func (jm *JobMaster) Acknowledge(ref TaskRef, id int64, ack checkpoint.TaskAck) 
 		if jm.coord == nil {
 			return nil
 		}
+		jm.lateSavepointReport(id)
 		r := jm.current(ref)
 		if r == nil {
 			return nil
@@ -387,7 +388,11 @@ func (jm *JobMaster) Acknowledge(ref TaskRef, id int64, ack checkpoint.TaskAck) 
 // Decline implements Listener.
 func (jm *JobMaster) Decline(ref TaskRef, id int64, why DeclineReason, err error) {
 	jm.post(func() error {
-		if jm.coord == nil || jm.current(ref) == nil {
+		if jm.coord == nil {
+			return nil
+		}
+		jm.lateSavepointReport(id)
+		if jm.current(ref) == nil {
 			return nil
 		}
 		return jm.perform(jm.ctx, jm.coordDecline(ref.ID, id, why, err))

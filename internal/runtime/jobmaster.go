@@ -227,6 +227,9 @@ type JobMaster struct {
 	// both belong to the job master's loop.
 	savepoints       map[int64]*savepointOp
 	queuedSavepoints []*savepointOp
+	// failedSavepoints are the writers of triggered savepoints that
+	// failed, kept to delete what subtasks write after the failure.
+	failedSavepoints map[int64]SavepointWriter
 	// stopOp is the stop-with-savepoint in progress, and term its
 	// termination once its savepoint is complete.
 	stopOp *savepointOp
@@ -285,6 +288,7 @@ func NewJobMaster(g *JobGraph, opts Options) (*JobMaster, error) {
 		finished:          make(map[checkpoint.TaskID]bool),
 		finishedAcks:      make(map[checkpoint.TaskID]checkpoint.TaskAck),
 		savepoints:        make(map[int64]*savepointOp),
+		failedSavepoints:  make(map[int64]SavepointWriter),
 		manualCheckpoints: make(map[int64]*checkpointOp),
 		eod:               make(map[checkpoint.TaskID]bool),
 		latest:            opts.Restore,

@@ -178,13 +178,41 @@ func (jm *JobMaster) retrySavepoints() error {
 // failSavepoint deletes what op's savepoint wrote, on the storage queue
 // behind its writes, and reports err.
 func (jm *JobMaster) failSavepoint(op *savepointOp, err error) {
-	jm.store.post(storageOp{ctx: jm.ctx, write: func(ctx context.Context) {
-		if aerr := op.w.Abort(context.WithoutCancel(ctx)); aerr != nil {
-			jm.log.Warn("deleting a failed savepoint", "path", op.w.Path(), "err", aerr)
-		}
-		op.w.Close()
-	}})
+	jm.discardSavepoint(op.w, true)
 	op.resolve("", err)
+}
+
+// discardSavepoint deletes what w's savepoint holds, on the storage
+// queue, closing w afterwards if closeAfter is set.
+func (jm *JobMaster) discardSavepoint(w SavepointWriter, closeAfter bool) {
+	jm.store.post(storageOp{ctx: jm.ctx, write: func(ctx context.Context) {
+		if err := w.Abort(context.WithoutCancel(ctx)); err != nil {
+			jm.log.Warn("deleting a failed savepoint", "path", w.Path(), "err", err)
+		}
+		if closeAfter {
+			w.Close()
+		}
+	}})
+}
+
+// failTriggered fails savepoint id, which subtasks may still be writing:
+// a subtask whose write was under way when the savepoint failed reports
+// it later (an acknowledgement or decline that comes too late), and
+// lateSavepointReport deletes what it wrote then. The writer stays open
+// for that until the job ends.
+func (jm *JobMaster) failTriggered(id int64, op *savepointOp, err error) {
+	jm.failedSavepoints[id] = op.w
+	jm.discardSavepoint(op.w, false)
+	op.resolve("", err)
+}
+
+// lateSavepointReport deletes again what failed savepoint id holds, when
+// a subtask reports its part after the savepoint failed: its write has
+// finished, so what it wrote is there to delete.
+func (jm *JobMaster) lateSavepointReport(id int64) {
+	if w := jm.failedSavepoints[id]; w != nil {
+		jm.discardSavepoint(w, false)
+	}
 }
 
 // savepointAborted ends savepoint id's operation, if it is one, with the
@@ -198,7 +226,7 @@ func (jm *JobMaster) savepointAborted(id int64, reason error) []coordinator.Outp
 	if reason == nil {
 		reason = errors.New("aborted")
 	}
-	jm.failSavepoint(op, fmt.Errorf("savepoint %d failed: %w", id, reason))
+	jm.failTriggered(id, op, fmt.Errorf("savepoint %d failed: %w", id, reason))
 	return jm.savepointEnded(op)
 }
 
@@ -212,7 +240,7 @@ func (jm *JobMaster) savepointWritten(id int64, err error) []coordinator.Output 
 	}
 	delete(jm.savepoints, id)
 	if err != nil {
-		jm.failSavepoint(op, fmt.Errorf("writing savepoint %d: %w", id, err))
+		jm.failTriggered(id, op, fmt.Errorf("writing savepoint %d: %w", id, err))
 		return jm.savepointEnded(op)
 	}
 	op.w.Close()
@@ -348,6 +376,10 @@ func (jm *JobMaster) endSavepoints() {
 		op.err = errors.New("the job ended before the checkpoint completed")
 		close(op.done)
 	}
+	for _, w := range jm.failedSavepoints {
+		w.Close()
+	}
+	jm.failedSavepoints = nil
 	for _, op := range ops {
 		if err := op.w.Abort(context.Background()); err != nil {
 			jm.log.Warn("deleting an unfinished savepoint", "path", op.w.Path(), "err", err)
