@@ -232,19 +232,36 @@ var walker = template.Must(template.New("walker").Parse(`<script>
       });
     });
   }).observe(document.documentElement, {childList: true, subtree: true});
-  // A page is done once it has asked the API for something and every
-  // request has been answered for a while, after at least the dwell
-  // time (some pages draw after their data: give them that), or after
-  // four dwell times, whatever it is doing.
-  var inflight = 0, started = 0, lastEnd = 0, arrived = 0, send = XMLHttpRequest.prototype.send;
+  // A page is done once it has asked the API for something (and for
+  // the call its route awaits, if it names one) and every request has
+  // been answered for a while, after at least the dwell time (some
+  // pages draw after their data: give them that); or after four dwell
+  // times whatever it is doing, thirty while its awaited call is still
+  // to come.
+  var inflight = 0, started = 0, lastEnd = 0, arrived = 0, awaited = true;
+  var open = XMLHttpRequest.prototype.open, send = XMLHttpRequest.prototype.send;
+  XMLHttpRequest.prototype.open = function (method, url) {
+    this.weirPath = new URL(url, location.href).pathname;
+    return open.apply(this, arguments);
+  };
   XMLHttpRequest.prototype.send = function () {
+    var x = this;
     inflight++;
     started++;
-    this.addEventListener("loadend", function () { inflight--; lastEnd = Date.now(); });
+    x.addEventListener("loadend", function () {
+      inflight--;
+      lastEnd = Date.now();
+      if (i > 0 && routes[i - 1].await === x.weirPath) {
+        awaited = true;
+      }
+    });
     return send.apply(this, arguments);
   };
   function settled() {
     var now = Date.now(), dwell = {{.Dwell}};
+    if (!awaited) {
+      return now - arrived >= 30 * dwell;
+    }
     return now - arrived >= 4 * dwell ||
       now - arrived >= dwell && started > 0 && inflight === 0 && now - lastEnd >= dwell / 2;
   }
@@ -257,7 +274,8 @@ var walker = template.Must(template.New("walker").Parse(`<script>
   }
   function next() {
     if (i < routes.length) {
-      location.hash = routes[i++];
+      awaited = !routes[i].await;
+      location.hash = routes[i++].hash;
       arrived = Date.now();
       started = 0;
       setTimeout(wait, 25);
@@ -285,10 +303,19 @@ var walker = template.Must(template.New("walker").Parse(`<script>
 })();
 </script>`))
 
+// route is a page of the dashboard the walker opens.
+type route struct {
+	// Hash is the page's address after the dashboard's "#".
+	Hash string `json:"hash"`
+	// Await, if not "", is the path of a REST call the page must make:
+	// the walker waits for it before it moves on, and the walk fails if
+	// the page never made it.
+	Await string `json:"await,omitempty"`
+}
+
 // walkPages walks Flink's dashboard of version v in dir through routes in
-// front of api, whose job is jid (with the vertex vertex, on the task
-// manager tm), and checks what the pages called and showed.
-func walkPages(t *testing.T, bin, dir, v string, api http.Handler, routes []string, jid, vertex, tm string) {
+// front of api and checks what the pages called and showed.
+func walkPages(t *testing.T, bin, dir, v string, api http.Handler, routes []route) {
 	start := time.Now()
 	rec := &recorder{}
 	const dwell = 300 * time.Millisecond
@@ -319,12 +346,10 @@ func walkPages(t *testing.T, bin, dir, v string, api http.Handler, routes []stri
 	for _, e := range wk.Errors {
 		t.Errorf("the dashboard showed an error at %s", e)
 	}
-	// The pages did load their data: each of these was called.
-	for _, p := range []string{"GET /jobs/" + jid + "/checkpoints/config", "GET /jobs/" + jid + "/config", "GET /jobs/" + jid + "/exceptions",
-		"GET /jobs/" + jid + "/vertices/" + vertex + "/taskmanagers", "GET /taskmanagers/" + tm, "GET /taskmanagers/" + tm + "/thread-dump",
-		"GET /jobmanager/config", "GET /jobmanager/metrics"} {
-		if _, ok := paths[p]; !ok {
-			t.Errorf("the pages never called %s", p)
+	// The pages did load their data: each awaited call was made.
+	for _, r := range routes {
+		if _, ok := paths["GET "+r.Await]; r.Await != "" && !ok {
+			t.Errorf("the page %s never called GET %s", r.Hash, r.Await)
 		}
 	}
 	t.Logf("Flink %s's dashboard: %d pages, %d REST calls to %d paths, in %v", v, len(routes), len(calls), len(paths), time.Since(start).Round(time.Millisecond))
@@ -347,7 +372,7 @@ type walk struct {
 // routes added to its index.html (and, if cancel is not "", a GET of
 // that path at the end), in front of api, on a free loopback port; it
 // returns the base URL and the channel the walk arrives on.
-func serveDashboard(t *testing.T, dir string, api http.Handler, rec *recorder, routes []string, dwell time.Duration, cancel string) (string, <-chan walk) {
+func serveDashboard(t *testing.T, dir string, api http.Handler, rec *recorder, routes []route, dwell time.Duration, cancel string) (string, <-chan walk) {
 	t.Helper()
 	index, err := os.ReadFile(filepath.Join(dir, "index.html"))
 	if err != nil {
@@ -355,7 +380,7 @@ func serveDashboard(t *testing.T, dir string, api http.Handler, rec *recorder, r
 	}
 	var script bytes.Buffer
 	if err := walker.Execute(&script, struct {
-		Routes []string
+		Routes []route
 		Dwell  int64
 		Cancel string
 		Done   string
@@ -469,35 +494,36 @@ func TestFlinkDashboard(t *testing.T) {
 	}
 
 	j := "/job/running/" + jid
-	routes := []string{
-		"/overview",
-		j + "/overview",
-		j + "/overview/" + vertex + "/detail",
-		j + "/overview/" + vertex + "/subtasks",
-		j + "/overview/" + vertex + "/taskmanagers",
-		j + "/overview/" + vertex + "/watermarks",
-		j + "/overview/" + vertex + "/accumulators",
-		j + "/overview/" + vertex + "/backpressure",
-		j + "/overview/" + vertex + "/metrics",
-		j + "/overview/" + vertex + "/flamegraph",
-		j + "/exceptions",
-		j + "/timeline",
-		j + "/checkpoints",
-		j + "/configuration",
-		"/task-manager",
-		"/task-manager/" + tm + "/metrics",
-		"/task-manager/" + tm + "/log-list",
-		"/task-manager/" + tm + "/logs",
-		"/task-manager/" + tm + "/stdout",
-		"/task-manager/" + tm + "/thread-dump",
-		"/task-manager/" + tm + "/profiler",
-		"/job-manager/metrics",
-		"/job-manager/config",
-		"/job-manager/logs",
-		"/job-manager/stdout",
-		"/job-manager/log",
-		"/job-manager/thread-dump",
-		"/job-manager/profiler",
+	vp, tmp := "/jobs/"+jid+"/vertices/"+vertex, "/task-manager/"+tm
+	routes := []route{
+		{Hash: "/overview", Await: "/jobs/overview"},
+		{Hash: j + "/overview", Await: "/jobs/" + jid},
+		{Hash: j + "/overview/" + vertex + "/detail", Await: vp},
+		{Hash: j + "/overview/" + vertex + "/subtasks"},
+		{Hash: j + "/overview/" + vertex + "/taskmanagers", Await: vp + "/taskmanagers"},
+		{Hash: j + "/overview/" + vertex + "/watermarks"},
+		{Hash: j + "/overview/" + vertex + "/accumulators"},
+		{Hash: j + "/overview/" + vertex + "/backpressure", Await: vp + "/backpressure"},
+		{Hash: j + "/overview/" + vertex + "/metrics"},
+		{Hash: j + "/overview/" + vertex + "/flamegraph"},
+		{Hash: j + "/exceptions", Await: "/jobs/" + jid + "/exceptions"},
+		{Hash: j + "/timeline"},
+		{Hash: j + "/checkpoints", Await: "/jobs/" + jid + "/checkpoints/config"},
+		{Hash: j + "/configuration", Await: "/jobs/" + jid + "/config"},
+		{Hash: "/task-manager", Await: "/taskmanagers"},
+		{Hash: tmp + "/metrics", Await: "/taskmanagers/" + tm},
+		{Hash: tmp + "/log-list"},
+		{Hash: tmp + "/logs"},
+		{Hash: tmp + "/stdout"},
+		{Hash: tmp + "/thread-dump", Await: "/taskmanagers/" + tm + "/thread-dump"},
+		{Hash: tmp + "/profiler"},
+		{Hash: "/job-manager/metrics", Await: "/jobmanager/metrics"},
+		{Hash: "/job-manager/config", Await: "/jobmanager/config"},
+		{Hash: "/job-manager/logs"},
+		{Hash: "/job-manager/stdout"},
+		{Hash: "/job-manager/log"},
+		{Hash: "/job-manager/thread-dump"},
+		{Hash: "/job-manager/profiler"},
 	}
 	versions := make([]string, 0, len(dirs))
 	for v := range dirs {
@@ -505,7 +531,7 @@ func TestFlinkDashboard(t *testing.T) {
 	}
 	slices.Sort(versions)
 	for _, v := range versions {
-		t.Run(v, func(t *testing.T) { walkPages(t, bin, dirs[v], v, api, routes, jid, vertex, tm) })
+		t.Run(v, func(t *testing.T) { walkPages(t, bin, dirs[v], v, api, routes) })
 	}
 
 	// The dashboard's cancel (a GET of yarn-cancel from its page) passes
@@ -513,7 +539,7 @@ func TestFlinkDashboard(t *testing.T) {
 	t.Run("cancel", func(t *testing.T) {
 		newest := versions[len(versions)-1]
 		rec := &recorder{}
-		base, done := serveDashboard(t, dirs[newest], api, rec, []string{"/overview"}, 500*time.Millisecond, "jobs/"+jid+"/yarn-cancel")
+		base, done := serveDashboard(t, dirs[newest], api, rec, []route{{Hash: "/overview"}}, 500*time.Millisecond, "jobs/"+jid+"/yarn-cancel")
 		if wk := browse(t, bin, base+"/#/overview", rec, done); wk.Cancel != http.StatusAccepted {
 			t.Fatalf("the dashboard's cancel answered %d, want 202", wk.Cancel)
 		}
