@@ -55,6 +55,8 @@ func TestDefaults(t *testing.T) {
 		KeyAutoWatermarkInterval: "200 ms",
 		KeyBufferTimeout:         "100 ms",
 		KeyStateBackend:          "hashmap",
+		KeyPebbleLocalDir:        "",
+		KeyPebbleMemory:          "64 mb",
 
 		KeyHeartbeatInterval: "10 s",
 		KeyHeartbeatTimeout:  "50 s",
@@ -145,6 +147,7 @@ func TestDefaultViews(t *testing.T) {
 		AutoWatermarkInterval: 200 * time.Millisecond,
 		BufferTimeout:         100 * time.Millisecond,
 		StateBackend:          BackendHashMap,
+		PebbleMemory:          64 << 20,
 	}
 	if p != wantP {
 		t.Errorf("default Pipeline() = %+v, want %+v", p, wantP)
@@ -204,6 +207,8 @@ func TestSetCanonicalForm(t *testing.T) {
 		{KeyRestartStrategy, "failurerate", "failure-rate"},
 		{KeyFailoverStrategy, "FULL", "full"},
 		{KeyStateBackend, "HashMap", "hashmap"},
+		{KeyStateBackend, "RocksDB", "rocksdb"},
+		{KeyPebbleMemory, "1 gb", "1 gb"},
 		{KeyCheckpointingDir, "  s3://bucket/chk ", "s3://bucket/chk"},
 		{KeyRESTPort, "0", "0"},
 	}
@@ -236,9 +241,8 @@ func TestSetInvalidValue(t *testing.T) {
 			"none, fixed-delay, exponential-delay, failure-rate",
 			"also accepted: off, disable, fixeddelay, exponentialdelay, failurerate"}},
 		{KeyFailoverStrategy, "individual", []string{"region, full"}},
-		{KeyStateBackend, "memory", []string{"one of hashmap"}},
-		{KeyStateBackend, "rocksdb", []string{"rocksdb is a Flink value that weir does not implement", "one of hashmap"}},
-		{KeyStateBackend, "ForSt", []string{"forst is a Flink value that weir does not implement"}},
+		{KeyStateBackend, "memory", []string{"one of hashmap, pebble, rocksdb, forst"}},
+		{KeyPebbleMemory, "1 mb", []string{"from 4 mb"}},
 		{KeyCheckpointingIncremental, "yes", []string{"true or false"}},
 		{KeyCheckpointingUnaligned, "maybe", []string{"true or false"}},
 		{KeyCheckpointingAlignedTimeout, "-1 s", []string{"at least 0"}},

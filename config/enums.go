@@ -82,9 +82,24 @@ type StateBackend string
 // State backends.
 const (
 	// BackendHashMap keeps keyed state in memory and snapshots it
-	// copy-on-write. The default, and the only backend implemented so far.
+	// copy-on-write. The default.
 	BackendHashMap StateBackend = "hashmap"
+	// BackendPebble keeps keyed state in an embedded LSM store (Pebble) on
+	// local disk, so it may be far larger than memory.
+	BackendPebble StateBackend = "pebble"
+	// BackendRocksDB is Flink's RocksDB backend; weir's embedded LSM
+	// backend (Pebble) serves it.
+	BackendRocksDB StateBackend = "rocksdb"
+	// BackendForSt is Flink's ForSt backend; weir's embedded LSM backend
+	// (Pebble) serves it.
+	BackendForSt StateBackend = "forst"
 )
+
+// EmbeddedLSM reports whether the backend keeps state in the embedded LSM
+// store: pebble, and Flink's rocksdb and forst, which it serves.
+func (b StateBackend) EmbeddedLSM() bool {
+	return b == BackendPebble || b == BackendRocksDB || b == BackendForSt
+}
 
 // The accepted values of each enumeration option, canonical spelling first
 // and then the alternative spellings Flink also accepts. Matching ignores
@@ -117,9 +132,8 @@ var (
 	// A new backend is one more line here.
 	stateBackends = []enumValue{
 		{name: string(BackendHashMap)},
+		{name: string(BackendPebble)},
+		{name: string(BackendRocksDB)},
+		{name: string(BackendForSt)},
 	}
-	// flinkOnlyStateBackends are values Flink accepts for state.backend.type
-	// that weir does not implement; they get a clearer error than an unknown
-	// value.
-	flinkOnlyStateBackends = []string{"rocksdb", "forst"}
 )

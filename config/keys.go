@@ -184,10 +184,22 @@ const (
 	// before it is flushed. Default: 100 ms. Replaces execution.buffer-timeout.
 	KeyBufferTimeout = "execution.buffer-timeout.interval"
 
-	// KeyStateBackend selects the keyed-state backend. Only hashmap (state in
-	// memory, copy-on-write snapshots) is implemented. Default: hashmap.
-	// Replaces state.backend.
+	// KeyStateBackend selects the keyed-state backend: hashmap (state in
+	// memory, copy-on-write snapshots) or pebble (an embedded LSM store on
+	// local disk), which also serves Flink's rocksdb and forst. Default:
+	// hashmap. Replaces state.backend.
 	KeyStateBackend = "state.backend.type"
+
+	// KeyPebbleLocalDir is the directory under which each keyed operator
+	// subtask of the pebble backend makes its working directory (removed
+	// when the subtask ends). Default: unset, the system's temporary
+	// directory.
+	KeyPebbleLocalDir = "state.backend.pebble.localdir"
+
+	// KeyPebbleMemory bounds the memory of each keyed operator subtask's
+	// pebble store: half for its block cache, half for its memtables.
+	// Default: 64 mb. At least 4 mb.
+	KeyPebbleMemory = "state.backend.pebble.memory"
 )
 
 const (

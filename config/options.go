@@ -299,9 +299,12 @@ var optionTable = []option{
 		deprecated: []string{"execution.buffer-timeout"},
 		desc:       "Longest time a partly filled output batch waits before it is flushed."},
 	{key: KeyStateBackend, kind: KindEnum, def: string(BackendHashMap), values: stateBackends,
-		unsupported: flinkOnlyStateBackends,
-		deprecated:  []string{"state.backend"},
-		desc:        "Keyed-state backend."},
+		deprecated: []string{"state.backend"},
+		desc:       "Keyed-state backend: hashmap (the heap), or pebble (an embedded LSM store on local disk), which also serves rocksdb and forst."},
+	{key: KeyPebbleLocalDir, kind: KindString,
+		desc: "Directory where the pebble backend keeps its working files; unset is the system's temporary directory."},
+	{key: KeyPebbleMemory, kind: KindMemory, def: "64 mb", check: memoryBetween(4<<20, 1<<40),
+		desc: "Memory of each keyed operator subtask's pebble store: half block cache, half memtables."},
 
 	// Cluster and REST (Flink's HeartbeatManagerOptions, TaskManagerOptions, RestOptions, WebOptions).
 	{key: KeyHeartbeatInterval, kind: KindDuration, def: "10 s", check: durationAtLeast(time.Millisecond),

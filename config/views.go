@@ -249,6 +249,12 @@ type Pipeline struct {
 	BufferTimeout time.Duration
 	// StateBackend is the keyed-state backend. Default: BackendHashMap.
 	StateBackend StateBackend
+	// PebbleLocalDir is where the pebble backend keeps its working files;
+	// "" is the system's temporary directory.
+	PebbleLocalDir string
+	// PebbleMemory is the memory of each keyed operator subtask's pebble
+	// store. Default: 64 MiB.
+	PebbleMemory int64
 }
 
 // MaxParallelismFor returns the maximum parallelism, and so the number of key
@@ -271,6 +277,8 @@ func (c *Configuration) Pipeline() (Pipeline, error) {
 		AutoWatermarkInterval: c.Duration(KeyAutoWatermarkInterval),
 		BufferTimeout:         c.Duration(KeyBufferTimeout),
 		StateBackend:          StateBackend(c.String(KeyStateBackend)),
+		PebbleLocalDir:        c.String(KeyPebbleLocalDir),
+		PebbleMemory:          c.MemorySize(KeyPebbleMemory),
 	}
 	if p.MaxParallelism > 0 && p.Parallelism > p.MaxParallelism {
 		return Pipeline{}, &ConflictError{

@@ -17,9 +17,9 @@ func benchKeys(n int) []string {
 
 // benchBackend returns a backend with n keys in a ValueState[int64] and,
 // if mapToo, a MapState with two entries per key.
-func benchBackend(b *testing.B, n int, mapToo bool) (*HeapKeyed[string], ValueState[int64], []string) {
+func benchBackend(b *testing.B, n int, mapToo bool) (*KeyedBackend[string], ValueState[int64], []string) {
 	b.Helper()
-	be, err := NewHeapKeyed[string](nil, 128, KeyGroupRange{0, 127})
+	be, err := NewKeyedBackend[string](nil, 128, KeyGroupRange{0, 127})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func BenchmarkRestore(b *testing.B) {
 	s.Release()
 	b.SetBytes(int64(buf.Len()))
 	for b.Loop() {
-		nb, _ := NewHeapKeyed[string](nil, 128, KeyGroupRange{0, 127})
+		nb, _ := NewKeyedBackend[string](nil, 128, KeyGroupRange{0, 127})
 		if err := nb.Restore(bytes.NewReader(buf.Bytes())); err != nil {
 			b.Fatal(err)
 		}
@@ -151,7 +151,7 @@ func BenchmarkSetCurrentKey(b *testing.B) {
 
 // BenchmarkValueStateInt64Key is the hot path with int64 keys.
 func BenchmarkValueStateInt64Key(b *testing.B) {
-	be, err := NewHeapKeyed[int64](nil, 128, KeyGroupRange{0, 127})
+	be, err := NewKeyedBackend[int64](nil, 128, KeyGroupRange{0, 127})
 	if err != nil {
 		b.Fatal(err)
 	}

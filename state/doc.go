@@ -20,7 +20,7 @@
 //
 // # Snapshots
 //
-// HeapKeyed.Snapshot is the synchronous part of a checkpoint and copies no
+// KeyedBackend.Snapshot is the synchronous part of a checkpoint and copies no
 // entries: it records pointers to the shards of every state and advances
 // an epoch. Afterwards the owner copies a shard (or a list's, map's or
 // accumulator's container) before its first modification while a pending

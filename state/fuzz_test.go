@@ -36,7 +36,7 @@ func FuzzRestore(f *testing.F) {
 		bw.block(kg, block)
 		bw.end()
 		for _, registerFirst := range []bool{false, true} {
-			b, err := NewHeapKeyed[string](nil, 128, KeyGroupRange{0, 127})
+			b, err := NewKeyedBackend[string](nil, 128, KeyGroupRange{0, 127})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -71,7 +71,7 @@ func snapshotParts(s *KeyedSnapshot) ([]byte, [][]byte) {
 }
 
 // tryRegisterAll registers the test states, ignoring errors.
-func tryRegisterAll(b *HeapKeyed[string]) {
+func tryRegisterAll(b *KeyedBackend[string]) {
 	Value(b, ValueDescriptor[int64]{Name: "value"})
 	List(b, ListDescriptor[string]{Name: "list"})
 	Map(b, MapDescriptor[string, int]{Name: "map"})

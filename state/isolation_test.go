@@ -30,15 +30,46 @@ type pendingSnap struct {
 // keeps modifying every kind of state, and each serialized snapshot must
 // restore to exactly the state at the moment it was taken. Up to three
 // snapshots are pending at once and are released in random order; small
-// shards make copies and splits frequent.
+// shards make copies and splits frequent. It runs on both backends, and
+// restores every other snapshot into the other one: they write one
+// format.
 func TestSnapshotIsolation(t *testing.T) {
+	t.Run("heap", func(t *testing.T) { testSnapshotIsolation(t, false) })
+	t.Run("pebble", func(t *testing.T) { testSnapshotIsolation(t, true) })
+}
+
+// pebbleBackend returns the options of a small Pebble backend in a test
+// directory.
+func pebbleBackend(t testing.TB) BackendOption {
+	return WithPebble(PebbleOptions{Dir: t.TempDir(), Memory: 8 << 20})
+}
+
+// closeAtEnd closes b when the test ends.
+func closeAtEnd[K comparable](t testing.TB, b *KeyedBackend[K]) *KeyedBackend[K] {
+	t.Cleanup(func() {
+		if err := b.Close(); err != nil {
+			t.Errorf("closing the backend: %v", err)
+		}
+	})
+	return b
+}
+
+func testSnapshotIsolation(t *testing.T, onPebble bool) {
 	seed := testSeed(t)
 	r := rand.New(rand.NewPCG(seed, 1))
 	all := KeyGroupRange{0, 127}
-	b, err := NewHeapKeyed[string](nil, 128, all, WithShardSize(4))
-	if err != nil {
-		t.Fatal(err)
+	backend := func(pebble bool) *KeyedBackend[string] {
+		opt := WithShardSize(4)
+		if pebble {
+			opt = pebbleBackend(t)
+		}
+		b, err := NewKeyedBackend[string](nil, 128, all, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return closeAtEnd(t, b)
 	}
+	b := backend(onPebble)
 	h := registerAll(t, b)
 	m := newModel()
 
@@ -62,15 +93,12 @@ func TestSnapshotIsolation(t *testing.T) {
 		if blob == nil {
 			t.Fatalf("seed %d: snapshot %d failed to serialize", seed, p.snap.CheckpointID())
 		}
-		rb, err := NewHeapKeyed[string](nil, 128, all)
-		if err != nil {
-			t.Fatal(err)
-		}
+		rb := backend(onPebble != (verified%2 == 1))
 		if err := rb.Restore(bytes.NewReader(blob)); err != nil {
 			t.Fatalf("seed %d: restoring snapshot %d: %v", seed, p.snap.CheckpointID(), err)
 		}
 		if err := registerAll(t, rb).check(p.want); err != nil {
-			t.Fatalf("seed %d: snapshot %d differs from the state when it was taken: %v", seed, p.snap.CheckpointID(), err)
+			t.Fatalf("seed %d: snapshot %d, restored into the %s backend, differs from the state when it was taken: %v", seed, p.snap.CheckpointID(), rb.Storage(), err)
 		}
 		if got, want := p.snap.Stats().Entries, p.want.entries(); got != want {
 			t.Fatalf("seed %d: snapshot %d has %d entries, want %d", seed, p.snap.CheckpointID(), got, want)

@@ -17,11 +17,18 @@ import (
 // Restored entries are decoded when their state is registered.
 
 // Value registers a ValueState.
-func Value[K comparable, T any](b *HeapKeyed[K], d ValueDescriptor[T]) (ValueState[T], error) {
+func Value[K comparable, T any](b *KeyedBackend[K], d ValueDescriptor[T]) (ValueState[T], error) {
 	inf := stateInfo{d.Name, kindValue, false}
 	c, err := orFor(d.Codec)
 	if err != nil {
 		return nil, fmt.Errorf("state: %v: %w", inf, err)
+	}
+	if b.lsm != nil {
+		s, err := lsmValueOf(b, inf, codec.Codec[VoidNamespace](nil), c)
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
 	}
 	st, err := register(b, inf, func() *stateTable[K, T] {
 		return newVoidTable(b, inf, valueEnc(c))
@@ -34,11 +41,18 @@ func Value[K comparable, T any](b *HeapKeyed[K], d ValueDescriptor[T]) (ValueSta
 
 // ValueNS registers a namespaced ValueState. A nil nsCodec means
 // codec.For[N]().
-func ValueNS[K, N comparable, T any](b *HeapKeyed[K], nsCodec codec.Codec[N], d ValueDescriptor[T]) (ValueStateNS[N, T], error) {
+func ValueNS[K, N comparable, T any](b *KeyedBackend[K], nsCodec codec.Codec[N], d ValueDescriptor[T]) (ValueStateNS[N, T], error) {
 	inf := stateInfo{d.Name, kindValue, true}
 	nc, c, err := codecs2(inf, nsCodec, d.Codec)
 	if err != nil {
 		return nil, err
+	}
+	if b.lsm != nil {
+		s, err := lsmValueOf(b, inf, nc, c)
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
 	}
 	st, err := register(b, inf, func() *stateTable[nsKey[K, N], T] {
 		return newNSTable(b, inf, nc, valueEnc(c))
@@ -50,11 +64,18 @@ func ValueNS[K, N comparable, T any](b *HeapKeyed[K], nsCodec codec.Codec[N], d 
 }
 
 // List registers a ListState.
-func List[K comparable, T any](b *HeapKeyed[K], d ListDescriptor[T]) (ListState[T], error) {
+func List[K comparable, T any](b *KeyedBackend[K], d ListDescriptor[T]) (ListState[T], error) {
 	inf := stateInfo{d.Name, kindList, false}
 	c, err := orFor(d.Codec)
 	if err != nil {
 		return nil, fmt.Errorf("state: %v: %w", inf, err)
+	}
+	if b.lsm != nil {
+		s, err := lsmListOf(b, inf, codec.Codec[VoidNamespace](nil), c)
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
 	}
 	st, err := register(b, inf, func() *stateTable[K, []T] {
 		return newVoidTable(b, inf, listEnc(c))
@@ -66,11 +87,18 @@ func List[K comparable, T any](b *HeapKeyed[K], d ListDescriptor[T]) (ListState[
 }
 
 // ListNS registers a namespaced ListState.
-func ListNS[K, N comparable, T any](b *HeapKeyed[K], nsCodec codec.Codec[N], d ListDescriptor[T]) (ListStateNS[N, T], error) {
+func ListNS[K, N comparable, T any](b *KeyedBackend[K], nsCodec codec.Codec[N], d ListDescriptor[T]) (ListStateNS[N, T], error) {
 	inf := stateInfo{d.Name, kindList, true}
 	nc, c, err := codecs2(inf, nsCodec, d.Codec)
 	if err != nil {
 		return nil, err
+	}
+	if b.lsm != nil {
+		s, err := lsmListOf(b, inf, nc, c)
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
 	}
 	st, err := register(b, inf, func() *stateTable[nsKey[K, N], []T] {
 		return newNSTable(b, inf, nc, listEnc(c))
@@ -82,11 +110,18 @@ func ListNS[K, N comparable, T any](b *HeapKeyed[K], nsCodec codec.Codec[N], d L
 }
 
 // Map registers a MapState.
-func Map[K, UK comparable, UV any](b *HeapKeyed[K], d MapDescriptor[UK, UV]) (MapState[UK, UV], error) {
+func Map[K, UK comparable, UV any](b *KeyedBackend[K], d MapDescriptor[UK, UV]) (MapState[UK, UV], error) {
 	inf := stateInfo{d.Name, kindMap, false}
 	kc, vc, err := codecs2(inf, d.KeyCodec, d.ValueCodec)
 	if err != nil {
 		return nil, err
+	}
+	if b.lsm != nil {
+		s, err := lsmMapOf(b, inf, codec.Codec[VoidNamespace](nil), kc, vc)
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
 	}
 	st, err := register(b, inf, func() *stateTable[K, mapEntry[UK, UV]] {
 		return newVoidTable(b, inf, mapEnc(b.ep, kc, vc))
@@ -98,7 +133,7 @@ func Map[K, UK comparable, UV any](b *HeapKeyed[K], d MapDescriptor[UK, UV]) (Ma
 }
 
 // MapNS registers a namespaced MapState.
-func MapNS[K, N, UK comparable, UV any](b *HeapKeyed[K], nsCodec codec.Codec[N], d MapDescriptor[UK, UV]) (MapStateNS[N, UK, UV], error) {
+func MapNS[K, N, UK comparable, UV any](b *KeyedBackend[K], nsCodec codec.Codec[N], d MapDescriptor[UK, UV]) (MapStateNS[N, UK, UV], error) {
 	inf := stateInfo{d.Name, kindMap, true}
 	kc, vc, err := codecs2(inf, d.KeyCodec, d.ValueCodec)
 	if err != nil {
@@ -107,6 +142,13 @@ func MapNS[K, N, UK comparable, UV any](b *HeapKeyed[K], nsCodec codec.Codec[N],
 	nc, err := orFor(nsCodec)
 	if err != nil {
 		return nil, fmt.Errorf("state: %v: namespace: %w", inf, err)
+	}
+	if b.lsm != nil {
+		s, err := lsmMapOf(b, inf, nc, kc, vc)
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
 	}
 	st, err := register(b, inf, func() *stateTable[nsKey[K, N], mapEntry[UK, UV]] {
 		return newNSTable(b, inf, nc, mapEnc(b.ep, kc, vc))
@@ -118,7 +160,7 @@ func MapNS[K, N, UK comparable, UV any](b *HeapKeyed[K], nsCodec codec.Codec[N],
 }
 
 // Reducing registers a ReducingState.
-func Reducing[K comparable, T any](b *HeapKeyed[K], d ReducingDescriptor[T]) (ReducingState[T], error) {
+func Reducing[K comparable, T any](b *KeyedBackend[K], d ReducingDescriptor[T]) (ReducingState[T], error) {
 	inf := stateInfo{d.Name, kindReducing, false}
 	if d.Reduce == nil {
 		return nil, fmt.Errorf("state: %v needs a Reduce function", inf)
@@ -126,6 +168,13 @@ func Reducing[K comparable, T any](b *HeapKeyed[K], d ReducingDescriptor[T]) (Re
 	c, err := orFor(d.Codec)
 	if err != nil {
 		return nil, fmt.Errorf("state: %v: %w", inf, err)
+	}
+	if b.lsm != nil {
+		s, err := lsmReducingOf(b, inf, codec.Codec[VoidNamespace](nil), c, d.Reduce)
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
 	}
 	st, err := register(b, inf, func() *stateTable[K, versioned[T]] {
 		return newVoidTable(b, inf, versionedEnc(b.ep, c))
@@ -137,7 +186,7 @@ func Reducing[K comparable, T any](b *HeapKeyed[K], d ReducingDescriptor[T]) (Re
 }
 
 // ReducingNS registers a namespaced ReducingState.
-func ReducingNS[K, N comparable, T any](b *HeapKeyed[K], nsCodec codec.Codec[N], d ReducingDescriptor[T]) (ReducingStateNS[N, T], error) {
+func ReducingNS[K, N comparable, T any](b *KeyedBackend[K], nsCodec codec.Codec[N], d ReducingDescriptor[T]) (ReducingStateNS[N, T], error) {
 	inf := stateInfo{d.Name, kindReducing, true}
 	if d.Reduce == nil {
 		return nil, fmt.Errorf("state: %v needs a Reduce function", inf)
@@ -145,6 +194,13 @@ func ReducingNS[K, N comparable, T any](b *HeapKeyed[K], nsCodec codec.Codec[N],
 	nc, c, err := codecs2(inf, nsCodec, d.Codec)
 	if err != nil {
 		return nil, err
+	}
+	if b.lsm != nil {
+		s, err := lsmReducingOf(b, inf, nc, c, d.Reduce)
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
 	}
 	st, err := register(b, inf, func() *stateTable[nsKey[K, N], versioned[T]] {
 		return newNSTable(b, inf, nc, versionedEnc(b.ep, c))
@@ -156,7 +212,7 @@ func ReducingNS[K, N comparable, T any](b *HeapKeyed[K], nsCodec codec.Codec[N],
 }
 
 // Aggregating registers an AggregatingState.
-func Aggregating[K comparable, IN, ACC, OUT any](b *HeapKeyed[K], d AggregatingDescriptor[IN, ACC, OUT]) (AggregatingState[IN, OUT], error) {
+func Aggregating[K comparable, IN, ACC, OUT any](b *KeyedBackend[K], d AggregatingDescriptor[IN, ACC, OUT]) (AggregatingState[IN, OUT], error) {
 	inf := stateInfo{d.Name, kindAggregating, false}
 	if d.Function == nil {
 		return nil, fmt.Errorf("state: %v needs a Function", inf)
@@ -164,6 +220,13 @@ func Aggregating[K comparable, IN, ACC, OUT any](b *HeapKeyed[K], d AggregatingD
 	c, err := orFor(d.AccCodec)
 	if err != nil {
 		return nil, fmt.Errorf("state: %v: %w", inf, err)
+	}
+	if b.lsm != nil {
+		s, err := lsmAggregatingOf(b, inf, codec.Codec[VoidNamespace](nil), c, d.Function)
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
 	}
 	st, err := register(b, inf, func() *stateTable[K, versioned[ACC]] {
 		return newVoidTable(b, inf, versionedEnc(b.ep, c))
@@ -175,7 +238,7 @@ func Aggregating[K comparable, IN, ACC, OUT any](b *HeapKeyed[K], d AggregatingD
 }
 
 // AggregatingNS registers a namespaced AggregatingState.
-func AggregatingNS[K, N comparable, IN, ACC, OUT any](b *HeapKeyed[K], nsCodec codec.Codec[N], d AggregatingDescriptor[IN, ACC, OUT]) (AggregatingStateNS[N, IN, OUT], error) {
+func AggregatingNS[K, N comparable, IN, ACC, OUT any](b *KeyedBackend[K], nsCodec codec.Codec[N], d AggregatingDescriptor[IN, ACC, OUT]) (AggregatingStateNS[N, IN, OUT], error) {
 	inf := stateInfo{d.Name, kindAggregating, true}
 	if d.Function == nil {
 		return nil, fmt.Errorf("state: %v needs a Function", inf)
@@ -183,6 +246,13 @@ func AggregatingNS[K, N comparable, IN, ACC, OUT any](b *HeapKeyed[K], nsCodec c
 	nc, c, err := codecs2(inf, nsCodec, d.AccCodec)
 	if err != nil {
 		return nil, err
+	}
+	if b.lsm != nil {
+		s, err := lsmAggregatingOf(b, inf, nc, c, d.Function)
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
 	}
 	st, err := register(b, inf, func() *stateTable[nsKey[K, N], versioned[ACC]] {
 		return newNSTable(b, inf, nc, versionedEnc(b.ep, c))
@@ -482,7 +552,7 @@ func aggregatingGet[MK comparable, IN, ACC, OUT any](t *table[MK, versioned[ACC]
 // Handles in the void namespace.
 
 type valueState[K comparable, T any] struct {
-	b *HeapKeyed[K]
+	b *KeyedBackend[K]
 	t *table[K, T]
 }
 
@@ -502,7 +572,7 @@ func (s *valueState[K, T]) Clear() {
 }
 
 type listState[K comparable, T any] struct {
-	b *HeapKeyed[K]
+	b *KeyedBackend[K]
 	t *table[K, []T]
 }
 
@@ -532,7 +602,7 @@ func (s *listState[K, T]) Clear() {
 }
 
 type mapState[K, UK comparable, UV any] struct {
-	b *HeapKeyed[K]
+	b *KeyedBackend[K]
 	t *table[K, mapEntry[UK, UV]]
 }
 
@@ -576,7 +646,7 @@ func (s *mapState[K, UK, UV]) Clear() {
 }
 
 type reducingState[K comparable, T any] struct {
-	b   *HeapKeyed[K]
+	b   *KeyedBackend[K]
 	t   *table[K, versioned[T]]
 	ops *reduceOps[T]
 }
@@ -598,7 +668,7 @@ func (s *reducingState[K, T]) Clear() {
 }
 
 type aggregatingState[K comparable, IN, ACC, OUT any] struct {
-	b   *HeapKeyed[K]
+	b   *KeyedBackend[K]
 	t   *table[K, versioned[ACC]]
 	ops *aggOps[IN, ACC, OUT]
 }
@@ -623,7 +693,7 @@ func (s *aggregatingState[K, IN, ACC, OUT]) Clear() {
 // nsBase is the part common to namespaced handles: the current namespace
 // and the per-key operations over namespaces.
 type nsBase[K, N comparable, E any] struct {
-	b  *HeapKeyed[K]
+	b  *KeyedBackend[K]
 	t  *table[nsKey[K, N], E]
 	ns N
 }

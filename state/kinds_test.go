@@ -10,13 +10,19 @@ import (
 	"github.com/weirstream/weir/codec"
 )
 
-func newBackend(t testing.TB, opts ...HeapOption) *HeapKeyed[string] {
+func newBackend(t testing.TB, opts ...BackendOption) *KeyedBackend[string] {
 	t.Helper()
-	b, err := NewHeapKeyed[string](nil, 128, KeyGroupRange{0, 127}, opts...)
+	b, err := NewKeyedBackend[string](nil, 128, KeyGroupRange{0, 127}, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return b
+	return closeAtEnd(t, b)
+}
+
+// eachBackend runs test on the heap backend and on the Pebble one.
+func eachBackend(t *testing.T, test func(t *testing.T, opts ...BackendOption)) {
+	t.Run("heap", func(t *testing.T) { test(t) })
+	t.Run("pebble", func(t *testing.T) { test(t, pebbleBackend(t)) })
 }
 
 func must[T any](v T, err error) T {
@@ -26,8 +32,10 @@ func must[T any](v T, err error) T {
 	return v
 }
 
-func TestValueState(t *testing.T) {
-	b := newBackend(t)
+func TestValueState(t *testing.T) { eachBackend(t, testValueState) }
+
+func testValueState(t *testing.T, opts ...BackendOption) {
+	b := newBackend(t, opts...)
 	s := must(Value(b, ValueDescriptor[int64]{Name: "v"}))
 	type step struct {
 		key    string
@@ -66,8 +74,10 @@ func TestValueState(t *testing.T) {
 	}
 }
 
-func TestListState(t *testing.T) {
-	b := newBackend(t)
+func TestListState(t *testing.T) { eachBackend(t, testListState) }
+
+func testListState(t *testing.T, opts ...BackendOption) {
+	b := newBackend(t, opts...)
 	s := must(List(b, ListDescriptor[string]{Name: "l"}))
 	b.SetCurrentKey("k")
 	if got := s.Get(); got != nil {
@@ -108,8 +118,10 @@ func TestListState(t *testing.T) {
 	}
 }
 
-func TestMapState(t *testing.T) {
-	b := newBackend(t)
+func TestMapState(t *testing.T) { eachBackend(t, testMapState) }
+
+func testMapState(t *testing.T, opts ...BackendOption) {
+	b := newBackend(t, opts...)
 	s := must(Map(b, MapDescriptor[string, int]{Name: "m"}))
 	b.SetCurrentKey("k")
 	if !s.IsEmpty() || s.Len() != 0 || s.Contains("x") {
@@ -154,8 +166,10 @@ func TestMapState(t *testing.T) {
 	}
 }
 
-func TestReducingState(t *testing.T) {
-	b := newBackend(t)
+func TestReducingState(t *testing.T) { eachBackend(t, testReducingState) }
+
+func testReducingState(t *testing.T, opts ...BackendOption) {
+	b := newBackend(t, opts...)
 	s := must(Reducing(b, ReducingDescriptor[int]{Name: "r", Reduce: func(a, v int) int { return a + v }}))
 	b.SetCurrentKey("k")
 	if _, ok := s.Get(); ok {
@@ -195,8 +209,10 @@ func (avg) Merge(a, b *avgAcc) *avgAcc {
 	return a
 }
 
-func TestAggregatingState(t *testing.T) {
-	b := newBackend(t)
+func TestAggregatingState(t *testing.T) { eachBackend(t, testAggregatingState) }
+
+func testAggregatingState(t *testing.T, opts ...BackendOption) {
+	b := newBackend(t, opts...)
 	s := must(Aggregating(b, AggregatingDescriptor[int64, *avgAcc, float64]{Name: "a", Function: avg{}}))
 	b.SetCurrentKey("k")
 	if _, ok := s.Get(); ok {
@@ -221,8 +237,10 @@ func TestAggregatingState(t *testing.T) {
 
 type window struct{ Start, End int64 }
 
-func TestNamespaces(t *testing.T) {
-	b := newBackend(t)
+func TestNamespaces(t *testing.T) { eachBackend(t, testNamespaces) }
+
+func testNamespaces(t *testing.T, opts ...BackendOption) {
+	b := newBackend(t, opts...)
 	v := must(ValueNS[string, window, string](b, nil, ValueDescriptor[string]{Name: "v"}))
 	l := must(ListNS[string, window, int](b, nil, ListDescriptor[int]{Name: "l"}))
 	m := must(MapNS[string, window, string, int](b, nil, MapDescriptor[string, int]{Name: "m"}))
@@ -304,8 +322,10 @@ func TestNamespaces(t *testing.T) {
 	}
 }
 
-func TestRegistration(t *testing.T) {
-	b := newBackend(t)
+func TestRegistration(t *testing.T) { eachBackend(t, testRegistration) }
+
+func testRegistration(t *testing.T, opts ...BackendOption) {
+	b := newBackend(t, opts...)
 	v1 := must(Value(b, ValueDescriptor[int]{Name: "x"}))
 	v2 := must(Value(b, ValueDescriptor[int]{Name: "x"}))
 	b.SetCurrentKey("k")
@@ -344,7 +364,7 @@ func (chanCodec) Decode(src []byte) (chan int, int, error) {
 }
 
 func TestCurrentKey(t *testing.T) {
-	b, err := NewHeapKeyed[int](nil, 128, KeyGroupRange{10, 20})
+	b, err := NewKeyedBackend[int](nil, 128, KeyGroupRange{10, 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -389,17 +409,17 @@ func TestNewHeapKeyedErrors(t *testing.T) {
 	for _, tc := range []struct {
 		maxP int
 		kgs  KeyGroupRange
-		opts []HeapOption
+		opts []BackendOption
 	}{
 		{0, KeyGroupRange{0, 0}, nil},
 		{128, KeyGroupRange{5, 4}, nil},
 		{128, KeyGroupRange{0, 128}, nil},
 		{128, KeyGroupRange{-1, 3}, nil},
-		{128, KeyGroupRange{0, 3}, []HeapOption{WithShardSize(0)}},
-		{128, KeyGroupRange{0, 3}, []HeapOption{WithKeyHasher(func(int) uint32 { return 0 })}},
+		{128, KeyGroupRange{0, 3}, []BackendOption{WithShardSize(0)}},
+		{128, KeyGroupRange{0, 3}, []BackendOption{WithKeyHasher(func(int) uint32 { return 0 })}},
 	} {
-		if _, err := NewHeapKeyed[string](nil, tc.maxP, tc.kgs, tc.opts...); err == nil {
-			t.Errorf("NewHeapKeyed(%d, %v) succeeded", tc.maxP, tc.kgs)
+		if _, err := NewKeyedBackend[string](nil, tc.maxP, tc.kgs, tc.opts...); err == nil {
+			t.Errorf("NewKeyedBackend(%d, %v) succeeded", tc.maxP, tc.kgs)
 		}
 	}
 }

@@ -64,7 +64,7 @@ func (m *model) entries() int64 {
 
 // handles are the states of a test backend.
 type handles struct {
-	b     *HeapKeyed[string]
+	b     *KeyedBackend[string]
 	value ValueState[int64]
 	list  ListState[string]
 	mp    MapState[string, int]
@@ -75,7 +75,7 @@ type handles struct {
 	tim   *Timers[string, window]
 }
 
-func registerAll(t testing.TB, b *HeapKeyed[string]) *handles {
+func registerAll(t testing.TB, b *KeyedBackend[string]) *handles {
 	t.Helper()
 	return &handles{
 		b:     b,

@@ -38,7 +38,7 @@ func (m Redistribution) String() string {
 
 // OperatorBackend holds the operator state of one subtask: named lists
 // that are not scoped to a key (sources keep their offsets here). Like
-// HeapKeyed, it belongs to its subtask's goroutine; only
+// KeyedBackend, it belongs to its subtask's goroutine; only
 // OperatorSnapshot.WriteTo runs elsewhere.
 type OperatorBackend struct {
 	states []opState

@@ -9,7 +9,7 @@ import (
 	"github.com/weirstream/weir/config"
 )
 
-// KeyedSnapshot is a consistent view of a HeapKeyed backend at the moment
+// KeyedSnapshot is a consistent view of a KeyedBackend backend at the moment
 // Snapshot returned. It shares the backend's data: the backend copies what
 // it would otherwise modify (see table.go) until Release.
 //
@@ -49,7 +49,7 @@ type SnapshotStats struct {
 // continue to modify state as soon as it returns.
 //
 // Several snapshots may be pending at once. Each must be released.
-func (b *HeapKeyed[K]) Snapshot(checkpointID int64) *KeyedSnapshot {
+func (b *KeyedBackend[K]) Snapshot(checkpointID int64) *KeyedSnapshot {
 	s := &KeyedSnapshot{
 		checkpointID: checkpointID,
 		maxP:         b.maxP,
@@ -82,6 +82,11 @@ func (s *KeyedSnapshot) Release() {
 	}
 	s.released = true
 	s.release(s.epoch)
+	for _, v := range s.views {
+		if r, ok := v.(interface{ release() }); ok {
+			r.release()
+		}
+	}
 	s.views = nil
 }
 
@@ -121,6 +126,9 @@ func (s *KeyedSnapshot) WriteTo(w io.Writer) (int64, error) {
 			buf = binary.AppendUvarint(buf, uint64(n))
 			buf = v.appendGroup(buf, kgIdx)
 		}
+		if err := s.failure(); err != nil {
+			return bw.n, fmt.Errorf("state: reading snapshot of checkpoint %d: %w", s.checkpointID, err)
+		}
 		stats.KeyGroupOffsets[kgIdx] = bw.block(s.kgs.Start+kgIdx, buf)
 		if bw.err != nil {
 			break
@@ -133,6 +141,18 @@ func (s *KeyedSnapshot) WriteTo(w io.Writer) (int64, error) {
 	stats.Bytes = n
 	s.stats.Store(stats)
 	return n, nil
+}
+
+// failure returns the first error a view met reading its store.
+func (s *KeyedSnapshot) failure() error {
+	for _, v := range s.views {
+		if f, ok := v.(interface{ failure() error }); ok {
+			if err := f.failure(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func appendStateInfo(dst []byte, inf stateInfo) []byte {
@@ -228,12 +248,12 @@ func ReadKeyedSnapshotInfo(r io.Reader) (KeyedSnapshotInfo, error) {
 // are kept as bytes and decoded when the state is registered. If decoding
 // fails during the load, the error is returned and the backend, partly
 // loaded, must be discarded.
-func (b *HeapKeyed[K]) Restore(r io.Reader) error {
+func (b *KeyedBackend[K]) Restore(r io.Reader) error {
 	return b.RestoreKeyGroups(r, b.kgs)
 }
 
 // RestoreKeyGroups is Restore limited to the key groups in kgs.
-func (b *HeapKeyed[K]) RestoreKeyGroups(r io.Reader, kgs KeyGroupRange) error {
+func (b *KeyedBackend[K]) RestoreKeyGroups(r io.Reader, kgs KeyGroupRange) error {
 	if err := b.restore(r, kgs.Intersect(b.kgs)); err != nil {
 		return fmt.Errorf("state: restoring keyed state: %w", err)
 	}
@@ -252,7 +272,7 @@ type blockSegment struct {
 	rawSegment
 }
 
-func (b *HeapKeyed[K]) restore(r io.Reader, want KeyGroupRange) error {
+func (b *KeyedBackend[K]) restore(r io.Reader, want KeyGroupRange) error {
 	br := newBlobReader(r)
 	h, err := readKeyedHeader(br)
 	if err != nil {

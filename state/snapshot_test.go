@@ -8,7 +8,7 @@ import (
 )
 
 // serialize takes a snapshot of b, writes it and releases it.
-func serialize(t testing.TB, b *HeapKeyed[string], id int64) []byte {
+func serialize(t testing.TB, b *KeyedBackend[string], id int64) []byte {
 	t.Helper()
 	snap := b.Snapshot(id)
 	defer snap.Release()
@@ -25,12 +25,13 @@ func serialize(t testing.TB, b *HeapKeyed[string], id int64) []byte {
 
 // filled returns a backend for kgs filled by n random operations, and its
 // model.
-func filled(t testing.TB, seed uint64, n int, kgs KeyGroupRange, opts ...HeapOption) (*handles, *model) {
+func filled(t testing.TB, seed uint64, n int, kgs KeyGroupRange, opts ...BackendOption) (*handles, *model) {
 	t.Helper()
-	b, err := NewHeapKeyed[string](nil, 128, kgs, opts...)
+	b, err := NewKeyedBackend[string](nil, 128, kgs, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
+	closeAtEnd(t, b)
 	h := registerAll(t, b)
 	m := newModel()
 	r := rand.New(rand.NewPCG(seed, 0))
@@ -51,10 +52,17 @@ func filled(t testing.TB, seed uint64, n int, kgs KeyGroupRange, opts ...HeapOpt
 
 func restored(t testing.TB, kgs KeyGroupRange, blobs ...[]byte) *handles {
 	t.Helper()
-	b, err := NewHeapKeyed[string](nil, 128, kgs)
+	return restoredInto(t, kgs, nil, blobs...)
+}
+
+// restoredInto is restored into a backend made with opts.
+func restoredInto(t testing.TB, kgs KeyGroupRange, opts []BackendOption, blobs ...[]byte) *handles {
+	t.Helper()
+	b, err := NewKeyedBackend[string](nil, 128, kgs, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
+	closeAtEnd(t, b)
 	for _, blob := range blobs {
 		if err := b.Restore(bytes.NewReader(blob)); err != nil {
 			t.Fatal(err)
@@ -82,7 +90,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	// ... and after registering.
-	b2, _ := NewHeapKeyed[string](nil, 128, all)
+	b2, _ := NewKeyedBackend[string](nil, 128, all)
 	r2 := registerAll(t, b2)
 	if err := b2.Restore(bytes.NewReader(blob)); err != nil {
 		t.Fatal(err)
@@ -96,7 +104,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	}
 	// A restored backend snapshots to an equivalent blob, also for states
 	// still waiting for registration.
-	b3, _ := NewHeapKeyed[string](nil, 128, all)
+	b3, _ := NewKeyedBackend[string](nil, 128, all)
 	if err := b3.Restore(bytes.NewReader(blob)); err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +119,7 @@ func TestRestoreSubset(t *testing.T) {
 	h, m := filled(t, 2, 3000, all)
 	blob := serialize(t, h.b, 1)
 	sub := KeyGroupRange{10, 40}
-	b, _ := NewHeapKeyed[string](nil, 128, all)
+	b, _ := NewKeyedBackend[string](nil, 128, all)
 	if err := b.RestoreKeyGroups(bytes.NewReader(blob), sub); err != nil {
 		t.Fatal(err)
 	}
@@ -130,9 +138,21 @@ func TestRestoreSubset(t *testing.T) {
 
 // TestRescale scales 2 subtasks to 1 and to 3, and checks that every new
 // subtask holds exactly its part of the old state.
+// TestRescale restores the snapshots of two subtasks into one and into
+// three, on each backend: from the heap into Pebble and from Pebble into
+// the heap.
 func TestRescale(t *testing.T) {
-	a, ma := filled(t, 3, 3000, RangeForSubtask(128, 2, 0))
-	b, mb := filled(t, 4, 3000, RangeForSubtask(128, 2, 1))
+	t.Run("heap-to-pebble", func(t *testing.T) { testRescale(t, nil, []BackendOption{pebbleBackend(t)}) })
+	t.Run("pebble-to-heap", func(t *testing.T) { testRescale(t, []BackendOption{pebbleBackend(t)}, nil) })
+	t.Run("pebble-to-pebble", func(t *testing.T) {
+		testRescale(t, []BackendOption{pebbleBackend(t)}, []BackendOption{pebbleBackend(t)})
+	})
+	t.Run("heap-to-heap", func(t *testing.T) { testRescale(t, nil, nil) })
+}
+
+func testRescale(t *testing.T, from, to []BackendOption) {
+	a, ma := filled(t, 3, 3000, RangeForSubtask(128, 2, 0), from...)
+	b, mb := filled(t, 4, 3000, RangeForSubtask(128, 2, 1), from...)
 	blobA, blobB := serialize(t, a.b, 5), serialize(t, b.b, 5)
 
 	union := ma.clone()
@@ -162,13 +182,13 @@ func TestRescale(t *testing.T) {
 		union.tim[k] = v
 	}
 
-	one := restored(t, KeyGroupRange{0, 127}, blobA, blobB)
+	one := restoredInto(t, KeyGroupRange{0, 127}, to, blobA, blobB)
 	if err := one.check(union); err != nil {
 		t.Fatalf("2 -> 1: %v", err)
 	}
 	for i := range 3 {
 		kgs := RangeForSubtask(128, 3, i)
-		r := restored(t, kgs, blobA, blobB)
+		r := restoredInto(t, kgs, to, blobA, blobB)
 		if err := r.check(union.restrict(r.b.KeyHasher(), 128, kgs)); err != nil {
 			t.Fatalf("2 -> 3, subtask %d: %v", i, err)
 		}
@@ -188,18 +208,18 @@ func TestRestoreMismatch(t *testing.T) {
 	h, _ := filled(t, 5, 500, KeyGroupRange{0, 127})
 	blob := serialize(t, h.b, 1)
 
-	b256, _ := NewHeapKeyed[string](nil, 256, KeyGroupRange{0, 255})
+	b256, _ := NewKeyedBackend[string](nil, 256, KeyGroupRange{0, 255})
 	if err := b256.Restore(bytes.NewReader(blob)); err == nil {
 		t.Fatal("restored into a different maxParallelism")
 	}
 	// A state registered as another kind before the restore.
-	b, _ := NewHeapKeyed[string](nil, 128, KeyGroupRange{0, 127})
+	b, _ := NewKeyedBackend[string](nil, 128, KeyGroupRange{0, 127})
 	must(List(b, ListDescriptor[int64]{Name: "value"}))
 	if err := b.Restore(bytes.NewReader(blob)); err == nil {
 		t.Fatal("restored a value state into a list state")
 	}
 	// Registered as another kind after the restore.
-	b, _ = NewHeapKeyed[string](nil, 128, KeyGroupRange{0, 127})
+	b, _ = NewKeyedBackend[string](nil, 128, KeyGroupRange{0, 127})
 	if err := b.Restore(bytes.NewReader(blob)); err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +231,7 @@ func TestRestoreMismatch(t *testing.T) {
 		t.Fatal("decoded int64 values as bools")
 	}
 	// Keys that hash elsewhere: a different key hash function.
-	b, _ = NewHeapKeyed[string](nil, 128, KeyGroupRange{0, 127}, WithKeyHasher(func(k string) uint32 { return uint32(len(k)) }))
+	b, _ = NewKeyedBackend[string](nil, 128, KeyGroupRange{0, 127}, WithKeyHasher(func(k string) uint32 { return uint32(len(k)) }))
 	if err := b.Restore(bytes.NewReader(blob)); err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +246,7 @@ func TestRestoreMismatch(t *testing.T) {
 func TestCorruption(t *testing.T) {
 	h, m := filled(t, 6, 300, KeyGroupRange{0, 127})
 	blob := serialize(t, h.b, 1)
-	b, _ := NewHeapKeyed[string](nil, 128, KeyGroupRange{0, 127})
+	b, _ := NewKeyedBackend[string](nil, 128, KeyGroupRange{0, 127})
 	for i := range blob {
 		bad := bytes.Clone(blob)
 		bad[i] ^= byte(1 + i%255)

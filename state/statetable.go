@@ -33,7 +33,7 @@ type valueEncoding[E any] struct {
 }
 
 // newVoidTable returns a table for state in the void namespace.
-func newVoidTable[K comparable, E any](b *HeapKeyed[K], inf stateInfo, ve valueEncoding[E]) *stateTable[K, E] {
+func newVoidTable[K comparable, E any](b *KeyedBackend[K], inf stateInfo, ve valueEncoding[E]) *stateTable[K, E] {
 	kc := b.keyCodec
 	return &stateTable[K, E]{
 		table: newTable[K, E](b.ep, b.kgs.Len(), b.shardSize, b.hasher),
@@ -61,7 +61,7 @@ func newVoidTable[K comparable, E any](b *HeapKeyed[K], inf stateInfo, ve valueE
 }
 
 // newNSTable returns a table for namespaced state.
-func newNSTable[K, N comparable, E any](b *HeapKeyed[K], inf stateInfo, nc codec.Codec[N], ve valueEncoding[E]) *stateTable[nsKey[K, N], E] {
+func newNSTable[K, N comparable, E any](b *KeyedBackend[K], inf stateInfo, nc codec.Codec[N], ve valueEncoding[E]) *stateTable[nsKey[K, N], E] {
 	kc, hasher := b.keyCodec, b.hasher
 	return &stateTable[nsKey[K, N], E]{
 		table: newTable[nsKey[K, N], E](b.ep, b.kgs.Len(), b.shardSize, func(mk nsKey[K, N]) uint32 { return hasher(mk.key) }),

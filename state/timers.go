@@ -20,7 +20,7 @@ type Timer[K, N comparable] struct {
 }
 
 // Timers is a queue of timers, one per (timestamp, key, namespace), kept
-// with the keyed state of a HeapKeyed backend: it is snapshotted per key
+// with the keyed state of a KeyedBackend backend: it is snapshotted per key
 // group with the other states and restored with them, so a rescaled
 // subtask gets the timers of the keys it now owns. An operator keeps one
 // Timers for event time and one for processing time.
@@ -36,7 +36,7 @@ type Timer[K, N comparable] struct {
 // steady state (timers registered and fired at a similar rate, no snapshot
 // pending) registering and firing do not allocate.
 type Timers[K, N comparable] struct {
-	b     *HeapKeyed[K]
+	b     *KeyedBackend[K]
 	inf   stateInfo
 	nc    codec.Codec[N]
 	q     []*timerQueue[K, N] // by key group index
@@ -83,7 +83,7 @@ type timerQueue[K, N comparable] struct {
 
 // NewTimers registers a timer queue named name in b. A nil nsCodec means
 // codec.For[N](). Registering the same name again returns the same queue.
-func NewTimers[K, N comparable](b *HeapKeyed[K], name string, nsCodec codec.Codec[N]) (*Timers[K, N], error) {
+func NewTimers[K, N comparable](b *KeyedBackend[K], name string, nsCodec codec.Codec[N]) (*Timers[K, N], error) {
 	inf := stateInfo{name, kindTimers, true}
 	nc, err := orFor(nsCodec)
 	if err != nil {

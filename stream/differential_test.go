@@ -104,7 +104,7 @@ var keyedKinds = append(slices.Clone(faultKinds), kindPartitionChange)
 func TestDifferentialKeyedSum(t *testing.T) {
 	seeds := diffSeedList(300)
 	var tally kindTally
-	var largeFinished, passThrough, atLeastOnce, inexact, replayed atomic.Int64
+	var largeFinished, passThrough, atLeastOnce, inexact, replayed, onPebble atomic.Int64
 	forEachSeed(t, seeds, func(t *testing.T, seed uint64) {
 		r := rand.New(rand.NewPCG(seed, 99))
 		partitions := 1 + r.IntN(4)
@@ -114,6 +114,9 @@ func TestDifferentialKeyedSum(t *testing.T) {
 		early := []string{"none", "joined", "separate"}[r.IntN(3)]
 		const earlySplits, earlyPerSplit = 1000, 2
 		eng := drawEngine(r)
+		if eng.pebble {
+			onPebble.Add(1)
+		}
 		kinds := drawKinds(r, 4, keyedKinds)
 		grow := slices.Contains(kinds, kindPartitionChange)
 		var initial int
@@ -321,6 +324,7 @@ func TestDifferentialKeyedSum(t *testing.T) {
 	if len(seeds) >= 60 && replayed.Load() == 0 {
 		t.Error("no seed restored an unaligned checkpoint's channel state: the suite proves nothing about replaying records in flight")
 	}
+	checkPebbleSeeds(t, len(seeds), onPebble.Load())
 	if len(seeds) >= 100 && passThrough.Load() == 0 {
 		t.Error("no seed ran the pass-through pipeline: the suite proves nothing about partition changes under region failover")
 	}

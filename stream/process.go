@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"errors"
 	"reflect"
 
 	"github.com/weirstream/weir/internal/ops"
@@ -51,7 +52,7 @@ func (f ProcessFunc[K, IN, OUT]) ProcessElement(ctx *Context[K, OUT], v IN) erro
 type RuntimeContext[K comparable] struct {
 	// Subtask and Parallelism say which of the operator's subtasks this is.
 	Subtask, Parallelism int
-	backend              *state.HeapKeyed[K]
+	backend              *state.KeyedBackend[K]
 	oc                   *runtime.OperatorContext
 }
 
@@ -228,8 +229,9 @@ func (o *keyedProcess[K, IN, OUT]) NotifyCheckpointComplete(int64) error { retur
 func (o *keyedProcess[K, IN, OUT]) Finish() error                        { return nil }
 
 func (o *keyedProcess[K, IN, OUT]) Close() error {
+	var err error
 	if o.closer != nil {
-		return o.closer()
+		err = o.closer()
 	}
-	return nil
+	return errors.Join(err, o.keyed.Close())
 }

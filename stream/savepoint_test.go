@@ -27,7 +27,9 @@ import (
 // positions and keyed state.
 // The output must hold every record's sum exactly once; the savepoint
 // must be self-contained (it is moved before the resume) and outlive
-// both jobs.
+// both jobs. Each job keeps its state on a seeded backend, so a savepoint
+// moves state from the heap to the pebble backend and back; the pebble
+// backend must leave nothing in its directory once a job has ended.
 func TestSavepointResumesExactly(t *testing.T) {
 	const partitions, perPartition = 2, 3000
 	for _, seed := range diffSeedList(4) {
@@ -36,14 +38,16 @@ func TestSavepointResumesExactly(t *testing.T) {
 		explicit := r.IntN(2) == 0         // name the directory, or take the configured one
 		unaligned := r.IntN(2) == 0        // a savepoint is aligned all the same
 		parallelism := 1 + r.IntN(3)       // of the resumed job
-		name := fmt.Sprintf("seed=%d after=%d explicit-dir=%t unaligned=%t resumed-parallelism=%d", seed, after, explicit, unaligned, parallelism)
+		backends := [2]string{[]string{"hashmap", "pebble"}[r.IntN(2)], []string{"hashmap", "pebble"}[r.IntN(2)]}
+		name := fmt.Sprintf("seed=%d after=%d explicit-dir=%t unaligned=%t resumed-parallelism=%d backends=%s,%s", seed, after, explicit, unaligned, parallelism, backends[0], backends[1])
+		localDir := t.TempDir()
 		gen := func(p int, seq int64) rec {
 			return rec{Key: fmt.Sprintf("k%d", datagen.Mix(seed, p, seq)%4000), Value: int64(p) + 2*seq + 1, P: p, Seq: seq}
 		}
 		ckDir, spDir := t.TempDir(), t.TempDir()
 		sink := streamtest.NewCollector[KeyedSum](true)
 		start := func(ctx context.Context, jobID string, rate float64, extra ...string) *stream.JobClient {
-			conf := []string{"parallelism.default=2", "execution.checkpointing.interval=1 h",
+			conf := []string{"parallelism.default=2", "execution.checkpointing.interval=1 h", "state.backend.pebble.localdir=" + localDir,
 				"execution.checkpointing.dir=" + ckDir, "execution.checkpointing.savepoint-dir=" + spDir,
 				"execution.checkpointing.data-inline-threshold=0 b"} // state in files, not inline
 			if unaligned {
@@ -65,7 +69,7 @@ func TestSavepointResumesExactly(t *testing.T) {
 		}
 
 		ctx, cancel := context.WithCancel(context.Background())
-		first := start(ctx, "first", 1500)
+		first := start(ctx, "first", 1500, "state.backend.type="+backends[0])
 		tick := time.NewTicker(time.Millisecond)
 		for first.Metrics().RecordsIn < after {
 			select {
@@ -102,7 +106,7 @@ func TestSavepointResumesExactly(t *testing.T) {
 			t.Fatal(err)
 		}
 		path = moved
-		second := start(context.Background(), "second", 0, "execution.state-recovery.path="+path, fmt.Sprintf("parallelism.default=%d", parallelism))
+		second := start(context.Background(), "second", 0, "execution.state-recovery.path="+path, fmt.Sprintf("parallelism.default=%d", parallelism), "state.backend.type="+backends[1])
 		if err := second.Wait(); err != nil {
 			t.Fatalf("%s: the job resumed from the savepoint: %v", name, err)
 		}
@@ -110,6 +114,10 @@ func TestSavepointResumesExactly(t *testing.T) {
 		if err := checkRunningSums(sink.Results(), records); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
+		if left, err := os.ReadDir(localDir); err != nil || len(left) > 0 {
+			t.Fatalf("%s: the pebble backend's directory holds %v after the jobs ended (%v)", name, left, err)
+		}
+		t.Logf("%s: resumed exactly", name)
 		// Self-contained: every file the savepoint needs is in its
 		// directory, which both jobs left in place.
 		entries, err := os.ReadDir(path)

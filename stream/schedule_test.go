@@ -98,6 +98,7 @@ type engine struct {
 	tolerable                  int
 	retained                   int
 	memStorage                 bool // checkpoint to mem:// rather than the job master's memory
+	pebble                     bool // keyed state in the embedded LSM backend (state.backend.type=pebble)
 	// timeout is execution.checkpointing.timeout: 10 s unless a hang
 	// needs it shorter. Not Flink's 10 min: aligned barriers can stall
 	// under backpressure when a source is blocked in the middle of a send
@@ -144,6 +145,7 @@ func drawEngine(r *rand.Rand) engine {
 		tolerable:       []int{0, 0, 3}[r.IntN(3)],
 		retained:        1 + r.IntN(3),
 		memStorage:      r.IntN(2) == 0,
+		pebble:          r.IntN(3) == 0,
 	}
 	return e
 }
@@ -183,6 +185,9 @@ func (e engine) String() string {
 	if e.memStorage {
 		s += " storage=mem://"
 	}
+	if e.pebble {
+		s += " state=pebble"
+	}
 	if e.timeout != "" {
 		s += " timeout=" + e.timeout
 	}
@@ -215,6 +220,9 @@ func (e engine) config(kv ...string) []string {
 		"restart-strategy.type=fixed-delay", "restart-strategy.fixed-delay.attempts=60", "restart-strategy.fixed-delay.delay=0 ms"}
 	if e.memStorage {
 		out = append(out, "execution.checkpointing.dir=mem://")
+	}
+	if e.pebble {
+		out = append(out, config.KeyStateBackend+"=pebble", config.KeyPebbleMemory+"=4 mb")
 	}
 	if e.timeout != "" {
 		out = append(out, "execution.checkpointing.timeout="+e.timeout)

@@ -32,7 +32,7 @@ type AggregateFunction[IN, ACC, OUT any] = state.AggregateFunction[IN, ACC, OUT]
 // Aggregate folds each window's records with agg and emits, when the
 // window fires, result(key, window, agg's result).
 func Aggregate[T any, K comparable, ACC, R, OUT any](ws WindowedStream[T, K], agg AggregateFunction[T, ACC, R], result func(key K, w Window, r R) OUT, opts ...OpOption) Stream[OUT] {
-	return windowStream(ws, "window-aggregate", opts, func(b *state.HeapKeyed[K], nc codec.Codec[Window]) (contents[T, R], error) {
+	return windowStream(ws, "window-aggregate", opts, func(b *state.KeyedBackend[K], nc codec.Codec[Window]) (contents[T, R], error) {
 		return state.AggregatingNS(b, nc, state.AggregatingDescriptor[T, ACC, R]{Name: "window-contents", Function: agg})
 	}, func(k K, w Window, r R, emit func(OUT) error) error { return emit(result(k, w, r)) })
 }
@@ -40,7 +40,7 @@ func Aggregate[T any, K comparable, ACC, R, OUT any](ws WindowedStream[T, K], ag
 // Reduce combines each window's records pairwise with reduce and emits,
 // when the window fires, result(key, window, combined).
 func Reduce[T any, K comparable, OUT any](ws WindowedStream[T, K], reduce func(a, b T) T, result func(key K, w Window, v T) OUT, opts ...OpOption) Stream[OUT] {
-	return windowStream(ws, "window-reduce", opts, func(b *state.HeapKeyed[K], nc codec.Codec[Window]) (contents[T, T], error) {
+	return windowStream(ws, "window-reduce", opts, func(b *state.KeyedBackend[K], nc codec.Codec[Window]) (contents[T, T], error) {
 		return state.ReducingNS(b, nc, state.ReducingDescriptor[T]{Name: "window-contents", Reduce: reduce})
 	}, func(k K, w Window, v T, emit func(OUT) error) error { return emit(result(k, w, v)) })
 }
@@ -48,7 +48,7 @@ func Reduce[T any, K comparable, OUT any](ws WindowedStream[T, K], reduce func(a
 // ProcessWindow keeps each window's records and, when it fires, calls fn
 // with all of them (in arrival order); fn emits any number of results.
 func ProcessWindow[T any, K comparable, OUT any](ws WindowedStream[T, K], fn func(key K, w Window, records []T, emit func(OUT) error) error, opts ...OpOption) Stream[OUT] {
-	return windowStream(ws, "window-process", opts, func(b *state.HeapKeyed[K], nc codec.Codec[Window]) (contents[T, []T], error) {
+	return windowStream(ws, "window-process", opts, func(b *state.KeyedBackend[K], nc codec.Codec[Window]) (contents[T, []T], error) {
 		l, err := state.ListNS(b, nc, state.ListDescriptor[T]{Name: "window-contents"})
 		if err != nil {
 			return nil, err
@@ -96,7 +96,7 @@ func (windowCodec) Decode(src []byte) (Window, int, error) {
 }
 
 func windowStream[T any, K comparable, R, OUT any](ws WindowedStream[T, K], kind string, opts []OpOption,
-	newContents func(*state.HeapKeyed[K], codec.Codec[Window]) (contents[T, R], error),
+	newContents func(*state.KeyedBackend[K], codec.Codec[Window]) (contents[T, R], error),
 	emit func(key K, w Window, r R, emit func(OUT) error) error) Stream[OUT] {
 	ks := ws.ks
 	n := newNode[OUT](ks.env, kind, opts)
@@ -123,7 +123,7 @@ type windowOp[T any, K comparable, R, OUT any] struct {
 	key         func(T) K
 	assigner    WindowAssigner
 	out         runtime.Output[OUT]
-	newContents func(*state.HeapKeyed[K], codec.Codec[Window]) (contents[T, R], error)
+	newContents func(*state.KeyedBackend[K], codec.Codec[Window]) (contents[T, R], error)
 	result      func(key K, w Window, r R, emit func(OUT) error) error
 	emitOut     func(OUT) error
 
@@ -279,5 +279,5 @@ func (o *windowOp[T, K, R, OUT]) Close() error {
 	if o.late > 0 && o.ctx != nil {
 		o.ctx.Logger.Warn("late records dropped", "count", o.late)
 	}
-	return nil
+	return o.keyed.Close()
 }

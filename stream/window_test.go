@@ -100,6 +100,7 @@ var windowKinds = slices.DeleteFunc(slices.Clone(faultKinds), func(k string) boo
 func TestDifferentialWindows(t *testing.T) {
 	seeds := diffSeedList(300)
 	var tally kindTally
+	var onPebble atomic.Int64
 	forEachSeed(t, seeds, func(t *testing.T, seed uint64) {
 		r := rand.New(rand.NewPCG(seed, 7))
 		kind := []string{"tumbling", "sliding", "session"}[r.IntN(3)]
@@ -116,6 +117,9 @@ func TestDifferentialWindows(t *testing.T) {
 			return tsRec{Key: fmt.Sprintf("k%d", m%uint64(keys)), Value: int64(m>>20%100) + 1, Ts: 1_700_000_000_000 + base + int64(m>>40%100)}
 		}
 		eng := drawEngine(r)
+		if eng.pebble {
+			onPebble.Add(1)
+		}
 		eng.drawAlignment(seed)
 		kinds := drawKinds(r, 3, windowKinds)
 		needsEngine(&eng, kinds)
@@ -168,6 +172,17 @@ func TestDifferentialWindows(t *testing.T) {
 		}
 	})
 	tally.check(t, len(seeds), windowKinds)
+	checkPebbleSeeds(t, len(seeds), onPebble.Load())
+}
+
+// checkPebbleSeeds logs how many of a suite's seeds kept their keyed state
+// in the pebble backend, and fails a suite of 30 seeds or more where none
+// did: it would prove nothing about it.
+func checkPebbleSeeds(t *testing.T, seeds int, onPebble int64) {
+	t.Logf("%d of %d seeds kept their keyed state in the pebble backend", onPebble, seeds)
+	if seeds >= 30 && onPebble == 0 {
+		t.Error("no seed kept its keyed state in the pebble backend: the suite proves nothing about it")
+	}
 }
 
 func first[T any](s []T) any {

@@ -145,7 +145,7 @@ func RunLoop(c KeyedSumConfig) Result {
 // SnapshotSync measures the synchronous part of a checkpoint of a keyed
 // value state holding keys keys: the time Snapshot takes to return.
 func SnapshotSync(keys int) (time.Duration, error) {
-	b, err := state.NewHeapKeyed[int64](nil, 128, state.KeyGroupRange{Start: 0, End: 127})
+	b, err := state.NewKeyedBackend[int64](nil, 128, state.KeyGroupRange{Start: 0, End: 127})
 	if err != nil {
 		return 0, err
 	}

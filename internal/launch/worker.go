@@ -33,6 +33,9 @@ func NewWorker(ctx context.Context, j Job, peers runtime.Peers, l runtime.Listen
 	wo := runtime.WorkerOptions{JobID: j.JobID, Logger: j.Logger.With("job", j.Name, "job_id", j.JobID), Peers: peers, Checkpointing: cp.Enabled,
 		BatchSize: j.BatchSize, ChannelCapacity: j.ChannelCapacity, Clock: j.Clock, Faults: j.Faults}
 	wo.Mode, wo.Unaligned = cp.Mode, cp.Unaligned
+	if wo.KeyedState, err = keyedState(j.Config); err != nil {
+		return nil, err
+	}
 	w := &Worker{job: j, restores: map[string]runtime.StateReader{}}
 	if cp.Enabled && cp.Dir != "" {
 		st, err := storage.Open(ctx, cp.Dir, j.JobID, storageOptions(j)...)

@@ -39,7 +39,7 @@ type Keyed[K, N comparable] struct {
 	OnTimer func(t state.Timer[K, N], d TimeDomain) error
 
 	Ctx     *runtime.OperatorContext
-	Backend *state.HeapKeyed[K]
+	Backend *state.KeyedBackend[K]
 	event   *state.Timers[K, N]
 	proc    *state.Timers[K, N]
 
@@ -55,7 +55,11 @@ func (k *Keyed[K, N]) Open(ctx *runtime.OperatorContext) error {
 	// were before the failure.
 	k.watermark = ctx.Watermark
 	kgs := ctx.KeyGroups
-	b, err := state.NewHeapKeyed(k.KeyCodec, ctx.MaxParallelism, kgs, state.WithKeyHasher(k.Hasher))
+	opts := []state.BackendOption{state.WithKeyHasher(k.Hasher)}
+	if ks := ctx.KeyedState; ks.Backend.EmbeddedLSM() {
+		opts = append(opts, state.WithPebble(state.PebbleOptions{Dir: ks.Dir, Memory: ks.Memory}))
+	}
+	b, err := state.NewKeyedBackend(k.KeyCodec, ctx.MaxParallelism, kgs, opts...)
 	if err != nil {
 		return err
 	}
@@ -79,6 +83,15 @@ func (k *Keyed[K, N]) Open(ctx *runtime.OperatorContext) error {
 	}
 	k.scheduleProcessing()
 	return nil
+}
+
+// Close releases the backend: the embedded LSM store's database and
+// working directory.
+func (k *Keyed[K, N]) Close() error {
+	if k.Backend == nil {
+		return nil
+	}
+	return k.Backend.Close()
 }
 
 // SetKey makes k the current key.

@@ -197,6 +197,7 @@ func (tc *TaskContext) OperatorContext(uid, name string) *OperatorContext {
 		KeyGroups:      KeyGroupsFor(tc.MaxParallelism, tc.Parallelism, tc.Subtask),
 		Watermark:      t.startWatermark,
 		Logger:         t.logger.With("operator", uid),
+		KeyedState:     t.opts.keyedState,
 		task:           t,
 	}
 	if uid == t.vertex.UID && t.vertex.Source() {

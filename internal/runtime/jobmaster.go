@@ -40,6 +40,8 @@ type Options struct {
 	BatchSize int
 	// ChannelCapacity is the number of batches a channel buffers (default 4).
 	ChannelCapacity int
+	// KeyedState says where keyed operators keep their state.
+	KeyedState KeyedStateOptions
 	// Events, if set, receives the job's lifecycle events (restores,
 	// failures, completed checkpoints) for status lines and tests.
 	Events func(Event)
@@ -332,6 +334,7 @@ func NewJobMaster(g *JobGraph, opts Options) (*JobMaster, error) {
 		Faults:          opts.Faults,
 		BatchSize:       opts.BatchSize,
 		ChannelCapacity: opts.ChannelCapacity,
+		KeyedState:      opts.KeyedState,
 	}
 	if c := opts.Checkpointing; c != nil {
 		jm.storage = c.Storage

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/weirstream/weir/config"
 	"github.com/weirstream/weir/internal/checkpoint"
 )
 
@@ -117,8 +118,23 @@ type OperatorContext struct {
 	// ProcessWatermark is called only with later watermarks.
 	Watermark int64
 	Logger    *slog.Logger
+	// KeyedState says where a keyed operator keeps its state.
+	KeyedState KeyedStateOptions
 
 	task *Task
+}
+
+// KeyedStateOptions says where keyed operators keep their state: the
+// job's state.backend.type, and for the embedded LSM backend its
+// directory and memory.
+type KeyedStateOptions struct {
+	Backend config.StateBackend
+	// Dir is where an embedded LSM store makes its working directory; ""
+	// is the system's temporary directory.
+	Dir string
+	// Memory bounds each keyed operator subtask's embedded LSM store; 0 is
+	// its default.
+	Memory int64
 }
 
 // Now returns the processing time.

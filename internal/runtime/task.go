@@ -40,6 +40,7 @@ type taskOptions struct {
 	unaligned     bool
 	faults        FaultInjector
 	attempt       int
+	keyedState    KeyedStateOptions
 }
 
 type restoreInfo struct {

@@ -136,6 +136,8 @@ type WorkerOptions struct {
 	// Peers connects to other processes for remote channels; nil allows
 	// only local ones.
 	Peers Peers
+	// KeyedState says where keyed operators keep their state.
+	KeyedState KeyedStateOptions
 }
 
 // Peers gives the connection to another process (a *netio.Peers).
@@ -257,6 +259,7 @@ func (w *Worker) Deploy(ctx context.Context, d Deployment) {
 					unaligned:     w.opts.Unaligned,
 					faults:        w.opts.Faults,
 					attempt:       d.Attempt,
+					keyedState:    w.opts.KeyedState,
 				},
 			}
 			if !v.Source() {

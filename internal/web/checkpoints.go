@@ -276,7 +276,11 @@ type externalizationInfo struct {
 
 // Flink's class names for the state backend and checkpoint storage.
 var (
-	backendNames = map[config.StateBackend]string{config.BackendHashMap: "HashMapStateBackend"}
+	backendNames = map[config.StateBackend]string{
+		config.BackendHashMap: "HashMapStateBackend",
+		// rocksdb and forst run on the embedded LSM backend too: say what runs.
+		config.BackendPebble: "EmbeddedPebbleStateBackend", config.BackendRocksDB: "EmbeddedPebbleStateBackend", config.BackendForSt: "EmbeddedPebbleStateBackend",
+	}
 	storageNames = map[config.CheckpointStorage]string{
 		config.StorageJobManager: "JobManagerCheckpointStorage",
 		config.StorageFilesystem: "FileSystemCheckpointStorage",

@@ -9,22 +9,26 @@ import (
 	"github.com/weirstream/weir/config"
 )
 
-// HeapKeyed is the heap keyed-state backend of one subtask: every keyed
-// state of an operator, for the key groups the subtask owns, in Go maps.
+// KeyedBackend is the keyed-state backend of one subtask: every keyed
+// state of an operator, for the key groups the subtask owns, and its
+// timers. By default the states live on the heap, in Go maps, and
+// snapshot copy-on-write; created WithPebble, they live in an embedded
+// LSM store on local disk (see lsm.go) and snapshot through it. Timers
+// are on the heap either way. Both write the same snapshot format.
 //
-// A HeapKeyed belongs to the goroutine of its subtask: SetCurrentKey, the
+// A KeyedBackend belongs to the goroutine of its subtask: SetCurrentKey, the
 // state handles, Snapshot, KeyedSnapshot.Release and Restore must all be
 // called from it, one at a time. Only KeyedSnapshot.WriteTo runs on another
 // goroutine, concurrently with the owner.
 //
-// Values are stored as given, not copied. A value passed to Update, Add,
+// On the heap, values are stored as given, not copied. A value passed to Update, Add,
 // Put or AddAll belongs to the state from then on and must not be modified
 // by the caller; a value returned by Value, Get or All must not be modified
 // in place (modify a copy and Update it). Containers that the state builds
 // itself (the list of a ListState, the map of a MapState, accumulators) are
 // copied on write whenever a pending snapshot shares them, so mutating
 // through the state API is always safe.
-type HeapKeyed[K comparable] struct {
+type KeyedBackend[K comparable] struct {
 	keyCodec  codec.Codec[K]
 	hasher    func(K) uint32
 	maxP      int
@@ -38,40 +42,50 @@ type HeapKeyed[K comparable] struct {
 	hash  uint32
 	kgIdx int
 
+	// keyEnc is the current key's length-prefixed encoding, valid if
+	// keyEncOK (made on first use by a Pebble state).
+	keyEnc   []byte
+	keyEncOK bool
+
+	// lsm holds the states of a backend created WithPebble; nil keeps
+	// them on the heap.
+	lsm *lsm
+
 	states []keyedState
 	byName map[string]int
 	// restored marks the key groups that a Restore has filled.
 	restored []bool
 }
 
-// HeapOption configures NewHeapKeyed.
-type HeapOption func(*heapConfig)
+// BackendOption configures NewKeyedBackend.
+type BackendOption func(*backendConfig)
 
-type heapConfig struct {
+type backendConfig struct {
 	hasher    any
 	shardSize int
+	pebble    *PebbleOptions
 }
 
 // WithKeyHasher sets the function that hashes keys to key groups. The
 // default is HasherFor[K]() when K has a codec.For codec, and otherwise a
 // hash of the key codec's bytes. Whatever partitions records between
-// subtasks must use the same function (see HeapKeyed.KeyHasher).
-func WithKeyHasher[K comparable](h func(K) uint32) HeapOption {
-	return func(c *heapConfig) { c.hasher = h }
+// subtasks must use the same function (see KeyedBackend.KeyHasher).
+func WithKeyHasher[K comparable](h func(K) uint32) BackendOption {
+	return func(c *backendConfig) { c.hasher = h }
 }
 
 // WithShardSize sets the number of entries at which a shard of a state
 // table splits in two. Smaller shards make the first write after a snapshot
 // cheaper (it copies one shard) at the cost of more shards to capture.
 // Default 1024.
-func WithShardSize(n int) HeapOption {
-	return func(c *heapConfig) { c.shardSize = n }
+func WithShardSize(n int) BackendOption {
+	return func(c *backendConfig) { c.shardSize = n }
 }
 
-// NewHeapKeyed returns an empty backend for the key groups kgs out of
+// NewKeyedBackend returns an empty backend for the key groups kgs out of
 // maxParallelism. A nil keyCodec means codec.For[K]().
-func NewHeapKeyed[K comparable](keyCodec codec.Codec[K], maxParallelism int, kgs KeyGroupRange, opts ...HeapOption) (*HeapKeyed[K], error) {
-	cfg := heapConfig{shardSize: defaultShardSize}
+func NewKeyedBackend[K comparable](keyCodec codec.Codec[K], maxParallelism int, kgs KeyGroupRange, opts ...BackendOption) (*KeyedBackend[K], error) {
+	cfg := backendConfig{shardSize: defaultShardSize}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -91,7 +105,7 @@ func NewHeapKeyed[K comparable](keyCodec codec.Codec[K], maxParallelism int, kgs
 		}
 		keyCodec = c
 	}
-	b := &HeapKeyed[K]{
+	b := &KeyedBackend[K]{
 		keyCodec:  keyCodec,
 		maxP:      maxParallelism,
 		kgs:       kgs,
@@ -116,46 +130,54 @@ func NewHeapKeyed[K comparable](keyCodec codec.Codec[K], maxParallelism int, kgs
 	default:
 		return nil, fmt.Errorf("state: WithKeyHasher got %T, want func(%v) uint32", h, reflect.TypeFor[K]())
 	}
+	if cfg.pebble != nil {
+		l, err := openLSM(*cfg.pebble)
+		if err != nil {
+			return nil, err
+		}
+		b.lsm = l
+	}
 	return b, nil
 }
 
 // KeyHasher returns the function the backend hashes keys with.
-func (b *HeapKeyed[K]) KeyHasher() func(K) uint32 { return b.hasher }
+func (b *KeyedBackend[K]) KeyHasher() func(K) uint32 { return b.hasher }
 
 // KeyCodec returns the codec of the backend's keys.
-func (b *HeapKeyed[K]) KeyCodec() codec.Codec[K] { return b.keyCodec }
+func (b *KeyedBackend[K]) KeyCodec() codec.Codec[K] { return b.keyCodec }
 
 // MaxParallelism returns the number of key groups.
-func (b *HeapKeyed[K]) MaxParallelism() int { return b.maxP }
+func (b *KeyedBackend[K]) MaxParallelism() int { return b.maxP }
 
 // KeyGroups returns the key groups the backend holds.
-func (b *HeapKeyed[K]) KeyGroups() KeyGroupRange { return b.kgs }
+func (b *KeyedBackend[K]) KeyGroups() KeyGroupRange { return b.kgs }
 
 // SetCurrentKey sets the key that state handles read and write. It hashes
 // k once; every state access until the next SetCurrentKey uses that hash.
 // It panics if k belongs to a key group outside the backend's range, which
 // means records were partitioned with another hash or key group layout.
-func (b *HeapKeyed[K]) SetCurrentKey(k K) {
+func (b *KeyedBackend[K]) SetCurrentKey(k K) {
 	b.SetCurrentKeyWithHash(k, b.hasher(k))
 }
 
 // SetCurrentKeyWithHash is SetCurrentKey for a caller that has already
 // computed hash = KeyHasher()(k), for instance to partition the record.
-func (b *HeapKeyed[K]) SetCurrentKeyWithHash(k K, hash uint32) {
+func (b *KeyedBackend[K]) SetCurrentKeyWithHash(k K, hash uint32) {
 	kg := KeyGroupFor(hash, b.maxP)
 	if kg < b.kgs.Start || kg > b.kgs.End {
 		panic(fmt.Sprintf("state: key %v is in key group %d, outside this backend's range %v (of %d): records were partitioned with a different key hash or parallelism",
 			k, kg, b.kgs, b.maxP))
 	}
 	b.key, b.hash, b.kgIdx = k, hash, kg-b.kgs.Start
+	b.keyEncOK = false
 }
 
 // CurrentKey returns the current key (the zero K before SetCurrentKey).
-func (b *HeapKeyed[K]) CurrentKey() K { return b.key }
+func (b *KeyedBackend[K]) CurrentKey() K { return b.key }
 
 // CurrentKeyGroup returns the current key's key group, or -1 before
 // SetCurrentKey.
-func (b *HeapKeyed[K]) CurrentKeyGroup() int {
+func (b *KeyedBackend[K]) CurrentKeyGroup() int {
 	if b.kgIdx < 0 {
 		return -1
 	}
@@ -163,7 +185,7 @@ func (b *HeapKeyed[K]) CurrentKeyGroup() int {
 }
 
 // pos returns the current key's position, panicking if there is none.
-func (b *HeapKeyed[K]) pos() (kgIdx int, hash uint32) {
+func (b *KeyedBackend[K]) pos() (kgIdx int, hash uint32) {
 	if b.kgIdx < 0 {
 		panic("state: keyed state accessed before SetCurrentKey")
 	}
@@ -172,11 +194,11 @@ func (b *HeapKeyed[K]) pos() (kgIdx int, hash uint32) {
 
 // PendingSnapshots returns the number of snapshots taken and not yet
 // released.
-func (b *HeapKeyed[K]) PendingSnapshots() int { return len(b.ep.pending) }
+func (b *KeyedBackend[K]) PendingSnapshots() int { return len(b.ep.pending) }
 
 // StateNames returns the names of the states the backend holds, registered
 // or restored, in registration order.
-func (b *HeapKeyed[K]) StateNames() []string {
+func (b *KeyedBackend[K]) StateNames() []string {
 	names := make([]string, len(b.states))
 	for i, s := range b.states {
 		names[i] = s.info().name
@@ -253,7 +275,7 @@ var errRegistered = errors.New("state: registered with a different kind or types
 
 // register returns the state named info.name, creating it with build if
 // needed and filling it with entries restored for it.
-func register[K comparable, S keyedState](b *HeapKeyed[K], info stateInfo, build func() S) (S, error) {
+func register[K comparable, S keyedState](b *KeyedBackend[K], info stateInfo, build func() S) (S, error) {
 	var zero S
 	if info.name == "" {
 		return zero, errors.New("state: a state needs a name")
@@ -297,7 +319,7 @@ func orFor[T any](c codec.Codec[T]) (codec.Codec[T], error) {
 
 // checkKeyGroup verifies that a restored key hashes to the key group it was
 // stored under; a mismatch means the key hash function changed.
-func (b *HeapKeyed[K]) checkKeyGroup(kgIdx int, h uint32) error {
+func (b *KeyedBackend[K]) checkKeyGroup(kgIdx int, h uint32) error {
 	if kg := KeyGroupFor(h, b.maxP); kg != kgIdx+b.kgs.Start {
 		return fmt.Errorf("%w: key stored in key group %d hashes to key group %d (did the key type or its hash change?)",
 			ErrCorrupt, kgIdx+b.kgs.Start, kg)
