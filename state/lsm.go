@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -63,9 +64,12 @@ func WithPebble(o PebbleOptions) BackendOption {
 
 // lsm is a backend's Pebble database.
 type lsm struct {
-	db     *pebble.DB
-	dir    string
-	nextID uint16
+	db  *pebble.DB
+	dir string
+	mem int64
+	// staged counts the native snapshots made, for their directories'
+	// names.
+	staged int
 
 	mu    sync.Mutex
 	snaps map[*pebble.Snapshot]bool // taken and not yet released
@@ -145,6 +149,17 @@ func openLSM(o PebbleOptions) (*lsm, error) {
 	if err != nil {
 		return nil, fmt.Errorf("state: pebble directory: %w", err)
 	}
+	db, err := openPebble(dir, mem)
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	return &lsm{db: db, dir: dir, mem: mem, snaps: map[*pebble.Snapshot]bool{}}, nil
+}
+
+// openPebble opens (or creates) the database in dir with mem bytes of
+// memory.
+func openPebble(dir string, mem int64) (*pebble.DB, error) {
 	cache := pebble.NewCache(mem / 2)
 	defer cache.Unref()
 	db, err := pebble.Open(dir, &pebble.Options{
@@ -158,10 +173,9 @@ func openLSM(o PebbleOptions) (*lsm, error) {
 		Logger:                      quietLogger{},
 	})
 	if err != nil {
-		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("state: opening pebble in %s: %w", dir, err)
 	}
-	return &lsm{db: db, dir: dir, snaps: map[*pebble.Snapshot]bool{}}, nil
+	return db, nil
 }
 
 func (l *lsm) snapshot() *pebble.Snapshot {
@@ -195,6 +209,13 @@ func (l *lsm) close() error {
 	err := l.db.Close()
 	if rerr := os.RemoveAll(l.dir); err == nil {
 		err = rerr
+	}
+	// Native snapshots not released.
+	staged, _ := filepath.Glob(l.dir + stagedSuffix + "*")
+	for _, d := range staged {
+		if rerr := os.RemoveAll(d); err == nil {
+			err = rerr
+		}
 	}
 	return err
 }

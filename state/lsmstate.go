@@ -35,7 +35,8 @@ type lsmState[K comparable] struct {
 func (s *lsmState[K]) info() stateInfo { return s.inf }
 
 func (s *lsmState[K]) capture() stateView {
-	return &lsmView{l: s.b.lsm, snap: s.b.lsm.snapshot(), id: s.id, kgStart: s.b.kgs.Start, isMap: s.isMap, kg: -1}
+	snap := s.b.lsm.snapshot()
+	return &lsmView{l: s.b.lsm, snap: snap, r: snap, id: s.id, kgStart: s.b.kgs.Start, isMap: s.isMap, kg: -1}
 }
 
 func (s *lsmState[K]) restoreGroup(kgIdx, n int, data []byte) error {
@@ -72,19 +73,24 @@ func (s *lsmState[K]) restoreGroup(kgIdx, n int, data []byte) error {
 func registerLSM[K comparable, H any](b *KeyedBackend[K], inf stateInfo, isMap bool,
 	restoreEntry func(key, ns, val []byte, put func(suffix, value []byte)) (uint32, error)) (*lsmState[K], error) {
 	types := reflect.TypeFor[H]()
+	// A state's id is its index in the backend, as in a snapshot's
+	// header, so that a native snapshot's rows restore under the same
+	// ids.
+	idx, ok := b.byName[inf.name]
+	if !ok {
+		idx = len(b.states)
+	}
+	if idx >= math.MaxUint16 {
+		return nil, fmt.Errorf("state: more than %d states in one backend", math.MaxUint16)
+	}
 	st, err := register(b, inf, func() *lsmState[K] {
-		id := b.lsm.nextID
-		b.lsm.nextID++
-		return &lsmState[K]{b: b, inf: inf, id: id, isMap: isMap, types: types, restoreEntry: restoreEntry}
+		return &lsmState[K]{b: b, inf: inf, id: uint16(idx), isMap: isMap, types: types, restoreEntry: restoreEntry}
 	})
 	if err != nil {
 		return nil, err
 	}
 	if st.types != types {
 		return nil, fmt.Errorf("%w: %v is already registered as a %v", errRegistered, inf, st.types)
-	}
-	if st.id == math.MaxUint16 {
-		return nil, fmt.Errorf("state: more than %d states in one backend", math.MaxUint16)
 	}
 	return st, nil
 }
@@ -183,8 +189,11 @@ func (b *KeyedBackend[K]) encodedKey() []byte {
 // the checkpoint format, a map's rows folded back into one entry per key
 // and namespace.
 type lsmView struct {
-	l       *lsm
-	snap    *pebble.Snapshot
+	l    *lsm
+	snap *pebble.Snapshot // nil for a view of another database (r)
+	r    interface {
+		NewIter(*pebble.IterOptions) (*pebble.Iterator, error)
+	}
 	id      uint16
 	kgStart int
 	isMap   bool
@@ -208,7 +217,11 @@ func (v *lsmView) appendGroup(dst []byte, kgIdx int) []byte {
 	return append(dst, v.buf...)
 }
 
-func (v *lsmView) release() { v.l.release(v.snap) }
+func (v *lsmView) release() {
+	if v.snap != nil {
+		v.l.release(v.snap)
+	}
+}
 
 func (v *lsmView) failure() error { return v.err }
 
@@ -218,7 +231,7 @@ func (v *lsmView) fill(kgIdx int) {
 		return
 	}
 	lo := appendRowPrefix(nil, kgIdx+v.kgStart, v.id)
-	it, err := v.snap.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: prefixEnd(lo)})
+	it, err := v.r.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: prefixEnd(lo)})
 	if err != nil {
 		v.err = err
 		return

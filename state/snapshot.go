@@ -23,8 +23,11 @@ type KeyedSnapshot struct {
 	kgs          KeyGroupRange
 	infos        []stateInfo
 	views        []stateView
-	release      func(uint64)
-	released     bool
+	// inLSM marks, in a native snapshot, the states whose entries are in
+	// the store's files rather than in the blob.
+	inLSM    []bool
+	release  func(uint64)
+	released bool
 
 	stats atomic.Pointer[SnapshotStats]
 }
@@ -50,6 +53,12 @@ type SnapshotStats struct {
 //
 // Several snapshots may be pending at once. Each must be released.
 func (b *KeyedBackend[K]) Snapshot(checkpointID int64) *KeyedSnapshot {
+	return b.snapshot(checkpointID, false)
+}
+
+// snapshot is Snapshot; native leaves the states in the embedded LSM
+// store out of the blob, marked as such, for NativeSnapshot.
+func (b *KeyedBackend[K]) snapshot(checkpointID int64, native bool) *KeyedSnapshot {
 	s := &KeyedSnapshot{
 		checkpointID: checkpointID,
 		maxP:         b.maxP,
@@ -58,8 +67,15 @@ func (b *KeyedBackend[K]) Snapshot(checkpointID int64) *KeyedSnapshot {
 		views:        make([]stateView, len(b.states)),
 		release:      func(ep uint64) { b.ep.end(ep) },
 	}
+	if native {
+		s.inLSM = make([]bool, len(b.states))
+	}
 	for i, st := range b.states {
 		s.infos[i] = st.info()
+		if _, ok := st.(*lsmState[K]); ok && native {
+			s.views[i], s.inLSM[i] = emptyView{}, true
+			continue
+		}
 		s.views[i] = st.capture()
 	}
 	s.epoch = b.ep.begin()
@@ -107,8 +123,8 @@ func (s *KeyedSnapshot) WriteTo(w io.Writer) (int64, error) {
 	hdr = binary.AppendUvarint(hdr, uint64(s.kgs.Start))
 	hdr = binary.AppendUvarint(hdr, uint64(s.kgs.End))
 	hdr = binary.AppendUvarint(hdr, uint64(len(s.infos)))
-	for _, inf := range s.infos {
-		hdr = appendStateInfo(hdr, inf)
+	for i, inf := range s.infos {
+		hdr = appendStateInfo(hdr, inf, s.inLSM != nil && s.inLSM[i])
 	}
 	bw.header(blobKeyed, hdr)
 
@@ -155,23 +171,34 @@ func (s *KeyedSnapshot) failure() error {
 	return nil
 }
 
-func appendStateInfo(dst []byte, inf stateInfo) []byte {
+// State flags in a snapshot's header.
+const (
+	flagNamespaced = 1
+	// flagInLSM marks a state of a native snapshot whose entries are in
+	// the embedded LSM store's files, not in the blob's blocks.
+	flagInLSM = 2
+)
+
+func appendStateInfo(dst []byte, inf stateInfo, inLSM bool) []byte {
 	dst = appendString(dst, inf.name)
 	var flags byte
 	if inf.namespaced {
-		flags |= 1
+		flags |= flagNamespaced
+	}
+	if inLSM {
+		flags |= flagInLSM
 	}
 	return append(dst, byte(inf.kind), flags)
 }
 
-func (d *decoder) stateInfo() stateInfo {
+func (d *decoder) stateInfo() (stateInfo, bool) {
 	name := string(d.bytes())
 	kind := stateKind(d.byte())
 	flags := d.byte()
-	if d.err == nil && (kind < kindValue || kind > kindTimers || flags > 1) {
+	if d.err == nil && (kind < kindValue || kind > kindTimers || flags > flagNamespaced|flagInLSM || flags&flagInLSM != 0 && kind == kindTimers) {
 		d.err = corrupt("state %q has kind %d, flags %#x", name, kind, flags)
 	}
-	return stateInfo{name: name, kind: kind, namespaced: flags&1 != 0}
+	return stateInfo{name: name, kind: kind, namespaced: flags&flagNamespaced != 0}, flags&flagInLSM != 0
 }
 
 // KeyedSnapshotInfo describes a serialized keyed snapshot, as read from its
@@ -187,6 +214,20 @@ type KeyedSnapshotInfo struct {
 type keyedHeader struct {
 	KeyedSnapshotInfo
 	infos []stateInfo
+	// inLSM marks the states whose entries are in the files of a native
+	// snapshot.
+	inLSM []bool
+}
+
+// native reports whether the header is a native snapshot's: some of its
+// states are in the store's files.
+func (h *keyedHeader) native() bool {
+	for _, in := range h.inLSM {
+		if in {
+			return true
+		}
+	}
+	return false
 }
 
 func readKeyedHeader(br *blobReader) (*keyedHeader, error) {
@@ -205,8 +246,9 @@ func readKeyedHeader(br *blobReader) (*keyedHeader, error) {
 		if d.err != nil {
 			break
 		}
-		inf := d.stateInfo()
+		inf, inLSM := d.stateInfo()
 		h.infos = append(h.infos, inf)
+		h.inLSM = append(h.inLSM, inLSM)
 		h.States = append(h.States, inf.name)
 	}
 	switch {
@@ -273,13 +315,27 @@ type blockSegment struct {
 }
 
 func (b *KeyedBackend[K]) restore(r io.Reader, want KeyGroupRange) error {
-	br := newBlobReader(r)
-	h, err := readKeyedHeader(br)
+	h, blocks, err := b.parse(r, want)
 	if err != nil {
 		return err
 	}
+	if h.native() {
+		return fmt.Errorf("snapshot of checkpoint %d is a native snapshot of an embedded LSM store: restore it with its files (RestoreNative)", h.CheckpointID)
+	}
+	_, err = b.load(h, blocks)
+	return err
+}
+
+// parse reads and verifies a serialized keyed snapshot, keeping the
+// blocks of the key groups in want.
+func (b *KeyedBackend[K]) parse(r io.Reader, want KeyGroupRange) (*keyedHeader, []keyedBlock, error) {
+	br := newBlobReader(r)
+	h, err := readKeyedHeader(br)
+	if err != nil {
+		return nil, nil, err
+	}
 	if h.MaxParallelism != b.maxP {
-		return fmt.Errorf("snapshot of checkpoint %d has %d key groups, this backend %d: maxParallelism cannot change",
+		return nil, nil, fmt.Errorf("snapshot of checkpoint %d has %d key groups, this backend %d: maxParallelism cannot change",
 			h.CheckpointID, h.MaxParallelism, b.maxP)
 	}
 	var blocks []keyedBlock
@@ -287,13 +343,13 @@ func (b *KeyedBackend[K]) restore(r io.Reader, want KeyGroupRange) error {
 	for {
 		kg, payload, ok, err := br.next()
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 		if !ok {
 			break
 		}
 		if kg != next || kg > h.KeyGroups.End {
-			return corrupt("block for key group %d where %d was expected (snapshot range %v)", kg, next, h.KeyGroups)
+			return nil, nil, corrupt("block for key group %d where %d was expected (snapshot range %v)", kg, next, h.KeyGroups)
 		}
 		next++
 		if !want.Contains(kg) {
@@ -301,17 +357,24 @@ func (b *KeyedBackend[K]) restore(r io.Reader, want KeyGroupRange) error {
 		}
 		segs, err := parseKeyedBlock(payload, len(h.infos))
 		if err != nil {
-			return fmt.Errorf("key group %d: %w", kg, err)
+			return nil, nil, fmt.Errorf("key group %d: %w", kg, err)
 		}
 		if b.restored[kg-b.kgs.Start] {
-			return fmt.Errorf("key group %d restored twice", kg)
+			return nil, nil, fmt.Errorf("key group %d restored twice", kg)
 		}
 		blocks = append(blocks, keyedBlock{kg - b.kgs.Start, segs})
 	}
 	if next != h.KeyGroups.End+1 {
-		return corrupt("snapshot ends after key group %d of %v", next-1, h.KeyGroups)
+		return nil, nil, corrupt("snapshot ends after key group %d of %v", next-1, h.KeyGroups)
 	}
 
+	return h, blocks, nil
+}
+
+// load fills the backend from a verified snapshot's header and blocks. It
+// returns, by the header's index, the backend's state of each of the
+// snapshot's states (placeholders for those not registered yet).
+func (b *KeyedBackend[K]) load(h *keyedHeader, blocks []keyedBlock) ([]keyedState, error) {
 	// Verified: load.
 	targets := make([]keyedState, len(h.infos))
 	for i, inf := range h.infos {
@@ -322,7 +385,7 @@ func (b *KeyedBackend[K]) restore(r io.Reader, want KeyGroupRange) error {
 			b.states = append(b.states, &rawState{inf: inf, groups: make([][]rawSegment, b.kgs.Len())})
 		}
 		if got := b.states[j].info(); got != inf {
-			return fmt.Errorf("snapshot has %v, backend has %v", inf, got)
+			return nil, fmt.Errorf("snapshot has %v, backend has %v", inf, got)
 		}
 		targets[i] = b.states[j]
 	}
@@ -331,11 +394,11 @@ func (b *KeyedBackend[K]) restore(r io.Reader, want KeyGroupRange) error {
 		for _, seg := range blk.segs {
 			st := targets[seg.state]
 			if err := st.restoreGroup(blk.kgIdx, seg.n, seg.data); err != nil {
-				return fmt.Errorf("%v, key group %d: %w", st.info(), blk.kgIdx+b.kgs.Start, err)
+				return nil, fmt.Errorf("%v, key group %d: %w", st.info(), blk.kgIdx+b.kgs.Start, err)
 			}
 		}
 	}
-	return nil
+	return targets, nil
 }
 
 // parseKeyedBlock splits a key group's payload into the segments of each

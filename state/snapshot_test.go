@@ -155,32 +155,7 @@ func testRescale(t *testing.T, from, to []BackendOption) {
 	b, mb := filled(t, 4, 3000, RangeForSubtask(128, 2, 1), from...)
 	blobA, blobB := serialize(t, a.b, 5), serialize(t, b.b, 5)
 
-	union := ma.clone()
-	for k, v := range mb.clone().value {
-		union.value[k] = v
-	}
-	mbc := mb.clone()
-	for k, v := range mbc.list {
-		union.list[k] = v
-	}
-	for k, v := range mbc.mp {
-		union.mp[k] = v
-	}
-	for k, v := range mbc.sum {
-		union.sum[k] = v
-	}
-	for k, v := range mbc.avg {
-		union.avg[k] = v
-	}
-	for k, v := range mbc.vns {
-		union.vns[k] = v
-	}
-	for k, v := range mbc.lns {
-		union.lns[k] = v
-	}
-	for k, v := range mbc.tim {
-		union.tim[k] = v
-	}
+	union := union(ma, mb)
 
 	one := restoredInto(t, KeyGroupRange{0, 127}, to, blobA, blobB)
 	if err := one.check(union); err != nil {
@@ -273,3 +248,36 @@ func TestCorruption(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// union is the model of two backends of disjoint key groups in one.
+func union(ma, mb *model) *model {
+	u := ma.clone()
+	mbc := mb.clone()
+	for k, v := range mbc.value {
+		u.value[k] = v
+	}
+	for k, v := range mbc.list {
+		u.list[k] = v
+	}
+	for k, v := range mbc.mp {
+		u.mp[k] = v
+	}
+	for k, v := range mbc.sum {
+		u.sum[k] = v
+	}
+	for k, v := range mbc.avg {
+		u.avg[k] = v
+	}
+	for k, v := range mbc.vns {
+		u.vns[k] = v
+	}
+	for k, v := range mbc.lns {
+		u.lns[k] = v
+	}
+	for k, v := range mbc.tim {
+		u.tim[k] = v
+	}
+	return u
+}
+
+func newTestRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 0)) }

@@ -1,0 +1,213 @@
+package state
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Native snapshots: a checkpoint of a backend created WithPebble in the
+// embedded store's own files, for incremental checkpoints. At the barrier
+// the store flushes its memtables and makes a Pebble checkpoint (hard
+// links of its immutable SST files and a copy of its manifest) in a
+// directory beside its own; the files are then written to checkpoint
+// storage asynchronously, and a file that an earlier checkpoint already
+// wrote under the same name need not be written again: SST and blob files
+// never change under their names. A blob in weir's format goes with them,
+// naming every state (those in the store marked so) and holding the
+// entries of the states kept on the heap, the timers.
+//
+// A native snapshot restores in one of two ways. Into an empty Pebble
+// backend, the snapshot's directory becomes the backend's database, and
+// the key groups outside the backend's range are deleted by range; this
+// is how a subtask recovers its own state without rewriting it. Into
+// anything else (a heap backend, a backend that already holds state, the
+// second snapshot of a rescale), the rows are read out of the snapshot's
+// database and loaded as a snapshot in weir's format would be.
+
+// stagedSuffix starts the name of a native snapshot's directory, beside
+// the store's own.
+const stagedSuffix = ".snapshot-"
+
+// NativeSnapshot is a native snapshot of a Pebble backend (see above).
+// The embedded KeyedSnapshot writes its blob in weir's format; Dir holds
+// the store's files, Files names them. Release (on the backend's
+// goroutine, once the files are written or the checkpoint is aborted)
+// removes Dir.
+type NativeSnapshot struct {
+	*KeyedSnapshot
+	Dir   string
+	Files []NativeFile
+}
+
+// NativeFile is a file of a native snapshot.
+type NativeFile struct {
+	Name string
+	Size int64
+	// Immutable marks an SST or blob file, which never changes under its
+	// name: a checkpoint may name the copy of it an earlier checkpoint
+	// of the same store wrote.
+	Immutable bool
+}
+
+// NativeSnapshot takes a native snapshot of a backend created WithPebble.
+// It flushes the store's memtables first, so it takes as long as writing
+// them out.
+func (b *KeyedBackend[K]) NativeSnapshot(checkpointID int64) (*NativeSnapshot, error) {
+	if b.lsm == nil {
+		return nil, fmt.Errorf("state: a native snapshot needs a backend created WithPebble")
+	}
+	if err := b.lsm.db.Flush(); err != nil {
+		return nil, fmt.Errorf("state: native snapshot of checkpoint %d: flushing: %w", checkpointID, err)
+	}
+	b.lsm.staged++
+	dir := fmt.Sprintf("%s%s%d-%d", b.lsm.dir, stagedSuffix, checkpointID, b.lsm.staged)
+	if err := b.lsm.db.Checkpoint(dir); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("state: native snapshot of checkpoint %d: %w", checkpointID, err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("state: native snapshot of checkpoint %d: %w", checkpointID, err)
+	}
+	ns := &NativeSnapshot{KeyedSnapshot: b.snapshot(checkpointID, true), Dir: dir}
+	for _, e := range entries {
+		fi, err := e.Info()
+		if err != nil || !fi.Mode().IsRegular() {
+			ns.Release()
+			return nil, fmt.Errorf("state: native snapshot of checkpoint %d: %s is not a regular file (%v)", checkpointID, e.Name(), err)
+		}
+		name := e.Name()
+		ns.Files = append(ns.Files, NativeFile{Name: name, Size: fi.Size(),
+			Immutable: strings.HasSuffix(name, ".sst") || strings.HasSuffix(name, ".blob")})
+	}
+	return ns, nil
+}
+
+// Release releases the snapshot and removes its directory.
+func (s *NativeSnapshot) Release() {
+	s.KeyedSnapshot.Release()
+	_ = os.RemoveAll(s.Dir)
+}
+
+// RestoreNative restores the key groups of kgs (within the backend's)
+// from a native snapshot: blob is its blob in weir's format, dir a
+// directory holding its files, which RestoreNative takes over (it becomes
+// the backend's database, or is removed). As with Restore, it runs before
+// any record, each key group may be restored once, and a backend whose
+// restore failed must be discarded.
+func (b *KeyedBackend[K]) RestoreNative(blob io.Reader, dir string, kgs KeyGroupRange) error {
+	if err := b.restoreNative(blob, dir, kgs.Intersect(b.kgs)); err != nil {
+		return fmt.Errorf("state: restoring a native keyed snapshot: %w", err)
+	}
+	return nil
+}
+
+func (b *KeyedBackend[K]) restoreNative(blob io.Reader, dir string, want KeyGroupRange) error {
+	h, blocks, err := b.parse(blob, want)
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return err
+	}
+	mem := int64(DefaultPebbleMemory)
+	if b.lsm != nil {
+		mem = b.lsm.mem
+	}
+	src, err := openPebble(dir, mem)
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return err
+	}
+	if b.lsm != nil && len(b.states) == 0 && !slices.Contains(b.restored, true) {
+		return b.adopt(h, blocks, src, dir, want)
+	}
+	defer func() {
+		_ = src.Close()
+		_ = os.RemoveAll(dir)
+	}()
+	targets, err := b.load(h, blocks)
+	if err != nil {
+		return err
+	}
+	for i, in := range h.inLSM {
+		if !in {
+			continue
+		}
+		v := &lsmView{r: src, id: uint16(i), kgStart: b.kgs.Start, isMap: h.infos[i].kind == kindMap, kg: -1}
+		for kg := want.Start; kg <= want.End; kg++ {
+			kgIdx := kg - b.kgs.Start
+			if n := v.groupLen(kgIdx); n > 0 {
+				// A placeholder keeps the entries until its state is
+				// registered: give it bytes of its own.
+				if err := targets[i].restoreGroup(kgIdx, n, slices.Clone(v.buf)); err != nil {
+					return fmt.Errorf("%v, key group %d: %w", h.infos[i], kg, err)
+				}
+			}
+			if v.err != nil {
+				return fmt.Errorf("%v, key group %d: reading the snapshot's store: %w", h.infos[i], kg, v.err)
+			}
+		}
+	}
+	return nil
+}
+
+// adopt makes src, a native snapshot's database in dir, the database of
+// an empty Pebble backend, keeping the key groups in want.
+func (b *KeyedBackend[K]) adopt(h *keyedHeader, blocks []keyedBlock, src *pebble.DB, dir string, want KeyGroupRange) error {
+	old := b.lsm
+	old.mu.Lock()
+	pending := len(old.snaps)
+	old.mu.Unlock()
+	if pending > 0 {
+		_ = src.Close()
+		_ = os.RemoveAll(dir)
+		return fmt.Errorf("restore with %d snapshots pending", pending)
+	}
+	if err := old.db.Close(); err != nil {
+		_ = src.Close()
+		_ = os.RemoveAll(dir)
+		return err
+	}
+	_ = os.RemoveAll(old.dir)
+	// The snapshot's directory is the database now (it is open: it
+	// cannot be renamed): Close removes it, native snapshots go beside it.
+	b.lsm = &lsm{db: src, dir: dir, mem: old.mem, snaps: map[*pebble.Snapshot]bool{}}
+	// Rows of key groups outside want (keys start with the key group,
+	// two bytes big-endian, below 0x8000).
+	if want.Start > 0 {
+		if err := src.DeleteRange([]byte{}, appendRowPrefix(nil, want.Start, 0)[:2], pebble.NoSync); err != nil {
+			return err
+		}
+	}
+	if err := src.DeleteRange(appendRowPrefix(nil, want.End+1, 0)[:2], []byte{0xff}, pebble.NoSync); err != nil {
+		return err
+	}
+	// The backend was empty, so the snapshot's states take the indices
+	// they had, which are the ids of their rows.
+	_, err := b.load(h, blocks)
+	return err
+}
+
+// NativeDir returns a new directory for the files of a native snapshot
+// to restore, beside the backend's store (or in the system's temporary
+// directory for a heap backend).
+func (b *KeyedBackend[K]) NativeDir() (string, error) {
+	parent := os.TempDir()
+	if b.lsm != nil {
+		parent = filepath.Dir(b.lsm.dir)
+	}
+	return os.MkdirTemp(parent, "weir-restore-")
+}
+
+// emptyView is the view of a state with no entries in the blob: in a
+// native snapshot, a state kept in the store.
+type emptyView struct{}
+
+func (emptyView) groupLen(int) int                     { return 0 }
+func (emptyView) appendGroup(dst []byte, _ int) []byte { return dst }

@@ -1,0 +1,197 @@
+package state
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// nativeCopy writes a native snapshot as checkpoint storage would: its
+// blob, and its files copied into a new directory, as a restore
+// downloads them. It releases the snapshot.
+func nativeCopy(t *testing.T, s *NativeSnapshot) ([]byte, string) {
+	t.Helper()
+	var buf bytes.Buffer
+	if _, err := s.WriteTo(&buf); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for _, f := range s.Files {
+		src, err := os.Open(filepath.Join(s.Dir, f.Name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		dst, err := os.Create(filepath.Join(dir, f.Name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, err := io.Copy(dst, src); err != nil || n != f.Size {
+			t.Fatalf("copying %s: %d of %d bytes: %v", f.Name, n, f.Size, err)
+		}
+		src.Close()
+		if err := dst.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Release()
+	if _, err := os.Stat(s.Dir); !os.IsNotExist(err) {
+		t.Fatalf("the snapshot's directory %s is still there after Release (%v)", s.Dir, err)
+	}
+	return buf.Bytes(), dir
+}
+
+// TestNativeSnapshot restores a native snapshot of a Pebble backend,
+// taken while the backend goes on changing, into an empty Pebble backend
+// (which adopts its files), a heap backend, and, after a rescale, into
+// backends of other key group ranges: the state must be the state when
+// the snapshot was taken, in every key group the restoring backend owns
+// and no other.
+func TestNativeSnapshot(t *testing.T) {
+	all := KeyGroupRange{0, 127}
+	h, m := filled(t, 7, 4000, all, pebbleBackend(t))
+	snap, err := h.b.NativeSnapshot(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := m.clone()
+	// Changes after the snapshot must not reach it.
+	r := newTestRand(9)
+	for range 2000 {
+		h.step(r, m, uniformKeys)
+	}
+	blob, dir := nativeCopy(t, snap)
+	if _, err := ReadKeyedSnapshotInfo(bytes.NewReader(blob)); err != nil {
+		t.Fatal(err)
+	}
+
+	// A restore as from a snapshot in weir's format is refused: the
+	// blob alone does not hold the state.
+	heap := closeAtEnd(t, must(NewKeyedBackend[string](nil, 128, all)))
+	if err := heap.Restore(bytes.NewReader(blob)); err == nil {
+		t.Fatal("restored a native snapshot's blob without its files")
+	}
+
+	for _, tc := range []struct {
+		name string
+		opts []BackendOption
+		kgs  KeyGroupRange
+	}{
+		{"pebble-adopts", []BackendOption{pebbleBackend(t)}, all},
+		{"heap", nil, all},
+		{"pebble-rescaled-0-of-3", []BackendOption{pebbleBackend(t)}, RangeForSubtask(128, 3, 0)},
+		{"pebble-rescaled-2-of-3", []BackendOption{pebbleBackend(t)}, RangeForSubtask(128, 3, 2)},
+		{"heap-rescaled-1-of-3", nil, RangeForSubtask(128, 3, 1)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := closeAtEnd(t, must(NewKeyedBackend[string](nil, 128, tc.kgs, tc.opts...)))
+			if err := b.RestoreNative(bytes.NewReader(blob), copyOf(t, dir), tc.kgs); err != nil {
+				t.Fatal(err)
+			}
+			if err := registerAll(t, b).check(want.restrict(b.KeyHasher(), 128, tc.kgs)); err != nil {
+				t.Fatal(err)
+			}
+			// The restored backend snapshots as any other, natively too.
+			if b.Storage() == "pebble" {
+				s2, err := b.NativeSnapshot(2)
+				if err != nil {
+					t.Fatal(err)
+				}
+				blob2, dir2 := nativeCopy(t, s2)
+				rb := closeAtEnd(t, must(NewKeyedBackend[string](nil, 128, tc.kgs)))
+				if err := rb.RestoreNative(bytes.NewReader(blob2), dir2, tc.kgs); err != nil {
+					t.Fatal(err)
+				}
+				if err := registerAll(t, rb).check(want.restrict(b.KeyHasher(), 128, tc.kgs)); err != nil {
+					t.Fatalf("snapshot of the restored backend: %v", err)
+				}
+			}
+		})
+	}
+
+	// Two subtasks' native snapshots into one Pebble backend: it adopts
+	// the first and loads the second.
+	t.Run("pebble-rescaled-2-to-1", func(t *testing.T) {
+		ha, ma := filled(t, 10, 3000, RangeForSubtask(128, 2, 0), pebbleBackend(t))
+		hb, mb := filled(t, 11, 3000, RangeForSubtask(128, 2, 1), pebbleBackend(t))
+		sa, err := ha.b.NativeSnapshot(3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sb, err := hb.b.NativeSnapshot(3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		blobA, dirA := nativeCopy(t, sa)
+		blobB, dirB := nativeCopy(t, sb)
+		b := closeAtEnd(t, must(NewKeyedBackend[string](nil, 128, all, pebbleBackend(t))))
+		if err := b.RestoreNative(bytes.NewReader(blobA), dirA, all); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.RestoreNative(bytes.NewReader(blobB), dirB, all); err != nil {
+			t.Fatal(err)
+		}
+		if err := registerAll(t, b).check(union(ma, mb)); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestNativeSnapshotsShareFiles checks what makes checkpoints of the
+// Pebble backend incremental: after a small change, most of a native
+// snapshot's bytes are in immutable files the previous one had.
+func TestNativeSnapshotsShareFiles(t *testing.T) {
+	all := KeyGroupRange{0, 127}
+	h, m := filled(t, 12, 20000, all, pebbleBackend(t))
+	s1, err := h.b.NativeSnapshot(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := map[string]int64{}
+	for _, f := range s1.Files {
+		if f.Immutable {
+			first[f.Name] = f.Size
+		}
+	}
+	s1.Release()
+	r := newTestRand(13)
+	for range 20 {
+		h.step(r, m, uniformKeys)
+	}
+	s2, err := h.b.NativeSnapshot(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Release()
+	var total, fresh int64
+	for _, f := range s2.Files {
+		total += f.Size
+		if size, ok := first[f.Name]; !ok || size != f.Size || !f.Immutable {
+			fresh += f.Size
+		}
+	}
+	t.Logf("second snapshot: %d files, %d bytes, %d of them not in the first", len(s2.Files), total, fresh)
+	if fresh*2 > total {
+		t.Fatalf("after 20 changes to %d entries, %d of the second snapshot's %d bytes are new: it is not incremental", m.entries(), fresh, total)
+	}
+}
+
+func copyOf(t *testing.T, dir string) string {
+	t.Helper()
+	out := t.TempDir()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(out, e.Name()), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
