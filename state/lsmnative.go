@@ -181,7 +181,7 @@ func (b *KeyedBackend[K]) adopt(h *keyedHeader, blocks []keyedBlock, src *pebble
 	// Rows of key groups outside want (keys start with the key group,
 	// two bytes big-endian, below 0x8000).
 	if want.Start > 0 {
-		if err := src.DeleteRange([]byte{}, appendRowPrefix(nil, want.Start, 0)[:2], pebble.NoSync); err != nil {
+		if err := src.DeleteRange(appendRowPrefix(nil, 0, 0)[:2], appendRowPrefix(nil, want.Start, 0)[:2], pebble.NoSync); err != nil {
 			return err
 		}
 	}

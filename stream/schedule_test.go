@@ -99,6 +99,7 @@ type engine struct {
 	retained                   int
 	memStorage                 bool // checkpoint to mem:// rather than the job master's memory
 	pebble                     bool // keyed state in the embedded LSM backend (state.backend.type=pebble)
+	incremental                bool // its checkpoints incremental (execution.checkpointing.incremental)
 	// timeout is execution.checkpointing.timeout: 10 s unless a hang
 	// needs it shorter. Not Flink's 10 min: aligned barriers can stall
 	// under backpressure when a source is blocked in the middle of a send
@@ -147,6 +148,7 @@ func drawEngine(r *rand.Rand) engine {
 		memStorage:      r.IntN(2) == 0,
 		pebble:          r.IntN(3) == 0,
 	}
+	e.incremental = e.pebble && r.IntN(3) > 0
 	return e
 }
 
@@ -188,6 +190,9 @@ func (e engine) String() string {
 	if e.pebble {
 		s += " state=pebble"
 	}
+	if e.incremental {
+		s += " incremental"
+	}
 	if e.timeout != "" {
 		s += " timeout=" + e.timeout
 	}
@@ -223,6 +228,9 @@ func (e engine) config(kv ...string) []string {
 	}
 	if e.pebble {
 		out = append(out, config.KeyStateBackend+"=pebble", config.KeyPebbleMemory+"=4 mb")
+	}
+	if e.incremental {
+		out = append(out, config.KeyCheckpointingIncremental+"=true")
 	}
 	if e.timeout != "" {
 		out = append(out, "execution.checkpointing.timeout="+e.timeout)

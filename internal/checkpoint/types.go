@@ -74,6 +74,12 @@ type StateHandle struct {
 	// KeyGroups is the range of key groups a keyed state handle covers; nil
 	// for operator state.
 	KeyGroups *KeyGroupRange `json:"key_groups,omitempty"`
+	// File, on a keyed state handle, names the file of an embedded
+	// store's own snapshot that the handle holds; such handles follow the
+	// handle of the snapshot's blob (File "") in a subtask's keyed state.
+	// A file that a later checkpoint still names is not written again:
+	// its handle's Path is in the earlier checkpoint's directory.
+	File string `json:"file,omitempty"`
 }
 
 // SubtaskState is one operator's state in one subtask.

@@ -72,10 +72,7 @@ func prepare(ctx context.Context, j Job) (*runtime.JobMaster, *ending, func() er
 	if err != nil {
 		return nil, nil, nop, err
 	}
-	switch {
-	case cp.Enabled && cp.Incremental && ks.Backend.EmbeddedLSM():
-		return nil, nil, nop, errorf("execution.checkpointing.incremental=true: incremental checkpoints of the %s state backend are not implemented yet; weir takes full checkpoints of it (set execution.checkpointing.incremental: false)", ks.Backend)
-	case cp.Enabled && cp.Incremental:
+	if cp.Enabled && cp.Incremental && !ks.Backend.EmbeddedLSM() {
 		// Flink accepts and ignores it with the heap backend too.
 		j.Logger.Warn("execution.checkpointing.incremental=true has no effect: the hashmap state backend takes full checkpoints")
 	}
@@ -135,7 +132,12 @@ func keyedState(c *config.Configuration) (runtime.KeyedStateOptions, error) {
 	if err != nil {
 		return runtime.KeyedStateOptions{}, err
 	}
-	return runtime.KeyedStateOptions{Backend: p.StateBackend, Dir: p.PebbleLocalDir, Memory: p.PebbleMemory}, nil
+	cp, err := c.Checkpointing()
+	if err != nil {
+		return runtime.KeyedStateOptions{}, err
+	}
+	return runtime.KeyedStateOptions{Backend: p.StateBackend, Dir: p.PebbleLocalDir, Memory: p.PebbleMemory,
+		Incremental: cp.Incremental && p.StateBackend.EmbeddedLSM()}, nil
 }
 
 // restartStrategy builds the restart strategy the configuration names.

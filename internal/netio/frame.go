@@ -92,6 +92,9 @@ type Barrier struct {
 	// never).
 	Unaligned      bool
 	AlignedTimeout int64
+	// Base is the checkpoint an incremental snapshot may build on (0:
+	// none).
+	Base int64
 	// Target is a savepoint's directory, where its state goes; only a
 	// savepoint's barrier has one.
 	Target string
@@ -172,6 +175,7 @@ func AppendFrame(dst []byte, f *Frame) []byte {
 		}
 		dst = append(dst, flags)
 		dst = binary.BigEndian.AppendUint64(dst, uint64(f.Barrier.AlignedTimeout))
+		dst = binary.BigEndian.AppendUint64(dst, uint64(f.Barrier.Base))
 		dst = append(dst, f.Barrier.Target...)
 	case KindCredit:
 		dst = binary.BigEndian.AppendUint32(dst, f.Credit)
@@ -250,7 +254,7 @@ func decodeBody(sum uint32, body []byte) (Frame, error) {
 			f.Watermark = int64(binary.BigEndian.Uint64(p))
 		}
 	case KindBarrier:
-		want = 25
+		want = 33
 		if len(p) > want && p[16]&1 != 0 {
 			want = len(p) // a savepoint's directory follows
 		}
@@ -260,7 +264,7 @@ func decodeBody(sum uint32, body []byte) (Frame, error) {
 			if fl := p[16]; fl&^15 != 0 || fl&3 == 3 || fl&5 == 4 || fl&12 == 8 {
 				return Frame{}, fmt.Errorf("%w: barrier flags %#x", ErrCorrupt, p[16])
 			}
-			if !utf8.Valid(p[25:]) {
+			if !utf8.Valid(p[33:]) {
 				return Frame{}, fmt.Errorf("%w: a savepoint directory that is not UTF-8", ErrCorrupt)
 			}
 			f.Barrier = Barrier{
@@ -271,7 +275,8 @@ func decodeBody(sum uint32, body []byte) (Frame, error) {
 				Stop:           p[16]&4 != 0,
 				Drain:          p[16]&8 != 0,
 				AlignedTimeout: int64(binary.BigEndian.Uint64(p[17:])),
-				Target:         string(p[25:]),
+				Base:           int64(binary.BigEndian.Uint64(p[25:])),
+				Target:         string(p[33:]),
 			}
 		}
 	case KindIdle, KindActive, KindEndOfData, KindEnd, KindStateEnd:

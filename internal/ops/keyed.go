@@ -3,9 +3,15 @@ package ops
 import (
 	"bytes"
 	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/weirstream/weir/codec"
+	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/runtime"
 	"github.com/weirstream/weir/state"
 )
@@ -46,7 +52,18 @@ type Keyed[K, N comparable] struct {
 	watermark   int64
 	procWakeup  int64 // processing time the next wake-up is scheduled for
 	procPending bool
+
+	// uploads holds, for the latest checkpoints, the handles of the
+	// native snapshot files written (or restored) for them, by file name:
+	// what an incremental snapshot building on one of them need not write
+	// again. Snapshot writers add to it on their goroutines.
+	mu      sync.Mutex
+	uploads map[int64]map[string]checkpoint.StateHandle
 }
+
+// keptUploads is how many checkpoints' uploads Keyed remembers: enough
+// for the checkpoints that may still be pending when the next triggers.
+const keptUploads = 4
 
 // Open creates the backend and restores it.
 func (k *Keyed[K, N]) Open(ctx *runtime.OperatorContext) error {
@@ -65,14 +82,8 @@ func (k *Keyed[K, N]) Open(ctx *runtime.OperatorContext) error {
 	}
 	k.Backend = b
 	if ctx.Restored != nil {
-		for _, h := range ctx.Restored.KeyedHandles(ctx.KeyGroups) {
-			data, err := ctx.Restored.Store.ReadState(ctx, h)
-			if err != nil {
-				return fmt.Errorf("reading keyed state of checkpoint %d: %w", ctx.Restored.CheckpointID, err)
-			}
-			if err := b.RestoreKeyGroups(bytes.NewReader(data), kgs); err != nil {
-				return fmt.Errorf("restoring keyed state of checkpoint %d: %w", ctx.Restored.CheckpointID, err)
-			}
+		if err := k.restore(ctx); err != nil {
+			return fmt.Errorf("restoring keyed state of checkpoint %d: %w", ctx.Restored.CheckpointID, err)
 		}
 	}
 	if k.event, err = state.NewTimers(b, "_timers_event", k.NSCodec); err != nil {
@@ -83,6 +94,85 @@ func (k *Keyed[K, N]) Open(ctx *runtime.OperatorContext) error {
 	}
 	k.scheduleProcessing()
 	return nil
+}
+
+// restore loads the keyed state of the restored checkpoint's subtasks
+// whose key groups overlap this one's: each is a snapshot in weir's
+// format, or a native snapshot (its blob's handle followed by one handle
+// per file of the store's snapshot).
+func (k *Keyed[K, N]) restore(ctx *runtime.OperatorContext) error {
+	r := ctx.Restored
+	hs := r.KeyedHandles(ctx.KeyGroups)
+	for i := 0; i < len(hs); {
+		blob, files := hs[i], []checkpoint.StateHandle(nil)
+		for i++; i < len(hs) && hs[i].File != ""; i++ {
+			files = append(files, hs[i])
+		}
+		if blob.File != "" {
+			return fmt.Errorf("file %s of a native snapshot without its blob", blob.File)
+		}
+		data, err := r.Store.ReadState(ctx, blob)
+		if err != nil {
+			return err
+		}
+		if len(files) == 0 {
+			if err := k.Backend.RestoreKeyGroups(bytes.NewReader(data), ctx.KeyGroups); err != nil {
+				return err
+			}
+			continue
+		}
+		// The first native snapshot into an empty Pebble backend becomes
+		// its store: its files are this subtask's uploads too.
+		adopts := i == len(files)+1 && k.Backend.Storage() == "pebble"
+		dir, err := k.Backend.NativeDir()
+		if err != nil {
+			return err
+		}
+		for _, f := range files {
+			b, err := r.Store.ReadState(ctx, f)
+			if err == nil && (f.File != filepath.Base(f.File) || f.File == "." || f.File == "..") {
+				err = fmt.Errorf("a native snapshot's file is named %q", f.File)
+			}
+			if err == nil {
+				err = os.WriteFile(filepath.Join(dir, f.File), b, 0o644)
+			}
+			if err != nil {
+				_ = os.RemoveAll(dir)
+				return fmt.Errorf("native snapshot file %s: %w", f.File, err)
+			}
+		}
+		if err := k.Backend.RestoreNative(bytes.NewReader(data), dir, ctx.KeyGroups); err != nil {
+			return err
+		}
+		if adopts {
+			k.recordUploads(r.CheckpointID, files)
+		}
+	}
+	return nil
+}
+
+// recordUploads remembers the native snapshot files of checkpoint id.
+func (k *Keyed[K, N]) recordUploads(id int64, files []checkpoint.StateHandle) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.uploads == nil {
+		k.uploads = map[int64]map[string]checkpoint.StateHandle{}
+	}
+	m := make(map[string]checkpoint.StateHandle, len(files))
+	for _, f := range files {
+		m[f.File] = f
+	}
+	k.uploads[id] = m
+	for len(k.uploads) > keptUploads {
+		delete(k.uploads, slices.Min(slices.Collect(maps.Keys(k.uploads))))
+	}
+}
+
+// uploadsOf returns the native snapshot files of checkpoint id.
+func (k *Keyed[K, N]) uploadsOf(id int64) map[string]checkpoint.StateHandle {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.uploads[id]
 }
 
 // Close releases the backend: the embedded LSM store's database and
@@ -158,9 +248,29 @@ func (k *Keyed[K, N]) scheduleProcessing() {
 	})
 }
 
-// Snapshot takes the backend's copy-on-write snapshot.
+// Snapshot takes the backend's snapshot: copy-on-write on the heap, a
+// Pebble snapshot in the embedded store, or, for an incremental checkpoint
+// of the embedded store, a native snapshot whose files the checkpoint it
+// builds on already holds are named, not written again. A savepoint is
+// always in weir's format.
 func (k *Keyed[K, N]) Snapshot(id int64) (runtime.Snapshot, error) {
-	s := k.Backend.Snapshot(id)
-	kg := s.KeyGroups()
-	return runtime.Snapshot{Keyed: s, KeyGroups: kg, Release: s.Release}, nil
+	savepoint, base := k.Ctx.Snapshotting()
+	if savepoint || !k.Ctx.KeyedState.Incremental || k.Backend.Storage() != "pebble" {
+		s := k.Backend.Snapshot(id)
+		return runtime.Snapshot{Keyed: s, KeyGroups: s.KeyGroups(), Release: s.Release}, nil
+	}
+	ns, err := k.Backend.NativeSnapshot(id)
+	if err != nil {
+		return runtime.Snapshot{}, err
+	}
+	prev := k.uploadsOf(base)
+	files := make([]runtime.KeyedFile, len(ns.Files))
+	for i, f := range ns.Files {
+		files[i] = runtime.KeyedFile{Name: f.Name, Path: filepath.Join(ns.Dir, f.Name)}
+		if h, ok := prev[f.Name]; ok && f.Immutable && h.Size == f.Size {
+			files[i].Reuse = &h
+		}
+	}
+	return runtime.Snapshot{Keyed: ns, KeyGroups: ns.KeyGroups(), KeyedFiles: files, Release: ns.Release,
+		Written: func(hs []checkpoint.StateHandle) { k.recordUploads(id, hs) }}, nil
 }

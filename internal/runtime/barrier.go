@@ -31,6 +31,9 @@ type Barrier struct {
 	// checkpoints, is how long after the trigger the checkpoint stays
 	// aligned; then it switches to unaligned wherever it is. 0: no switch.
 	AlignedTimeout time.Duration
+	// Base is the latest checkpoint completed when this one was
+	// triggered, which an incremental snapshot may build on (0: none).
+	Base int64
 }
 
 // timedOut reports whether the aligned barrier b has outlived its

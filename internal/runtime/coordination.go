@@ -62,7 +62,19 @@ func (jm *JobMaster) stale(what string, err error, args ...any) {
 func (jm *JobMaster) coordAck(task checkpoint.TaskID, id int64, ack checkpoint.TaskAck) []coordinator.Output {
 	out, err := jm.coord.Ack(jm.clock.Now(), task, id, ack)
 	jm.stale("an acknowledgement", err, "task", task.String(), "checkpoint", id)
+	if errors.Is(err, coordinator.ErrLate) && !jm.isRetained(id) {
+		// The checkpoint was aborted and discarded while the subtask
+		// still wrote its state: delete what it wrote since.
+		jm.discard(jm.ctx, id, "discarding the late state of an aborted checkpoint")
+	}
 	return out
+}
+
+// isRetained reports whether checkpoint id is a retained completed one.
+func (jm *JobMaster) isRetained(id int64) bool {
+	jm.mu.Lock()
+	defer jm.mu.Unlock()
+	return slices.ContainsFunc(jm.retained, func(r *Restore) bool { return r.Metadata.CheckpointID == id })
 }
 
 func (jm *JobMaster) coordDecline(task checkpoint.TaskID, id int64, why DeclineReason, cause error) []coordinator.Output {
@@ -92,6 +104,11 @@ func (jm *JobMaster) perform(ctx context.Context, out []coordinator.Output) erro
 		o := out[0]
 		out = out[1:]
 		if jm.stopping {
+			// No checkpoint will build on a deferred discard's any more.
+			for _, d := range jm.deferredDiscards {
+				jm.discard(context.WithoutCancel(ctx), d, "discarding checkpoint")
+			}
+			jm.deferredDiscards = nil
 			switch o := o.(type) {
 			case coordinator.NotifyComplete:
 				jm.emit(Event{Kind: EventCheckpointCompleted, Checkpoint: o.ID})
@@ -107,6 +124,12 @@ func (jm *JobMaster) perform(ctx context.Context, out []coordinator.Output) erro
 		case coordinator.Trigger:
 			jm.snapshotSplits(o.ID)
 			b := Barrier{ID: o.ID, Timestamp: o.Timestamp.UnixNano(), Savepoint: o.Kind == checkpoint.KindSavepoint}
+			if !b.Savepoint && jm.lastCompleted > 0 {
+				// Incremental snapshots may name the files of the latest
+				// completed checkpoint: it is kept until this one ends.
+				b.Base = jm.lastCompleted
+				jm.bases[o.ID] = b.Base
+			}
 			if sp := jm.savepoints[o.ID]; sp != nil {
 				b.Target, b.Stop, b.Drain = sp.w.Path(), sp.stop, sp.drain
 			}
@@ -151,6 +174,7 @@ func (jm *JobMaster) perform(ctx context.Context, out []coordinator.Output) erro
 		case coordinator.NotifyComplete:
 			jm.checkpointCompleted(o.ID)
 			jm.checkpointEnded(o.ID, nil)
+			jm.baseEnded(ctx, o.ID)
 			jm.emit(Event{Kind: EventCheckpointCompleted, Checkpoint: o.ID})
 			for _, id := range o.Tasks {
 				if r := jm.tasks[id]; r != nil {
@@ -171,6 +195,7 @@ func (jm *JobMaster) perform(ctx context.Context, out []coordinator.Output) erro
 			} else {
 				jm.checkpointEnded(o.ID, errors.New(reason))
 			}
+			jm.baseEnded(ctx, o.ID)
 			if errors.Is(o.Reason, coordinator.ReasonTaskClosing) {
 				// A subtask finished without taking part: those that
 				// wait for their final checkpoint need another.
@@ -189,6 +214,15 @@ func (jm *JobMaster) perform(ctx context.Context, out []coordinator.Output) erro
 			jm.mu.Lock()
 			jm.retained = slices.DeleteFunc(jm.retained, func(r *Restore) bool { return r.Metadata.CheckpointID == o.ID })
 			jm.mu.Unlock()
+			if jm.lastCompleted == o.ID {
+				jm.lastCompleted = 0
+			}
+			if jm.isBase(o.ID) {
+				// A pending checkpoint may name its files: discard it
+				// once no pending checkpoint builds on it.
+				jm.deferredDiscards = append(jm.deferredDiscards, o.ID)
+				continue
+			}
 			jm.discard(ctx, o.ID, "discarding checkpoint")
 		case coordinator.FailJob:
 			// A checkpoint failure beyond the tolerable count fails the
@@ -216,6 +250,10 @@ func (jm *JobMaster) finishWrites() {
 			jm.log.Warn("recording a checkpoint completed as the job was canceled", "err", err)
 		}
 	}
+	for _, d := range jm.deferredDiscards {
+		jm.discard(context.Background(), d, "discarding checkpoint")
+	}
+	jm.deferredDiscards = nil
 	jm.store.drain()
 }
 
@@ -250,6 +288,7 @@ func (jm *JobMaster) metadataWritten(md *checkpoint.Metadata, path string, err e
 	}
 	jm.mu.Lock()
 	r := &Restore{Metadata: md, Store: store, Path: path}
+	jm.lastCompleted = max(jm.lastCompleted, md.CheckpointID)
 	jm.retained = append(jm.retained, r)
 	slices.SortFunc(jm.retained, func(a, b *Restore) int { return cmp.Compare(a.Metadata.CheckpointID, b.Metadata.CheckpointID) })
 	if jm.latest == nil || md.CheckpointID > jm.latest.Metadata.CheckpointID {
@@ -527,6 +566,32 @@ type carriedState struct {
 // completed checkpoint: the state a finished subtask is carried with. Only
 // a completed checkpoint's files are sure to stay; an aborted one's are
 // deleted.
+// isBase reports whether a pending checkpoint builds on checkpoint id.
+func (jm *JobMaster) isBase(id int64) bool {
+	for _, b := range jm.bases {
+		if b == id {
+			return true
+		}
+	}
+	return false
+}
+
+// baseEnded notes that checkpoint id has ended (completed or aborted), and
+// discards the checkpoints whose discard waited for it.
+func (jm *JobMaster) baseEnded(ctx context.Context, id int64) {
+	if _, ok := jm.bases[id]; !ok {
+		return
+	}
+	delete(jm.bases, id)
+	jm.deferredDiscards = slices.DeleteFunc(jm.deferredDiscards, func(d int64) bool {
+		if jm.isBase(d) {
+			return false
+		}
+		jm.discard(ctx, d, "discarding checkpoint")
+		return true
+	})
+}
+
 func (jm *JobMaster) checkpointCompleted(id int64) {
 	for tid, r := range jm.tasks {
 		ack, ok := r.acks[id]

@@ -197,6 +197,14 @@ type JobMaster struct {
 	// retained are the completed checkpoints the job can restore, oldest
 	// first (the newest is latest, unless it was found damaged).
 	retained []*Restore
+	// lastCompleted is the newest checkpoint this run completed (0: none),
+	// which a new checkpoint's incremental snapshots may build on; bases
+	// maps each pending checkpoint to the one it builds on, and
+	// deferredDiscards are retention's discards of checkpoints that a
+	// pending one builds on, done once it has ended.
+	lastCompleted    int64
+	bases            map[int64]int64
+	deferredDiscards []int64
 	// runs finds a deployment's run from the listener's goroutines.
 	runsMu sync.Mutex
 	runs   map[TaskRef]*taskRun
@@ -292,6 +300,7 @@ func NewJobMaster(g *JobGraph, opts Options) (*JobMaster, error) {
 		savepoints:        make(map[int64]*savepointOp),
 		failedSavepoints:  make(map[int64]SavepointWriter),
 		manualCheckpoints: make(map[int64]*checkpointOp),
+		bases:             make(map[int64]int64),
 		eod:               make(map[checkpoint.TaskID]bool),
 		latest:            opts.Restore,
 		runs:              make(map[TaskRef]*taskRun),

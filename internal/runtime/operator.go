@@ -43,11 +43,31 @@ type Snapshot struct {
 	Keyed io.WriterTo
 	// KeyGroups is the range Keyed covers.
 	KeyGroups checkpoint.KeyGroupRange
+	// KeyedFiles, for keyed state kept in an embedded store and
+	// snapshotted in its own files, are those files; their handles follow
+	// Keyed's in the checkpoint, each naming its File.
+	KeyedFiles []KeyedFile
+	// Written, if set, is called with the handles of KeyedFiles once they
+	// are written, on the goroutine that wrote them.
+	Written func(files []checkpoint.StateHandle)
 	// Operator is the non-keyed state, already serialized.
 	Operator []byte
 	// Release is called on the subtask's goroutine once the snapshot is
 	// written or abandoned (copy-on-write state stops preserving it).
 	Release func()
+}
+
+// KeyedFile is a file of a keyed snapshot in an embedded store's own
+// files (see Snapshot.KeyedFiles).
+type KeyedFile struct {
+	// Name is the file's name in the store's snapshot.
+	Name string
+	// Path is where the file is on local disk.
+	Path string
+	// Reuse, if set, is the handle of the same file that an earlier
+	// checkpoint wrote: the checkpoint names it instead of writing the
+	// file again.
+	Reuse *checkpoint.StateHandle
 }
 
 // StateStore writes and reads state in checkpoint storage.
@@ -135,10 +155,24 @@ type KeyedStateOptions struct {
 	// Memory bounds each keyed operator subtask's embedded LSM store; 0 is
 	// its default.
 	Memory int64
+	// Incremental takes the embedded LSM store's checkpoints in its own
+	// files, written only when an earlier checkpoint does not hold them.
+	Incremental bool
 }
 
 // Now returns the processing time.
 func (c *OperatorContext) Now() time.Time { return c.task.clock.Now() }
+
+// Snapshotting says, while the subtask takes a snapshot, whether it is a
+// savepoint's, and which checkpoint an incremental snapshot may build on:
+// the latest checkpoint completed when this one was triggered (0: none),
+// whose files it may name instead of writing them again. The job master
+// keeps that checkpoint until every checkpoint built on it has completed
+// or failed.
+func (c *OperatorContext) Snapshotting() (savepoint bool, base int64) {
+	b := c.task.snapshotting
+	return b.Savepoint, b.Base
+}
 
 // AtProcessingTime runs f on the subtask's goroutine at or after t.
 func (c *OperatorContext) AtProcessingTime(t time.Time, f func() error) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -57,17 +58,20 @@ type taskMaster interface {
 
 // Task is one subtask: a goroutine that runs a chain of operators.
 type Task struct {
-	id      checkpoint.TaskID
-	vertex  *Vertex
-	opts    taskOptions
-	ctx     context.Context
-	logger  *slog.Logger
-	clock   Clock
-	master  taskMaster
-	store   StateStore
-	restore *restoreInfo
-	splits  *SplitAssignment // a source's, from its deployment
-	mailbox *mailbox
+	id     checkpoint.TaskID
+	vertex *Vertex
+	opts   taskOptions
+	// snapshotting is the barrier whose synchronous snapshot the chain is
+	// taking (OperatorContext.Snapshotting).
+	snapshotting Barrier
+	ctx          context.Context
+	logger       *slog.Logger
+	clock        Clock
+	master       taskMaster
+	store        StateStore
+	restore      *restoreInfo
+	splits       *SplitAssignment // a source's, from its deployment
+	mailbox      *mailbox
 	// urgent is the work that runs even while an output waits for space
 	// (see unaligned.go).
 	urgent       *mailbox
@@ -684,6 +688,8 @@ func (t *Task) snapshotOperators(b Barrier) ([]Snapshot, error) {
 	ops := t.chain.Operators
 	steps := len(ops) + 2
 	snaps := make([]Snapshot, len(ops))
+	t.snapshotting = b
+	defer func() { t.snapshotting = Barrier{} }()
 	for i, op := range ops {
 		if err := t.fault(t.ctx, FaultSite{Point: FaultSync, Checkpoint: b.ID, Operator: op.UID, Step: i + 1, Steps: steps}); err != nil {
 			return nil, fmt.Errorf("snapshot of %s for checkpoint %d: %w", op.UID, b.ID, err)
@@ -739,6 +745,19 @@ func (t *Task) writeState(id int64, target, name string, write func(io.Writer) e
 	return t.store.WriteState(t.ctx, id, name, write)
 }
 
+// copyFile returns a state writer that copies the file at path.
+func copyFile(path string) func(io.Writer) error {
+	return func(w io.Writer) error {
+		f, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		_, err = io.Copy(w, f)
+		return err
+	}
+}
+
 // writeSnapshot writes the state of checkpoint id (of the savepoint in
 // directory target, if it is not ""), then acknowledges it.
 func (t *Task) writeSnapshot(id int64, target string, ops []ChainedOperator, snaps []Snapshot, stats checkpoint.SubtaskStats, wm *int64, inputs []int64, uc *unalignedCheckpoint) {
@@ -792,6 +811,24 @@ func (t *Task) writeSnapshot(id int64, target string, ops []ChainedOperator, sna
 			kg := s.KeyGroups
 			h.KeyGroups = &kg
 			st.Keyed = append(st.Keyed, h)
+			var files []checkpoint.StateHandle
+			for _, f := range s.KeyedFiles {
+				var fh checkpoint.StateHandle
+				if f.Reuse != nil {
+					fh = *f.Reuse
+				} else if fh, err = t.writeState(id, target, fmt.Sprintf("%s-%d-keyed-%s", uid, t.id.Subtask, f.Name), copyFile(f.Path)); err != nil {
+					break
+				}
+				fh.File, fh.KeyGroups = f.Name, &kg
+				files = append(files, fh)
+			}
+			if err != nil {
+				break
+			}
+			st.Keyed = append(st.Keyed, files...)
+			if s.Written != nil && len(files) > 0 {
+				s.Written(files)
+			}
 		}
 		if s.Operator != nil {
 			if ferr = fault(); ferr != nil {
