@@ -82,7 +82,7 @@ func testSnapshotIsolation(t *testing.T, onPebble bool) {
 	}
 
 	rounds := 300
-	if testing.Short() {
+	if testing.Short() || onPebble && raceEnabled {
 		rounds = 60
 	}
 	var pending []*pendingSnap

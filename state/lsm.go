@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
 )
 
 // The embedded LSM store (Pebble) of a KeyedBackend created WithPebble.
@@ -46,7 +47,8 @@ type PebbleOptions struct {
 	// Dir is where the backend makes its working directory, removed at
 	// Close; "" is os.TempDir().
 	Dir string
-	// Memory bounds the store's memory: half for the block cache, half for
+	// Memory bounds the backend's memory: half for the write-back cache of
+	// its states, a quarter for the store's block cache, a quarter for its
 	// memtables. 0 is DefaultPebbleMemory.
 	Memory int64
 }
@@ -73,6 +75,12 @@ type lsm struct {
 
 	mu    sync.Mutex
 	snaps map[*pebble.Snapshot]bool // taken and not yet released
+
+	// The write-back caches of the states that have one (lsmcache.go),
+	// their budget in bytes and what they use.
+	caches      []*rowCache
+	cacheBudget int64
+	cacheUsed   int64
 }
 
 // listMerger concatenates list rows: each operand is an element count
@@ -154,20 +162,28 @@ func openLSM(o PebbleOptions) (*lsm, error) {
 		_ = os.RemoveAll(dir)
 		return nil, err
 	}
-	return &lsm{db: db, dir: dir, mem: mem, snaps: map[*pebble.Snapshot]bool{}}, nil
+	return &lsm{db: db, dir: dir, mem: mem, snaps: map[*pebble.Snapshot]bool{}, cacheBudget: mem / 2}, nil
 }
 
 // openPebble opens (or creates) the database in dir with mem bytes of
 // memory.
+// Of the budget, the write-back caches take half, Pebble's block cache a
+// quarter, and its two memtables (one filling while the other flushes) an
+// eighth each.
 func openPebble(dir string, mem int64) (*pebble.DB, error) {
-	cache := pebble.NewCache(mem / 2)
+	cache := pebble.NewCache(mem / 4)
 	defer cache.Unref()
+	// Bloom filters on every level: state reads are point reads, and
+	// most of a cache miss's probes are of files without the key.
+	var levels [len(pebble.Options{}.Levels)]pebble.LevelOptions
+	for i := range levels {
+		levels[i].FilterPolicy = bloom.FilterPolicy(10)
+	}
 	db, err := pebble.Open(dir, &pebble.Options{
-		Cache:      cache,
-		DisableWAL: true,
-		// Two memtables of a quarter of the budget each: one filling while
-		// the other flushes.
-		MemTableSize:                uint64(mem / 4),
+		Levels:                      levels,
+		Cache:                       cache,
+		DisableWAL:                  true,
+		MemTableSize:                uint64(mem / 8),
 		MemTableStopWritesThreshold: 2,
 		Merger:                      listMerger,
 		Logger:                      quietLogger{},

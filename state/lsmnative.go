@@ -62,6 +62,7 @@ func (b *KeyedBackend[K]) NativeSnapshot(checkpointID int64) (*NativeSnapshot, e
 	if b.lsm == nil {
 		return nil, fmt.Errorf("state: a native snapshot needs a backend created WithPebble")
 	}
+	b.lsm.flushCaches(false)
 	if err := b.lsm.db.Flush(); err != nil {
 		return nil, fmt.Errorf("state: native snapshot of checkpoint %d: flushing: %w", checkpointID, err)
 	}
@@ -177,7 +178,7 @@ func (b *KeyedBackend[K]) adopt(h *keyedHeader, blocks []keyedBlock, src *pebble
 	_ = os.RemoveAll(old.dir)
 	// The snapshot's directory is the database now (it is open: it
 	// cannot be renamed): Close removes it, native snapshots go beside it.
-	b.lsm = &lsm{db: src, dir: dir, mem: old.mem, snaps: map[*pebble.Snapshot]bool{}}
+	b.lsm = &lsm{db: src, dir: dir, mem: old.mem, snaps: map[*pebble.Snapshot]bool{}, cacheBudget: old.cacheBudget}
 	// Rows of key groups outside want (keys start with the key group,
 	// two bytes big-endian, below 0x8000).
 	if want.Start > 0 {

@@ -22,6 +22,9 @@ type lsmState[K comparable] struct {
 	inf   stateInfo
 	id    uint16
 	isMap bool
+	// cache is the write-back cache of a state of one row per key and
+	// namespace (value, reducing, aggregating); nil for lists and maps.
+	cache *rowCache
 	// types names the handle's type parameters, so that registering the
 	// name again with other types fails as it does on the heap.
 	types reflect.Type
@@ -40,6 +43,9 @@ func (s *lsmState[K]) capture() stateView {
 }
 
 func (s *lsmState[K]) restoreGroup(kgIdx, n int, data []byte) error {
+	if s.cache != nil {
+		s.b.lsm.flushCaches(true) // nothing cached may shadow the rows
+	}
 	batch := s.b.lsm.db.NewBatch()
 	defer batch.Close()
 	var base, row []byte
@@ -84,7 +90,11 @@ func registerLSM[K comparable, H any](b *KeyedBackend[K], inf stateInfo, isMap b
 		return nil, fmt.Errorf("state: more than %d states in one backend", math.MaxUint16)
 	}
 	st, err := register(b, inf, func() *lsmState[K] {
-		return &lsmState[K]{b: b, inf: inf, id: uint16(idx), isMap: isMap, types: types, restoreEntry: restoreEntry}
+		s := &lsmState[K]{b: b, inf: inf, id: uint16(idx), isMap: isMap, types: types, restoreEntry: restoreEntry}
+		if k := inf.kind; k == kindValue || k == kindReducing || k == kindAggregating {
+			s.cache = newRowCache(b.lsm)
+		}
+		return s
 	})
 	if err != nil {
 		return nil, err
@@ -385,6 +395,9 @@ func (h *lsmHandle[K, N]) ClearAllNamespaces() {
 
 // scan calls fn with every row whose key starts with p.
 func (h *lsmHandle[K, N]) scan(p []byte, fn func(k, v []byte)) {
+	if h.st.cache != nil {
+		h.st.b.lsm.flushCaches(false)
+	}
 	it, err := h.db().NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: prefixEnd(p)})
 	if err != nil {
 		fail(err)
@@ -403,18 +416,29 @@ func (h *lsmHandle[K, N]) scan(p []byte, fn func(k, v []byte)) {
 }
 
 func (h *lsmHandle[K, N]) deletePrefix(p []byte) {
+	if h.st.cache != nil {
+		h.st.cache.dropPrefix(p)
+	}
 	if err := h.db().DeleteRange(p, prefixEnd(p), pebble.NoSync); err != nil {
 		fail(err)
 	}
 }
 
 func (h *lsmHandle[K, N]) set(k, v []byte) {
+	if c := h.st.cache; c != nil {
+		c.put(k, v, false, true)
+		return
+	}
 	if err := h.db().Set(k, v, pebble.NoSync); err != nil {
 		fail(err)
 	}
 }
 
 func (h *lsmHandle[K, N]) delete(k []byte) {
+	if c := h.st.cache; c != nil {
+		c.put(k, nil, true, true)
+		return
+	}
 	if err := h.db().Delete(k, pebble.NoSync); err != nil {
 		fail(err)
 	}
@@ -428,12 +452,23 @@ func (h *lsmHandle[K, N]) merge(k, v []byte) {
 
 // getRaw returns a copy of row k's value, and false if there is none.
 func (h *lsmHandle[K, N]) getRaw(k []byte) ([]byte, bool) {
+	if c := h.st.cache; c != nil {
+		if v, absent, ok := c.get(k); ok {
+			return append([]byte(nil), v...), !absent
+		}
+	}
 	v, closer, err := h.db().Get(k)
 	if errors.Is(err, pebble.ErrNotFound) {
+		if c := h.st.cache; c != nil {
+			c.put(k, nil, true, false)
+		}
 		return nil, false
 	}
 	if err != nil {
 		fail(err)
+	}
+	if c := h.st.cache; c != nil {
+		c.put(k, v, false, false)
 	}
 	v = append([]byte(nil), v...)
 	_ = closer.Close()
@@ -444,12 +479,31 @@ func (h *lsmHandle[K, N]) getRaw(k []byte) ([]byte, bool) {
 // none.
 func lsmGet[K, N comparable, T any](h *lsmHandle[K, N], k []byte, dec func([]byte) (T, error)) (T, bool) {
 	var zero T
+	c := h.st.cache
+	if c != nil {
+		if v, absent, ok := c.get(k); ok {
+			if absent {
+				return zero, false
+			}
+			t, err := dec(v)
+			if err != nil {
+				fail(err)
+			}
+			return t, true
+		}
+	}
 	v, closer, err := h.db().Get(k)
 	if errors.Is(err, pebble.ErrNotFound) {
+		if c != nil {
+			c.put(k, nil, true, false)
+		}
 		return zero, false
 	}
 	if err != nil {
 		fail(err)
+	}
+	if c != nil {
+		c.put(k, v, false, false)
 	}
 	t, err := dec(v)
 	_ = closer.Close()

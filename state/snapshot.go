@@ -59,6 +59,9 @@ func (b *KeyedBackend[K]) Snapshot(checkpointID int64) *KeyedSnapshot {
 // snapshot is Snapshot; native leaves the states in the embedded LSM
 // store out of the blob, marked as such, for NativeSnapshot.
 func (b *KeyedBackend[K]) snapshot(checkpointID int64, native bool) *KeyedSnapshot {
+	if b.lsm != nil {
+		b.lsm.flushCaches(false) // the store holds every row from here
+	}
 	s := &KeyedSnapshot{
 		checkpointID: checkpointID,
 		maxP:         b.maxP,

@@ -59,9 +59,54 @@ synchronous part of a snapshot of --snapshot-keys keys.`,
 	f.IntVar(&c.Partitions, "partitions", c.Partitions, "datagen partitions")
 	f.DurationVar(&c.Checkpoint, "checkpoint", c.Checkpoint, "checkpoint interval")
 	f.IntVar(&snapshotKeys, "snapshot-keys", 1_000_000, "keys in the snapshot measured")
-	cmd.AddCommand(ks, newBenchBackpressureCmd())
+	cmd.AddCommand(ks, newBenchBackpressureCmd(), newBenchStateCmd())
 	return cmd
 }
+
+func newBenchStateCmd() *cobra.Command {
+	c := bench.DefaultState()
+	cmd := &cobra.Command{
+		Use:   "state",
+		Short: "The keyed sum over many keys on each state backend: heap, pebble, pebble with incremental checkpoints",
+		Long: `state runs datagen → keyBy → running sum in keyed value state → discarding
+sink over --keys distinct keys, checkpointing every --checkpoint to a
+temporary directory, once on each state backend: hashmap (the heap), pebble
+with full checkpoints, and pebble with incremental ones
+(execution.checkpointing.incremental). It prints each run's throughput, its
+CPU time per million records, and its last checkpoint: duration, the full
+size of the state it names, and what it wrote itself.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if c.Records < 1 || c.Keys < 1 || c.Parallelism < 1 || c.Partitions < 1 || c.Checkpoint <= 0 {
+				return fmt.Errorf("--records, --keys, --parallelism and --partitions must be at least 1, --checkpoint positive")
+			}
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "state: %d records, %d keys, parallelism %d, checkpoints every %v, pebble memory %s per subtask\n",
+				c.Records, c.Keys, c.Parallelism, c.Checkpoint, c.Memory)
+			fmt.Fprintf(out, "  %-26s %12s %12s %6s %10s %12s %12s\n", "backend", "records/s", "CPU s/M rec", "ckpts", "last ckpt", "full", "written")
+			for _, b := range bench.StateBackends {
+				r, err := bench.RunState(cmd.Context(), c, b.Config)
+				if err != nil {
+					return fmt.Errorf("%s: %w", b.Name, err)
+				}
+				fmt.Fprintf(out, "  %-26s %12.0f %12.3f %6d %10v %12s %12s\n", b.Name, r.PerSecond(),
+					r.CPU.Seconds()/(float64(r.Records)/1e6), r.Checkpoints, r.LastDuration.Round(time.Millisecond), mib(r.LastFull), mib(r.LastWritten))
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.Int64Var(&c.Records, "records", c.Records, "records to process")
+	f.Int64Var(&c.Keys, "keys", c.Keys, "distinct keys")
+	f.IntVar(&c.Parallelism, "parallelism", c.Parallelism, "parallelism of the job")
+	f.IntVar(&c.Partitions, "partitions", c.Partitions, "datagen partitions")
+	f.DurationVar(&c.Checkpoint, "checkpoint", c.Checkpoint, "checkpoint interval")
+	f.StringVar(&c.Memory, "memory", c.Memory, "pebble memory per keyed subtask (state.backend.pebble.memory)")
+	return cmd
+}
+
+// mib formats a byte count in MiB.
+func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 
 func newBenchBackpressureCmd() *cobra.Command {
 	c := bench.DefaultBackpressure()
