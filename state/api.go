@@ -155,23 +155,28 @@ type AggregatingStateNS[N comparable, IN, OUT any] interface {
 }
 
 // ValueDescriptor names a value state. A nil Codec means codec.For[T]().
+// A non-nil TTL gives its values a time to live.
 type ValueDescriptor[T any] struct {
 	Name  string
 	Codec codec.Codec[T]
+	TTL   *TTLConfig
 }
 
 // ListDescriptor names a list state. Codec encodes one element; nil means
-// codec.For[T]().
+// codec.For[T](). A non-nil TTL gives each element a time to live.
 type ListDescriptor[T any] struct {
 	Name  string
 	Codec codec.Codec[T]
+	TTL   *TTLConfig
 }
 
-// MapDescriptor names a map state. Nil codecs mean codec.For.
+// MapDescriptor names a map state. Nil codecs mean codec.For. A non-nil
+// TTL gives each entry a time to live.
 type MapDescriptor[UK comparable, UV any] struct {
 	Name       string
 	KeyCodec   codec.Codec[UK]
 	ValueCodec codec.Codec[UV]
+	TTL        *TTLConfig
 }
 
 // ReducingDescriptor names a reducing state and its reduce function. A nil
@@ -181,6 +186,8 @@ type ReducingDescriptor[T any] struct {
 	Name   string
 	Codec  codec.Codec[T]
 	Reduce func(acc, v T) T
+	// TTL, if set, gives the reduced value a time to live.
+	TTL *TTLConfig
 }
 
 // AggregatingDescriptor names an aggregating state, its function, and the
@@ -189,6 +196,8 @@ type AggregatingDescriptor[IN, ACC, OUT any] struct {
 	Name     string
 	Function AggregateFunction[IN, ACC, OUT]
 	AccCodec codec.Codec[ACC]
+	// TTL, if set, gives the accumulator a time to live.
+	TTL *TTLConfig
 }
 
 // VoidNamespace is the namespace of user-facing keyed state.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"time"
 
 	"github.com/weirstream/weir/codec"
 	"github.com/weirstream/weir/config"
@@ -50,6 +51,9 @@ type KeyedBackend[K comparable] struct {
 	// lsm holds the states of a backend created WithPebble; nil keeps
 	// them on the heap.
 	lsm *lsm
+	// now is the processing time, in Unix milliseconds, that times to
+	// live follow.
+	now func() int64
 
 	states []keyedState
 	byName map[string]int
@@ -64,6 +68,7 @@ type backendConfig struct {
 	hasher    any
 	shardSize int
 	pebble    *PebbleOptions
+	now       func() int64
 }
 
 // WithKeyHasher sets the function that hashes keys to key groups. The
@@ -129,6 +134,10 @@ func NewKeyedBackend[K comparable](keyCodec codec.Codec[K], maxParallelism int, 
 		b.hasher = h
 	default:
 		return nil, fmt.Errorf("state: WithKeyHasher got %T, want func(%v) uint32", h, reflect.TypeFor[K]())
+	}
+	b.now = cfg.now
+	if b.now == nil {
+		b.now = func() int64 { return time.Now().UnixMilli() }
 	}
 	if cfg.pebble != nil {
 		l, err := openLSM(*cfg.pebble)
@@ -240,13 +249,20 @@ type stateInfo struct {
 	name       string
 	kind       stateKind
 	namespaced bool
+	// ttl marks a state with a time to live: its values carry the time
+	// they were last written (or read), so it restores only as such.
+	ttl bool
 }
 
 func (i stateInfo) String() string {
+	s := fmt.Sprintf("%s state %q", i.kind, i.name)
 	if i.namespaced {
-		return fmt.Sprintf("%s state %q (namespaced)", i.kind, i.name)
+		s += " (namespaced)"
 	}
-	return fmt.Sprintf("%s state %q", i.kind, i.name)
+	if i.ttl {
+		s += " (with a time to live)"
+	}
+	return s
 }
 
 // keyedState is a state as the backend sees it: something to snapshot and

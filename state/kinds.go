@@ -18,7 +18,14 @@ import (
 
 // Value registers a ValueState.
 func Value[K comparable, T any](b *KeyedBackend[K], d ValueDescriptor[T]) (ValueState[T], error) {
-	inf := stateInfo{d.Name, kindValue, false}
+	if d.TTL != nil {
+		return ttlValueOf(b, d)
+	}
+	return valueOf(b, d, false)
+}
+
+func valueOf[K comparable, T any](b *KeyedBackend[K], d ValueDescriptor[T], ttl bool) (ValueState[T], error) {
+	inf := stateInfo{d.Name, kindValue, false, ttl}
 	c, err := orFor(d.Codec)
 	if err != nil {
 		return nil, fmt.Errorf("state: %v: %w", inf, err)
@@ -42,7 +49,10 @@ func Value[K comparable, T any](b *KeyedBackend[K], d ValueDescriptor[T]) (Value
 // ValueNS registers a namespaced ValueState. A nil nsCodec means
 // codec.For[N]().
 func ValueNS[K, N comparable, T any](b *KeyedBackend[K], nsCodec codec.Codec[N], d ValueDescriptor[T]) (ValueStateNS[N, T], error) {
-	inf := stateInfo{d.Name, kindValue, true}
+	inf := stateInfo{d.Name, kindValue, true, false}
+	if d.TTL != nil {
+		return nil, fmt.Errorf("state: %v: a time to live on namespaced state is not implemented", inf)
+	}
 	nc, c, err := codecs2(inf, nsCodec, d.Codec)
 	if err != nil {
 		return nil, err
@@ -65,7 +75,14 @@ func ValueNS[K, N comparable, T any](b *KeyedBackend[K], nsCodec codec.Codec[N],
 
 // List registers a ListState.
 func List[K comparable, T any](b *KeyedBackend[K], d ListDescriptor[T]) (ListState[T], error) {
-	inf := stateInfo{d.Name, kindList, false}
+	if d.TTL != nil {
+		return ttlListOf(b, d)
+	}
+	return listOf(b, d, false)
+}
+
+func listOf[K comparable, T any](b *KeyedBackend[K], d ListDescriptor[T], ttl bool) (ListState[T], error) {
+	inf := stateInfo{d.Name, kindList, false, ttl}
 	c, err := orFor(d.Codec)
 	if err != nil {
 		return nil, fmt.Errorf("state: %v: %w", inf, err)
@@ -88,7 +105,10 @@ func List[K comparable, T any](b *KeyedBackend[K], d ListDescriptor[T]) (ListSta
 
 // ListNS registers a namespaced ListState.
 func ListNS[K, N comparable, T any](b *KeyedBackend[K], nsCodec codec.Codec[N], d ListDescriptor[T]) (ListStateNS[N, T], error) {
-	inf := stateInfo{d.Name, kindList, true}
+	inf := stateInfo{d.Name, kindList, true, false}
+	if d.TTL != nil {
+		return nil, fmt.Errorf("state: %v: a time to live on namespaced state is not implemented", inf)
+	}
 	nc, c, err := codecs2(inf, nsCodec, d.Codec)
 	if err != nil {
 		return nil, err
@@ -111,7 +131,14 @@ func ListNS[K, N comparable, T any](b *KeyedBackend[K], nsCodec codec.Codec[N], 
 
 // Map registers a MapState.
 func Map[K, UK comparable, UV any](b *KeyedBackend[K], d MapDescriptor[UK, UV]) (MapState[UK, UV], error) {
-	inf := stateInfo{d.Name, kindMap, false}
+	if d.TTL != nil {
+		return ttlMapOf(b, d)
+	}
+	return mapOf(b, d, false)
+}
+
+func mapOf[K, UK comparable, UV any](b *KeyedBackend[K], d MapDescriptor[UK, UV], ttl bool) (MapState[UK, UV], error) {
+	inf := stateInfo{d.Name, kindMap, false, ttl}
 	kc, vc, err := codecs2(inf, d.KeyCodec, d.ValueCodec)
 	if err != nil {
 		return nil, err
@@ -134,7 +161,10 @@ func Map[K, UK comparable, UV any](b *KeyedBackend[K], d MapDescriptor[UK, UV]) 
 
 // MapNS registers a namespaced MapState.
 func MapNS[K, N, UK comparable, UV any](b *KeyedBackend[K], nsCodec codec.Codec[N], d MapDescriptor[UK, UV]) (MapStateNS[N, UK, UV], error) {
-	inf := stateInfo{d.Name, kindMap, true}
+	inf := stateInfo{d.Name, kindMap, true, false}
+	if d.TTL != nil {
+		return nil, fmt.Errorf("state: %v: a time to live on namespaced state is not implemented", inf)
+	}
 	kc, vc, err := codecs2(inf, d.KeyCodec, d.ValueCodec)
 	if err != nil {
 		return nil, err
@@ -161,7 +191,14 @@ func MapNS[K, N, UK comparable, UV any](b *KeyedBackend[K], nsCodec codec.Codec[
 
 // Reducing registers a ReducingState.
 func Reducing[K comparable, T any](b *KeyedBackend[K], d ReducingDescriptor[T]) (ReducingState[T], error) {
-	inf := stateInfo{d.Name, kindReducing, false}
+	if d.TTL != nil {
+		return ttlReducingOf(b, d)
+	}
+	return reducingOf(b, d, false)
+}
+
+func reducingOf[K comparable, T any](b *KeyedBackend[K], d ReducingDescriptor[T], ttl bool) (ReducingState[T], error) {
+	inf := stateInfo{d.Name, kindReducing, false, ttl}
 	if d.Reduce == nil {
 		return nil, fmt.Errorf("state: %v needs a Reduce function", inf)
 	}
@@ -187,7 +224,10 @@ func Reducing[K comparable, T any](b *KeyedBackend[K], d ReducingDescriptor[T]) 
 
 // ReducingNS registers a namespaced ReducingState.
 func ReducingNS[K, N comparable, T any](b *KeyedBackend[K], nsCodec codec.Codec[N], d ReducingDescriptor[T]) (ReducingStateNS[N, T], error) {
-	inf := stateInfo{d.Name, kindReducing, true}
+	inf := stateInfo{d.Name, kindReducing, true, false}
+	if d.TTL != nil {
+		return nil, fmt.Errorf("state: %v: a time to live on namespaced state is not implemented", inf)
+	}
 	if d.Reduce == nil {
 		return nil, fmt.Errorf("state: %v needs a Reduce function", inf)
 	}
@@ -213,7 +253,14 @@ func ReducingNS[K, N comparable, T any](b *KeyedBackend[K], nsCodec codec.Codec[
 
 // Aggregating registers an AggregatingState.
 func Aggregating[K comparable, IN, ACC, OUT any](b *KeyedBackend[K], d AggregatingDescriptor[IN, ACC, OUT]) (AggregatingState[IN, OUT], error) {
-	inf := stateInfo{d.Name, kindAggregating, false}
+	if d.TTL != nil {
+		return ttlAggregatingOf(b, d)
+	}
+	return aggregatingOf(b, d, false)
+}
+
+func aggregatingOf[K comparable, IN, ACC, OUT any](b *KeyedBackend[K], d AggregatingDescriptor[IN, ACC, OUT], ttl bool) (AggregatingState[IN, OUT], error) {
+	inf := stateInfo{d.Name, kindAggregating, false, ttl}
 	if d.Function == nil {
 		return nil, fmt.Errorf("state: %v needs a Function", inf)
 	}
@@ -239,7 +286,10 @@ func Aggregating[K comparable, IN, ACC, OUT any](b *KeyedBackend[K], d Aggregati
 
 // AggregatingNS registers a namespaced AggregatingState.
 func AggregatingNS[K, N comparable, IN, ACC, OUT any](b *KeyedBackend[K], nsCodec codec.Codec[N], d AggregatingDescriptor[IN, ACC, OUT]) (AggregatingStateNS[N, IN, OUT], error) {
-	inf := stateInfo{d.Name, kindAggregating, true}
+	inf := stateInfo{d.Name, kindAggregating, true, false}
+	if d.TTL != nil {
+		return nil, fmt.Errorf("state: %v: a time to live on namespaced state is not implemented", inf)
+	}
 	if d.Function == nil {
 		return nil, fmt.Errorf("state: %v needs a Function", inf)
 	}

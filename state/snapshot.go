@@ -180,6 +180,8 @@ const (
 	// flagInLSM marks a state of a native snapshot whose entries are in
 	// the embedded LSM store's files, not in the blob's blocks.
 	flagInLSM = 2
+	// flagTTL marks a state with a time to live.
+	flagTTL = 4
 )
 
 func appendStateInfo(dst []byte, inf stateInfo, inLSM bool) []byte {
@@ -191,6 +193,9 @@ func appendStateInfo(dst []byte, inf stateInfo, inLSM bool) []byte {
 	if inLSM {
 		flags |= flagInLSM
 	}
+	if inf.ttl {
+		flags |= flagTTL
+	}
 	return append(dst, byte(inf.kind), flags)
 }
 
@@ -198,10 +203,10 @@ func (d *decoder) stateInfo() (stateInfo, bool) {
 	name := string(d.bytes())
 	kind := stateKind(d.byte())
 	flags := d.byte()
-	if d.err == nil && (kind < kindValue || kind > kindTimers || flags > flagNamespaced|flagInLSM || flags&flagInLSM != 0 && kind == kindTimers) {
+	if d.err == nil && (kind < kindValue || kind > kindTimers || flags > flagNamespaced|flagInLSM|flagTTL || flags&(flagInLSM|flagTTL) != 0 && kind == kindTimers) {
 		d.err = corrupt("state %q has kind %d, flags %#x", name, kind, flags)
 	}
-	return stateInfo{name: name, kind: kind, namespaced: flags&flagNamespaced != 0}, flags&flagInLSM != 0
+	return stateInfo{name: name, kind: kind, namespaced: flags&flagNamespaced != 0, ttl: flags&flagTTL != 0}, flags&flagInLSM != 0
 }
 
 // KeyedSnapshotInfo describes a serialized keyed snapshot, as read from its

@@ -84,7 +84,7 @@ type timerQueue[K, N comparable] struct {
 // NewTimers registers a timer queue named name in b. A nil nsCodec means
 // codec.For[N](). Registering the same name again returns the same queue.
 func NewTimers[K, N comparable](b *KeyedBackend[K], name string, nsCodec codec.Codec[N]) (*Timers[K, N], error) {
-	inf := stateInfo{name, kindTimers, true}
+	inf := stateInfo{name, kindTimers, true, false}
 	nc, err := orFor(nsCodec)
 	if err != nil {
 		return nil, fmt.Errorf("state: %v: namespace: %w", inf, err)

@@ -56,29 +56,48 @@ type RuntimeContext[K comparable] struct {
 	oc                   *runtime.OperatorContext
 }
 
+// StateOption configures a keyed state a function registers.
+type StateOption func(*stateOptions)
+
+type stateOptions struct{ ttl *state.TTLConfig }
+
+// WithTTL gives the state's values a time to live, in processing time
+// (Flink's StateTtlConfig; see state.TTLConfig).
+func WithTTL(c state.TTLConfig) StateOption {
+	return func(o *stateOptions) { o.ttl = &c }
+}
+
+func stateOpts(opts []StateOption) stateOptions {
+	var o stateOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	return o
+}
+
 // ValueState returns the keyed value state called name.
-func ValueState[T any, K comparable](rc *RuntimeContext[K], name string) (state.ValueState[T], error) {
-	return state.Value(rc.backend, state.ValueDescriptor[T]{Name: name})
+func ValueState[T any, K comparable](rc *RuntimeContext[K], name string, opts ...StateOption) (state.ValueState[T], error) {
+	return state.Value(rc.backend, state.ValueDescriptor[T]{Name: name, TTL: stateOpts(opts).ttl})
 }
 
 // ListState returns the keyed list state called name.
-func ListState[T any, K comparable](rc *RuntimeContext[K], name string) (state.ListState[T], error) {
-	return state.List(rc.backend, state.ListDescriptor[T]{Name: name})
+func ListState[T any, K comparable](rc *RuntimeContext[K], name string, opts ...StateOption) (state.ListState[T], error) {
+	return state.List(rc.backend, state.ListDescriptor[T]{Name: name, TTL: stateOpts(opts).ttl})
 }
 
 // MapState returns the keyed map state called name.
-func MapState[UK comparable, UV any, K comparable](rc *RuntimeContext[K], name string) (state.MapState[UK, UV], error) {
-	return state.Map(rc.backend, state.MapDescriptor[UK, UV]{Name: name})
+func MapState[UK comparable, UV any, K comparable](rc *RuntimeContext[K], name string, opts ...StateOption) (state.MapState[UK, UV], error) {
+	return state.Map(rc.backend, state.MapDescriptor[UK, UV]{Name: name, TTL: stateOpts(opts).ttl})
 }
 
 // ReducingState returns the keyed reducing state called name.
-func ReducingState[T any, K comparable](rc *RuntimeContext[K], name string, reduce func(acc, v T) T) (state.ReducingState[T], error) {
-	return state.Reducing(rc.backend, state.ReducingDescriptor[T]{Name: name, Reduce: reduce})
+func ReducingState[T any, K comparable](rc *RuntimeContext[K], name string, reduce func(acc, v T) T, opts ...StateOption) (state.ReducingState[T], error) {
+	return state.Reducing(rc.backend, state.ReducingDescriptor[T]{Name: name, Reduce: reduce, TTL: stateOpts(opts).ttl})
 }
 
 // AggregatingState returns the keyed aggregating state called name.
-func AggregatingState[IN, ACC, OUT any, K comparable](rc *RuntimeContext[K], name string, f state.AggregateFunction[IN, ACC, OUT]) (state.AggregatingState[IN, OUT], error) {
-	return state.Aggregating(rc.backend, state.AggregatingDescriptor[IN, ACC, OUT]{Name: name, Function: f})
+func AggregatingState[IN, ACC, OUT any, K comparable](rc *RuntimeContext[K], name string, f state.AggregateFunction[IN, ACC, OUT], opts ...StateOption) (state.AggregatingState[IN, OUT], error) {
+	return state.Aggregating(rc.backend, state.AggregatingDescriptor[IN, ACC, OUT]{Name: name, Function: f, TTL: stateOpts(opts).ttl})
 }
 
 // Context is a keyed function's view of the record or timer at hand.

@@ -72,7 +72,7 @@ func (k *Keyed[K, N]) Open(ctx *runtime.OperatorContext) error {
 	// were before the failure.
 	k.watermark = ctx.Watermark
 	kgs := ctx.KeyGroups
-	opts := []state.BackendOption{state.WithKeyHasher(k.Hasher)}
+	opts := []state.BackendOption{state.WithKeyHasher(k.Hasher), state.WithProcessingTime(func() int64 { return ctx.Now().UnixMilli() })}
 	if ks := ctx.KeyedState; ks.Backend.EmbeddedLSM() {
 		opts = append(opts, state.WithPebble(state.PebbleOptions{Dir: ks.Dir, Memory: ks.Memory}))
 	}
