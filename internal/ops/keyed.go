@@ -144,7 +144,7 @@ func (k *Keyed[K, N]) restore(ctx *runtime.OperatorContext) error {
 		if err := k.Backend.RestoreNative(bytes.NewReader(data), dir, ctx.KeyGroups); err != nil {
 			return err
 		}
-		if adopts {
+		if adopts && r.Own {
 			k.recordUploads(r.CheckpointID, files)
 		}
 	}

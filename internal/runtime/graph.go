@@ -205,7 +205,8 @@ func (tc *TaskContext) OperatorContext(uid, name string) *OperatorContext {
 	}
 	if t.restore != nil {
 		if st, ok := t.restore.Metadata.Operator(uid); ok {
-			oc.Restored = &Restored{CheckpointID: t.restore.Metadata.CheckpointID, State: st, Store: t.restore.Store}
+			oc.Restored = &Restored{CheckpointID: t.restore.Metadata.CheckpointID, State: st, Store: t.restore.Store,
+				Own: t.restore.Metadata.JobID == t.opts.jobID && t.restore.Metadata.Kind == checkpoint.KindCheckpoint}
 			if t.opts.faults != nil {
 				oc.Restored.Store = &faultReader{under: t.restore.Store, t: t, uid: uid, id: oc.Restored.CheckpointID}
 			}

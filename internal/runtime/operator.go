@@ -93,6 +93,10 @@ type Restored struct {
 	CheckpointID int64
 	State        *checkpoint.OperatorState
 	Store        StateReader
+	// Own says this job wrote the checkpoint (a failover's restore, not a
+	// resume of another job's): only then may its files be named by this
+	// job's checkpoints.
+	Own bool
 }
 
 // KeyedHandles returns the keyed state handles that overlap kg.
