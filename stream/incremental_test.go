@@ -136,6 +136,11 @@ func TestIncrementalCheckpoints(t *testing.T) {
 		}
 		if len(stray) > 0 {
 			slices.Sort(stray)
+			for _, info := range infos {
+				if _, err := st.ReadMetadata(context.Background(), st.CheckpointPath(info.ID)); err != nil {
+					t.Logf("%s: checkpoint %d: %v", name, info.ID, err)
+				}
+			}
 			t.Fatalf("%s: %d files in the checkpoint directory that no retained checkpoint names, e.g. %v", name, len(stray), stray[:min(len(stray), 5)])
 		}
 		if left, err := os.ReadDir(local); err != nil || len(left) > 0 {

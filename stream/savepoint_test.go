@@ -507,3 +507,113 @@ func recordsByKey(gen func(p int, seq int64) rec, partitions int, perPartition i
 	}
 	return records
 }
+
+// TestSavepointFaults fails a savepoint in each of the ways it can fail —
+// a subtask's write of its state into the savepoint, the savepoint's
+// _metadata, a subtask failing in the savepoint's synchronous part, one
+// failing while it writes — on each state backend. The savepoint must be
+// reported failed and leave nothing behind, the job must go on (restarting
+// the failed subtasks), a second savepoint must succeed, and the job
+// resumed from it must give every record's sum exactly once.
+func TestSavepointFaults(t *testing.T) {
+	const partitions, perPartition = 2, 3000
+	gen := func(p int, seq int64) rec {
+		return rec{Key: fmt.Sprintf("k%d", datagen.Mix(13, p, seq)%300), Value: int64(p) + 2*seq + 1, P: p, Seq: seq}
+	}
+	for _, tc := range []struct {
+		name  string
+		point stream.FaultPoint
+		opts  []streamtest.FaultOption
+	}{
+		{"state-write", stream.FaultStorageWrite, []streamtest.FaultOption{streamtest.OnPath("savepoint-*/sum-1-keyed")}},
+		{"metadata-write", stream.FaultStorageWrite, []streamtest.FaultOption{streamtest.OnPath("savepoint-*/_metadata")}},
+		{"sync-failure", stream.FaultSync, []streamtest.FaultOption{streamtest.OnVertex("sum"), streamtest.OnSubtask(0)}},
+		{"async-failure", stream.FaultAsync, []streamtest.FaultOption{streamtest.OnVertex("sum"), streamtest.OnSubtask(1)}},
+	} {
+		for _, backend := range []string{"hashmap", "pebble"} {
+			t.Run(tc.name+"/"+backend, func(t *testing.T) {
+				sink := streamtest.NewCollector[KeyedSum](true)
+				spDir, local := t.TempDir(), t.TempDir()
+				faults := streamtest.NewFaults()
+				// Checkpoints every hour: the savepoint is the only
+				// snapshot the faults can hit.
+				broken := faults.Add(tc.point, streamtest.Fail(nil), append(tc.opts, streamtest.Times(1))...)
+				start := func(ctx context.Context, jobID string, rate float64, extra ...string) *stream.JobClient {
+					conf := append([]string{"parallelism.default=2", "execution.checkpointing.interval=1 h",
+						"execution.checkpointing.dir=" + t.TempDir(), "execution.checkpointing.savepoint-dir=" + spDir,
+						"execution.checkpointing.data-inline-threshold=0 b", "state.backend.type=" + backend,
+						"state.backend.pebble.localdir=" + local,
+						"restart-strategy.type=fixed-delay", "restart-strategy.fixed-delay.attempts=5", "restart-strategy.fixed-delay.delay=0 ms"}, extra...)
+					env, err := stream.NewEnvironment(stream.WithConfig(mustConfig(t, conf...)), stream.WithLogger(quiet), stream.WithJobID(jobID), faults.Option())
+					if err != nil {
+						t.Fatal(err)
+					}
+					src, _ := datagen.New(gen, datagen.Partitions(partitions), datagen.Count(perPartition), datagen.BatchSize(10), datagen.RatePerSecond(rate))
+					in := stream.FromSource(env, src, "numbers", stream.NoWatermarks[rec]())
+					sums := stream.Process(stream.KeyBy(in, func(r rec) string { return r.Key }), stream.KeyedProcessFunction[string, rec, KeyedSum](&runningSum{}), stream.Uid("sum"))
+					stream.SinkTo(sums, sink, stream.Uid("sink"))
+					c, err := env.ExecuteAsync(ctx, "savepoint-faults")
+					if err != nil {
+						t.Fatal(err)
+					}
+					return c
+				}
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				first := start(ctx, "first", 1500)
+				waitRecords := func(n int64) {
+					t.Helper()
+					for first.Metrics().RecordsIn < n {
+						select {
+						case <-first.Done():
+							t.Fatalf("the job ended (%v) before reading %d records: make the input longer", first.Wait(), n)
+						case <-time.After(time.Millisecond):
+						}
+					}
+				}
+				waitRecords(400)
+				if _, err := first.TriggerSavepoint(context.Background(), ""); err == nil {
+					t.Fatal("a savepoint that could not be taken succeeded")
+				}
+				if !broken.Fired() {
+					t.Fatal("the fault never fired: the test shows nothing")
+				}
+				// The job goes on, after restarting the failed subtasks
+				// (from the start: it has no checkpoint); a savepoint is
+				// refused while it restarts.
+				var path string
+				for deadline := time.Now().Add(time.Minute); ; {
+					p, err := first.TriggerSavepoint(context.Background(), "")
+					if err == nil {
+						path = p
+						break
+					}
+					if !strings.Contains(err.Error(), "not all subtasks are running") || time.Now().After(deadline) {
+						t.Fatalf("the second savepoint: %v", err)
+					}
+					time.Sleep(5 * time.Millisecond)
+				}
+				cancel()
+				<-first.Done()
+				if entries, _ := os.ReadDir(spDir); len(entries) != 1 {
+					var names []string
+					for _, e := range entries {
+						files, _ := os.ReadDir(filepath.Join(spDir, e.Name()))
+						names = append(names, fmt.Sprintf("%s (%d files, e.g. %v)", e.Name(), len(files), files[:min(len(files), 3)]))
+					}
+					t.Fatalf("the savepoint directory holds %v, want only the second savepoint (the failed one is deleted)", names)
+				}
+				second := start(context.Background(), "second", 0, "execution.state-recovery.path="+path)
+				if err := second.Wait(); err != nil {
+					t.Fatalf("the job resumed from the second savepoint: %v", err)
+				}
+				if err := checkRunningSums(sink.Results(), recordsByKey(gen, partitions, perPartition)); err != nil {
+					t.Fatal(err)
+				}
+				if left, err := os.ReadDir(local); err != nil || len(left) > 0 {
+					t.Fatalf("the pebble backend's directory holds %v after the jobs ended (%v)", left, err)
+				}
+			})
+		}
+	}
+}

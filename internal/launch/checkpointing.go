@@ -179,6 +179,12 @@ func retain(ctx context.Context, cp config.Checkpointing, st runtime.CheckpointS
 	keep := cp.ExternalizedRetention == config.RetainOnCancellation ||
 		(cp.ExternalizedRetention == config.DeleteOnCancellation && runErr != nil && !canceled)
 	if keep {
+		// What the retained checkpoints do not need: checkpoints that
+		// never completed (some subtask may have written into one after
+		// its abort's discard).
+		if err := bs.DiscardIncomplete(context.WithoutCancel(ctx)); err != nil {
+			log.Warn("discarding incomplete checkpoints at the end of the job", "err", err)
+		}
 		return
 	}
 	if err := bs.DiscardAll(context.WithoutCancel(ctx)); err != nil {

@@ -513,9 +513,7 @@ func (jm *JobMaster) Run(ctx context.Context) error {
 			jm.cancelAll(context.Cause(ctx))
 			jm.finishWrites()
 			jm.hist.set(StatusCanceled, jm.clock.Now())
-			if jm.coord != nil {
-				jm.coord.Stop(jm.clock.Now())
-			}
+			jm.stopCoordinator()
 			return context.Cause(ctx)
 		case <-jm.inbox.signal:
 		case <-jm.written.signal:
@@ -543,9 +541,7 @@ func (jm *JobMaster) Run(ctx context.Context) error {
 		if len(jm.finished) == len(jm.all) {
 			jm.hist.set(StatusFinished, jm.clock.Now())
 			jm.emit(Event{Kind: EventFinished})
-			if jm.coord != nil {
-				jm.coord.Stop(jm.clock.Now())
-			}
+			jm.stopCoordinator()
 			return nil
 		}
 	}
@@ -557,10 +553,27 @@ func (jm *JobMaster) abort(err error) error {
 	jm.cancelAll(err)
 	jm.hist.set(StatusFailed, jm.clock.Now())
 	jm.emit(Event{Kind: EventFailed, Err: err})
-	if jm.coord != nil {
-		jm.coord.Stop(jm.clock.Now())
-	}
+	jm.stopCoordinator()
 	return err
+}
+
+// stopCoordinator stops the checkpoint coordinator as the job ends, and
+// deletes what will never complete: the checkpoints it aborts (their
+// subtasks have ended) and the discards that waited for them.
+func (jm *JobMaster) stopCoordinator() {
+	if jm.coord == nil {
+		return
+	}
+	ctx := context.WithoutCancel(jm.ctx)
+	for _, o := range jm.coord.Stop(jm.clock.Now()) {
+		if a, ok := o.(coordinator.NotifyAbort); ok && jm.savepoints[a.ID] == nil {
+			jm.discard(ctx, a.ID, "discarding a checkpoint the job ended during")
+		}
+	}
+	for _, d := range jm.deferredDiscards {
+		jm.discard(ctx, d, "discarding checkpoint")
+	}
+	jm.deferredDiscards = nil
 }
 
 func (jm *JobMaster) cancelAll(cause error) { jm.stop(jm.all, cause) }
@@ -607,6 +620,10 @@ func (jm *JobMaster) Exited(ref TaskRef, err error) {
 }
 
 func (jm *JobMaster) taskExited(id checkpoint.TaskID, r *taskRun, err error) error {
+	if err != nil || r.canceled {
+		// After the failure is handled (which aborts what was pending).
+		defer jm.cleanUnacked(r)
+	}
 	if jm.tasks[id] != r || r.canceled {
 		return nil // an earlier attempt, canceled on purpose
 	}
@@ -631,6 +648,26 @@ func (jm *JobMaster) taskExited(id checkpoint.TaskID, r *taskRun, err error) err
 		return jm.perform(jm.ctx, acts)
 	}
 	return jm.fail(id, err, false)
+}
+
+// cleanUnacked deletes, once a subtask that failed or was canceled has
+// exited (so its snapshot writers are done), what it wrote for the
+// checkpoints and savepoints it was triggered for and never acknowledged
+// and that failed: their discards may have run while it still wrote.
+func (jm *JobMaster) cleanUnacked(r *taskRun) {
+	if jm.coord == nil {
+		return
+	}
+	for id := r.acked + 1; id <= r.triggered; id++ {
+		if w := jm.failedSavepoints[id]; w != nil {
+			jm.discardSavepoint(w, false)
+			continue
+		}
+		if jm.coord.IsPending(id) || jm.isRetained(id) || jm.savepoints[id] != nil {
+			continue
+		}
+		jm.discard(jm.ctx, id, "discarding what a failed subtask wrote for an aborted checkpoint")
+	}
 }
 
 // fail handles a subtask's failure: restart or give up. A global failure

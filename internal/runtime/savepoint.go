@@ -376,7 +376,11 @@ func (jm *JobMaster) endSavepoints() {
 		op.err = errors.New("the job ended before the checkpoint completed")
 		close(op.done)
 	}
+	// Failed savepoints once more, now that no subtask writes.
 	for _, w := range jm.failedSavepoints {
+		if err := w.Abort(context.Background()); err != nil {
+			jm.log.Warn("deleting a failed savepoint", "path", w.Path(), "err", err)
+		}
 		w.Close()
 	}
 	jm.failedSavepoints = nil

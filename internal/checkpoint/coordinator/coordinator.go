@@ -386,6 +386,10 @@ func (c *Coordinator) Invalid(now time.Time, id int64) []Output {
 // Stats returns a copy of the statistics.
 func (c *Coordinator) Stats() Snapshot { return c.stats.snapshot() }
 
+// IsPending reports whether checkpoint id is pending: triggered, and
+// neither completed nor aborted yet.
+func (c *Coordinator) IsPending(id int64) bool { return c.find(id) != nil }
+
 // Retained returns the ids of the retained completed checkpoints, oldest
 // first; the last is the one to recover from.
 func (c *Coordinator) Retained() []int64 {

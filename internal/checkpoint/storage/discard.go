@@ -65,6 +65,31 @@ func (s *Storage) Discard(ctx context.Context, ids ...int64) error {
 	return errors.Join(errs...)
 }
 
+// DiscardIncomplete deletes the checkpoints of the job that have no
+// _metadata: aborted ones whose state some subtask wrote after the abort's
+// discard, or that the job ended during. Call it when nothing writes into
+// the job's checkpoints any more (the job has ended): a checkpoint being
+// written is incomplete too. Files a completed checkpoint names are kept,
+// and so is a checkpoint whose _metadata is there but corrupt.
+func (s *Storage) DiscardIncomplete(ctx context.Context) error {
+	ids, err := s.checkpointIDs(ctx)
+	if err != nil {
+		return err
+	}
+	var incomplete []int64
+	for _, id := range ids {
+		// A corrupt _metadata is kept, for a person to look at.
+		_, err := s.st.stat(ctx, s.checkpointKey(id)+"/"+MetadataFile)
+		switch {
+		case isNotExist(err):
+			incomplete = append(incomplete, id)
+		case err != nil:
+			return err
+		}
+	}
+	return s.Discard(ctx, incomplete...)
+}
+
 // discardOne deletes checkpoint id, whose metadata named own, keeping the
 // files in live.
 func (s *Storage) discardOne(ctx context.Context, id int64, own, live map[string]bool) error {

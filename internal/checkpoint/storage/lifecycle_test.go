@@ -740,3 +740,30 @@ func TestSavepointWrittenFromOtherProcesses(t *testing.T) {
 		}
 	})
 }
+
+// TestDiscardIncomplete deletes the checkpoints without a _metadata (one
+// whose state was written after its abort, say) and keeps the complete
+// ones, the files of an incomplete one that a complete one names, and a
+// checkpoint whose _metadata is corrupt.
+func TestDiscardIncomplete(t *testing.T) {
+	forBackends(t, func(t *testing.T, be *backend) {
+		ctx := context.Background()
+		s := be.open(t)
+		for id := int64(1); id <= 4; id++ {
+			writeCheckpoint(t, s, id, 30<<10)
+		}
+		be.remove(t, "chk-2/"+MetadataFile)
+		be.mutate(t, "chk-4/"+MetadataFile, func(b []byte) []byte { return append(b, 'x') })
+		if err := s.DiscardIncomplete(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if keys := be.keys(t, "chk-2/"); len(keys) != 0 {
+			t.Fatalf("the incomplete checkpoint left %q", keys)
+		}
+		for _, p := range []string{"chk-1/", "chk-3/", "chk-4/"} {
+			if keys := be.keys(t, p); len(keys) == 0 {
+				t.Fatalf("%s was deleted", p)
+			}
+		}
+	})
+}
