@@ -69,20 +69,26 @@ func (c *rowCache) put(k, v []byte, absent, dirty bool) {
 	r.absent, r.dirty = absent, r.dirty || dirty
 }
 
+// write adds row k to batch if it is dirty, and marks it clean.
+func (r *cachedRow) write(batch *pebble.Batch, k string) error {
+	if !r.dirty {
+		return nil
+	}
+	var err error
+	if r.absent {
+		err = batch.Delete([]byte(k), nil)
+	} else {
+		err = batch.Set([]byte(k), r.val, nil)
+	}
+	r.dirty = err != nil
+	return err
+}
+
 // flush writes the dirty rows to batch and, if evict, empties the cache.
 func (c *rowCache) flush(batch *pebble.Batch, evict bool) error {
 	for k, r := range c.rows {
-		if r.dirty {
-			var err error
-			if r.absent {
-				err = batch.Delete([]byte(k), nil)
-			} else {
-				err = batch.Set([]byte(k), r.val, nil)
-			}
-			if err != nil {
-				return err
-			}
-			r.dirty = false
+		if err := r.write(batch, k); err != nil {
+			return err
 		}
 		if evict {
 			c.l.cacheUsed -= r.charged + int64(cap(r.val))
@@ -115,16 +121,8 @@ func (l *lsm) evict() {
 			if l.cacheUsed <= goal {
 				break
 			}
-			if r.dirty {
-				var err error
-				if r.absent {
-					err = batch.Delete([]byte(k), nil)
-				} else {
-					err = batch.Set([]byte(k), r.val, nil)
-				}
-				if err != nil {
-					fail(err)
-				}
+			if err := r.write(batch, k); err != nil {
+				fail(err)
 			}
 			l.cacheUsed -= r.charged + int64(cap(r.val))
 			delete(c.rows, k)

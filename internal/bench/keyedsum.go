@@ -95,30 +95,40 @@ func RunEngine(ctx context.Context, c KeyedSumConfig) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	var completed atomic.Int64
-	env, err := stream.NewEnvironment(stream.WithConfig(cfg), stream.WithLogger(slog.New(slog.DiscardHandler)),
-		stream.WithEvents(func(e stream.JobEvent) {
-			if e.Kind == stream.EventCheckpointCompleted {
-				completed.Add(1)
-			}
-		}))
+	env, completed, err := c.job(cfg)
 	if err != nil {
 		return Result{}, err
 	}
-	per := c.Records / int64(c.Partitions)
-	src, err := datagen.New(c.gen(), datagen.Partitions(c.Partitions), datagen.Count(per), datagen.BatchSize(1024))
-	if err != nil {
-		return Result{}, err
-	}
-	in := stream.FromSource(env, src, "datagen", stream.NoWatermarks[Record]())
-	sums := stream.Process(stream.KeyBy(in, func(r Record) int64 { return r.Key }), stream.KeyedProcessFunction[int64, Record, struct{}](&summer{}), stream.Uid("sum"))
-	stream.SinkTo(sums, discard[struct{}]{}, stream.Uid("sink"))
 	runtime.GC()
 	start := time.Now()
 	if err := env.Execute(ctx, "keyed-sum"); err != nil {
 		return Result{}, err
 	}
-	return Result{Records: per * int64(c.Partitions), Elapsed: time.Since(start), Checkpoints: int(completed.Load())}, nil
+	return Result{Records: c.Records / int64(c.Partitions) * int64(c.Partitions), Elapsed: time.Since(start), Checkpoints: int(completed.Load())}, nil
+}
+
+// job builds the benchmark's job in an environment of cfg (and opts): its
+// returned counter counts the checkpoints it completes.
+func (c KeyedSumConfig) job(cfg *config.Configuration, opts ...stream.Option) (*stream.Environment, *atomic.Int64, error) {
+	completed := new(atomic.Int64)
+	env, err := stream.NewEnvironment(append([]stream.Option{stream.WithConfig(cfg), stream.WithLogger(slog.New(slog.DiscardHandler)),
+		stream.WithEvents(func(e stream.JobEvent) {
+			if e.Kind == stream.EventCheckpointCompleted {
+				completed.Add(1)
+			}
+		})}, opts...)...)
+	if err != nil {
+		return nil, nil, err
+	}
+	per := c.Records / int64(c.Partitions)
+	src, err := datagen.New(c.gen(), datagen.Partitions(c.Partitions), datagen.Count(per), datagen.BatchSize(1024))
+	if err != nil {
+		return nil, nil, err
+	}
+	in := stream.FromSource(env, src, "datagen", stream.NoWatermarks[Record]())
+	sums := stream.Process(stream.KeyBy(in, func(r Record) int64 { return r.Key }), stream.KeyedProcessFunction[int64, Record, struct{}](&summer{}), stream.Uid("sum"))
+	stream.SinkTo(sums, discard[struct{}]{}, stream.Uid("sink"))
+	return env, completed, nil
 }
 
 // RunLoop is the practical limit: one goroutine generating the same

@@ -3,16 +3,13 @@ package bench
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"runtime"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/weirstream/weir/config"
-	"github.com/weirstream/weir/connector/datagen"
 	"github.com/weirstream/weir/internal/checkpoint/storage"
 	"github.com/weirstream/weir/stream"
 )
@@ -74,24 +71,11 @@ func RunState(ctx context.Context, c StateConfig, backend []string) (StateResult
 		return StateResult{}, err
 	}
 	const jobID = "bench-state"
-	var completed atomic.Int64
-	env, err := stream.NewEnvironment(stream.WithConfig(cfg), stream.WithLogger(slog.New(slog.DiscardHandler)), stream.WithJobID(jobID),
-		stream.WithEvents(func(e stream.JobEvent) {
-			if e.Kind == stream.EventCheckpointCompleted {
-				completed.Add(1)
-			}
-		}))
+	env, completed, err := c.job(cfg, stream.WithJobID(jobID))
 	if err != nil {
 		return StateResult{}, err
 	}
 	per := c.Records / int64(c.Partitions)
-	src, err := datagen.New(c.gen(), datagen.Partitions(c.Partitions), datagen.Count(per), datagen.BatchSize(1024))
-	if err != nil {
-		return StateResult{}, err
-	}
-	in := stream.FromSource(env, src, "datagen", stream.NoWatermarks[Record]())
-	sums := stream.Process(stream.KeyBy(in, func(r Record) int64 { return r.Key }), stream.KeyedProcessFunction[int64, Record, struct{}](&summer{}), stream.Uid("sum"))
-	stream.SinkTo(sums, discard[struct{}]{}, stream.Uid("sink"))
 	runtime.GC()
 	cpu0, start := cpuTime(), time.Now()
 	jc, err := env.ExecuteAsync(ctx, "bench-state")
