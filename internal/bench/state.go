@@ -25,7 +25,7 @@ type StateConfig struct {
 // DefaultState is the configuration `weir bench state` runs.
 func DefaultState() StateConfig {
 	return StateConfig{
-		KeyedSumConfig: KeyedSumConfig{Records: 4_000_000, Keys: 1_000_000, Parallelism: 2, Checkpoint: time.Second, Partitions: 2},
+		KeyedSumConfig: KeyedSumConfig{Records: 4_000_000, Keys: 100_000, Parallelism: 2, Checkpoint: time.Second, Partitions: 2},
 		Memory:         "64 mb",
 	}
 }
