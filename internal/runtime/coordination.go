@@ -147,6 +147,9 @@ func (jm *JobMaster) perform(ctx context.Context, out []coordinator.Output) erro
 					continue
 				}
 				r.triggered = max(r.triggered, o.ID)
+				if r.firstTriggered == 0 {
+					r.firstTriggered = o.ID
+				}
 				jm.exec.Trigger(r.ref, b)
 			}
 		case coordinator.WriteMetadata:

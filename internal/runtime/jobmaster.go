@@ -259,6 +259,9 @@ type taskRun struct {
 	// triggered and acked are the newest checkpoints triggered at and
 	// acknowledged by the subtask (sources).
 	triggered, acked int64
+	// firstTriggered is the first checkpoint triggered at the subtask (0:
+	// none yet).
+	firstTriggered int64
 	// acks are the subtask's acknowledgements of checkpoints not yet
 	// completed or aborted; completedAck is its acknowledgement of the
 	// newest completed checkpoint it took part in.
@@ -650,15 +653,21 @@ func (jm *JobMaster) taskExited(id checkpoint.TaskID, r *taskRun, err error) err
 	return jm.fail(id, err, false)
 }
 
-// cleanUnacked deletes, once a subtask that failed or was canceled has
-// exited (so its snapshot writers are done), what it wrote for the
-// checkpoints and savepoints it was triggered for and never acknowledged
-// and that failed: their discards may have run while it still wrote.
+// cleanUnacked deletes, once a source subtask that failed or was
+// canceled has exited (so its snapshot writers are done), what it wrote
+// for the checkpoints and savepoints it was triggered for, never
+// acknowledged, and that failed: their discards may have run while it
+// still wrote. (Other subtasks get their barriers from their inputs, so
+// the job master does not know which they took; what they leave is
+// deleted on a late acknowledgement, or when the job ends.)
 func (jm *JobMaster) cleanUnacked(r *taskRun) {
 	if jm.coord == nil {
 		return
 	}
-	for id := r.acked + 1; id <= r.triggered; id++ {
+	if r.firstTriggered == 0 {
+		return
+	}
+	for id := max(r.acked+1, r.firstTriggered); id <= r.triggered; id++ {
 		if w := jm.failedSavepoints[id]; w != nil {
 			jm.discardSavepoint(w, false)
 			continue
