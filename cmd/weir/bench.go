@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/weirstream/weir/internal/bench"
 )
@@ -52,12 +53,8 @@ synchronous part of a snapshot of --snapshot-keys keys.`,
 			return nil
 		},
 	}
+	keyedSumFlags(ks.Flags(), &c)
 	f := ks.Flags()
-	f.Int64Var(&c.Records, "records", c.Records, "records to process")
-	f.Int64Var(&c.Keys, "keys", c.Keys, "distinct keys")
-	f.IntVar(&c.Parallelism, "parallelism", c.Parallelism, "parallelism of the job")
-	f.IntVar(&c.Partitions, "partitions", c.Partitions, "datagen partitions")
-	f.DurationVar(&c.Checkpoint, "checkpoint", c.Checkpoint, "checkpoint interval")
 	f.IntVar(&snapshotKeys, "snapshot-keys", 1_000_000, "keys in the snapshot measured")
 	cmd.AddCommand(ks, newBenchBackpressureCmd(), newBenchStateCmd())
 	return cmd
@@ -95,14 +92,18 @@ size of the state it names, and what it wrote itself.`,
 			return nil
 		},
 	}
-	f := cmd.Flags()
+	keyedSumFlags(cmd.Flags(), &c.KeyedSumConfig)
+	cmd.Flags().StringVar(&c.Memory, "memory", c.Memory, "pebble memory per keyed subtask (state.backend.pebble.memory)")
+	return cmd
+}
+
+// keyedSumFlags adds the flags of a keyed-sum configuration to f.
+func keyedSumFlags(f *pflag.FlagSet, c *bench.KeyedSumConfig) {
 	f.Int64Var(&c.Records, "records", c.Records, "records to process")
 	f.Int64Var(&c.Keys, "keys", c.Keys, "distinct keys")
 	f.IntVar(&c.Parallelism, "parallelism", c.Parallelism, "parallelism of the job")
 	f.IntVar(&c.Partitions, "partitions", c.Partitions, "datagen partitions")
 	f.DurationVar(&c.Checkpoint, "checkpoint", c.Checkpoint, "checkpoint interval")
-	f.StringVar(&c.Memory, "memory", c.Memory, "pebble memory per keyed subtask (state.backend.pebble.memory)")
-	return cmd
 }
 
 // mib formats a byte count in MiB.
