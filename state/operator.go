@@ -50,6 +50,13 @@ func NewOperatorBackend() *OperatorBackend {
 	return &OperatorBackend{byName: make(map[string]int)}
 }
 
+// Has reports whether the backend holds a state of that name, registered
+// or restored.
+func (ob *OperatorBackend) Has(name string) bool {
+	_, ok := ob.byName[name]
+	return ok
+}
+
 type opInfo struct {
 	name string
 	mode Redistribution

@@ -32,7 +32,7 @@ import (
 // read again after a restore duplicates its records.
 func TestFinishedSubtaskLargeStateSurvivesRestore(t *testing.T) {
 	const (
-		smallSplits, smallPerSplit = 800, 4
+		smallSplits, smallPerSplit = 1500, 4
 		smallTotal                 = smallSplits * smallPerSplit
 		smallKeys                  = 3000
 		longSplits                 = 2

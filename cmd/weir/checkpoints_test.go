@@ -13,6 +13,7 @@ import (
 
 	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/checkpoint/storage"
+	"github.com/weirstream/weir/internal/ops"
 )
 
 const (
@@ -29,11 +30,22 @@ type state struct {
 	kg   *checkpoint.KeyGroupRange // nil: operator state
 }
 
+// sourceState encodes a source subtask's split positions as the source
+// checkpoints them.
+func sourceState(t *testing.T, id int64, splits map[string]ops.SplitPosition) string {
+	t.Helper()
+	b, err := ops.EncodeSourceState(id, splits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
 // writeCheckpoint writes checkpoint id of job under dir through the
 // storage package, as a running job does: state files (or inline state,
-// below inline bytes), then _metadata. ops maps a uid to its subtasks'
+// below inline bytes), then _metadata. uids are the operators, states maps a uid to its subtasks'
 // states.
-func writeCheckpoint(t *testing.T, dir, job string, id int64, inline int, ops []string, states map[string][][]state) *checkpoint.Metadata {
+func writeCheckpoint(t *testing.T, dir, job string, id int64, inline int, uids []string, states map[string][][]state) *checkpoint.Metadata {
 	t.Helper()
 	ctx := context.Background()
 	st, err := storage.Open(ctx, dir, job, storage.InlineThreshold(inline))
@@ -49,7 +61,7 @@ func writeCheckpoint(t *testing.T, dir, job string, id int64, inline int, ops []
 		TriggerTime:    trigger.Add(time.Duration(id) * 10 * time.Second),
 		CompletionTime: trigger.Add(time.Duration(id)*10*time.Second + 250*time.Millisecond),
 	}
-	for _, uid := range ops {
+	for _, uid := range uids {
 		op := checkpoint.OperatorState{UID: uid, Parallelism: len(states[uid]), MaxParallelism: 128}
 		for i, sub := range states[uid] {
 			var ss checkpoint.SubtaskState
@@ -95,19 +107,19 @@ func checkpointDir(t *testing.T) (string, *checkpoint.Metadata) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "checkpoints")
 	kg := func(a, b int) *checkpoint.KeyGroupRange { return &checkpoint.KeyGroupRange{Start: a, End: b} }
-	ops := []string{"source", "assemble", "tenant-cost"}
-	writeCheckpoint(t, dir, jobA, 1, 1<<10, ops, map[string][][]state{
+	uids := []string{"source", "assemble", "tenant-cost"}
+	writeCheckpoint(t, dir, jobA, 1, 1<<10, uids, map[string][][]state{
 		"source": {
-			{{name: "op", data: `{"part-00000.jsonl":{"offset":0},"part-00002.jsonl":{"offset":0}}`}},
-			{{name: "op", data: `{"part-00001.jsonl":{"offset":0}}`}},
+			{{name: "op", data: sourceState(t, 1, map[string]ops.SplitPosition{"part-00000.jsonl": {}, "part-00002.jsonl": {}})}},
+			{{name: "op", data: sourceState(t, 1, map[string]ops.SplitPosition{"part-00001.jsonl": {}})}},
 		},
 		"assemble":    {{{data: "k0", kg: kg(0, 63)}}, {{data: "k1", kg: kg(64, 127)}}},
 		"tenant-cost": {{{data: `{"pending":[]}`}}, {}},
 	})
-	chk2 := writeCheckpoint(t, dir, jobA, 2, 80, ops, map[string][][]state{
+	chk2 := writeCheckpoint(t, dir, jobA, 2, 80, uids, map[string][][]state{
 		"source": {
-			{{data: `{"part-00000.jsonl":{"offset":18231},"part-00002.jsonl":{"offset":9120,"ended":true}}`}},
-			{{data: `{"part-00001.jsonl":{"offset":17002}}`}},
+			{{data: sourceState(t, 2, map[string]ops.SplitPosition{"part-00000.jsonl": {Offset: 18231}, "part-00002.jsonl": {Offset: 9120, Ended: true}})}},
+			{{data: sourceState(t, 2, map[string]ops.SplitPosition{"part-00001.jsonl": {Offset: 17002}})}},
 		},
 		"assemble": {
 			{{data: strings.Repeat("a", 2000), kg: kg(0, 63)}},
@@ -115,8 +127,8 @@ func checkpointDir(t *testing.T) (string, *checkpoint.Metadata) {
 		},
 		"tenant-cost": {{{data: `{"offset":1,"other":2}`}}, {}},
 	})
-	writeCheckpoint(t, dir, jobA, 3, 1<<10, ops[:1], map[string][][]state{
-		"source": {{{data: `{"part-00000.jsonl":{"offset":20000}}`}}},
+	writeCheckpoint(t, dir, jobA, 3, 1<<10, uids[:1], map[string][][]state{
+		"source": {{{data: sourceState(t, 3, map[string]ops.SplitPosition{"part-00000.jsonl": {Offset: 20000}})}}},
 	})
 	meta3 := filepath.Join(dir, jobA, "chk-3", storage.MetadataFile)
 	b, err := os.ReadFile(meta3)
@@ -165,9 +177,9 @@ func TestCheckpointsList(t *testing.T) {
 			args: "--dir DIR",
 			want: `
 JOB        CHECKPOINT  STATUS      COMPLETED                 STATE SIZE  FILES  REASON
-3f9c2a71   1           completed   2025-12-01T00:00:20.250Z  116 B       1
-3f9c2a71   2           completed   2025-12-01T00:00:30.250Z  2.1 KiB     3
-3f9c2a71   3           corrupt     -                         -           1      _metadata: checksum mismatch: expected crc32c 1e018e97, got 80f127b8
+3f9c2a71   1           completed   2025-12-01T00:00:20.250Z  179 B       1
+3f9c2a71   2           completed   2025-12-01T00:00:30.250Z  2.2 KiB     3
+3f9c2a71   3           corrupt     -                         -           1      _metadata: checksum mismatch: expected crc32c 45fe4acc, got 55ec2015
 3f9c2a71   4           incomplete  -                         -           1      no _metadata
 b00c0ffee  5           completed   2025-12-01T00:01:00.250Z  1 B         1
 `,
@@ -249,13 +261,13 @@ func TestCheckpointsShow(t *testing.T) {
   kind       CHECKPOINT
   triggered  2025-12-01T00:00:30.000Z
   completed  2025-12-01T00:00:30.250Z (250ms after the trigger)
-  state      2.1 KiB (2194 B) in 5 handles: 2 in files, 3 inline
+  state      2.2 KiB (2239 B) in 5 handles: 2 in files, 3 inline
   operators  3
 
 operator source: parallelism 2, max parallelism 128
   SUBTASK  STATE     KEY GROUPS  SIZE  FILE              CRC32C
-  0        operator  -           85 B  chk-2/source-0-a  f82ea740
-  1        operator  -           37 B  inline            a1ae3265
+  0        operator  -           96 B  chk-2/source-0-a  27556aa9
+  1        operator  -           71 B  inline            6ebf81e7
   source offsets S_2, by split:
     SPLIT             SUBTASK  OFFSET
     part-00000.jsonl  0        18231
@@ -360,7 +372,7 @@ func TestCheckpointsShowSavepoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.Write([]byte(`{"part-00000.jsonl":{"offset":42}}`))
+	w.Write([]byte(sourceState(t, 12, map[string]ops.SplitPosition{"part-00000.jsonl": {Offset: 42}})))
 	h, err := w.Close()
 	if err != nil {
 		t.Fatal(err)

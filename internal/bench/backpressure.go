@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/weirstream/weir/config"
+	"github.com/weirstream/weir/connector"
 	"github.com/weirstream/weir/connector/datagen"
 	"github.com/weirstream/weir/internal/checkpoint/coordinator"
 	"github.com/weirstream/weir/internal/launch"
@@ -93,7 +94,7 @@ func RunBackpressure(ctx context.Context, c BackpressureConfig, mode Backpressur
 	}
 	in := stream.FromSource(env, src, "datagen", stream.NoWatermarks[Record]())
 	sums := stream.Process(stream.KeyBy(in, func(r Record) int64 { return r.Key }), stream.KeyedProcessFunction[int64, Record, struct{}](&slowSummer{cost: c.Cost}), stream.Uid("slow"))
-	stream.SinkTo(sums, discard[struct{}]{}, stream.Uid("sink"))
+	stream.SinkTo(sums, connector.Discard[struct{}](), stream.Uid("sink"))
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	client, err := env.ExecuteAsync(runCtx, "backpressure")

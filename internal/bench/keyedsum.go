@@ -71,19 +71,6 @@ func (s *summer) ProcessElement(ctx *stream.Context[int64, struct{}], r Record) 
 	return nil
 }
 
-// discard is a sink that drops what it gets.
-type discard[T any] struct{}
-
-func (discard[T]) NewWriter(context.Context, connector.WriterInfo) (connector.SinkWriter[T], error) {
-	return discardWriter[T]{}, nil
-}
-
-type discardWriter[T any] struct{}
-
-func (discardWriter[T]) Write(T, int64) error                                   { return nil }
-func (discardWriter[T]) PrepareCommit(context.Context, int64) ([][]byte, error) { return nil, nil }
-func (discardWriter[T]) Close() error                                           { return nil }
-
 // RunEngine runs datagen → keyBy → running sum (keyed value state) →
 // discarding sink on the engine.
 func RunEngine(ctx context.Context, c KeyedSumConfig) (Result, error) {
@@ -127,7 +114,7 @@ func (c KeyedSumConfig) job(cfg *config.Configuration, opts ...stream.Option) (*
 	}
 	in := stream.FromSource(env, src, "datagen", stream.NoWatermarks[Record]())
 	sums := stream.Process(stream.KeyBy(in, func(r Record) int64 { return r.Key }), stream.KeyedProcessFunction[int64, Record, struct{}](&summer{}), stream.Uid("sum"))
-	stream.SinkTo(sums, discard[struct{}]{}, stream.Uid("sink"))
+	stream.SinkTo(sums, connector.Discard[struct{}](), stream.Uid("sink"))
 	return env, completed, nil
 }
 

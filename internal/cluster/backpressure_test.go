@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/weirstream/weir/config"
+	"github.com/weirstream/weir/connector"
 	"github.com/weirstream/weir/connector/datagen"
 	"github.com/weirstream/weir/internal/cluster"
 	"github.com/weirstream/weir/stream"
@@ -32,7 +33,7 @@ func slowJob(sub cluster.Submission, opts ...stream.Option) (*stream.Environment
 	}
 	in := stream.FromSource(env, src, "numbers", stream.NoWatermarks[rec]())
 	sums := stream.Process(stream.KeyBy(in, func(r rec) string { return r.Key }), stream.KeyedProcessFunction[string, rec, keyedSum](&runningSum{}), stream.Uid("sum"))
-	stream.SinkTo(sums, discardSink{}, stream.Uid("sink"))
+	stream.SinkTo(sums, connector.Discard[keyedSum](), stream.Uid("sink"))
 	return env, nil
 }
 

@@ -7,20 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/weirstream/weir/connector"
 	"github.com/weirstream/weir/internal/cluster"
 	"github.com/weirstream/weir/stream"
 )
-
-// discardSink drops what it gets.
-type discardSink struct{}
-
-func (discardSink) NewWriter(context.Context, connector.WriterInfo) (connector.SinkWriter[keyedSum], error) {
-	return discardSink{}, nil
-}
-func (discardSink) Write(keyedSum, int64) error                            { return nil }
-func (discardSink) PrepareCommit(context.Context, int64) ([][]byte, error) { return nil, nil }
-func (discardSink) Close() error                                           { return nil }
 
 // BenchmarkDataPlane runs a keyed running sum (4 source partitions,
 // parallelism 4, keyBy between source and sum, a discarding sink) as one

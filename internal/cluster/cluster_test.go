@@ -141,7 +141,7 @@ func (j *sumJobs) env(sub cluster.Submission, opts ...stream.Option) (*stream.En
 	in := stream.FromSource(env, src, "numbers", stream.NoWatermarks[rec]())
 	sums := stream.Process(stream.KeyBy(in, func(r rec) string { return r.Key }), stream.KeyedProcessFunction[string, rec, keyedSum](&runningSum{}), stream.Uid("sum"))
 	if j.discard {
-		stream.SinkTo(sums, connector.Sink[keyedSum](discardSink{}), stream.Uid("sink"))
+		stream.SinkTo(sums, connector.Discard[keyedSum](), stream.Uid("sink"))
 	} else {
 		stream.SinkTo(sums, j.sink, stream.Uid("sink"))
 	}

@@ -24,10 +24,9 @@ type SplitOffset struct {
 const maxSourceState = 1 << 20
 
 // SourceOffsets returns the split offsets in op's operator state, ordered
-// by split, if op is a source: if every piece of its operator state
-// decodes as a JSON object mapping split names to {"offset", "ended",
-// "state"}, and there is at least one split. Otherwise it returns nothing;
-// an error only if a piece of operator state could not be read.
+// by split, if op is a source: if every piece of its operator state holds
+// a source's split positions (ops.DecodeSourceState). Otherwise it returns
+// nothing; an error only if a piece of operator state could not be read.
 func SourceOffsets(ctx context.Context, snap *storage.Snapshot, op checkpoint.OperatorState) ([]SplitOffset, error) {
 	var out []SplitOffset
 	for i, s := range op.Subtasks {

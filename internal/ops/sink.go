@@ -1,7 +1,6 @@
 package ops
 
 import (
-	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -30,28 +29,6 @@ type Sink[T any] struct {
 // exactlyOnce describe the job's checkpoint settings.
 func NewSink[T any](sink connector.Sink[T], checkpointing, exactlyOnce bool) *Sink[T] {
 	return &Sink[T]{sink: sink, pending: make(map[int64][][]byte), checkpointing: checkpointing, exactlyOnce: exactlyOnce}
-}
-
-// sinkState is what a sink subtask checkpoints: where its output is and
-// the committables not yet committed, by checkpoint id.
-type sinkState struct {
-	Location string             `json:"location,omitempty"`
-	Pending  map[int64][][]byte `json:"pending,omitempty"`
-}
-
-// DecodeSinkState decodes a sink subtask's checkpointed state: its
-// output's location (empty if the sink has none, or the state predates
-// locations) and its pending committables.
-func DecodeSinkState(b []byte) (location string, pending map[int64][][]byte, err error) {
-	var st sinkState
-	if err := json.Unmarshal(b, &st); err == nil && (st.Location != "" || st.Pending != nil) {
-		return st.Location, st.Pending, nil
-	}
-	// Before locations, the state was the pending map alone.
-	if err := json.Unmarshal(b, &pending); err != nil {
-		return "", nil, fmt.Errorf("decoding sink state: %w", err)
-	}
-	return "", pending, nil
 }
 
 func (s *Sink[T]) location() string {
@@ -86,40 +63,39 @@ func (s *Sink[T]) Open(ctx *runtime.OperatorContext) error {
 
 // restored reads the committables this subtask commits from the restored
 // checkpoint, and checks that the checkpoint's sink wrote where this one
-// writes. Old subtask i's committables are this subtask's if i mod p is
-// its index, so each is committed by exactly one new subtask.
+// writes. The committables of all old subtasks are split among the new
+// ones, so each is committed by exactly one new subtask.
 func (s *Sink[T]) restored(ctx *runtime.OperatorContext) (map[int64][][]byte, int64, error) {
 	if ctx.Restored == nil {
 		return nil, 0, nil
 	}
-	restored := make(map[int64][][]byte)
 	if ctx.Restored.State == nil {
-		return restored, ctx.Restored.CheckpointID, nil
+		return make(map[int64][][]byte), ctx.Restored.CheckpointID, nil
 	}
-	here := s.location()
-	for i, st := range ctx.Restored.State.Subtasks {
+	var pieces [][]byte
+	for _, st := range ctx.Restored.State.Subtasks {
 		for _, h := range st.Operator {
-			if i%ctx.Parallelism != ctx.Subtask && here == "" {
-				continue
-			}
 			b, err := ctx.Restored.Store.ReadState(ctx, h)
 			if err != nil {
 				return nil, 0, fmt.Errorf("reading sink committables: %w", err)
 			}
-			loc, m, err := DecodeSinkState(b)
-			if err != nil {
-				return nil, 0, err
-			}
-			if loc != "" && here != "" && loc != here {
+			pieces = append(pieces, b)
+		}
+	}
+	ob, err := restoreOperatorState(ctx.Parallelism, ctx.Subtask, pieces)
+	if err != nil {
+		return nil, 0, fmt.Errorf("restoring sink committables: %w", err)
+	}
+	locs, restored, err := decodeSink(ob)
+	if err != nil {
+		return nil, 0, fmt.Errorf("restoring sink committables: %w", err)
+	}
+	if here := s.location(); here != "" {
+		for _, loc := range locs {
+			if loc != here {
 				return nil, 0, connector.Permanent(fmt.Errorf(
 					"sink %s: checkpoint %d wrote its output to %s, but this job's sink writes to %s; a resumed job must write where the checkpoint's job did, or its output would be split and the checkpoint's pending transactions lost",
 					ctx.UID, ctx.Restored.CheckpointID, loc, here))
-			}
-			if i%ctx.Parallelism != ctx.Subtask {
-				continue
-			}
-			for id, cs := range m {
-				restored[id] = append(restored[id], cs...)
 			}
 		}
 	}
@@ -140,14 +116,11 @@ func (s *Sink[T]) Snapshot(id int64) (runtime.Snapshot, error) {
 	if len(cs) > 0 {
 		s.pending[id] = cs
 	}
-	st := sinkState{Location: s.location(), Pending: s.pending}
-	if len(st.Pending) == 0 {
-		if st.Location == "" {
-			return runtime.Snapshot{}, nil
-		}
-		st.Pending = nil
+	loc := s.location()
+	if len(s.pending) == 0 && loc == "" {
+		return runtime.Snapshot{}, nil
 	}
-	b, err := json.Marshal(st)
+	b, err := encodeSink(id, loc, s.pending)
 	if err != nil {
 		return runtime.Snapshot{}, err
 	}

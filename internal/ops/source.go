@@ -1,9 +1,7 @@
 package ops
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -37,13 +35,13 @@ type Watermarks[T any] struct {
 // reader's opaque state for it (connector.SplitStateReader) and its
 // watermark state.
 type splitState struct {
-	Offset int64  `json:"offset"`
-	Ended  bool   `json:"ended,omitempty"`
-	State  []byte `json:"state,omitempty"`
+	Offset int64
+	Ended  bool
+	State  []byte
 	// MaxTs is the highest timestamp the split has emitted (nil before
 	// any): its watermark state, so that a restored split's watermark goes
 	// on from where it was instead of starting again from the minimum.
-	MaxTs *int64 `json:"max_ts,omitempty"`
+	MaxTs *int64
 }
 
 // Source is the head of a source vertex: it reads its splits through a
@@ -322,18 +320,33 @@ func (s *Source[T]) restore(ctx *runtime.OperatorContext) (map[string]splitState
 	if ctx.Restored == nil || ctx.Restored.State == nil {
 		return out, nil
 	}
+	var pieces [][]byte
 	for _, st := range ctx.Restored.State.Subtasks {
 		for _, h := range st.Operator {
 			b, err := ctx.Restored.Store.ReadState(ctx, h)
 			if err != nil {
 				return nil, fmt.Errorf("reading source positions: %w", err)
 			}
-			var m map[string]splitState
-			if err := json.Unmarshal(b, &m); err != nil {
-				return nil, fmt.Errorf("decoding source positions: %w", err)
-			}
-			maps.Copy(out, m)
+			pieces = append(pieces, b)
 		}
+	}
+	ob, err := restoreOperatorState(ctx.Parallelism, ctx.Subtask, pieces)
+	if err != nil {
+		return nil, fmt.Errorf("restoring source positions: %w", err)
+	}
+	elems, ok, err := decodeSplits(ob)
+	if err != nil {
+		return nil, fmt.Errorf("restoring source positions: %w", err)
+	}
+	if !ok && len(pieces) > 0 {
+		return nil, fmt.Errorf("restoring source positions: checkpoint %d holds operator state of %s that is not a source's", ctx.Restored.CheckpointID, ctx.UID)
+	}
+	for _, e := range elems {
+		st := splitState{Offset: e.Offset, Ended: e.Ended, State: e.State}
+		if e.HasMaxTs {
+			st.MaxTs = &e.MaxTs
+		}
+		out[e.Split] = st
 	}
 	return out, nil
 }
@@ -500,20 +513,21 @@ func (s *Source[T]) ProcessWatermark(wm int64) error {
 }
 
 // Snapshot records every split's offset, reader state and highest
-// timestamp.
+// timestamp, in split order.
 func (s *Source[T]) Snapshot(id int64) (runtime.Snapshot, error) {
-	m := make(map[string]splitState, len(s.splits))
+	elems := make([]splitElem, 0, len(s.splits))
 	offsets := make(map[string]int64, len(s.splits))
-	for k, v := range s.splits {
-		st := *v
+	for _, k := range slices.Sorted(maps.Keys(s.splits)) {
+		v := s.splits[k]
+		e := splitElem{Split: k, Offset: v.Offset, Ended: v.Ended, State: v.State}
 		if ts := s.maxTs[k]; ts != runtime.MinWatermark {
-			st.MaxTs = &ts
+			e.HasMaxTs, e.MaxTs = true, ts
 		}
-		m[k] = st
+		elems = append(elems, e)
 		offsets[k] = v.Offset
 	}
 	s.pending[id] = offsets
-	b, err := json.Marshal(m)
+	b, err := encodeSplits(id, elems)
 	if err != nil {
 		return runtime.Snapshot{}, err
 	}
@@ -567,32 +581,4 @@ type SplitPosition struct {
 	Offset int64
 	// Ended reports that the split had no more records.
 	Ended bool
-}
-
-// DecodeSourceState decodes a source subtask's checkpointed state into
-// each split's position, strictly: it reports false for state that is not
-// a source's (another operator's), so that tools reading a checkpoint can
-// tell the sources apart.
-func DecodeSourceState(b []byte) (map[string]SplitPosition, bool) {
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(b, &raw); err != nil || raw == nil {
-		return nil, false
-	}
-	out := make(map[string]SplitPosition, len(raw))
-	for name, v := range raw {
-		dec := json.NewDecoder(bytes.NewReader(v))
-		dec.DisallowUnknownFields()
-		var probe struct {
-			Offset *int64 `json:"offset"`
-		}
-		if err := json.Unmarshal(v, &probe); err != nil || probe.Offset == nil {
-			return nil, false
-		}
-		var st splitState
-		if err := dec.Decode(&st); err != nil {
-			return nil, false
-		}
-		out[name] = SplitPosition{Offset: st.Offset, Ended: st.Ended}
-	}
-	return out, true
 }

@@ -28,16 +28,6 @@ import (
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-// discard is a sink that drops its records.
-type discard struct{}
-
-func (discard) NewWriter(context.Context, connector.WriterInfo) (connector.SinkWriter[int64], error) {
-	return discard{}, nil
-}
-func (discard) Write(int64, int64) error                               { return nil }
-func (discard) PrepareCommit(context.Context, int64) ([][]byte, error) { return nil, nil }
-func (discard) Close() error                                           { return nil }
-
 // counter keeps a running sum per key: keyed state for the checkpoints.
 type counter struct{ n state.ValueState[int64] }
 
@@ -135,7 +125,7 @@ func startJob(t *testing.T, kv []string, opts ...stream.Option) *fixture {
 	}
 	nums := stream.FromSource(env, src, "numbers", stream.BoundedOutOfOrderness[int64](0))
 	sums := stream.Process(stream.KeyBy(nums, func(v int64) int64 { return v % 64 }), stream.KeyedProcessFunction[int64, int64, int64](&counter{}), stream.Uid("count"))
-	stream.SinkTo(sums, discard{}, stream.Uid("sink"))
+	stream.SinkTo(sums, connector.Discard[int64](), stream.Uid("sink"))
 	ctx, cancel := context.WithCancel(context.Background())
 	client, err := env.ExecuteAsync(ctx, "numbers")
 	if err != nil {

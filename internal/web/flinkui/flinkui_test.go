@@ -89,16 +89,6 @@ func dashboards(t *testing.T) map[string]string {
 	return out
 }
 
-// discard is a sink that drops its records.
-type discard struct{}
-
-func (discard) NewWriter(context.Context, connector.WriterInfo) (connector.SinkWriter[int64], error) {
-	return discard{}, nil
-}
-func (discard) Write(int64, int64) error                               { return nil }
-func (discard) PrepareCommit(context.Context, int64) ([][]byte, error) { return nil, nil }
-func (discard) Close() error                                           { return nil }
-
 // counter keeps a running sum per key.
 type counter struct{ n state.ValueState[int64] }
 
@@ -137,7 +127,7 @@ func startJob(t *testing.T) (*web.Server, string) {
 	}
 	nums := stream.FromSource(env, src, "numbers", stream.BoundedOutOfOrderness[int64](0))
 	sums := stream.Process(stream.KeyBy(nums, func(v int64) int64 { return v % 64 }), stream.KeyedProcessFunction[int64, int64, int64](&counter{}), stream.Uid("count"))
-	stream.SinkTo(sums, discard{}, stream.Uid("sink"))
+	stream.SinkTo(sums, connector.Discard[int64](), stream.Uid("sink"))
 	ctx, cancel := context.WithCancel(context.Background())
 	client, err := env.ExecuteAsync(ctx, "numbers")
 	if err != nil {
