@@ -57,6 +57,9 @@ type KeyedBackend[K comparable] struct {
 
 	states []keyedState
 	byName map[string]int
+	// layouts holds each state's layout, as registered or, for a state
+	// not registered yet, its schema as restored (see evolve.go).
+	layouts map[string]layout
 	// restored marks the key groups that a Restore has filled.
 	restored []bool
 }
@@ -118,6 +121,7 @@ func NewKeyedBackend[K comparable](keyCodec codec.Codec[K], maxParallelism int, 
 		ep:        newEpochs(),
 		kgIdx:     -1,
 		byName:    make(map[string]int),
+		layouts:   make(map[string]layout),
 		restored:  make([]bool, kgs.Len()),
 	}
 	switch h := cfg.hasher.(type) {
@@ -291,7 +295,7 @@ var errRegistered = errors.New("state: registered with a different kind or types
 
 // register returns the state named info.name, creating it with build if
 // needed and filling it with entries restored for it.
-func register[K comparable, S keyedState](b *KeyedBackend[K], info stateInfo, build func() S) (S, error) {
+func register[K comparable, S keyedState](b *KeyedBackend[K], info stateInfo, lay layout, build func() S) (S, error) {
 	var zero S
 	if info.name == "" {
 		return zero, errors.New("state: a state needs a name")
@@ -310,16 +314,33 @@ func register[K comparable, S keyedState](b *KeyedBackend[K], info stateInfo, bu
 	s := build()
 	if ok {
 		raw := b.states[i].(*rawState)
+		ev, err := planEvolution(info, b.layouts[info.name].stateSchema, lay)
+		if err != nil {
+			return zero, fmt.Errorf("state: restoring %w", err)
+		}
+		if l, ok := any(s).(*lsmState[K]); ok && ev != nil && raw.inStore {
+			// An adopted native snapshot's rows are in the store.
+			if err := l.evolveRows(ev); err != nil {
+				return zero, fmt.Errorf("state: restoring %w", err)
+			}
+		}
 		for kgIdx, segs := range raw.groups {
 			for _, seg := range segs {
+				if ev != nil {
+					if seg, err = ev.segment(seg); err != nil {
+						return zero, fmt.Errorf("state: restoring %v in key group %d: %w", info, kgIdx+b.kgs.Start, err)
+					}
+				}
 				if err := s.restoreGroup(kgIdx, seg.n, seg.data); err != nil {
 					return zero, fmt.Errorf("state: restoring %v in key group %d: %w", info, kgIdx+b.kgs.Start, err)
 				}
 			}
 		}
 		b.states[i] = s
+		b.layouts[info.name] = lay
 		return s, nil
 	}
+	b.layouts[info.name] = lay
 	b.byName[info.name] = len(b.states)
 	b.states = append(b.states, s)
 	return s, nil

@@ -37,7 +37,7 @@ func valueOf[K comparable, T any](b *KeyedBackend[K], d ValueDescriptor[T], ttl 
 		}
 		return s, nil
 	}
-	st, err := register(b, inf, func() *stateTable[K, T] {
+	st, err := register(b, inf, valueLayout(c), func() *stateTable[K, T] {
 		return newVoidTable(b, inf, valueEnc(c))
 	})
 	if err != nil {
@@ -64,7 +64,7 @@ func ValueNS[K, N comparable, T any](b *KeyedBackend[K], nsCodec codec.Codec[N],
 		}
 		return s, nil
 	}
-	st, err := register(b, inf, func() *stateTable[nsKey[K, N], T] {
+	st, err := register(b, inf, valueLayout(c), func() *stateTable[nsKey[K, N], T] {
 		return newNSTable(b, inf, nc, valueEnc(c))
 	})
 	if err != nil {
@@ -94,7 +94,7 @@ func listOf[K comparable, T any](b *KeyedBackend[K], d ListDescriptor[T], ttl bo
 		}
 		return s, nil
 	}
-	st, err := register(b, inf, func() *stateTable[K, []T] {
+	st, err := register(b, inf, valueLayout(c), func() *stateTable[K, []T] {
 		return newVoidTable(b, inf, listEnc(c))
 	})
 	if err != nil {
@@ -120,7 +120,7 @@ func ListNS[K, N comparable, T any](b *KeyedBackend[K], nsCodec codec.Codec[N], 
 		}
 		return s, nil
 	}
-	st, err := register(b, inf, func() *stateTable[nsKey[K, N], []T] {
+	st, err := register(b, inf, valueLayout(c), func() *stateTable[nsKey[K, N], []T] {
 		return newNSTable(b, inf, nc, listEnc(c))
 	})
 	if err != nil {
@@ -150,7 +150,7 @@ func mapOf[K, UK comparable, UV any](b *KeyedBackend[K], d MapDescriptor[UK, UV]
 		}
 		return s, nil
 	}
-	st, err := register(b, inf, func() *stateTable[K, mapEntry[UK, UV]] {
+	st, err := register(b, inf, mapLayout(kc, vc), func() *stateTable[K, mapEntry[UK, UV]] {
 		return newVoidTable(b, inf, mapEnc(b.ep, kc, vc))
 	})
 	if err != nil {
@@ -180,7 +180,7 @@ func MapNS[K, N, UK comparable, UV any](b *KeyedBackend[K], nsCodec codec.Codec[
 		}
 		return s, nil
 	}
-	st, err := register(b, inf, func() *stateTable[nsKey[K, N], mapEntry[UK, UV]] {
+	st, err := register(b, inf, mapLayout(kc, vc), func() *stateTable[nsKey[K, N], mapEntry[UK, UV]] {
 		return newNSTable(b, inf, nc, mapEnc(b.ep, kc, vc))
 	})
 	if err != nil {
@@ -213,7 +213,7 @@ func reducingOf[K comparable, T any](b *KeyedBackend[K], d ReducingDescriptor[T]
 		}
 		return s, nil
 	}
-	st, err := register(b, inf, func() *stateTable[K, versioned[T]] {
+	st, err := register(b, inf, valueLayout(c), func() *stateTable[K, versioned[T]] {
 		return newVoidTable(b, inf, versionedEnc(b.ep, c))
 	})
 	if err != nil {
@@ -242,7 +242,7 @@ func ReducingNS[K, N comparable, T any](b *KeyedBackend[K], nsCodec codec.Codec[
 		}
 		return s, nil
 	}
-	st, err := register(b, inf, func() *stateTable[nsKey[K, N], versioned[T]] {
+	st, err := register(b, inf, valueLayout(c), func() *stateTable[nsKey[K, N], versioned[T]] {
 		return newNSTable(b, inf, nc, versionedEnc(b.ep, c))
 	})
 	if err != nil {
@@ -275,7 +275,7 @@ func aggregatingOf[K comparable, IN, ACC, OUT any](b *KeyedBackend[K], d Aggrega
 		}
 		return s, nil
 	}
-	st, err := register(b, inf, func() *stateTable[K, versioned[ACC]] {
+	st, err := register(b, inf, valueLayout(c), func() *stateTable[K, versioned[ACC]] {
 		return newVoidTable(b, inf, versionedEnc(b.ep, c))
 	})
 	if err != nil {
@@ -304,7 +304,7 @@ func AggregatingNS[K, N comparable, IN, ACC, OUT any](b *KeyedBackend[K], nsCode
 		}
 		return s, nil
 	}
-	st, err := register(b, inf, func() *stateTable[nsKey[K, N], versioned[ACC]] {
+	st, err := register(b, inf, valueLayout(c), func() *stateTable[nsKey[K, N], versioned[ACC]] {
 		return newNSTable(b, inf, nc, versionedEnc(b.ep, c))
 	})
 	if err != nil {

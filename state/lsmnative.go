@@ -132,7 +132,7 @@ func (b *KeyedBackend[K]) restoreNative(blob io.Reader, dir string, want KeyGrou
 		_ = src.Close()
 		_ = os.RemoveAll(dir)
 	}()
-	targets, err := b.load(h, blocks)
+	targets, evs, err := b.load(h, blocks, false)
 	if err != nil {
 		return err
 	}
@@ -146,7 +146,13 @@ func (b *KeyedBackend[K]) restoreNative(blob io.Reader, dir string, want KeyGrou
 			if n := v.groupLen(kgIdx); n > 0 {
 				// A placeholder keeps the entries until its state is
 				// registered: give it bytes of its own.
-				if err := targets[i].restoreGroup(kgIdx, n, slices.Clone(v.buf)); err != nil {
+				seg := rawSegment{n, slices.Clone(v.buf)}
+				if evs[i] != nil {
+					if seg, err = evs[i].segment(seg); err != nil {
+						return fmt.Errorf("key group %d: %w", kg, err)
+					}
+				}
+				if err := targets[i].restoreGroup(kgIdx, seg.n, seg.data); err != nil {
 					return fmt.Errorf("%v, key group %d: %w", h.infos[i], kg, err)
 				}
 			}
@@ -191,7 +197,7 @@ func (b *KeyedBackend[K]) adopt(h *keyedHeader, blocks []keyedBlock, src *pebble
 	}
 	// The backend was empty, so the snapshot's states take the indices
 	// they had, which are the ids of their rows.
-	_, err := b.load(h, blocks)
+	_, _, err := b.load(h, blocks, true)
 	return err
 }
 

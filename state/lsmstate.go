@@ -73,10 +73,50 @@ func (s *lsmState[K]) restoreGroup(kgIdx, n int, data []byte) error {
 	return err
 }
 
+// evolveRows rewrites the state's rows, as an adopted native snapshot left
+// them, into its current layout.
+func (s *lsmState[K]) evolveRows(ev *evolution) error {
+	batch := s.b.lsm.db.NewBatch()
+	defer batch.Close()
+	var val []byte
+	for kg := s.b.kgs.Start; kg <= s.b.kgs.End; kg++ {
+		lo := appendRowPrefix(nil, kg, s.id)
+		it, err := s.b.lsm.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: prefixEnd(lo)})
+		if err != nil {
+			return err
+		}
+		for it.First(); it.Valid(); it.Next() {
+			v, err := it.ValueAndErr()
+			if err == nil {
+				if s.isMap {
+					// One row per map entry: the value alone.
+					var n int
+					if val, n, err = ev.value(val[:0], v); err == nil && n != len(v) {
+						err = corrupt("%d bytes after a map value", len(v)-n)
+					}
+				} else {
+					val, err = ev.entryValue(val[:0], v)
+				}
+			}
+			if err == nil {
+				err = batch.Set(it.Key(), val, nil)
+			}
+			if err != nil {
+				_ = it.Close()
+				return fmt.Errorf("%v, key group %d: %w", s.inf, kg, err)
+			}
+		}
+		if err := it.Close(); err != nil {
+			return err
+		}
+	}
+	return batch.Commit(pebble.NoSync)
+}
+
 // registerLSM returns the Pebble state named inf.name, creating it if
 // needed; H is the handle type, whose type parameters the state's
 // registrations must agree on.
-func registerLSM[K comparable, H any](b *KeyedBackend[K], inf stateInfo, isMap bool,
+func registerLSM[K comparable, H any](b *KeyedBackend[K], inf stateInfo, lay layout, isMap bool,
 	restoreEntry func(key, ns, val []byte, put func(suffix, value []byte)) (uint32, error)) (*lsmState[K], error) {
 	types := reflect.TypeFor[H]()
 	// A state's id is its index in the backend, as in a snapshot's
@@ -89,7 +129,7 @@ func registerLSM[K comparable, H any](b *KeyedBackend[K], inf stateInfo, isMap b
 	if idx >= math.MaxUint16 {
 		return nil, fmt.Errorf("state: more than %d states in one backend", math.MaxUint16)
 	}
-	st, err := register(b, inf, func() *lsmState[K] {
+	st, err := register(b, inf, lay, func() *lsmState[K] {
 		s := &lsmState[K]{b: b, inf: inf, id: uint16(idx), isMap: isMap, types: types, restoreEntry: restoreEntry}
 		if k := inf.kind; k == kindValue || k == kindReducing || k == kindAggregating {
 			s.cache = newRowCache(b.lsm)
@@ -760,7 +800,7 @@ func (s *lsmAggregating[K, N, IN, ACC, OUT]) MergeNamespaces(target N, sources .
 
 func lsmValueOf[K, N comparable, T any](b *KeyedBackend[K], inf stateInfo, nc codec.Codec[N], c codec.Codec[T]) (*lsmValue[K, N, T], error) {
 	enc := valueEnc(c)
-	st, err := registerLSM[K, *lsmValue[K, N, T]](b, inf, false, restoreOne(b, nc, enc.decode))
+	st, err := registerLSM[K, *lsmValue[K, N, T]](b, inf, valueLayout(c), false, restoreOne(b, nc, enc.decode))
 	if err != nil {
 		return nil, err
 	}
@@ -769,7 +809,7 @@ func lsmValueOf[K, N comparable, T any](b *KeyedBackend[K], inf stateInfo, nc co
 
 func lsmListOf[K, N comparable, T any](b *KeyedBackend[K], inf stateInfo, nc codec.Codec[N], c codec.Codec[T]) (*lsmList[K, N, T], error) {
 	enc := listEnc(c)
-	st, err := registerLSM[K, *lsmList[K, N, T]](b, inf, false, restoreOne(b, nc, enc.decode))
+	st, err := registerLSM[K, *lsmList[K, N, T]](b, inf, valueLayout(c), false, restoreOne(b, nc, enc.decode))
 	if err != nil {
 		return nil, err
 	}
@@ -777,7 +817,7 @@ func lsmListOf[K, N comparable, T any](b *KeyedBackend[K], inf stateInfo, nc cod
 }
 
 func lsmMapOf[K, N, UK comparable, UV any](b *KeyedBackend[K], inf stateInfo, nc codec.Codec[N], kc codec.Codec[UK], vc codec.Codec[UV]) (*lsmMap[K, N, UK, UV], error) {
-	st, err := registerLSM[K, *lsmMap[K, N, UK, UV]](b, inf, true, restoreMap(b, nc, kc, vc))
+	st, err := registerLSM[K, *lsmMap[K, N, UK, UV]](b, inf, mapLayout(kc, vc), true, restoreMap(b, nc, kc, vc))
 	if err != nil {
 		return nil, err
 	}
@@ -786,7 +826,7 @@ func lsmMapOf[K, N, UK comparable, UV any](b *KeyedBackend[K], inf stateInfo, nc
 
 func lsmReducingOf[K, N comparable, T any](b *KeyedBackend[K], inf stateInfo, nc codec.Codec[N], c codec.Codec[T], reduce func(acc, v T) T) (*lsmReducing[K, N, T], error) {
 	enc := valueEnc(c)
-	st, err := registerLSM[K, *lsmReducing[K, N, T]](b, inf, false, restoreOne(b, nc, enc.decode))
+	st, err := registerLSM[K, *lsmReducing[K, N, T]](b, inf, valueLayout(c), false, restoreOne(b, nc, enc.decode))
 	if err != nil {
 		return nil, err
 	}
@@ -795,7 +835,7 @@ func lsmReducingOf[K, N comparable, T any](b *KeyedBackend[K], inf stateInfo, nc
 
 func lsmAggregatingOf[K, N comparable, IN, ACC, OUT any](b *KeyedBackend[K], inf stateInfo, nc codec.Codec[N], c codec.Codec[ACC], fn AggregateFunction[IN, ACC, OUT]) (*lsmAggregating[K, N, IN, ACC, OUT], error) {
 	enc := valueEnc(c)
-	st, err := registerLSM[K, *lsmAggregating[K, N, IN, ACC, OUT]](b, inf, false, restoreOne(b, nc, enc.decode))
+	st, err := registerLSM[K, *lsmAggregating[K, N, IN, ACC, OUT]](b, inf, valueLayout(c), false, restoreOne(b, nc, enc.decode))
 	if err != nil {
 		return nil, err
 	}

@@ -1,9 +1,11 @@
 package state
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"io"
+	"slices"
 	"sync/atomic"
 
 	"github.com/weirstream/weir/config"
@@ -22,6 +24,7 @@ type KeyedSnapshot struct {
 	maxP         int
 	kgs          KeyGroupRange
 	infos        []stateInfo
+	schemas      []stateSchema
 	views        []stateView
 	// inLSM marks, in a native snapshot, the states whose entries are in
 	// the store's files rather than in the blob.
@@ -67,6 +70,7 @@ func (b *KeyedBackend[K]) snapshot(checkpointID int64, native bool) *KeyedSnapsh
 		maxP:         b.maxP,
 		kgs:          b.kgs,
 		infos:        make([]stateInfo, len(b.states)),
+		schemas:      make([]stateSchema, len(b.states)),
 		views:        make([]stateView, len(b.states)),
 		release:      func(ep uint64) { b.ep.end(ep) },
 	}
@@ -75,6 +79,7 @@ func (b *KeyedBackend[K]) snapshot(checkpointID int64, native bool) *KeyedSnapsh
 	}
 	for i, st := range b.states {
 		s.infos[i] = st.info()
+		s.schemas[i] = b.layouts[s.infos[i].name].stateSchema
 		if _, ok := st.(*lsmState[K]); ok && native {
 			s.views[i], s.inLSM[i] = emptyView{}, true
 			continue
@@ -127,7 +132,7 @@ func (s *KeyedSnapshot) WriteTo(w io.Writer) (int64, error) {
 	hdr = binary.AppendUvarint(hdr, uint64(s.kgs.End))
 	hdr = binary.AppendUvarint(hdr, uint64(len(s.infos)))
 	for i, inf := range s.infos {
-		hdr = appendStateInfo(hdr, inf, s.inLSM != nil && s.inLSM[i])
+		hdr = appendStateInfo(hdr, inf, s.inLSM != nil && s.inLSM[i], s.schemas[i])
 	}
 	bw.header(blobKeyed, hdr)
 
@@ -182,9 +187,12 @@ const (
 	flagInLSM = 2
 	// flagTTL marks a state with a time to live.
 	flagTTL = 4
+	// flagSchema marks a state whose value schema follows its flags
+	// (evolve.go): the value schema, then the map key schema.
+	flagSchema = 8
 )
 
-func appendStateInfo(dst []byte, inf stateInfo, inLSM bool) []byte {
+func appendStateInfo(dst []byte, inf stateInfo, inLSM bool, sch stateSchema) []byte {
 	dst = appendString(dst, inf.name)
 	var flags byte
 	if inf.namespaced {
@@ -196,17 +204,34 @@ func appendStateInfo(dst []byte, inf stateInfo, inLSM bool) []byte {
 	if inf.ttl {
 		flags |= flagTTL
 	}
-	return append(dst, byte(inf.kind), flags)
+	if !sch.empty() {
+		flags |= flagSchema
+	}
+	dst = append(dst, byte(inf.kind), flags)
+	if !sch.empty() {
+		dst = appendBytes(appendBytes(dst, sch.value), sch.key)
+	}
+	return dst
 }
 
-func (d *decoder) stateInfo() (stateInfo, bool) {
+func (d *decoder) stateInfo() (stateInfo, bool, stateSchema) {
 	name := string(d.bytes())
 	kind := stateKind(d.byte())
 	flags := d.byte()
-	if d.err == nil && (kind < kindValue || kind > kindTimers || flags > flagNamespaced|flagInLSM|flagTTL || flags&(flagInLSM|flagTTL) != 0 && kind == kindTimers) {
+	if d.err == nil && (kind < kindValue || kind > kindTimers || flags > flagNamespaced|flagInLSM|flagTTL|flagSchema || flags&(flagInLSM|flagTTL|flagSchema) != 0 && kind == kindTimers) {
 		d.err = corrupt("state %q has kind %d, flags %#x", name, kind, flags)
 	}
-	return stateInfo{name: name, kind: kind, namespaced: flags&flagNamespaced != 0, ttl: flags&flagTTL != 0}, flags&flagInLSM != 0
+	var sch stateSchema
+	if flags&flagSchema != 0 {
+		// Empty stands for unknown: a schema is never empty.
+		if v := d.bytes(); len(v) > 0 {
+			sch.value = slices.Clone(v)
+		}
+		if k := d.bytes(); len(k) > 0 {
+			sch.key = slices.Clone(k)
+		}
+	}
+	return stateInfo{name: name, kind: kind, namespaced: flags&flagNamespaced != 0, ttl: flags&flagTTL != 0}, flags&flagInLSM != 0, sch
 }
 
 // KeyedSnapshotInfo describes a serialized keyed snapshot, as read from its
@@ -221,7 +246,8 @@ type KeyedSnapshotInfo struct {
 
 type keyedHeader struct {
 	KeyedSnapshotInfo
-	infos []stateInfo
+	infos   []stateInfo
+	schemas []stateSchema
 	// inLSM marks the states whose entries are in the files of a native
 	// snapshot.
 	inLSM []bool
@@ -254,8 +280,9 @@ func readKeyedHeader(br *blobReader) (*keyedHeader, error) {
 		if d.err != nil {
 			break
 		}
-		inf, inLSM := d.stateInfo()
+		inf, inLSM, sch := d.stateInfo()
 		h.infos = append(h.infos, inf)
+		h.schemas = append(h.schemas, sch)
 		h.inLSM = append(h.inLSM, inLSM)
 		h.States = append(h.States, inf.name)
 	}
@@ -330,7 +357,7 @@ func (b *KeyedBackend[K]) restore(r io.Reader, want KeyGroupRange) error {
 	if h.native() {
 		return fmt.Errorf("snapshot of checkpoint %d is a native snapshot of an embedded LSM store: restore it with its files (RestoreNative)", h.CheckpointID)
 	}
-	_, err = b.load(h, blocks)
+	_, _, err = b.load(h, blocks, false)
 	return err
 }
 
@@ -381,19 +408,40 @@ func (b *KeyedBackend[K]) parse(r io.Reader, want KeyGroupRange) (*keyedHeader, 
 
 // load fills the backend from a verified snapshot's header and blocks. It
 // returns, by the header's index, the backend's state of each of the
-// snapshot's states (placeholders for those not registered yet).
-func (b *KeyedBackend[K]) load(h *keyedHeader, blocks []keyedBlock) ([]keyedState, error) {
+// snapshot's states (placeholders for those not registered yet), and how
+// the entries of each registered one are rewritten into its current
+// layout (nil: as they are).
+// adopting says the snapshot's states in the store are the backend's rows
+// now (adopt).
+func (b *KeyedBackend[K]) load(h *keyedHeader, blocks []keyedBlock, adopting bool) ([]keyedState, []*evolution, error) {
 	// Verified: load.
 	targets := make([]keyedState, len(h.infos))
+	evs := make([]*evolution, len(h.infos))
 	for i, inf := range h.infos {
 		j, ok := b.byName[inf.name]
 		if !ok {
 			j = len(b.states)
 			b.byName[inf.name] = j
 			b.states = append(b.states, &rawState{inf: inf, groups: make([][]rawSegment, b.kgs.Len())})
+			b.layouts[inf.name] = layout{stateSchema: h.schemas[i]}
 		}
 		if got := b.states[j].info(); got != inf {
-			return nil, fmt.Errorf("snapshot has %v, backend has %v", inf, got)
+			return nil, nil, fmt.Errorf("snapshot has %v, backend has %v", inf, got)
+		}
+		if raw, ok := b.states[j].(*rawState); ok {
+			// Placeholders keep the bytes of one schema, evolved on
+			// registration: the snapshots of one state must agree.
+			if prev := b.layouts[inf.name]; !bytes.Equal(prev.value, h.schemas[i].value) || !bytes.Equal(prev.key, h.schemas[i].key) {
+				return nil, nil, fmt.Errorf("%v: the snapshots restored disagree on its schema", inf)
+			}
+			raw.inStore = raw.inStore || adopting && h.inLSM[i]
+		} else {
+			// Registered before the restore: rewrite into its layout.
+			ev, err := planEvolution(inf, h.schemas[i], b.layouts[inf.name])
+			if err != nil {
+				return nil, nil, err
+			}
+			evs[i] = ev
 		}
 		targets[i] = b.states[j]
 	}
@@ -401,12 +449,18 @@ func (b *KeyedBackend[K]) load(h *keyedHeader, blocks []keyedBlock) ([]keyedStat
 		b.restored[blk.kgIdx] = true
 		for _, seg := range blk.segs {
 			st := targets[seg.state]
+			if ev := evs[seg.state]; ev != nil {
+				var err error
+				if seg.rawSegment, err = ev.segment(seg.rawSegment); err != nil {
+					return nil, nil, fmt.Errorf("key group %d: %w", blk.kgIdx+b.kgs.Start, err)
+				}
+			}
 			if err := st.restoreGroup(blk.kgIdx, seg.n, seg.data); err != nil {
-				return nil, fmt.Errorf("%v, key group %d: %w", st.info(), blk.kgIdx+b.kgs.Start, err)
+				return nil, nil, fmt.Errorf("%v, key group %d: %w", st.info(), blk.kgIdx+b.kgs.Start, err)
 			}
 		}
 	}
-	return targets, nil
+	return targets, evs, nil
 }
 
 // parseKeyedBlock splits a key group's payload into the segments of each

@@ -186,6 +186,9 @@ type rawSegment struct {
 type rawState struct {
 	inf    stateInfo
 	groups [][]rawSegment // by key group index
+	// inStore marks a state of an adopted native snapshot: its entries
+	// are rows of the embedded store, not segments.
+	inStore bool
 }
 
 func (r *rawState) info() stateInfo { return r.inf }

@@ -89,7 +89,7 @@ func NewTimers[K, N comparable](b *KeyedBackend[K], name string, nsCodec codec.C
 	if err != nil {
 		return nil, fmt.Errorf("state: %v: namespace: %w", inf, err)
 	}
-	return register(b, inf, func() *Timers[K, N] {
+	return register(b, inf, layout{}, func() *Timers[K, N] {
 		t := &Timers[K, N]{
 			b:   b,
 			inf: inf,

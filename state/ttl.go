@@ -438,3 +438,6 @@ func (s *ttlAggregating[IN, ACC, OUT]) Get() (OUT, bool) {
 
 func (s *ttlAggregating[IN, ACC, OUT]) Add(v IN) { s.s.Add(v) }
 func (s *ttlAggregating[IN, ACC, OUT]) Clear()   { s.s.Clear() }
+
+// layout is the wrapped value's: the stamp is not part of the schema.
+func (s stampedCodec[T]) layout() layout { return valueLayout(s.c) }
