@@ -3,8 +3,11 @@ package stream_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -23,8 +26,87 @@ import (
 // failing on it again and again; with the file sink, every record's sum is
 // in the output exactly once.
 func TestResumeFallsBackPastAFlippedStateFile(t *testing.T) {
+	resumeFlipped(t, nil, false, func(t *testing.T, first *streamtest.Result, ids []int64) (string, int64) {
+		newest, previous := ids[len(ids)-1], ids[len(ids)-2]
+		files, _ := filepath.Glob(filepath.Join(first.CheckpointDir(newest), "*"))
+		for _, f := range files {
+			if fi, err := os.Stat(f); err == nil && filepath.Base(f) != "_metadata" && fi.Size() > 1024 {
+				return f, previous
+			}
+		}
+		t.Fatalf("checkpoint %d has no state file (files %v): the keyed state is small enough to be inline, so this test shows nothing", newest, files)
+		return "", 0
+	})
+}
+
+// TestResumeFallsBackPastAFlippedSharedFile is the same with incremental
+// checkpoints of the embedded LSM store, where checkpoints share the
+// store's files: the byte flipped is in a file that the newest checkpoint
+// took over from an earlier one (the input stopped before the last
+// checkpoints, which therefore share the store's files), so every
+// checkpoint that names it is invalid, and the resume restores the newest
+// that does not; if every retained checkpoint names it, the resume fails.
+func TestResumeFallsBackPastAFlippedSharedFile(t *testing.T) {
+	resumeFlipped(t, []string{"state.backend.type=rocksdb", "execution.checkpointing.incremental=true", "execution.checkpointing.num-retained=5"}, true,
+		func(t *testing.T, first *streamtest.Result, ids []int64) (string, int64) {
+			st, err := storage.Open(context.Background(), first.Dir, first.JobID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			// The files each checkpoint names, relative to the job's
+			// directory.
+			names := map[int64]map[string]bool{}
+			for _, id := range ids {
+				md, err := st.ReadMetadata(context.Background(), first.CheckpointDir(id))
+				if err != nil {
+					t.Fatal(err)
+				}
+				names[id] = map[string]bool{}
+				for _, op := range md.Operators {
+					for _, sub := range op.Subtasks {
+						for _, h := range sub.Keyed {
+							if h.Path != "" {
+								names[id][h.Path] = true
+							}
+						}
+					}
+				}
+			}
+			newest := ids[len(ids)-1]
+			for _, path := range slices.Sorted(maps.Keys(names[newest])) {
+				if strings.HasPrefix(path, fmt.Sprintf("chk-%d/", newest)) || !strings.HasSuffix(path, ".sst") {
+					continue
+				}
+				// The newest retained checkpoint that does not name it,
+				// if any.
+				for i := len(ids) - 2; i >= 0; i-- {
+					if !names[ids[i]][path] {
+						return filepath.Join(first.JobDir(), filepath.FromSlash(path)), ids[i]
+					}
+				}
+				return filepath.Join(first.JobDir(), filepath.FromSlash(path)), 0
+			}
+			t.Fatalf("the newest checkpoint %d shares no file with an older one (%v): this test shows nothing", newest, names)
+			return "", 0
+		})
+}
+
+// resumeFlipped runs a keyed running sum into the exactly-once file sink
+// with the options kv, cancels it, flips a byte of the state file pick
+// chooses among the retained checkpoints ids, and resumes: the resumed job
+// must restore the checkpoint pick names, and the output hold every
+// record's sum exactly once. With pause, the first run's input stops
+// before its last checkpoints, so that they change no state.
+func resumeFlipped(t *testing.T, kv []string, pause bool, pick func(t *testing.T, first *streamtest.Result, ids []int64) (string, int64)) {
 	const partitions, perPartition, keys = 2, 12000, 5000
+	// gate, while set, holds the first run's input back: datagen calls gen
+	// on the source's fetcher goroutine, so checkpoints go on meanwhile.
+	var gate atomic.Pointer[chan struct{}]
 	gen := func(p int, seq int64) rec {
+		if g := gate.Load(); g != nil {
+			<-*g
+		}
 		return rec{Key: fmt.Sprintf("key-%05d", datagen.Mix(9, p, seq)%keys), Value: int64(p) + 2*seq + 1, P: p, Seq: seq}
 	}
 	out := t.TempDir()
@@ -42,14 +124,28 @@ func TestResumeFallsBackPastAFlippedStateFile(t *testing.T) {
 		sums := stream.Process(stream.KeyBy(in, func(r rec) string { return r.Key }), stream.KeyedProcessFunction[string, rec, KeyedSum](&runningSum{}), stream.Uid("sum"))
 		stream.SinkTo(sums, sink, stream.Uid("sink"))
 	}
-	common := streamtest.Config("parallelism.default=2", "execution.checkpointing.interval=20 ms", "execution.checkpointing.num-retained=3")
-	// Three checkpoints that complete once 8000 records were read.
-	ready := 0
+	common := streamtest.Config(append([]string{"parallelism.default=2", "execution.checkpointing.interval=20 ms", "execution.checkpointing.num-retained=3"}, kv...)...)
+	// Three checkpoints that complete once 8000 records were read (with
+	// pause, four more after the input stopped, which change nothing).
+	ready, need := 0, 3
+	if pause {
+		need = 1 + 4
+	}
 	first := streamtest.Run(t, build, common, streamtest.JobID("first"), streamtest.Until(func(evs []stream.JobEvent) bool {
 		if evs[len(evs)-1].Kind == stream.EventCheckpointCompleted && read.Load() >= 8000 {
 			ready++
+			if pause && ready == 1 {
+				g := make(chan struct{})
+				gate.Store(&g)
+			}
 		}
-		return ready >= 3
+		if ready < need {
+			return false
+		}
+		if g := gate.Swap(nil); g != nil {
+			close(*g)
+		}
+		return true
 	}))
 	if !first.Canceled {
 		t.Fatalf("the first run ended before it was canceled (%v): make the input longer", first.Err)
@@ -59,18 +155,8 @@ func TestResumeFallsBackPastAFlippedStateFile(t *testing.T) {
 	if len(ids) < 2 {
 		t.Fatalf("retained completed checkpoints %v, want at least 2", ids)
 	}
-	newest, previous := ids[len(ids)-1], ids[len(ids)-2]
-	files, _ := filepath.Glob(filepath.Join(first.CheckpointDir(newest), "*"))
-	var flipped string
-	for _, f := range files {
-		if fi, err := os.Stat(f); err == nil && filepath.Base(f) != "_metadata" && fi.Size() > 1024 {
-			flipped = f
-			break
-		}
-	}
-	if flipped == "" {
-		t.Fatalf("checkpoint %d has no state file (files %v): the keyed state is small enough to be inline, so this test shows nothing", newest, files)
-	}
+	flipped, want := pick(t, first, ids)
+	t.Logf("retained checkpoints %v; flipping a byte of %s, which leaves %d the newest valid", ids, flipped, want)
 	b, err := os.ReadFile(flipped)
 	if err != nil {
 		t.Fatal(err)
@@ -90,17 +176,27 @@ func TestResumeFallsBackPastAFlippedStateFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, in := range infos {
-		if in.ID == newest && in.Status != storage.Invalid {
-			t.Fatalf("the listing reports checkpoint %d with a flipped state file as %v", newest, in.Status)
+		if in.ID > want && in.Status != storage.Invalid {
+			t.Fatalf("the listing reports checkpoint %d, whose state file %s is flipped, as %v", in.ID, flipped, in.Status)
 		}
 	}
 
 	second := streamtest.Run(t, build, common, streamtest.ResumeFrom(first), streamtest.JobID("second"))
+	if want == 0 {
+		// Every retained checkpoint names the flipped file: the resume
+		// must fail, not start again from nothing (which would write
+		// the committed output a second time).
+		if second.Err == nil || second.Events.Count(stream.EventRunning) > 0 {
+			t.Fatalf("resumed with every retained checkpoint corrupt: %v, events %v", second.Err, second.Events)
+		}
+		t.Logf("the resume failed, as it must: %v", second.Err)
+		return
+	}
 	if second.Err != nil {
 		t.Fatal(second.Err)
 	}
-	if r := second.Events.Of(stream.EventRestored); len(r) != 1 || r[0].Checkpoint != previous {
-		t.Fatalf("restored %+v, want checkpoint %d (the newest, %d, has a flipped state file)", r, previous, newest)
+	if r := second.Events.Of(stream.EventRestored); len(r) != 1 || r[0].Checkpoint != want {
+		t.Fatalf("restored %+v, want checkpoint %d (the newer ones name the flipped %s)", r, want, flipped)
 	}
 	got, err := file.ReadJSONLines[KeyedSum](out)
 	if err != nil {

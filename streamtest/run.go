@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/weirstream/weir/config"
+	"github.com/weirstream/weir/internal/checkpoint/storage"
 	"github.com/weirstream/weir/stream"
 )
 
@@ -133,7 +134,7 @@ func (r *Result) Checkpoints() []int64 {
 		if err != nil {
 			continue
 		}
-		if _, err := os.Stat(r.CheckpointDir(id)); err == nil {
+		if _, err := os.Stat(filepath.Join(r.CheckpointDir(id), storage.MetadataFile)); err == nil {
 			ids = append(ids, id)
 		}
 	}

@@ -481,17 +481,25 @@ func TestClusterKillTaskManagersWithIncrementalState(t *testing.T) {
 	}
 	ids := j.restores(t)
 	j.checkRestored(t, ids)
-	// Incremental: some checkpoint wrote less than the state it names.
+	// A checkpoint writes at most the state it names. How many wrote
+	// less depends on whether the stores' compactions kept files between
+	// two checkpoints, which a job whose every key changes all the time
+	// does not ensure: it is reported, not asserted (the stream tests
+	// assert that unchanged files are not written again:
+	// TestIncrementalCheckpoints, TestResumeFallsBackPastAFlippedSharedFile).
 	incremental := 0
 	for _, h := range j.checkpoints(t).History {
-		if h.Status == coordinator.StatusCompleted && h.CheckpointedSize < h.StateSize {
+		if h.Status != coordinator.StatusCompleted {
+			continue
+		}
+		if h.CheckpointedSize > h.StateSize {
+			t.Errorf("checkpoint %d wrote %d bytes of a state of %d", h.ID, h.CheckpointedSize, h.StateSize)
+		}
+		if h.CheckpointedSize < h.StateSize {
 			incremental++
 		}
 	}
-	if incremental == 0 {
-		t.Fatal("no completed checkpoint wrote less than the state it names: the checkpoints are not incremental")
-	}
-	t.Logf("restored from checkpoints %v; %d checkpoints incremental; outputs verified", ids, incremental)
+	t.Logf("restored from checkpoints %v; %d checkpoints wrote less than their state; outputs verified", ids, incremental)
 }
 
 // TestClusterFrozenTaskManagerIsDeclaredLost freezes a task manager
