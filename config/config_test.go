@@ -57,6 +57,7 @@ func TestDefaults(t *testing.T) {
 		KeyStateBackend:          "hashmap",
 		KeyPebbleLocalDir:        "",
 		KeyPebbleMemory:          "64 mb",
+		KeyTimerService:          "ROCKSDB",
 
 		KeyHeartbeatInterval: "10 s",
 		KeyHeartbeatTimeout:  "50 s",
@@ -148,6 +149,7 @@ func TestDefaultViews(t *testing.T) {
 		BufferTimeout:         100 * time.Millisecond,
 		StateBackend:          BackendHashMap,
 		PebbleMemory:          64 << 20,
+		TimerService:          TimersInStore,
 	}
 	if p != wantP {
 		t.Errorf("default Pipeline() = %+v, want %+v", p, wantP)
@@ -209,6 +211,7 @@ func TestSetCanonicalForm(t *testing.T) {
 		{KeyStateBackend, "HashMap", "hashmap"},
 		{KeyStateBackend, "RocksDB", "rocksdb"},
 		{KeyPebbleMemory, "1 gb", "1 gb"},
+		{KeyTimerService, "heap", "HEAP"},
 		{KeyCheckpointingDir, "  s3://bucket/chk ", "s3://bucket/chk"},
 		{KeyRESTPort, "0", "0"},
 	}
@@ -243,6 +246,7 @@ func TestSetInvalidValue(t *testing.T) {
 		{KeyFailoverStrategy, "individual", []string{"region, full"}},
 		{KeyStateBackend, "memory", []string{"one of hashmap, pebble, rocksdb, forst"}},
 		{KeyPebbleMemory, "1 mb", []string{"from 4 mb"}},
+		{KeyTimerService, "memory", []string{"ROCKSDB", "HEAP"}},
 		{KeyCheckpointingIncremental, "yes", []string{"true or false"}},
 		{KeyCheckpointingUnaligned, "maybe", []string{"true or false"}},
 		{KeyCheckpointingAlignedTimeout, "-1 s", []string{"at least 0"}},

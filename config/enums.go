@@ -95,6 +95,17 @@ const (
 	BackendForSt StateBackend = "forst"
 )
 
+// TimerService is the value of [KeyTimerService].
+type TimerService string
+
+// Timer services.
+const (
+	// TimersInStore keeps timers in the embedded LSM store. The default.
+	TimersInStore TimerService = "ROCKSDB"
+	// TimersOnHeap keeps timers in memory.
+	TimersOnHeap TimerService = "HEAP"
+)
+
 // EmbeddedLSM reports whether the backend keeps state in the embedded LSM
 // store: pebble, and Flink's rocksdb and forst, which it serves.
 func (b StateBackend) EmbeddedLSM() bool {
@@ -135,5 +146,9 @@ var (
 		{name: string(BackendPebble)},
 		{name: string(BackendRocksDB)},
 		{name: string(BackendForSt)},
+	}
+	timerServices = []enumValue{
+		{name: string(TimersInStore)},
+		{name: string(TimersOnHeap)},
 	}
 )

@@ -197,9 +197,15 @@ const (
 	KeyPebbleLocalDir = "state.backend.pebble.localdir"
 
 	// KeyPebbleMemory bounds the memory of each keyed operator subtask's
-	// pebble store: half for its block cache, half for its memtables.
-	// Default: 64 mb. At least 4 mb.
+	// pebble store: half for a write-back cache of its states' rows, a
+	// quarter for its block cache, a quarter for its memtables. Default:
+	// 64 mb. At least 4 mb.
 	KeyPebbleMemory = "state.backend.pebble.memory"
+
+	// KeyTimerService says where the embedded LSM backend keeps timers:
+	// ROCKSDB, in the store with the keyed state (Flink's default), or
+	// HEAP, in memory. The heap backend keeps them in memory either way.
+	KeyTimerService = "state.backend.rocksdb.timer-service.factory"
 )
 
 const (

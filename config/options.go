@@ -304,7 +304,9 @@ var optionTable = []option{
 	{key: KeyPebbleLocalDir, kind: KindString,
 		desc: "Directory where the pebble backend keeps its working files; unset is the system's temporary directory."},
 	{key: KeyPebbleMemory, kind: KindMemory, def: "64 mb", check: memoryBetween(4<<20, 1<<40),
-		desc: "Memory of each keyed operator subtask's pebble store: half block cache, half memtables."},
+		desc: "Memory of each keyed operator subtask's pebble store: half a write-back cache of its rows, a quarter block cache, a quarter memtables."},
+	{key: KeyTimerService, kind: KindEnum, def: string(TimersInStore), values: timerServices,
+		desc: "Where the pebble (rocksdb, forst) backend keeps timers: ROCKSDB, in its store with the keyed state, or HEAP, in memory."},
 
 	// Cluster and REST (Flink's HeartbeatManagerOptions, TaskManagerOptions, RestOptions, WebOptions).
 	{key: KeyHeartbeatInterval, kind: KindDuration, def: "10 s", check: durationAtLeast(time.Millisecond),

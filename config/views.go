@@ -255,6 +255,9 @@ type Pipeline struct {
 	// PebbleMemory is the memory of each keyed operator subtask's pebble
 	// store. Default: 64 MiB.
 	PebbleMemory int64
+	// TimerService is where the pebble backend keeps timers. Default:
+	// TimersInStore.
+	TimerService TimerService
 }
 
 // MaxParallelismFor returns the maximum parallelism, and so the number of key
@@ -279,6 +282,7 @@ func (c *Configuration) Pipeline() (Pipeline, error) {
 		StateBackend:          StateBackend(c.String(KeyStateBackend)),
 		PebbleLocalDir:        c.String(KeyPebbleLocalDir),
 		PebbleMemory:          c.MemorySize(KeyPebbleMemory),
+		TimerService:          TimerService(c.String(KeyTimerService)),
 	}
 	if p.MaxParallelism > 0 && p.Parallelism > p.MaxParallelism {
 		return Pipeline{}, &ConflictError{

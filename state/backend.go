@@ -324,6 +324,11 @@ func register[K comparable, S keyedState](b *KeyedBackend[K], info stateInfo, la
 				return zero, fmt.Errorf("state: restoring %w", err)
 			}
 		}
+		if a, ok := any(s).(interface{ adopted() error }); ok && raw.inStore {
+			if err := a.adopted(); err != nil {
+				return zero, fmt.Errorf("state: restoring %v: %w", info, err)
+			}
+		}
 		for kgIdx, segs := range raw.groups {
 			for _, seg := range segs {
 				if ev != nil {

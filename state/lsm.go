@@ -51,6 +51,9 @@ type PebbleOptions struct {
 	// its states, a quarter for the store's block cache, a quarter for its
 	// memtables. 0 is DefaultPebbleMemory.
 	Memory int64
+	// HeapTimers keeps timers on the heap, as the heap backend does
+	// (Flink's timer-service factory HEAP), rather than in the store.
+	HeapTimers bool
 }
 
 // DefaultPebbleMemory is the memory of a Pebble keyed backend unless
@@ -81,6 +84,8 @@ type lsm struct {
 	caches      []*rowCache
 	cacheBudget int64
 	cacheUsed   int64
+	// heapTimers keeps timers on the heap instead of in the store.
+	heapTimers bool
 }
 
 // listMerger concatenates list rows: each operand is an element count
@@ -162,7 +167,7 @@ func openLSM(o PebbleOptions) (*lsm, error) {
 		_ = os.RemoveAll(dir)
 		return nil, err
 	}
-	return &lsm{db: db, dir: dir, mem: mem, snaps: map[*pebble.Snapshot]bool{}, cacheBudget: mem / 2}, nil
+	return &lsm{db: db, dir: dir, mem: mem, snaps: map[*pebble.Snapshot]bool{}, cacheBudget: mem / 2, heapTimers: o.HeapTimers}, nil
 }
 
 // openPebble opens (or creates) the database in dir with mem bytes of

@@ -140,7 +140,7 @@ func (b *KeyedBackend[K]) restoreNative(blob io.Reader, dir string, want KeyGrou
 		if !in {
 			continue
 		}
-		v := &lsmView{r: src, id: uint16(i), kgStart: b.kgs.Start, isMap: h.infos[i].kind == kindMap, kg: -1}
+		v := &lsmView{r: src, id: uint16(i), kgStart: b.kgs.Start, isMap: h.infos[i].kind == kindMap, timers: h.infos[i].kind == kindTimers, kg: -1}
 		for kg := want.Start; kg <= want.End; kg++ {
 			kgIdx := kg - b.kgs.Start
 			if n := v.groupLen(kgIdx); n > 0 {
@@ -184,7 +184,7 @@ func (b *KeyedBackend[K]) adopt(h *keyedHeader, blocks []keyedBlock, src *pebble
 	_ = os.RemoveAll(old.dir)
 	// The snapshot's directory is the database now (it is open: it
 	// cannot be renamed): Close removes it, native snapshots go beside it.
-	b.lsm = &lsm{db: src, dir: dir, mem: old.mem, snaps: map[*pebble.Snapshot]bool{}, cacheBudget: old.cacheBudget}
+	b.lsm = &lsm{db: src, dir: dir, mem: old.mem, snaps: map[*pebble.Snapshot]bool{}, cacheBudget: old.cacheBudget, heapTimers: old.heapTimers}
 	// Rows of key groups outside want (keys start with the key group,
 	// two bytes big-endian, below 0x8000).
 	if want.Start > 0 {

@@ -36,6 +36,7 @@ type lsmState[K comparable] struct {
 }
 
 func (s *lsmState[K]) info() stateInfo { return s.inf }
+func (s *lsmState[K]) inStore() bool   { return true }
 
 func (s *lsmState[K]) capture() stateView {
 	snap := s.b.lsm.snapshot()
@@ -247,6 +248,7 @@ type lsmView struct {
 	id      uint16
 	kgStart int
 	isMap   bool
+	timers  bool // rows of a Timers (lsmtimers.go)
 
 	// The entries of key group kg, as groupLen made them for appendGroup.
 	kg  int
@@ -309,6 +311,14 @@ func (v *lsmView) fill(kgIdx int) {
 		if err != nil {
 			v.err = err
 			break
+		}
+		if v.timers {
+			if v.buf, err = appendTimerEntry(v.buf, k); err != nil {
+				v.err = err
+				break
+			}
+			v.n++
+			continue
 		}
 		if !v.isMap {
 			v.buf = appendPrefixedBytes(append(v.buf, k...), val)

@@ -80,7 +80,7 @@ func (b *KeyedBackend[K]) snapshot(checkpointID int64, native bool) *KeyedSnapsh
 	for i, st := range b.states {
 		s.infos[i] = st.info()
 		s.schemas[i] = b.layouts[s.infos[i].name].stateSchema
-		if _, ok := st.(*lsmState[K]); ok && native {
+		if st, ok := st.(interface{ inStore() bool }); ok && st.inStore() && native {
 			s.views[i], s.inLSM[i] = emptyView{}, true
 			continue
 		}
@@ -218,7 +218,7 @@ func (d *decoder) stateInfo() (stateInfo, bool, stateSchema) {
 	name := string(d.bytes())
 	kind := stateKind(d.byte())
 	flags := d.byte()
-	if d.err == nil && (kind < kindValue || kind > kindTimers || flags > flagNamespaced|flagInLSM|flagTTL|flagSchema || flags&(flagInLSM|flagTTL|flagSchema) != 0 && kind == kindTimers) {
+	if d.err == nil && (kind < kindValue || kind > kindTimers || flags > flagNamespaced|flagInLSM|flagTTL|flagSchema || flags&(flagTTL|flagSchema) != 0 && kind == kindTimers) {
 		d.err = corrupt("state %q has kind %d, flags %#x", name, kind, flags)
 	}
 	var sch stateSchema

@@ -8,6 +8,8 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/cockroachdb/pebble/v2"
+
 	"github.com/weirstream/weir/codec"
 )
 
@@ -43,6 +45,9 @@ type Timers[K, N comparable] struct {
 	heads []int32             // key group indices with timers, a heap by earliest timer
 	pos   []int32             // position of each key group in heads, -1 if absent
 	n     int
+	// l keeps the timers in the backend's embedded LSM store instead
+	// (lsmtimers.go); the heap fields are then unused.
+	l *lsmTimers
 
 	// Scratch buffers for ordering timers whose timestamps and key hashes
 	// are equal.
@@ -89,14 +94,20 @@ func NewTimers[K, N comparable](b *KeyedBackend[K], name string, nsCodec codec.C
 	if err != nil {
 		return nil, fmt.Errorf("state: %v: namespace: %w", inf, err)
 	}
+	// In the store, a state's id is its index in the backend, as for the
+	// other states (registerLSM).
+	idx, ok := b.byName[inf.name]
+	if !ok {
+		idx = len(b.states)
+	}
 	return register(b, inf, layout{}, func() *Timers[K, N] {
-		t := &Timers[K, N]{
-			b:   b,
-			inf: inf,
-			nc:  nc,
-			q:   make([]*timerQueue[K, N], b.kgs.Len()),
-			pos: make([]int32, b.kgs.Len()),
+		t := &Timers[K, N]{b: b, inf: inf, nc: nc}
+		if b.lsm != nil && !b.lsm.heapTimers {
+			t.l = newLSMTimers(uint16(idx), b.kgs.Len())
+			return t
 		}
+		t.q = make([]*timerQueue[K, N], b.kgs.Len())
+		t.pos = make([]int32, b.kgs.Len())
 		for i := range t.q {
 			t.q[i] = &timerQueue[K, N]{index: make(map[timerKey[K, N]]int32), epoch: b.ep.cur}
 			t.pos[i] = -1
@@ -111,6 +122,10 @@ func (t *Timers[K, N]) Len() int { return t.n }
 // Register adds a timer for the current key at ts in namespace ns. A timer
 // that already exists is not added again.
 func (t *Timers[K, N]) Register(ns N, ts int64) {
+	if t.l != nil {
+		t.lsmRegister(ns, ts)
+		return
+	}
 	kg, h := t.b.pos()
 	tk := timerKey[K, N]{ts, t.b.key, ns}
 	if _, ok := t.q[kg].index[tk]; ok {
@@ -126,6 +141,10 @@ func (t *Timers[K, N]) Register(ns N, ts int64) {
 
 // Delete removes the current key's timer at ts in namespace ns, if any.
 func (t *Timers[K, N]) Delete(ns N, ts int64) {
+	if t.l != nil {
+		t.lsmDelete(ns, ts)
+		return
+	}
 	kg, _ := t.b.pos()
 	tk := timerKey[K, N]{ts, t.b.key, ns}
 	i, ok := t.q[kg].index[tk]
@@ -143,6 +162,9 @@ func (t *Timers[K, N]) Delete(ns N, ts int64) {
 
 // Contains reports whether the current key has a timer at ts in ns.
 func (t *Timers[K, N]) Contains(ns N, ts int64) bool {
+	if t.l != nil {
+		return t.lsmContains(ns, ts)
+	}
 	kg, _ := t.b.pos()
 	_, ok := t.q[kg].index[timerKey[K, N]{ts, t.b.key, ns}]
 	return ok
@@ -150,6 +172,9 @@ func (t *Timers[K, N]) Contains(ns N, ts int64) bool {
 
 // Peek returns the earliest timer.
 func (t *Timers[K, N]) Peek() (Timer[K, N], bool) {
+	if t.l != nil {
+		return t.lsmPeek()
+	}
 	if len(t.heads) == 0 {
 		return Timer[K, N]{}, false
 	}
@@ -162,6 +187,9 @@ func (t *Timers[K, N]) Peek() (Timer[K, N], bool) {
 // upTo, and makes its key the backend's current key, as a timer callback
 // expects.
 func (t *Timers[K, N]) Pop(upTo int64) (Timer[K, N], bool) {
+	if t.l != nil {
+		return t.lsmPop(upTo)
+	}
 	if len(t.heads) == 0 {
 		return Timer[K, N]{}, false
 	}
@@ -377,8 +405,44 @@ func (t *Timers[K, N]) headFix(j int) {
 // Snapshot and restore.
 
 func (t *Timers[K, N]) info() stateInfo { return t.inf }
+func (t *Timers[K, N]) inStore() bool   { return t.l != nil }
+
+// adopted loads a queue whose timers are the rows of an adopted native
+// snapshot: into the key groups' caches if they stay in the store, onto
+// the heap (and out of the store) otherwise.
+func (t *Timers[K, N]) adopted() error {
+	db := t.b.lsm.db
+	if t.l != nil {
+		n, err := t.l.recount(db, t.b.kgs.Start)
+		t.n = n
+		return err
+	}
+	l := newLSMTimers(uint16(t.b.byName[t.inf.name]), t.b.kgs.Len())
+	v := &lsmView{r: db, id: l.id, kgStart: t.b.kgs.Start, timers: true, kg: -1}
+	for kgIdx := range t.q {
+		if n := v.groupLen(kgIdx); n > 0 {
+			if err := t.restoreGroup(kgIdx, n, slices.Clone(v.buf)); err != nil {
+				return err
+			}
+		}
+		if v.err != nil {
+			return v.err
+		}
+	}
+	for kg := t.b.kgs.Start; kg <= t.b.kgs.End; kg++ {
+		lo := appendRowPrefix(nil, kg, l.id)
+		if err := db.DeleteRange(lo, prefixEnd(lo), pebble.NoSync); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 func (t *Timers[K, N]) capture() stateView {
+	if t.l != nil {
+		snap := t.b.lsm.snapshot()
+		return &lsmView{l: t.b.lsm, snap: snap, r: snap, id: t.l.id, kgStart: t.b.kgs.Start, timers: true, kg: -1}
+	}
 	kc, nc := t.b.keyCodec, t.nc
 	return &timersView[K, N]{
 		q: slices.Clone(t.q),
@@ -392,6 +456,9 @@ func (t *Timers[K, N]) capture() stateView {
 }
 
 func (t *Timers[K, N]) restoreGroup(kgIdx, n int, data []byte) error {
+	if t.l != nil {
+		return t.lsmRestoreGroup(kgIdx, n, data)
+	}
 	return eachEntry(n, data, func(key, ns, val []byte) error { return t.restore(kgIdx, key, ns, val) })
 }
 

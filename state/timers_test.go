@@ -16,8 +16,23 @@ func popAll(tm *Timers[string, window], upTo int64) []Timer[string, window] {
 	return out
 }
 
+// timerBackends are the backends whose timer queues the tests run on:
+// the heap, and the embedded LSM store.
+var timerBackends = []struct {
+	name string
+	opts func(t testing.TB) []BackendOption
+}{
+	{"heap", func(testing.TB) []BackendOption { return nil }},
+	{"pebble", func(t testing.TB) []BackendOption { return []BackendOption{pebbleBackend(t)} }},
+}
+
 func TestTimers(t *testing.T) {
-	b := newBackend(t)
+	for _, be := range timerBackends {
+		t.Run(be.name, func(t *testing.T) { testTimers(t, newBackend(t, be.opts(t)...)) })
+	}
+}
+
+func testTimers(t *testing.T, b *KeyedBackend[string]) {
 	tm := must(NewTimers[string, window](b, "event", nil))
 	w := window{0, 10}
 	if _, ok := tm.Peek(); ok {
@@ -80,19 +95,19 @@ func TestTimers(t *testing.T) {
 
 // TestTimerOrder registers many timers with colliding timestamps in a
 // random order, and checks that they fire in the same order every time,
-// including after a snapshot and restore.
+// on either backend, including after a snapshot and restore into either.
 func TestTimerOrder(t *testing.T) {
 	seed := testSeed(t)
-	fire := func(perm []int, viaSnapshot bool) []Timer[string, window] {
-		b := newBackend(t)
+	fire := func(perm []int, from, to int) []Timer[string, window] {
+		b := newBackend(t, timerBackends[from].opts(t)...)
 		tm := must(NewTimers[string, window](b, "event", nil))
 		for _, i := range perm {
 			b.SetCurrentKey("k" + strconv.Itoa(i%50))
 			tm.Register(window{int64(i % 3), 0}, int64(i%4))
 		}
-		if viaSnapshot {
+		if to >= 0 {
 			blob := serialize(t, b, 1)
-			b = newBackend(t)
+			b = newBackend(t, timerBackends[to].opts(t)...)
 			if err := b.Restore(bytes.NewReader(blob)); err != nil {
 				t.Fatal(err)
 			}
@@ -102,7 +117,7 @@ func TestTimerOrder(t *testing.T) {
 	}
 	r := rand.New(rand.NewPCG(seed, 2))
 	perm := r.Perm(600)
-	want := fire(perm, false)
+	want := fire(perm, 0, -1)
 	if len(want) != 300 { // distinct (i%50, i%3, i%4)
 		t.Fatalf("%d timers fired, want 300", len(want))
 	}
@@ -111,10 +126,11 @@ func TestTimerOrder(t *testing.T) {
 			t.Fatalf("seed %d: fired %+v after %+v", seed, want[i], want[i-1])
 		}
 	}
-	for trial := range 3 {
+	for trial := range 8 {
 		r.Shuffle(len(perm), func(i, j int) { perm[i], perm[j] = perm[j], perm[i] })
-		if got := fire(perm, trial%2 == 1); !slices.Equal(got, want) {
-			t.Fatalf("seed %d, trial %d: timers fired in a different order", seed, trial)
+		from, to := trial%2, trial/2%3-1 // restored into none, heap or pebble
+		if got := fire(perm, from, to); !slices.Equal(got, want) {
+			t.Fatalf("seed %d, trial %d (%s, restored into %d): timers fired in a different order", seed, trial, timerBackends[from].name, to)
 		}
 	}
 }
@@ -160,5 +176,84 @@ func BenchmarkTimers(b *testing.B) {
 			b.Fatal("nothing to pop")
 		}
 		i++
+	}
+}
+
+// TestTimersInStoreMatchHeap runs random registrations, deletions, peeks
+// and pops on a heap queue and a queue in the embedded LSM store side by
+// side, with many timers per key group (beyond what a key group caches),
+// and moves the store's queue through snapshots (in weir's format and
+// native) from time to time: both must answer alike at every step.
+func TestTimersInStoreMatchHeap(t *testing.T) {
+	seed := testSeed(t)
+	r := rand.New(rand.NewPCG(seed, 7))
+	heap := newBackend(t)
+	ht := must(NewTimers[string, window](heap, "event", nil))
+	lb := newBackend(t, pebbleBackend(t))
+	lt := must(NewTimers[string, window](lb, "event", nil))
+	now := int64(0)
+	for step := range 20000 {
+		k := "k" + strconv.Itoa(r.IntN(40))
+		w := window{int64(r.IntN(3)), 0}
+		ts := now + int64(r.IntN(200))
+		switch op := r.IntN(100); {
+		case op < 50:
+			heap.SetCurrentKey(k)
+			lb.SetCurrentKey(k)
+			ht.Register(w, ts)
+			lt.Register(w, ts)
+		case op < 65:
+			heap.SetCurrentKey(k)
+			lb.SetCurrentKey(k)
+			ht.Delete(w, ts)
+			lt.Delete(w, ts)
+		case op < 75:
+			heap.SetCurrentKey(k)
+			lb.SetCurrentKey(k)
+			if a, b := ht.Contains(w, ts), lt.Contains(w, ts); a != b {
+				t.Fatalf("seed %d, step %d: Contains(%s, %v, %d): heap %v, store %v", seed, step, k, w, ts, a, b)
+			}
+		case op < 99:
+			now += int64(r.IntN(20))
+			for {
+				a, aok := ht.Pop(now)
+				b, bok := lt.Pop(now)
+				if a != b || aok != bok {
+					t.Fatalf("seed %d, step %d: Pop(%d): heap %+v %v, store %+v %v", seed, step, now, a, aok, b, bok)
+				}
+				if !aok {
+					break
+				}
+				if heap.CurrentKey() != lb.CurrentKey() {
+					t.Fatalf("seed %d, step %d: current key after a pop: heap %q, store %q", seed, step, heap.CurrentKey(), lb.CurrentKey())
+				}
+			}
+		default:
+			// Move the store's queue into a new backend.
+			nb := newBackend(t, pebbleBackend(t))
+			if r.IntN(2) == 0 {
+				if err := nb.Restore(bytes.NewReader(serialize(t, lb, int64(step)))); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				snap, err := lb.NativeSnapshot(int64(step))
+				if err != nil {
+					t.Fatal(err)
+				}
+				blob, dir := nativeCopy(t, snap)
+				if err := nb.RestoreNative(bytes.NewReader(blob), dir, nb.KeyGroups()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			lb, lt = nb, must(NewTimers[string, window](nb, "event", nil))
+		}
+		if ht.Len() != lt.Len() {
+			t.Fatalf("seed %d, step %d: Len: heap %d, store %d", seed, step, ht.Len(), lt.Len())
+		}
+		a, aok := ht.Peek()
+		b, bok := lt.Peek()
+		if a != b || aok != bok {
+			t.Fatalf("seed %d, step %d: Peek: heap %+v %v, store %+v %v", seed, step, a, aok, b, bok)
+		}
 	}
 }

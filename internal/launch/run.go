@@ -137,6 +137,7 @@ func keyedState(c *config.Configuration) (runtime.KeyedStateOptions, error) {
 		return runtime.KeyedStateOptions{}, err
 	}
 	return runtime.KeyedStateOptions{Backend: p.StateBackend, Dir: p.PebbleLocalDir, Memory: p.PebbleMemory,
+		HeapTimers:  p.TimerService == config.TimersOnHeap,
 		Incremental: cp.Incremental && p.StateBackend.EmbeddedLSM()}, nil
 }
 

@@ -74,7 +74,7 @@ func (k *Keyed[K, N]) Open(ctx *runtime.OperatorContext) error {
 	kgs := ctx.KeyGroups
 	opts := []state.BackendOption{state.WithKeyHasher(k.Hasher), state.WithProcessingTime(func() int64 { return ctx.Now().UnixMilli() })}
 	if ks := ctx.KeyedState; ks.Backend.EmbeddedLSM() {
-		opts = append(opts, state.WithPebble(state.PebbleOptions{Dir: ks.Dir, Memory: ks.Memory}))
+		opts = append(opts, state.WithPebble(state.PebbleOptions{Dir: ks.Dir, Memory: ks.Memory, HeapTimers: ks.HeapTimers}))
 	}
 	b, err := state.NewKeyedBackend(k.KeyCodec, ctx.MaxParallelism, kgs, opts...)
 	if err != nil {

@@ -159,6 +159,9 @@ type KeyedStateOptions struct {
 	// Memory bounds each keyed operator subtask's embedded LSM store; 0 is
 	// its default.
 	Memory int64
+	// HeapTimers keeps the timers of an embedded LSM store's operators in
+	// memory rather than in the store.
+	HeapTimers bool
 	// Incremental takes the embedded LSM store's checkpoints in its own
 	// files, written only when an earlier checkpoint does not hold them.
 	Incremental bool

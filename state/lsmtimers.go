@@ -1,0 +1,430 @@
+package state
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"slices"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Timers in the embedded LSM store (Flink's RocksDB timer service): a
+// Timers of a backend created WithPebble keeps one row per timer,
+//
+//	key group u16 | state id u16 | timestamp u64 | key hash u32 | key | namespace
+//
+// with the timestamp's sign bit flipped and both integers big-endian, and
+// the key's and namespace's encodings escaped so that they order as the
+// raw encodings do and end where they end (0x00 is written 0x00 0xff, and
+// 0x00 0x01 ends each). A key group's rows are then in firing order, the
+// order of the heap queue. In memory each key group keeps only the first
+// few of its rows (and how many it has), and a heap orders the key
+// groups by their first row: registering, deleting and firing a timer
+// write or delete one row and read the store only when a key group's
+// cached rows run out.
+
+// timerCacheRows bounds the rows a key group keeps in memory.
+const timerCacheRows = 8
+
+type lsmTimers struct {
+	id     uint16
+	groups []timerGroup // by key group index
+	heads  []int32      // key group indices with timers, a heap by first row
+	pos    []int32      // position of each key group in heads, -1 if absent
+	row    []byte       // scratch
+}
+
+// timerGroup is what a key group keeps in memory of its rows.
+type timerGroup struct {
+	count int      // rows in the store
+	cache [][]byte // the group's first rows, in order: every row ≤ the last is here
+}
+
+func newLSMTimers(id uint16, groups int) *lsmTimers {
+	l := &lsmTimers{id: id, groups: make([]timerGroup, groups), pos: make([]int32, groups)}
+	for i := range l.pos {
+		l.pos[i] = -1
+	}
+	return l
+}
+
+// appendEscaped appends p so that the results order as the inputs do and
+// a reader finds where p ends.
+func appendEscaped(dst, p []byte) []byte {
+	for _, c := range p {
+		if c == 0 {
+			dst = append(dst, 0, 0xff)
+		} else {
+			dst = append(dst, c)
+		}
+	}
+	return append(dst, 0, 1)
+}
+
+// readEscaped reads an escaped string from the start of p, returning it
+// and what follows.
+func readEscaped(p []byte) (s, rest []byte, err error) {
+	for i := 0; i < len(p); i++ {
+		if p[i] != 0 {
+			s = append(s, p[i])
+			continue
+		}
+		if i+1 == len(p) {
+			break
+		}
+		switch p[i+1] {
+		case 0xff:
+			s = append(s, 0)
+			i++
+		case 1:
+			return s, p[i+2:], nil
+		default:
+			return nil, nil, corrupt("timer row: escape %#x", p[i+1])
+		}
+	}
+	return nil, nil, corrupt("timer row: unterminated string")
+}
+
+// timerRow appends the row of a timer, given its key's and namespace's
+// encodings.
+func (l *lsmTimers) timerRow(dst []byte, kg int, ts int64, hash uint32, key, ns []byte) []byte {
+	dst = appendRowPrefix(dst, kg, l.id)
+	dst = binary.BigEndian.AppendUint64(dst, uint64(ts)^1<<63)
+	dst = binary.BigEndian.AppendUint32(dst, hash)
+	return appendEscaped(appendEscaped(dst, key), ns)
+}
+
+// parseTimerRow splits a row (without its prefix) into timestamp, hash,
+// and the key's and namespace's encodings.
+func parseTimerRow(r []byte) (ts int64, hash uint32, key, ns []byte, err error) {
+	if len(r) < 12 {
+		return 0, 0, nil, nil, corrupt("timer row of %d bytes", len(r))
+	}
+	ts = int64(binary.BigEndian.Uint64(r) ^ 1<<63)
+	hash = binary.BigEndian.Uint32(r[8:])
+	key, rest, err := readEscaped(r[12:])
+	if err == nil {
+		ns, rest, err = readEscaped(rest)
+	}
+	if err == nil && len(rest) != 0 {
+		err = corrupt("timer row: %d bytes after the namespace", len(rest))
+	}
+	return ts, hash, key, ns, err
+}
+
+// has reports whether key group kg has row r.
+func (l *lsmTimers) has(db *pebble.DB, kgIdx int, r []byte) (bool, error) {
+	g := &l.groups[kgIdx]
+	if n := len(g.cache); n == g.count || n > 0 && bytes.Compare(r, g.cache[n-1]) <= 0 {
+		_, found := slices.BinarySearchFunc(g.cache, r, bytes.Compare)
+		return found, nil
+	}
+	_, closer, err := db.Get(r)
+	if err == pebble.ErrNotFound {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	closer.Close()
+	return true, nil
+}
+
+// add writes row r, which kg does not have.
+func (l *lsmTimers) add(db *pebble.DB, kgIdx int, r []byte) error {
+	if err := db.Set(r, nil, pebble.NoSync); err != nil {
+		return err
+	}
+	g := &l.groups[kgIdx]
+	complete := len(g.cache) == g.count
+	g.count++
+	if i, _ := slices.BinarySearchFunc(g.cache, r, bytes.Compare); complete || i < len(g.cache) {
+		g.cache = slices.Insert(g.cache, i, slices.Clone(r))
+		if len(g.cache) > timerCacheRows {
+			g.cache = g.cache[:timerCacheRows]
+		}
+		if i == 0 {
+			l.fixHead(kgIdx)
+		}
+	}
+	return nil
+}
+
+// remove deletes row r, which kg has.
+func (l *lsmTimers) remove(db *pebble.DB, kgStart, kgIdx int, r []byte) error {
+	if err := db.Delete(r, pebble.NoSync); err != nil {
+		return err
+	}
+	g := &l.groups[kgIdx]
+	g.count--
+	i, found := slices.BinarySearchFunc(g.cache, r, bytes.Compare)
+	if !found {
+		return nil
+	}
+	g.cache = slices.Delete(g.cache, i, i+1)
+	if len(g.cache) == 0 && g.count > 0 {
+		if err := l.load(db, kgStart, kgIdx); err != nil {
+			return err
+		}
+	}
+	if i == 0 {
+		l.fixHead(kgIdx)
+	}
+	return nil
+}
+
+// load reads key group kgIdx's first rows from r, and counts them all if
+// count is set.
+func (l *lsmTimers) loadFrom(r interface {
+	NewIter(*pebble.IterOptions) (*pebble.Iterator, error)
+}, kgStart, kgIdx int, count bool) error {
+	lo := appendRowPrefix(nil, kgIdx+kgStart, l.id)
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: prefixEnd(lo)})
+	if err != nil {
+		return err
+	}
+	g := &l.groups[kgIdx]
+	g.cache = g.cache[:0]
+	n := 0
+	for ok := it.First(); ok && (count || len(g.cache) < timerCacheRows); ok = it.Next() {
+		if len(g.cache) < timerCacheRows {
+			g.cache = append(g.cache, slices.Clone(it.Key()))
+		}
+		n++
+	}
+	if err := it.Close(); err != nil {
+		return err
+	}
+	if count {
+		g.count = n
+	}
+	return nil
+}
+
+func (l *lsmTimers) load(db *pebble.DB, kgStart, kgIdx int) error {
+	return l.loadFrom(db, kgStart, kgIdx, false)
+}
+
+// recount reads every key group's rows again (after a restore wrote them).
+func (l *lsmTimers) recount(db *pebble.DB, kgStart int) (int, error) {
+	total := 0
+	for i := range l.groups {
+		if err := l.loadFrom(db, kgStart, i, true); err != nil {
+			return 0, err
+		}
+		total += l.groups[i].count
+		l.fixHead(i)
+	}
+	return total, nil
+}
+
+// Ordering key groups by their first row.
+
+func (l *lsmTimers) headLess(a, b int32) bool {
+	// Rows of different key groups differ in their first two bytes:
+	// compare from the timestamp on.
+	return bytes.Compare(l.groups[a].cache[0][4:], l.groups[b].cache[0][4:]) < 0
+}
+
+func (l *lsmTimers) headSwap(a, b int) {
+	l.heads[a], l.heads[b] = l.heads[b], l.heads[a]
+	l.pos[l.heads[a]] = int32(a)
+	l.pos[l.heads[b]] = int32(b)
+}
+
+func (l *lsmTimers) fixHead(kg int) {
+	p := int(l.pos[kg])
+	if len(l.groups[kg].cache) == 0 {
+		if p < 0 {
+			return
+		}
+		last := len(l.heads) - 1
+		if p != last {
+			l.headSwap(p, last)
+		}
+		l.heads = l.heads[:last]
+		l.pos[kg] = -1
+		if p != last {
+			l.headFix(p)
+		}
+		return
+	}
+	if p < 0 {
+		p = len(l.heads)
+		l.heads = append(l.heads, int32(kg))
+		l.pos[kg] = int32(p)
+	}
+	l.headFix(p)
+}
+
+func (l *lsmTimers) headFix(j int) {
+	for j > 0 {
+		p := (j - 1) / 2
+		if !l.headLess(l.heads[j], l.heads[p]) {
+			break
+		}
+		l.headSwap(j, p)
+		j = p
+	}
+	n := len(l.heads)
+	for {
+		c := 2*j + 1
+		if c >= n {
+			return
+		}
+		if r := c + 1; r < n && l.headLess(l.heads[r], l.heads[c]) {
+			c = r
+		}
+		if !l.headLess(l.heads[c], l.heads[j]) {
+			return
+		}
+		l.headSwap(j, c)
+		j = c
+	}
+}
+
+// The Timers methods when the queue is in the store.
+
+func (t *Timers[K, N]) lsmRow(ns N, ts int64) (int, []byte) {
+	kg, h := t.b.pos()
+	t.bufA = t.b.keyCodec.Append(t.bufA[:0], t.b.key)
+	t.bufB = t.nc.Append(t.bufB[:0], ns)
+	t.l.row = t.l.timerRow(t.l.row[:0], kg+t.b.kgs.Start, ts, h, t.bufA, t.bufB)
+	return kg, t.l.row
+}
+
+func (t *Timers[K, N]) lsmFail(op string, err error) {
+	// The store failed under a timer operation, which has no error
+	// result: the subtask cannot go on without losing a timer.
+	panic(fmt.Sprintf("state: %v: %s: %v", t.inf, op, err))
+}
+
+func (t *Timers[K, N]) lsmRegister(ns N, ts int64) {
+	kg, r := t.lsmRow(ns, ts)
+	db := t.b.lsm.db
+	ok, err := t.l.has(db, kg, r)
+	if err == nil && !ok {
+		err = t.l.add(db, kg, r)
+		t.n++
+	}
+	if err != nil {
+		t.lsmFail("registering a timer", err)
+	}
+}
+
+func (t *Timers[K, N]) lsmDelete(ns N, ts int64) {
+	kg, r := t.lsmRow(ns, ts)
+	db := t.b.lsm.db
+	ok, err := t.l.has(db, kg, r)
+	if err == nil && ok {
+		err = t.l.remove(db, t.b.kgs.Start, kg, r)
+		t.n--
+	}
+	if err != nil {
+		t.lsmFail("deleting a timer", err)
+	}
+}
+
+func (t *Timers[K, N]) lsmContains(ns N, ts int64) bool {
+	kg, r := t.lsmRow(ns, ts)
+	ok, err := t.l.has(t.b.lsm.db, kg, r)
+	if err != nil {
+		t.lsmFail("looking up a timer", err)
+	}
+	return ok
+}
+
+// lsmFirst decodes key group kg's first timer.
+func (t *Timers[K, N]) lsmFirst(kg int32) (Timer[K, N], uint32) {
+	ts, h, key, ns, err := parseTimerRow(t.l.groups[kg].cache[0][4:])
+	var tm Timer[K, N]
+	if err == nil {
+		tm.Timestamp = ts
+		tm.Key, err = decodeExactly(t.b.keyCodec, key, "key")
+	}
+	if err == nil {
+		tm.Namespace, err = decodeExactly(t.nc, ns, "namespace")
+	}
+	if err != nil {
+		t.lsmFail("reading a timer", err)
+	}
+	return tm, h
+}
+
+func (t *Timers[K, N]) lsmPeek() (Timer[K, N], bool) {
+	if len(t.l.heads) == 0 {
+		return Timer[K, N]{}, false
+	}
+	tm, _ := t.lsmFirst(t.l.heads[0])
+	return tm, true
+}
+
+func (t *Timers[K, N]) lsmPop(upTo int64) (Timer[K, N], bool) {
+	if len(t.l.heads) == 0 {
+		return Timer[K, N]{}, false
+	}
+	kg := t.l.heads[0]
+	first := t.l.groups[kg].cache[0]
+	if int64(binary.BigEndian.Uint64(first[4:])^1<<63) > upTo {
+		return Timer[K, N]{}, false
+	}
+	tm, h := t.lsmFirst(kg)
+	if err := t.l.remove(t.b.lsm.db, t.b.kgs.Start, int(kg), first); err != nil {
+		t.lsmFail("firing a timer", err)
+	}
+	t.n--
+	t.b.SetCurrentKeyWithHash(tm.Key, h)
+	return tm, true
+}
+
+// lsmRestoreGroup writes the restored timers of a key group as rows.
+func (t *Timers[K, N]) lsmRestoreGroup(kgIdx, n int, data []byte) error {
+	db := t.b.lsm.db
+	batch := db.NewBatch()
+	defer batch.Close()
+	var row []byte
+	err := eachEntry(n, data, func(key, ns, val []byte) error {
+		k, err := decodeExactly(t.b.keyCodec, key, "key")
+		if err != nil {
+			return err
+		}
+		if _, err := decodeExactly(t.nc, ns, "namespace"); err != nil {
+			return err
+		}
+		ts, m := binary.Varint(val)
+		if m <= 0 || m != len(val) {
+			return corrupt("timer timestamp")
+		}
+		h := t.b.hasher(k)
+		if err := t.b.checkKeyGroup(kgIdx, h); err != nil {
+			return err
+		}
+		row = t.l.timerRow(row[:0], kgIdx+t.b.kgs.Start, ts, h, key, ns)
+		return batch.Set(row, nil, nil)
+	})
+	if err == nil {
+		err = batch.Commit(pebble.NoSync)
+	}
+	if err != nil {
+		return err
+	}
+	before := t.l.groups[kgIdx].count
+	if err := t.l.loadFrom(db, t.b.kgs.Start, kgIdx, true); err != nil {
+		return err
+	}
+	t.n += t.l.groups[kgIdx].count - before
+	t.l.fixHead(kgIdx)
+	return nil
+}
+
+// appendTimerEntry appends a timer row (without its prefix) as a snapshot
+// entry: key, namespace and timestamp, as the heap queue writes them.
+func appendTimerEntry(dst, r []byte) ([]byte, error) {
+	ts, _, key, ns, err := parseTimerRow(r)
+	if err != nil {
+		return dst, err
+	}
+	var v [binary.MaxVarintLen64]byte
+	return appendBytes(appendBytes(appendBytes(dst, key), ns), binary.AppendVarint(v[:0], ts)), nil
+}
