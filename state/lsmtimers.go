@@ -25,7 +25,7 @@ import (
 // cached rows run out.
 
 // timerCacheRows bounds the rows a key group keeps in memory.
-const timerCacheRows = 8
+const timerCacheRows = 16
 
 type lsmTimers struct {
 	id     uint16
@@ -35,16 +35,22 @@ type lsmTimers struct {
 	row    []byte       // scratch
 }
 
-// timerGroup is what a key group keeps in memory of its rows.
+// timerGroup is what a key group keeps in memory of its rows: the first
+// of them, in order (every row at or below the last one is among them),
+// whether they are all of them, and a row below which none can be (the
+// last one fired, or a lower one registered since), where reading the
+// store's rows again starts, past the deletions of fired timers.
 type timerGroup struct {
-	count int      // rows in the store
-	cache [][]byte // the group's first rows, in order: every row ≤ the last is here
+	cache    [][]byte
+	complete bool
+	floor    []byte
 }
 
 func newLSMTimers(id uint16, groups int) *lsmTimers {
 	l := &lsmTimers{id: id, groups: make([]timerGroup, groups), pos: make([]int32, groups)}
 	for i := range l.pos {
 		l.pos[i] = -1
+		l.groups[i].complete = true
 	}
 	return l
 }
@@ -113,12 +119,21 @@ func parseTimerRow(r []byte) (ts int64, hash uint32, key, ns []byte, err error) 
 	return ts, hash, key, ns, err
 }
 
+// cached reports whether the group's cache decides whether it has row r,
+// and if so whether it has.
+func (g *timerGroup) cached(r []byte) (decided, has bool) {
+	n := len(g.cache)
+	if !g.complete && (n == 0 || bytes.Compare(r, g.cache[n-1]) > 0) {
+		return false, false
+	}
+	_, has = slices.BinarySearchFunc(g.cache, r, bytes.Compare)
+	return true, has
+}
+
 // has reports whether key group kg has row r.
 func (l *lsmTimers) has(db *pebble.DB, kgIdx int, r []byte) (bool, error) {
-	g := &l.groups[kgIdx]
-	if n := len(g.cache); n == g.count || n > 0 && bytes.Compare(r, g.cache[n-1]) <= 0 {
-		_, found := slices.BinarySearchFunc(g.cache, r, bytes.Compare)
-		return found, nil
+	if decided, has := l.groups[kgIdx].cached(r); decided {
+		return has, nil
 	}
 	_, closer, err := db.Get(r)
 	if err == pebble.ErrNotFound {
@@ -131,39 +146,50 @@ func (l *lsmTimers) has(db *pebble.DB, kgIdx int, r []byte) (bool, error) {
 	return true, nil
 }
 
-// add writes row r, which kg does not have.
+// add writes row r. Writing a row the store has already is harmless, so
+// a row beyond the cache is written without looking it up first.
 func (l *lsmTimers) add(db *pebble.DB, kgIdx int, r []byte) error {
+	g := &l.groups[kgIdx]
+	decided, has := g.cached(r)
+	if decided && has {
+		return nil
+	}
 	if err := db.Set(r, nil, pebble.NoSync); err != nil {
 		return err
 	}
-	g := &l.groups[kgIdx]
-	complete := len(g.cache) == g.count
-	g.count++
-	if i, _ := slices.BinarySearchFunc(g.cache, r, bytes.Compare); complete || i < len(g.cache) {
-		g.cache = slices.Insert(g.cache, i, slices.Clone(r))
-		if len(g.cache) > timerCacheRows {
-			g.cache = g.cache[:timerCacheRows]
-		}
-		if i == 0 {
-			l.fixHead(kgIdx)
-		}
+	if g.floor != nil && bytes.Compare(r, g.floor) < 0 {
+		g.floor = slices.Clone(r)
+	}
+	if !decided {
+		return nil
+	}
+	i, _ := slices.BinarySearchFunc(g.cache, r, bytes.Compare)
+	g.cache = slices.Insert(g.cache, i, slices.Clone(r))
+	if len(g.cache) > timerCacheRows {
+		g.cache, g.complete = g.cache[:timerCacheRows], false
+	}
+	if i == 0 {
+		l.fixHead(kgIdx)
 	}
 	return nil
 }
 
-// remove deletes row r, which kg has.
+// remove deletes row r.
 func (l *lsmTimers) remove(db *pebble.DB, kgStart, kgIdx int, r []byte) error {
+	g := &l.groups[kgIdx]
+	decided, has := g.cached(r)
+	if decided && !has {
+		return nil
+	}
 	if err := db.Delete(r, pebble.NoSync); err != nil {
 		return err
 	}
-	g := &l.groups[kgIdx]
-	g.count--
-	i, found := slices.BinarySearchFunc(g.cache, r, bytes.Compare)
-	if !found {
+	if !decided {
 		return nil
 	}
+	i, _ := slices.BinarySearchFunc(g.cache, r, bytes.Compare)
 	g.cache = slices.Delete(g.cache, i, i+1)
-	if len(g.cache) == 0 && g.count > 0 {
+	if len(g.cache) == 0 && !g.complete {
 		if err := l.load(db, kgStart, kgIdx); err != nil {
 			return err
 		}
@@ -174,49 +200,78 @@ func (l *lsmTimers) remove(db *pebble.DB, kgStart, kgIdx int, r []byte) error {
 	return nil
 }
 
-// load reads key group kgIdx's first rows from r, and counts them all if
-// count is set.
-func (l *lsmTimers) loadFrom(r interface {
-	NewIter(*pebble.IterOptions) (*pebble.Iterator, error)
-}, kgStart, kgIdx int, count bool) error {
-	lo := appendRowPrefix(nil, kgIdx+kgStart, l.id)
-	it, err := r.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: prefixEnd(lo)})
-	if err != nil {
-		return err
-	}
+// pop deletes key group kgIdx's first row, which fired.
+func (l *lsmTimers) pop(db *pebble.DB, kgStart, kgIdx int) error {
 	g := &l.groups[kgIdx]
-	g.cache = g.cache[:0]
-	n := 0
-	for ok := it.First(); ok && (count || len(g.cache) < timerCacheRows); ok = it.Next() {
-		if len(g.cache) < timerCacheRows {
-			g.cache = append(g.cache, slices.Clone(it.Key()))
-		}
-		n++
-	}
-	if err := it.Close(); err != nil {
+	first := g.cache[0]
+	if err := db.Delete(first, pebble.NoSync); err != nil {
 		return err
 	}
-	if count {
-		g.count = n
+	g.floor = first
+	g.cache = g.cache[1:]
+	if len(g.cache) == 0 && !g.complete {
+		if err := l.load(db, kgStart, kgIdx); err != nil {
+			return err
+		}
 	}
+	l.fixHead(kgIdx)
 	return nil
 }
 
-func (l *lsmTimers) load(db *pebble.DB, kgStart, kgIdx int) error {
-	return l.loadFrom(db, kgStart, kgIdx, false)
+// load reads key group kgIdx's first rows from r, from its floor on.
+func (l *lsmTimers) load(r interface {
+	NewIter(*pebble.IterOptions) (*pebble.Iterator, error)
+}, kgStart, kgIdx int) error {
+	lo := appendRowPrefix(nil, kgIdx+kgStart, l.id)
+	g := &l.groups[kgIdx]
+	opts := &pebble.IterOptions{LowerBound: lo, UpperBound: prefixEnd(lo)}
+	if g.floor != nil {
+		opts.LowerBound = g.floor
+	}
+	it, err := r.NewIter(opts)
+	if err != nil {
+		return err
+	}
+	g.cache = g.cache[:0:0]
+	ok := it.First()
+	for ; ok && len(g.cache) < timerCacheRows; ok = it.Next() {
+		g.cache = append(g.cache, slices.Clone(it.Key()))
+	}
+	g.complete = !ok
+	return it.Close()
 }
 
-// recount reads every key group's rows again (after a restore wrote them).
-func (l *lsmTimers) recount(db *pebble.DB, kgStart int) (int, error) {
-	total := 0
+// count returns the number of key group kgIdx's rows.
+func (l *lsmTimers) count(db *pebble.DB, kgStart, kgIdx int) (int, error) {
+	g := &l.groups[kgIdx]
+	if g.complete {
+		return len(g.cache), nil
+	}
+	lo := appendRowPrefix(nil, kgIdx+kgStart, l.id)
+	if g.floor != nil {
+		lo = g.floor
+	}
+	it, err := db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: prefixEnd(appendRowPrefix(nil, kgIdx+kgStart, l.id))})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		n++
+	}
+	return n, it.Close()
+}
+
+// reload reads every key group's rows again (after a restore wrote them).
+func (l *lsmTimers) reload(db *pebble.DB, kgStart int) error {
 	for i := range l.groups {
-		if err := l.loadFrom(db, kgStart, i, true); err != nil {
-			return 0, err
+		l.groups[i].floor = nil
+		if err := l.load(db, kgStart, i); err != nil {
+			return err
 		}
-		total += l.groups[i].count
 		l.fixHead(i)
 	}
-	return total, nil
+	return nil
 }
 
 // Ordering key groups by their first row.
@@ -302,26 +357,14 @@ func (t *Timers[K, N]) lsmFail(op string, err error) {
 
 func (t *Timers[K, N]) lsmRegister(ns N, ts int64) {
 	kg, r := t.lsmRow(ns, ts)
-	db := t.b.lsm.db
-	ok, err := t.l.has(db, kg, r)
-	if err == nil && !ok {
-		err = t.l.add(db, kg, r)
-		t.n++
-	}
-	if err != nil {
+	if err := t.l.add(t.b.lsm.db, kg, r); err != nil {
 		t.lsmFail("registering a timer", err)
 	}
 }
 
 func (t *Timers[K, N]) lsmDelete(ns N, ts int64) {
 	kg, r := t.lsmRow(ns, ts)
-	db := t.b.lsm.db
-	ok, err := t.l.has(db, kg, r)
-	if err == nil && ok {
-		err = t.l.remove(db, t.b.kgs.Start, kg, r)
-		t.n--
-	}
-	if err != nil {
+	if err := t.l.remove(t.b.lsm.db, t.b.kgs.Start, kg, r); err != nil {
 		t.lsmFail("deleting a timer", err)
 	}
 }
@@ -333,6 +376,20 @@ func (t *Timers[K, N]) lsmContains(ns N, ts int64) bool {
 		t.lsmFail("looking up a timer", err)
 	}
 	return ok
+}
+
+// lsmLen counts the timers, reading the rows of the key groups whose
+// cache does not hold them all.
+func (t *Timers[K, N]) lsmLen() int {
+	total := 0
+	for i := range t.l.groups {
+		n, err := t.l.count(t.b.lsm.db, t.b.kgs.Start, i)
+		if err != nil {
+			t.lsmFail("counting timers", err)
+		}
+		total += n
+	}
+	return total
 }
 
 // lsmFirst decodes key group kg's first timer.
@@ -365,15 +422,13 @@ func (t *Timers[K, N]) lsmPop(upTo int64) (Timer[K, N], bool) {
 		return Timer[K, N]{}, false
 	}
 	kg := t.l.heads[0]
-	first := t.l.groups[kg].cache[0]
-	if int64(binary.BigEndian.Uint64(first[4:])^1<<63) > upTo {
+	if int64(binary.BigEndian.Uint64(t.l.groups[kg].cache[0][4:])^1<<63) > upTo {
 		return Timer[K, N]{}, false
 	}
 	tm, h := t.lsmFirst(kg)
-	if err := t.l.remove(t.b.lsm.db, t.b.kgs.Start, int(kg), first); err != nil {
+	if err := t.l.pop(t.b.lsm.db, t.b.kgs.Start, int(kg)); err != nil {
 		t.lsmFail("firing a timer", err)
 	}
-	t.n--
 	t.b.SetCurrentKeyWithHash(tm.Key, h)
 	return tm, true
 }
@@ -409,11 +464,11 @@ func (t *Timers[K, N]) lsmRestoreGroup(kgIdx, n int, data []byte) error {
 	if err != nil {
 		return err
 	}
-	before := t.l.groups[kgIdx].count
-	if err := t.l.loadFrom(db, t.b.kgs.Start, kgIdx, true); err != nil {
+	g := &t.l.groups[kgIdx]
+	g.floor = nil
+	if err := t.l.load(db, t.b.kgs.Start, kgIdx); err != nil {
 		return err
 	}
-	t.n += t.l.groups[kgIdx].count - before
 	t.l.fixHead(kgIdx)
 	return nil
 }

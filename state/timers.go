@@ -116,8 +116,15 @@ func NewTimers[K, N comparable](b *KeyedBackend[K], name string, nsCodec codec.C
 	})
 }
 
-// Len returns the number of timers.
-func (t *Timers[K, N]) Len() int { return t.n }
+// Len returns the number of timers. For timers in the embedded LSM store
+// it reads the rows its caches do not hold: it is for tests and tools,
+// not for every record.
+func (t *Timers[K, N]) Len() int {
+	if t.l != nil {
+		return t.lsmLen()
+	}
+	return t.n
+}
 
 // Register adds a timer for the current key at ts in namespace ns. A timer
 // that already exists is not added again.
@@ -413,9 +420,7 @@ func (t *Timers[K, N]) inStore() bool   { return t.l != nil }
 func (t *Timers[K, N]) adopted() error {
 	db := t.b.lsm.db
 	if t.l != nil {
-		n, err := t.l.recount(db, t.b.kgs.Start)
-		t.n = n
-		return err
+		return t.l.reload(db, t.b.kgs.Start)
 	}
 	l := newLSMTimers(uint16(t.b.byName[t.inf.name]), t.b.kgs.Len())
 	v := &lsmView{r: db, id: l.id, kgStart: t.b.kgs.Start, timers: true, kg: -1}

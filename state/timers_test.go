@@ -158,24 +158,29 @@ func TestTimersSteadyStateAllocs(t *testing.T) {
 	}
 }
 
+// BenchmarkTimers keeps a standing population of 100,000 timers; each op
+// registers one and fires one: on the heap and in the embedded LSM store.
 func BenchmarkTimers(b *testing.B) {
-	be, _, keys := benchBackend(b, 100_000, false)
-	tm := must(NewTimers[string, VoidNamespace](be, "proc", nil))
-	// A standing population of 100k timers; each op registers one and
-	// fires one.
-	for i, k := range keys {
-		be.SetCurrentKey(k)
-		tm.Register(VoidNamespace{}, int64(i))
-	}
-	i := len(keys)
-	b.ReportAllocs()
-	for b.Loop() {
-		be.SetCurrentKey(keys[i%len(keys)])
-		tm.Register(VoidNamespace{}, int64(i))
-		if _, ok := tm.Pop(int64(i)); !ok {
-			b.Fatal("nothing to pop")
-		}
-		i++
+	for _, bk := range timerBackends {
+		b.Run(bk.name, func(b *testing.B) {
+			be := newBackend(b, bk.opts(b)...)
+			tm := must(NewTimers[string, VoidNamespace](be, "proc", nil))
+			keys := benchKeys(100_000)
+			for i, k := range keys {
+				be.SetCurrentKey(k)
+				tm.Register(VoidNamespace{}, int64(i))
+			}
+			i := len(keys)
+			b.ReportAllocs()
+			for b.Loop() {
+				be.SetCurrentKey(keys[i%len(keys)])
+				tm.Register(VoidNamespace{}, int64(i))
+				if _, ok := tm.Pop(int64(i)); !ok {
+					b.Fatal("nothing to pop")
+				}
+				i++
+			}
+		})
 	}
 }
 
