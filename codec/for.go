@@ -185,20 +185,3 @@ func (c *compiledCodec[T]) Decode(src []byte) (T, int, error) {
 	}
 	return v, n, nil
 }
-
-// noescape hides p from escape analysis. The compiled plans call through
-// function values, which makes the compiler assume their pointer arguments
-// escape and move every encoded value to the heap. The plans never retain
-// the pointer they are given (they only read from it, or write decoded
-// values into it) and never store it in heap memory, so the value may stay
-// on the stack. (A heap object pointing into a stack would dangle when the
-// stack grows and moves.) Plans that call user methods are excluded (see
-// compiledCodec.opaque).
-//
-// The pointer round-trips through a uintptr variable read back as a
-// pointer, rather than a uintptr-to-pointer conversion, so that the
-// checkptr instrumentation enabled by -race has nothing to check.
-func noescape(p unsafe.Pointer) unsafe.Pointer {
-	x := uintptr(p)
-	return *(*unsafe.Pointer)(unsafe.Pointer(&x))
-}

@@ -3,6 +3,7 @@ package stream
 import (
 	"context"
 
+	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/launch"
 )
 
@@ -39,8 +40,32 @@ func (c *JobClient) Metrics() JobMetrics { return jobMetrics(c.h.Master().Metric
 // path once it is complete. A savepoint is always aligned, is never
 // deleted by weir, and commits no sink transaction: resuming from it
 // (execution.state-recovery.path) does. The job goes on running.
-func (c *JobClient) TriggerSavepoint(ctx context.Context, dir string) (string, error) {
-	return c.h.Master().TriggerSavepoint(ctx, dir)
+func (c *JobClient) TriggerSavepoint(ctx context.Context, dir string, opts ...SavepointOption) (string, error) {
+	return c.h.Master().TriggerSavepoint(ctx, dir, savepointFormat(opts))
+}
+
+// SavepointOption configures a savepoint.
+type SavepointOption func(*savepointOptions)
+
+type savepointOptions struct{ native bool }
+
+// NativeFormat takes the savepoint in the state backends' own format
+// (Flink's NATIVE savepoint format type) rather than the canonical one:
+// with the embedded LSM backend (pebble, rocksdb), every file of each
+// keyed subtask's store, quick to take and to restore into that backend.
+// A native savepoint is self-contained, like any savepoint, and restores
+// into the other backend too.
+func NativeFormat() SavepointOption { return func(o *savepointOptions) { o.native = true } }
+
+func savepointFormat(opts []SavepointOption) checkpoint.SavepointFormat {
+	var o savepointOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	if o.native {
+		return checkpoint.FormatNative
+	}
+	return checkpoint.FormatCanonical
 }
 
 // StopWithSavepoint stops the job with a savepoint, as Flink's stop does:
@@ -53,8 +78,8 @@ func (c *JobClient) TriggerSavepoint(ctx context.Context, dir string) (string, e
 // returns the savepoint's path once the job has ended; a job resumed
 // from it goes on exactly where this one stopped. If the savepoint
 // fails, the job keeps running.
-func (c *JobClient) StopWithSavepoint(ctx context.Context, dir string, drain bool) (string, error) {
-	return c.h.Master().StopWithSavepoint(ctx, dir, drain)
+func (c *JobClient) StopWithSavepoint(ctx context.Context, dir string, drain bool, opts ...SavepointOption) (string, error) {
+	return c.h.Master().StopWithSavepoint(ctx, dir, drain, savepointFormat(opts))
 }
 
 // StoppedWith returns the path of the savepoint the job stopped with

@@ -5,6 +5,7 @@ package checkpoint
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/weirstream/weir/state"
@@ -36,6 +37,41 @@ func (k Kind) String() string {
 		return "SAVEPOINT"
 	}
 	return "CHECKPOINT"
+}
+
+// SavepointFormat says how a savepoint holds keyed state (Flink's
+// SavepointFormatType).
+type SavepointFormat uint8
+
+const (
+	// FormatCanonical is weir's backend-independent snapshot format: a
+	// savepoint in it restores into either backend. The default.
+	FormatCanonical SavepointFormat = iota
+	// FormatNative is the backend's own: for the embedded LSM backend,
+	// every file of each keyed subtask's store, written into the savepoint
+	// (it names no file of a checkpoint), so that it is quick to take and
+	// to restore into the same backend; it still restores into the other,
+	// more slowly. The heap backend writes the canonical format for it.
+	FormatNative
+)
+
+func (f SavepointFormat) String() string {
+	if f == FormatNative {
+		return "NATIVE"
+	}
+	return "CANONICAL"
+}
+
+// ParseSavepointFormat parses CANONICAL or NATIVE, in any case; "" is
+// FormatCanonical.
+func ParseSavepointFormat(s string) (SavepointFormat, error) {
+	switch strings.ToUpper(s) {
+	case "", "CANONICAL":
+		return FormatCanonical, nil
+	case "NATIVE":
+		return FormatNative, nil
+	}
+	return 0, fmt.Errorf("unknown savepoint format %q: want CANONICAL or NATIVE", s)
 }
 
 // MarshalText writes the kind as CHECKPOINT or SAVEPOINT.

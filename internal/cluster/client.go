@@ -6,6 +6,8 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/weirstream/weir/internal/checkpoint"
 )
 
 // Client talks to a job manager for the CLI: submit, list and cancel jobs.
@@ -70,9 +72,9 @@ func (c *Client) List(ctx context.Context) (Overview, error) {
 // Savepoint takes a savepoint of a job into a new directory under dir
 // ("": the job's execution.checkpointing.savepoint-dir) and returns its
 // path once it is complete; with cancel, the job is then canceled.
-func (c *Client) Savepoint(ctx context.Context, jobID, dir string, cancel bool) (string, error) {
+func (c *Client) Savepoint(ctx context.Context, jobID, dir string, cancel bool, format checkpoint.SavepointFormat) (string, error) {
 	var resp savepointResponse
-	err := c.conn.Invoke(ctx, method("Savepoint"), &savepointRequest{JobID: jobID, Dir: dir, Cancel: cancel}, &resp)
+	err := c.conn.Invoke(ctx, method("Savepoint"), &savepointRequest{JobID: jobID, Dir: dir, Cancel: cancel, Format: format.String()}, &resp)
 	return resp.Path, authError(c.addr, err)
 }
 
@@ -81,9 +83,9 @@ func (c *Client) Savepoint(ctx context.Context, jobID, dir string, cancel bool) 
 // checkpoint after it (with drain, event time ends first), the sinks
 // commit what it holds, and the job finishes. It returns the savepoint's
 // path once the job has ended.
-func (c *Client) StopWithSavepoint(ctx context.Context, jobID, dir string, drain bool) (string, error) {
+func (c *Client) StopWithSavepoint(ctx context.Context, jobID, dir string, drain bool, format checkpoint.SavepointFormat) (string, error) {
 	var resp savepointResponse
-	err := c.conn.Invoke(ctx, method("Savepoint"), &savepointRequest{JobID: jobID, Dir: dir, Stop: true, Drain: drain}, &resp)
+	err := c.conn.Invoke(ctx, method("Savepoint"), &savepointRequest{JobID: jobID, Dir: dir, Stop: true, Drain: drain, Format: format.String()}, &resp)
 	return resp.Path, authError(c.addr, err)
 }
 

@@ -523,14 +523,18 @@ func (m *JobManager) savepoint(ctx context.Context, req *savepointRequest) (*sav
 	if err != nil {
 		return nil, err
 	}
-	m.log.Info("taking a savepoint, as a client asks", "job_id", req.JobID, "dir", req.Dir, "cancel", req.Cancel, "stop", req.Stop, "drain", req.Drain)
+	format, err := checkpoint.ParseSavepointFormat(req.Format)
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "savepoint of job %s: %v", req.JobID, err)
+	}
+	m.log.Info("taking a savepoint, as a client asks", "job_id", req.JobID, "dir", req.Dir, "cancel", req.Cancel, "stop", req.Stop, "drain", req.Drain, "format", format)
 	take := job.Master().TriggerSavepoint
 	if req.Stop {
-		take = func(ctx context.Context, dir string) (string, error) {
-			return job.Master().StopWithSavepoint(ctx, dir, req.Drain)
+		take = func(ctx context.Context, dir string, format checkpoint.SavepointFormat) (string, error) {
+			return job.Master().StopWithSavepoint(ctx, dir, req.Drain, format)
 		}
 	}
-	path, err := take(ctx, req.Dir)
+	path, err := take(ctx, req.Dir, format)
 	if err != nil {
 		return nil, status.Errorf(codes.FailedPrecondition, "savepoint of job %s: %v", req.JobID, err)
 	}

@@ -109,6 +109,8 @@ type savepointRequest struct {
 	Stop bool `json:"stop,omitempty"`
 	// Drain, with Stop, ends the job's event time before the savepoint.
 	Drain bool `json:"drain,omitempty"`
+	// Format is the savepoint's format, CANONICAL ("") or NATIVE.
+	Format string `json:"format,omitempty"`
 }
 
 type savepointResponse struct {

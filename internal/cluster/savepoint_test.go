@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/cluster"
 	"github.com/weirstream/weir/stream"
 	"github.com/weirstream/weir/streamtest"
@@ -52,7 +53,7 @@ func TestClusterSavepointResumes(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	path, err := c.Savepoint(context.Background(), "before", "", true)
+	path, err := c.Savepoint(context.Background(), "before", "", true, checkpoint.FormatCanonical)
 	if err != nil {
 		t.Fatalf("savepoint: %v", err)
 	}

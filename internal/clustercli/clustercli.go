@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/weirstream/weir/config"
+	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/checkpoint/storage"
 	"github.com/weirstream/weir/internal/cluster"
 	"github.com/weirstream/weir/internal/launch"
@@ -463,7 +464,7 @@ func CancelCommand() *cobra.Command {
 
 // SavepointCommand returns the savepoint command.
 func SavepointCommand() *cobra.Command {
-	var jmAddr string
+	var jmAddr, format string
 	var f ConfigFlags
 	cmd := &cobra.Command{
 		Use:   "savepoint JOB_ID [DIR]",
@@ -478,8 +479,12 @@ func SavepointCommand() *cobra.Command {
 			if len(args) == 2 {
 				dir = args[1]
 			}
+			sf, err := checkpoint.ParseSavepointFormat(format)
+			if err != nil {
+				return fmt.Errorf("--type: %w", err)
+			}
 			return withClient(f, jmAddr, func(c *cluster.Client) error {
-				path, err := c.Savepoint(cmd.Context(), args[0], dir, false)
+				path, err := c.Savepoint(cmd.Context(), args[0], dir, false, sf)
 				if err != nil {
 					return clientError("savepoint of "+args[0], err)
 				}
@@ -489,13 +494,18 @@ func SavepointCommand() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVarP(&jmAddr, "jobmanager", "m", DefaultJobManager, "the job manager's address")
+	cmd.Flags().StringVarP(&format, "type", "t", "canonical", typeHelp)
 	f.Add(cmd)
 	return cmd
 }
 
+// typeHelp describes the --type flag of savepoint and stop.
+const typeHelp = "the savepoint's format: canonical (restores into either state backend) or native (the backend's own: " +
+	"with pebble/rocksdb, the store's files, quicker to take and restore)"
+
 // StopCommand returns the stop command.
 func StopCommand() *cobra.Command {
-	var jmAddr, dir string
+	var jmAddr, dir, format string
 	var drain bool
 	var f ConfigFlags
 	cmd := &cobra.Command{
@@ -508,8 +518,12 @@ func StopCommand() *cobra.Command {
 			"job finishes. It prints the savepoint's path; resume with -D execution.state-recovery.path=PATH.\n" + securityHelp,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			sf, err := checkpoint.ParseSavepointFormat(format)
+			if err != nil {
+				return fmt.Errorf("--type: %w", err)
+			}
 			return withClient(f, jmAddr, func(c *cluster.Client) error {
-				path, err := c.StopWithSavepoint(cmd.Context(), args[0], dir, drain)
+				path, err := c.StopWithSavepoint(cmd.Context(), args[0], dir, drain, sf)
 				if err != nil {
 					return clientError("stopping "+args[0], err)
 				}
@@ -521,6 +535,7 @@ func StopCommand() *cobra.Command {
 	cmd.Flags().StringVarP(&jmAddr, "jobmanager", "m", DefaultJobManager, "the job manager's address")
 	cmd.Flags().StringVarP(&dir, "savepoint-path", "p", "", "the directory the savepoint goes under (default: execution.checkpointing.savepoint-dir)")
 	cmd.Flags().BoolVarP(&drain, "drain", "d", false, "end the job's event time before the savepoint, so that every timer and window fires (the savepoint is then for the record, not for resuming)")
+	cmd.Flags().StringVarP(&format, "type", "t", "canonical", typeHelp)
 	f.Add(cmd)
 	return cmd
 }

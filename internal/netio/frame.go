@@ -87,6 +87,8 @@ type Barrier struct {
 	// Stop marks the savepoint of a stop-with-savepoint, Drain one that
 	// ends event time first.
 	Stop, Drain bool
+	// Native asks a savepoint in the backends' own format.
+	Native bool
 	// Unaligned marks an unaligned barrier; AlignedTimeout, on an aligned
 	// one, is how long after the trigger it switches to unaligned (0:
 	// never).
@@ -172,6 +174,9 @@ func AppendFrame(dst []byte, f *Frame) []byte {
 		}
 		if f.Barrier.Drain {
 			flags |= 8
+		}
+		if f.Barrier.Native {
+			flags |= 16
 		}
 		dst = append(dst, flags)
 		dst = binary.BigEndian.AppendUint64(dst, uint64(f.Barrier.AlignedTimeout))
@@ -260,8 +265,9 @@ func decodeBody(sum uint32, body []byte) (Frame, error) {
 		}
 		if len(p) == want {
 			// Unknown bits, an unaligned savepoint, a stop without a
-			// savepoint, a drain without a stop.
-			if fl := p[16]; fl&^15 != 0 || fl&3 == 3 || fl&5 == 4 || fl&12 == 8 {
+			// savepoint, a drain without a stop, a format without a
+			// savepoint.
+			if fl := p[16]; fl&^31 != 0 || fl&3 == 3 || fl&5 == 4 || fl&12 == 8 || fl&17 == 16 {
 				return Frame{}, fmt.Errorf("%w: barrier flags %#x", ErrCorrupt, p[16])
 			}
 			if !utf8.Valid(p[33:]) {
@@ -274,6 +280,7 @@ func decodeBody(sum uint32, body []byte) (Frame, error) {
 				Unaligned:      p[16]&2 != 0,
 				Stop:           p[16]&4 != 0,
 				Drain:          p[16]&8 != 0,
+				Native:         p[16]&16 != 0,
 				AlignedTimeout: int64(binary.BigEndian.Uint64(p[17:])),
 				Base:           int64(binary.BigEndian.Uint64(p[25:])),
 				Target:         string(p[33:]),

@@ -14,6 +14,7 @@ func seedFrames() []Frame {
 		{Channel: 1, Kind: KindWatermark, Watermark: -42},
 		{Channel: 2, Kind: KindBarrier, Barrier: Barrier{ID: 9, Timestamp: 1e18, Savepoint: true, Target: "s3://bucket/savepoints/savepoint-a1b2c3-00ff"}},
 		{Channel: 2, Kind: KindBarrier, Barrier: Barrier{ID: 10, Timestamp: 1e18, Savepoint: true, Stop: true, Drain: true, Target: "/savepoints/savepoint-a1b2c3-00fe"}},
+		{Channel: 2, Kind: KindBarrier, Barrier: Barrier{ID: 11, Timestamp: 1e18, Savepoint: true, Native: true, Target: "/savepoints/savepoint-a1b2c3-00fd"}},
 		{Channel: 3, Kind: KindIdle},
 		{Channel: 3, Kind: KindActive},
 		{Channel: 4, Kind: KindEndOfData},
@@ -55,6 +56,11 @@ func TestFrameCorruption(t *testing.T) {
 		if _, _, err := DecodeFrame(good[:n]); !errors.Is(err, ErrTruncated) {
 			t.Errorf("first %d bytes: err = %v, want ErrTruncated", n, err)
 		}
+	}
+	// A checkpoint's barrier asking for a savepoint's format.
+	native := AppendFrame(nil, &Frame{Kind: KindBarrier, Barrier: Barrier{ID: 3, Native: true}})
+	if _, _, err := DecodeFrame(native); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("native format without a savepoint: err = %v", err)
 	}
 	// A data frame claiming more records than bytes.
 	lying := AppendFrame(nil, &Frame{Kind: KindData, Count: 5, Data: []byte{1}})

@@ -255,13 +255,23 @@ func (k *Keyed[K, N]) scheduleProcessing() {
 // always in weir's format.
 func (k *Keyed[K, N]) Snapshot(id int64) (runtime.Snapshot, error) {
 	savepoint, base := k.Ctx.Snapshotting()
-	if savepoint || !k.Ctx.KeyedState.Incremental || k.Backend.Storage() != "pebble" {
+	// The store's own files: for incremental checkpoints, and for
+	// savepoints in the native format, which name no checkpoint's file.
+	native := k.Ctx.SnapshottingNative() || !savepoint && k.Ctx.KeyedState.Incremental
+	if !native || k.Backend.Storage() != "pebble" {
 		s := k.Backend.Snapshot(id)
 		return runtime.Snapshot{Keyed: s, KeyGroups: s.KeyGroups(), Release: s.Release}, nil
 	}
 	ns, err := k.Backend.NativeSnapshot(id)
 	if err != nil {
 		return runtime.Snapshot{}, err
+	}
+	if savepoint {
+		files := make([]runtime.KeyedFile, len(ns.Files))
+		for i, f := range ns.Files {
+			files[i] = runtime.KeyedFile{Name: f.Name, Path: filepath.Join(ns.Dir, f.Name)}
+		}
+		return runtime.Snapshot{Keyed: ns, KeyGroups: ns.KeyGroups(), KeyedFiles: files, Release: ns.Release}, nil
 	}
 	prev := k.uploadsOf(base)
 	files := make([]runtime.KeyedFile, len(ns.Files))

@@ -23,6 +23,9 @@ type Barrier struct {
 	// and ends. Drain, on a stop's barrier, ends event time at the
 	// sources before it (Flink's stop --drain).
 	Stop, Drain bool
+	// Native, on a savepoint's barrier, asks for the backends' own format
+	// (checkpoint.FormatNative).
+	Native bool
 	// Unaligned marks an unaligned barrier: it overtakes the records
 	// queued before it, which become channel state, and no task aligns on
 	// it.

@@ -132,6 +132,7 @@ func (jm *JobMaster) perform(ctx context.Context, out []coordinator.Output) erro
 			}
 			if sp := jm.savepoints[o.ID]; sp != nil {
 				b.Target, b.Stop, b.Drain = sp.w.Path(), sp.stop, sp.drain
+				b.Native = sp.format == checkpoint.FormatNative
 			}
 			if o.Unaligned {
 				if jm.alignedTimeout > 0 {

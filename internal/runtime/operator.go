@@ -181,6 +181,13 @@ func (c *OperatorContext) Snapshotting() (savepoint bool, base int64) {
 	return b.Savepoint, b.Base
 }
 
+// SnapshottingNative reports whether the snapshot being taken is a
+// savepoint in the backends' own format (checkpoint.FormatNative).
+func (c *OperatorContext) SnapshottingNative() bool {
+	b := c.task.snapshotting
+	return b.Savepoint && b.Native
+}
+
 // AtProcessingTime runs f on the subtask's goroutine at or after t.
 func (c *OperatorContext) AtProcessingTime(t time.Time, f func() error) {
 	c.task.schedule(t, f)

@@ -203,7 +203,7 @@ func forwardOut(ctx context.Context, c *channel, s *netio.Sender, bc BatchCodec)
 }
 
 func wireBarrier(b Barrier) netio.Barrier {
-	return netio.Barrier{ID: b.ID, Timestamp: b.Timestamp, Savepoint: b.Savepoint, Stop: b.Stop, Drain: b.Drain, Unaligned: b.Unaligned, AlignedTimeout: int64(b.AlignedTimeout), Base: b.Base, Target: b.Target}
+	return netio.Barrier{ID: b.ID, Timestamp: b.Timestamp, Savepoint: b.Savepoint, Stop: b.Stop, Drain: b.Drain, Native: b.Native, Unaligned: b.Unaligned, AlignedTimeout: int64(b.AlignedTimeout), Base: b.Base, Target: b.Target}
 }
 
 // forwardIn moves the frames of network channel r into the local channel
@@ -295,7 +295,7 @@ func frameMessage(f netio.Frame, bc BatchCodec, pool *sync.Pool) (message, error
 		return message{kind: msgWatermark, wm: f.Watermark}, nil
 	case netio.KindBarrier:
 		b := f.Barrier
-		return message{kind: msgBarrier, barrier: Barrier{ID: b.ID, Timestamp: b.Timestamp, Savepoint: b.Savepoint, Stop: b.Stop, Drain: b.Drain, Unaligned: b.Unaligned, AlignedTimeout: time.Duration(b.AlignedTimeout), Base: b.Base, Target: b.Target}}, nil
+		return message{kind: msgBarrier, barrier: Barrier{ID: b.ID, Timestamp: b.Timestamp, Savepoint: b.Savepoint, Stop: b.Stop, Drain: b.Drain, Native: b.Native, Unaligned: b.Unaligned, AlignedTimeout: time.Duration(b.AlignedTimeout), Base: b.Base, Target: b.Target}}, nil
 	case netio.KindIdle:
 		return message{kind: msgIdle}, nil
 	case netio.KindActive:

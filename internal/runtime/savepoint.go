@@ -27,6 +27,7 @@ type savepointOp struct {
 	// stop ends the job once the savepoint is complete; drain ends its
 	// event time first.
 	stop, drain bool
+	format      checkpoint.SavepointFormat
 	// done is closed once path or err is set.
 	done chan struct{}
 	path string
@@ -49,8 +50,8 @@ var ErrSavepointsUnsupported = errors.New("savepoints need checkpointing with ch
 // beside (unaligned checkpoints allow one at a time) it waits for it. It
 // fails when the job is restarting (not every subtask is running), ends,
 // or ctx is done; a savepoint that fails leaves nothing behind.
-func (jm *JobMaster) TriggerSavepoint(ctx context.Context, dir string) (string, error) {
-	return jm.savepoint(ctx, dir, false, false)
+func (jm *JobMaster) TriggerSavepoint(ctx context.Context, dir string, format checkpoint.SavepointFormat) (string, error) {
+	return jm.savepoint(ctx, dir, false, false, format)
 }
 
 // StopWithSavepoint stops the job with a savepoint, as Flink's stop does:
@@ -63,8 +64,8 @@ func (jm *JobMaster) TriggerSavepoint(ctx context.Context, dir string) (string, 
 // holds pending (nothing after it) and ends, and the job finishes. It
 // returns the savepoint's path once the job has ended. If the savepoint
 // fails, the job goes on running and checkpointing.
-func (jm *JobMaster) StopWithSavepoint(ctx context.Context, dir string, drain bool) (string, error) {
-	path, err := jm.savepoint(ctx, dir, true, drain)
+func (jm *JobMaster) StopWithSavepoint(ctx context.Context, dir string, drain bool, format checkpoint.SavepointFormat) (string, error) {
+	path, err := jm.savepoint(ctx, dir, true, drain, format)
 	if err != nil {
 		return "", err
 	}
@@ -76,7 +77,7 @@ func (jm *JobMaster) StopWithSavepoint(ctx context.Context, dir string, drain bo
 	}
 }
 
-func (jm *JobMaster) savepoint(ctx context.Context, dir string, stop, drain bool) (string, error) {
+func (jm *JobMaster) savepoint(ctx context.Context, dir string, stop, drain bool, format checkpoint.SavepointFormat) (string, error) {
 	if jm.coord == nil || jm.storage == nil {
 		return "", ErrSavepointsUnsupported
 	}
@@ -90,7 +91,7 @@ func (jm *JobMaster) savepoint(ctx context.Context, dir string, stop, drain bool
 	if err != nil {
 		return "", fmt.Errorf("creating a savepoint under %s: %w", dir, err)
 	}
-	op := &savepointOp{w: w, stop: stop, drain: drain, done: make(chan struct{})}
+	op := &savepointOp{w: w, stop: stop, drain: drain, format: format, done: make(chan struct{})}
 	jm.post(func() error { return jm.startSavepoint(op) })
 	// On ctx's end the job master still ends the savepoint (it completes
 	// or is aborted and deleted); the caller no longer waits for it.

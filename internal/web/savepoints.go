@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+
+	"github.com/weirstream/weir/internal/checkpoint"
 )
 
 // Savepoints as Flink's REST API triggers them:
@@ -161,14 +163,13 @@ func (s *Server) triggerSavepoint(r *http.Request, stop bool) (int, any, error) 
 	}
 	if stop {
 		req = savepointRequest{TargetDirectory: sreq.TargetDirectory, FormatType: sreq.FormatType, TriggerID: sreq.TriggerID}
-		take = func(ctx context.Context, dir string) (string, error) { return s.job.Stop(ctx, dir, sreq.Drain) }
+		take = func(ctx context.Context, dir string, format checkpoint.SavepointFormat) (string, error) {
+			return s.job.Stop(ctx, dir, sreq.Drain, format)
+		}
 	}
-	switch strings.ToUpper(req.FormatType) {
-	case "", "CANONICAL":
-	case "NATIVE":
-		return 0, nil, badRequest("formatType NATIVE: weir's heap state backend writes one savepoint format, CANONICAL")
-	default:
-		return 0, nil, badRequest("unknown formatType %q: want CANONICAL", echo(req.FormatType))
+	format, err := checkpoint.ParseSavepointFormat(req.FormatType)
+	if err != nil {
+		return 0, nil, badRequest("unknown formatType %q: want CANONICAL or NATIVE", echo(req.FormatType))
 	}
 	if req.CancelJob && s.job.Cancel == nil {
 		return 0, nil, &statusError{http.StatusNotImplemented, "this server cannot cancel job " + s.jm.JobID()}
@@ -183,7 +184,7 @@ func (s *Server) triggerSavepoint(r *http.Request, stop bool) (int, any, error) 
 	s.opts.logger.Info("taking a savepoint, as a REST request asks", "job_id", s.jm.JobID(), "remote", r.RemoteAddr,
 		"dir", req.TargetDirectory, "cancel_job", req.CancelJob, "stop", stop, "drain", sreq.Drain, "trigger_id", id)
 	s.runOp(op, func(ctx context.Context) {
-		op.location, op.err = take(ctx, req.TargetDirectory)
+		op.location, op.err = take(ctx, req.TargetDirectory, format)
 		if op.err == nil && req.CancelJob {
 			s.opts.logger.Info("canceling the job after its savepoint, as the REST request asked", "job_id", s.jm.JobID(), "savepoint", op.location)
 			s.job.Cancel()

@@ -17,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/weirstream/weir/config"
+	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/checkpoint/coordinator"
 	"github.com/weirstream/weir/internal/checkpoint/storage"
 	"github.com/weirstream/weir/internal/runtime"
@@ -54,7 +55,7 @@ type Job struct {
 	// Savepoint, if set, takes a savepoint into a new directory under dir
 	// ("": the job's default) and returns its path once it is complete
 	// (POST /jobs/:jobid/savepoints). Nil: the API takes no savepoints.
-	Savepoint func(ctx context.Context, dir string) (string, error)
+	Savepoint func(ctx context.Context, dir string, format checkpoint.SavepointFormat) (string, error)
 	// Checkpoint, if set, takes a checkpoint now and returns its id once
 	// it has completed (POST /jobs/:jobid/checkpoints).
 	Checkpoint func(ctx context.Context) (int64, error)
@@ -62,7 +63,7 @@ type Job struct {
 	// event time ended first) and returns
 	// the savepoint's path once the job has ended (POST
 	// /jobs/:jobid/stop). Nil: the API does not stop jobs.
-	Stop func(ctx context.Context, dir string, drain bool) (string, error)
+	Stop func(ctx context.Context, dir string, drain bool, format checkpoint.SavepointFormat) (string, error)
 	// Positions, if set, returns each source's current position per
 	// split: vertex uid → split → the offset of the next record. The cut
 	// then tells how many records a restore of each split would replay.
