@@ -28,11 +28,10 @@ import (
 const timerCacheRows = 16
 
 type lsmTimers struct {
-	id     uint16
-	groups []timerGroup // by key group index
-	heads  []int32      // key group indices with timers, a heap by first row
-	pos    []int32      // position of each key group in heads, -1 if absent
-	row    []byte       // scratch
+	id        uint16
+	groups    []timerGroup // by key group index
+	groupHeap              // key groups with timers, by first row
+	row       []byte       // scratch
 }
 
 // timerGroup is what a key group keeps in memory of its rows: the first
@@ -47,9 +46,8 @@ type timerGroup struct {
 }
 
 func newLSMTimers(id uint16, groups int) *lsmTimers {
-	l := &lsmTimers{id: id, groups: make([]timerGroup, groups), pos: make([]int32, groups)}
-	for i := range l.pos {
-		l.pos[i] = -1
+	l := &lsmTimers{id: id, groups: make([]timerGroup, groups), groupHeap: newGroupHeap(groups)}
+	for i := range l.groups {
 		l.groups[i].complete = true
 	}
 	return l
@@ -282,62 +280,7 @@ func (l *lsmTimers) headLess(a, b int32) bool {
 	return bytes.Compare(l.groups[a].cache[0][4:], l.groups[b].cache[0][4:]) < 0
 }
 
-func (l *lsmTimers) headSwap(a, b int) {
-	l.heads[a], l.heads[b] = l.heads[b], l.heads[a]
-	l.pos[l.heads[a]] = int32(a)
-	l.pos[l.heads[b]] = int32(b)
-}
-
-func (l *lsmTimers) fixHead(kg int) {
-	p := int(l.pos[kg])
-	if len(l.groups[kg].cache) == 0 {
-		if p < 0 {
-			return
-		}
-		last := len(l.heads) - 1
-		if p != last {
-			l.headSwap(p, last)
-		}
-		l.heads = l.heads[:last]
-		l.pos[kg] = -1
-		if p != last {
-			l.headFix(p)
-		}
-		return
-	}
-	if p < 0 {
-		p = len(l.heads)
-		l.heads = append(l.heads, int32(kg))
-		l.pos[kg] = int32(p)
-	}
-	l.headFix(p)
-}
-
-func (l *lsmTimers) headFix(j int) {
-	for j > 0 {
-		p := (j - 1) / 2
-		if !l.headLess(l.heads[j], l.heads[p]) {
-			break
-		}
-		l.headSwap(j, p)
-		j = p
-	}
-	n := len(l.heads)
-	for {
-		c := 2*j + 1
-		if c >= n {
-			return
-		}
-		if r := c + 1; r < n && l.headLess(l.heads[r], l.heads[c]) {
-			c = r
-		}
-		if !l.headLess(l.heads[c], l.heads[j]) {
-			return
-		}
-		l.headSwap(j, c)
-		j = c
-	}
-}
+func (l *lsmTimers) fixHead(kg int) { l.fix(kg, len(l.groups[kg].cache) == 0, l.headLess) }
 
 // The Timers methods when the queue is in the store.
 

@@ -38,13 +38,12 @@ type Timer[K, N comparable] struct {
 // steady state (timers registered and fired at a similar rate, no snapshot
 // pending) registering and firing do not allocate.
 type Timers[K, N comparable] struct {
-	b     *KeyedBackend[K]
-	inf   stateInfo
-	nc    codec.Codec[N]
-	q     []*timerQueue[K, N] // by key group index
-	heads []int32             // key group indices with timers, a heap by earliest timer
-	pos   []int32             // position of each key group in heads, -1 if absent
-	n     int
+	b         *KeyedBackend[K]
+	inf       stateInfo
+	nc        codec.Codec[N]
+	q         []*timerQueue[K, N] // by key group index
+	groupHeap                     // key groups with timers, by earliest timer
+	n         int
 	// l keeps the timers in the backend's embedded LSM store instead
 	// (lsmtimers.go); the heap fields are then unused.
 	l *lsmTimers
@@ -107,10 +106,9 @@ func NewTimers[K, N comparable](b *KeyedBackend[K], name string, nsCodec codec.C
 			return t
 		}
 		t.q = make([]*timerQueue[K, N], b.kgs.Len())
-		t.pos = make([]int32, b.kgs.Len())
+		t.groupHeap = newGroupHeap(b.kgs.Len())
 		for i := range t.q {
 			t.q[i] = &timerQueue[K, N]{index: make(map[timerKey[K, N]]int32), epoch: b.ep.cur}
-			t.pos[i] = -1
 		}
 		return t
 	})
@@ -349,62 +347,80 @@ func (t *Timers[K, N]) headLess(a, b int32) bool {
 	return t.less(qa, qa.heap[0], qb, qb.heap[0])
 }
 
-func (t *Timers[K, N]) headSwap(a, b int) {
-	t.heads[a], t.heads[b] = t.heads[b], t.heads[a]
-	t.pos[t.heads[a]] = int32(a)
-	t.pos[t.heads[b]] = int32(b)
-}
-
 // fixHead restores the order of key groups after key group kg's earliest
 // timer may have changed.
-func (t *Timers[K, N]) fixHead(kg int) {
-	p := int(t.pos[kg])
-	if len(t.q[kg].heap) == 0 {
+func (t *Timers[K, N]) fixHead(kg int) { t.fix(kg, len(t.q[kg].heap) == 0, t.headLess) }
+
+// groupHeap orders the key groups of a timer queue by their earliest
+// timer, as a binary heap of key group indices.
+type groupHeap struct {
+	heads []int32 // key group indices with timers
+	pos   []int32 // position of each key group in heads, -1 if absent
+}
+
+func newGroupHeap(groups int) groupHeap {
+	h := groupHeap{pos: make([]int32, groups)}
+	for i := range h.pos {
+		h.pos[i] = -1
+	}
+	return h
+}
+
+func (h *groupHeap) swap(a, b int) {
+	h.heads[a], h.heads[b] = h.heads[b], h.heads[a]
+	h.pos[h.heads[a]] = int32(a)
+	h.pos[h.heads[b]] = int32(b)
+}
+
+// fix restores the order after key group kg's earliest timer may have
+// changed; empty says it has none left. less orders two key groups.
+func (h *groupHeap) fix(kg int, empty bool, less func(a, b int32) bool) {
+	p := int(h.pos[kg])
+	if empty {
 		if p < 0 {
 			return
 		}
-		last := len(t.heads) - 1
+		last := len(h.heads) - 1
 		if p != last {
-			t.headSwap(p, last)
+			h.swap(p, last)
 		}
-		t.heads = t.heads[:last]
-		t.pos[kg] = -1
+		h.heads = h.heads[:last]
+		h.pos[kg] = -1
 		if p != last {
-			t.headFix(p)
+			h.sift(p, less)
 		}
 		return
 	}
 	if p < 0 {
-		p = len(t.heads)
-		t.heads = append(t.heads, int32(kg))
-		t.pos[kg] = int32(p)
+		p = len(h.heads)
+		h.heads = append(h.heads, int32(kg))
+		h.pos[kg] = int32(p)
 	}
-	t.headFix(p)
+	h.sift(p, less)
 }
 
-func (t *Timers[K, N]) headFix(j int) {
+func (h *groupHeap) sift(j int, less func(a, b int32) bool) {
 	for j > 0 {
 		p := (j - 1) / 2
-		if !t.headLess(t.heads[j], t.heads[p]) {
+		if !less(h.heads[j], h.heads[p]) {
 			break
 		}
-		t.headSwap(j, p)
+		h.swap(j, p)
 		j = p
 	}
-	n := len(t.heads)
+	n := len(h.heads)
 	for {
-		l := 2*j + 1
-		if l >= n {
+		c := 2*j + 1
+		if c >= n {
 			return
 		}
-		c := l
-		if r := l + 1; r < n && t.headLess(t.heads[r], t.heads[l]) {
+		if r := c + 1; r < n && less(h.heads[r], h.heads[c]) {
 			c = r
 		}
-		if !t.headLess(t.heads[c], t.heads[j]) {
+		if !less(h.heads[c], h.heads[j]) {
 			return
 		}
-		t.headSwap(j, c)
+		h.swap(j, c)
 		j = c
 	}
 }
