@@ -29,6 +29,7 @@ type runFlags struct {
 	jobManager    string
 	detached      bool
 	from          string
+	claimMode     string
 	checkpointDir string
 	status        time.Duration
 	failAfter     []string
@@ -40,6 +41,7 @@ func (f *runFlags) add(fs *pflag.FlagSet) {
 	fs.StringVarP(&f.jobManager, "jobmanager", "m", "", "submit the job to the cluster whose job manager is at this address instead of running it here")
 	fs.BoolVarP(&f.detached, "detached", "d", false, "with -m: return once the job is submitted instead of following it")
 	fs.StringVar(&f.from, "from", "", "resume from a checkpoint, a savepoint, or a job's checkpoint directory (execution.state-recovery.path)")
+	fs.StringVar(&f.claimMode, "claim-mode", "", "with --from: who owns what it resumes from, no-claim (weir's only mode; execution.state-recovery.claim-mode)")
 	fs.StringVar(&f.checkpointDir, "checkpoint-dir", "", "checkpoint directory or URL (execution.checkpointing.dir; set one or the other)")
 	fs.DurationVar(&f.status, "status-interval", time.Second, "how often the status line refreshes (0: never)")
 	fs.StringArrayVar(&f.failAfter, "fail-after", nil, "fail a subtask after a duration (30s) or a number of records (5000), optionally a named one: 30s@assemble[2] (repeatable)")
@@ -196,6 +198,11 @@ func (f *runFlags) jobConfig(defaults []string, checkpointDirSet bool) (*config.
 	if f.from != "" {
 		if err := cfg.Set(config.KeyStateRecoveryPath, f.from); err != nil {
 			return nil, fmt.Errorf("--from: %w", err)
+		}
+	}
+	if f.claimMode != "" {
+		if err := cfg.Set(config.KeyStateRecoveryClaimMode, f.claimMode); err != nil {
+			return nil, fmt.Errorf("--claim-mode: %w", err)
 		}
 	}
 	return cfg, cfg.Validate()

@@ -147,6 +147,10 @@ var (
 		{name: string(BackendRocksDB)},
 		{name: string(BackendForSt)},
 	}
+	claimModes = []enumValue{
+		{name: "NO_CLAIM", aliases: []string{"no-claim"}},
+		{name: "CLAIM"},
+	}
 	timerServices = []enumValue{
 		{name: string(TimersInStore)},
 		{name: string(TimersOnHeap)},

@@ -101,6 +101,13 @@ const (
 	// CLI's --allowNonRestoredState; replaces
 	// execution.savepoint.ignore-unclaimed-state.
 	KeyStateRecoveryIgnoreUnclaimedState = "execution.state-recovery.ignore-unclaimed-state"
+
+	// KeyStateRecoveryClaimMode says who owns the checkpoint a job resumes
+	// from (Flink's RecoveryClaimMode): NO_CLAIM, the only mode weir
+	// implements and the default, leaves it to whoever made it: the job
+	// never deletes its files and its own checkpoints name none of them
+	// (the first is full). CLAIM is refused. Flink's CLI --claimMode.
+	KeyStateRecoveryClaimMode = "execution.state-recovery.claim-mode"
 )
 
 const (
