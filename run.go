@@ -201,6 +201,7 @@ func (f *runFlags) jobConfig(defaults []string, checkpointDirSet bool) (*config.
 		}
 	}
 	if f.claimMode != "" {
+		// Only NO_CLAIM is accepted; Set says why for another.
 		if err := cfg.Set(config.KeyStateRecoveryClaimMode, f.claimMode); err != nil {
 			return nil, fmt.Errorf("--claim-mode: %w", err)
 		}

@@ -105,8 +105,8 @@ const (
 	// KeyStateRecoveryClaimMode says who owns the checkpoint a job resumes
 	// from (Flink's RecoveryClaimMode): NO_CLAIM, the only mode weir
 	// implements and the default, leaves it to whoever made it: the job
-	// never deletes its files and its own checkpoints name none of them
-	// (the first is full). CLAIM is refused. Flink's CLI --claimMode.
+	// never deletes it, even when it lies in the job's own directory.
+	// CLAIM is refused. Flink's CLI --claimMode.
 	KeyStateRecoveryClaimMode = "execution.state-recovery.claim-mode"
 )
 

@@ -254,7 +254,7 @@ var optionTable = []option{
 	{key: KeyStateRecoveryAllowDuplicateOutput, kind: KindBool, def: "false",
 		desc: "Resume from an older checkpoint than the newest completed one (which does not verify) even if a sink cannot undo the newer checkpoints' commits, writing their output again."},
 	{key: KeyStateRecoveryClaimMode, kind: KindEnum, def: "NO_CLAIM", values: claimModes,
-		check: only("NO_CLAIM", "NO_CLAIM", "weir restores as NO_CLAIM: a resumed job never deletes the files of the checkpoint it restored, and its own checkpoints name none of them; taking ownership of them (CLAIM) is not implemented"),
+		check: only("NO_CLAIM", "NO_CLAIM", "weir restores as NO_CLAIM: a resumed job never deletes the checkpoint it restored; taking ownership of it (CLAIM) is not implemented"),
 		desc:  "Who owns the checkpoint a job resumes from: NO_CLAIM, the job that made it (weir's only mode)."},
 	{key: KeyStateRecoveryIgnoreUnclaimedState, kind: KindBool, def: "false",
 		deprecated: []string{"execution.savepoint.ignore-unclaimed-state"},

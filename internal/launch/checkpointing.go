@@ -169,7 +169,7 @@ func refuseFallback(j Job, completed []int64, id int64) error {
 // retain applies execution.checkpointing.externalized-checkpoint-retention
 // when the job ends: checkpoints are kept only with RETAIN_ON_CANCELLATION,
 // or, with DELETE_ON_CANCELLATION, when the job failed.
-func retain(ctx context.Context, cp config.Checkpointing, st runtime.CheckpointStorage, runErr error, canceled bool, log interface {
+func retain(ctx context.Context, cp config.Checkpointing, st runtime.CheckpointStorage, restored int64, runErr error, canceled bool, log interface {
 	Warn(msg string, args ...any)
 }) {
 	bs, ok := st.(blobStorage)
@@ -187,7 +187,13 @@ func retain(ctx context.Context, cp config.Checkpointing, st runtime.CheckpointS
 		}
 		return
 	}
-	if err := bs.DiscardAll(context.WithoutCancel(ctx)); err != nil {
+	// The checkpoint the job restored is not the job's to delete
+	// (NO_CLAIM), even when it lies among the job's own.
+	var notOwned []int64
+	if restored > 0 {
+		notOwned = append(notOwned, restored)
+	}
+	if err := bs.DiscardAll(context.WithoutCancel(ctx), notOwned...); err != nil {
 		log.Warn("discarding checkpoints at the end of the job", "err", err)
 	}
 }

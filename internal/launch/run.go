@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/weirstream/weir/config"
+	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/runtime"
 	"github.com/weirstream/weir/internal/runtime/restart"
 )
@@ -30,7 +31,7 @@ func Start(ctx context.Context, j Job) (*Handle, error) {
 		defer closer()
 		h.err = jm.Run(ctx)
 		if st != nil {
-			retain(ctx, st.cp, st.storage, h.err, ctx.Err() != nil, j.Logger)
+			retain(ctx, st.cp, st.storage, st.restored, h.err, ctx.Err() != nil, j.Logger)
 		}
 	}()
 	return h, nil
@@ -53,6 +54,10 @@ func (h *Handle) Wait() error {
 type ending struct {
 	cp      config.Checkpointing
 	storage runtime.CheckpointStorage
+	// restored is the checkpoint the job restored if it lies among the
+	// job's own (resumed under the same job id): the job does not own it
+	// (NO_CLAIM), so retention keeps it. 0: none.
+	restored int64
 }
 
 // prepare turns the job into a job master ready to run. The returned
@@ -122,6 +127,9 @@ func prepare(ctx context.Context, j Job) (*runtime.JobMaster, *ending, func() er
 	var end *ending
 	if opts.Checkpointing != nil && opts.Checkpointing.Storage != nil {
 		end = &ending{cp: cp, storage: opts.Checkpointing.Storage}
+		if r := opts.Restore; r != nil && r.Metadata.JobID == j.JobID && r.Metadata.Kind == checkpoint.KindCheckpoint {
+			end.restored = r.Metadata.CheckpointID
+		}
 	}
 	return jm, end, closer, nil
 }

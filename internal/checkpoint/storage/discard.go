@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -192,14 +193,17 @@ func (s *Storage) readMetadata(ctx context.Context, id int64) (*checkpoint.Metad
 }
 
 // DiscardAll deletes every checkpoint of the job and its shared state, for
-// DELETE_ON_CANCELLATION. It leaves taskowned/ (the tasks' own state) and
-// anything else in the job directory alone, and never touches savepoints.
-// Like Discard it is tolerant of files already gone.
-func (s *Storage) DiscardAll(ctx context.Context) error {
+// DELETE_ON_CANCELLATION, except the checkpoints keep names (one the job
+// restored and does not own) and, if it keeps any, the shared state they
+// may name. It leaves taskowned/ (the tasks' own state) and anything else
+// in the job directory alone, and never touches savepoints. Like Discard
+// it is tolerant of files already gone.
+func (s *Storage) DiscardAll(ctx context.Context, keep ...int64) error {
 	ids, err := s.checkpointIDs(ctx)
 	if err != nil {
 		return err
 	}
+	ids = slices.DeleteFunc(ids, func(id int64) bool { return slices.Contains(keep, id) })
 	var errs []error
 	// Every _metadata first, so that no checkpoint is complete while the
 	// files it references are being deleted.
@@ -218,6 +222,9 @@ func (s *Storage) DiscardAll(ctx context.Context) error {
 			continue
 		}
 		s.st.removeEmptyDir(key)
+	}
+	if len(keep) > 0 {
+		return errors.Join(errs...)
 	}
 	shared := s.jobKey + SharedDir
 	if err := s.removeAll(ctx, shared+"/"); err != nil {
