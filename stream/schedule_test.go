@@ -100,6 +100,7 @@ type engine struct {
 	memStorage                 bool // checkpoint to mem:// rather than the job master's memory
 	pebble                     bool // keyed state in the embedded LSM backend (state.backend.type=pebble)
 	incremental                bool // its checkpoints incremental (execution.checkpointing.incremental)
+	heapTimers                 bool // its timers on the heap (state.backend.rocksdb.timer-service.factory=HEAP), not in the store
 	// timeout is execution.checkpointing.timeout: 10 s unless a hang
 	// needs it shorter. Not Flink's 10 min: aligned barriers can stall
 	// under backpressure when a source is blocked in the middle of a send
@@ -149,6 +150,7 @@ func drawEngine(r *rand.Rand) engine {
 		pebble:          r.IntN(3) == 0,
 	}
 	e.incremental = e.pebble && r.IntN(3) > 0
+	e.heapTimers = e.pebble && r.IntN(4) == 0
 	return e
 }
 
@@ -193,6 +195,9 @@ func (e engine) String() string {
 	if e.incremental {
 		s += " incremental"
 	}
+	if e.heapTimers {
+		s += " timers=heap"
+	}
 	if e.timeout != "" {
 		s += " timeout=" + e.timeout
 	}
@@ -231,6 +236,9 @@ func (e engine) config(kv ...string) []string {
 	}
 	if e.incremental {
 		out = append(out, config.KeyCheckpointingIncremental+"=true")
+	}
+	if e.heapTimers {
+		out = append(out, config.KeyTimerService+"=HEAP")
 	}
 	if e.timeout != "" {
 		out = append(out, "execution.checkpointing.timeout="+e.timeout)
