@@ -18,11 +18,11 @@ import (
 // the key's and namespace's encodings escaped so that they order as the
 // raw encodings do and end where they end (0x00 is written 0x00 0xff, and
 // 0x00 0x01 ends each). A key group's rows are then in firing order, the
-// order of the heap queue. In memory each key group keeps only the first
-// few of its rows (and how many it has), and a heap orders the key
-// groups by their first row: registering, deleting and firing a timer
-// write or delete one row and read the store only when a key group's
-// cached rows run out.
+// order of the heap queue. In memory each key group keeps only its first
+// rows (and whether they are all of them), and a heap orders the key
+// groups by their first row: registering and firing a timer write or
+// delete one row, and read the store only when a key group's cached rows
+// run out; looking up or deleting a timer beyond them reads its row.
 
 // timerCacheRows bounds the rows a key group keeps in memory.
 const timerCacheRows = 16
