@@ -383,22 +383,11 @@ func (t *Timers[K, N]) lsmRestoreGroup(kgIdx, n int, data []byte) error {
 	defer batch.Close()
 	var row []byte
 	err := eachEntry(n, data, func(key, ns, val []byte) error {
-		k, err := decodeExactly(t.b.keyCodec, key, "key")
+		tk, h, err := t.decodeEntry(kgIdx, key, ns, val)
 		if err != nil {
 			return err
 		}
-		if _, err := decodeExactly(t.nc, ns, "namespace"); err != nil {
-			return err
-		}
-		ts, m := binary.Varint(val)
-		if m <= 0 || m != len(val) {
-			return corrupt("timer timestamp")
-		}
-		h := t.b.hasher(k)
-		if err := t.b.checkKeyGroup(kgIdx, h); err != nil {
-			return err
-		}
-		row = t.l.timerRow(row[:0], kgIdx+t.b.kgs.Start, ts, h, key, ns)
+		row = t.l.timerRow(row[:0], kgIdx+t.b.kgs.Start, tk.ts, h, key, ns)
 		return batch.Set(row, nil, nil)
 	})
 	if err == nil {

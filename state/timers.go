@@ -483,24 +483,33 @@ func (t *Timers[K, N]) restoreGroup(kgIdx, n int, data []byte) error {
 	return eachEntry(n, data, func(key, ns, val []byte) error { return t.restore(kgIdx, key, ns, val) })
 }
 
-func (t *Timers[K, N]) restore(kgIdx int, key, ns, val []byte) error {
+// decodeEntry decodes and checks a snapshot's timer entry of key group
+// kgIdx, returning the timer and its key's hash.
+func (t *Timers[K, N]) decodeEntry(kgIdx int, key, ns, val []byte) (timerKey[K, N], uint32, error) {
 	k, err := decodeExactly(t.b.keyCodec, key, "key")
 	if err != nil {
-		return err
+		return timerKey[K, N]{}, 0, err
 	}
 	n, err := decodeExactly(t.nc, ns, "namespace")
 	if err != nil {
-		return err
+		return timerKey[K, N]{}, 0, err
 	}
 	ts, m := binary.Varint(val)
 	if m <= 0 || m != len(val) {
-		return corrupt("timer timestamp")
+		return timerKey[K, N]{}, 0, corrupt("timer timestamp")
 	}
 	h := t.b.hasher(k)
 	if err := t.b.checkKeyGroup(kgIdx, h); err != nil {
+		return timerKey[K, N]{}, 0, err
+	}
+	return timerKey[K, N]{ts, k, n}, h, nil
+}
+
+func (t *Timers[K, N]) restore(kgIdx int, key, ns, val []byte) error {
+	tk, h, err := t.decodeEntry(kgIdx, key, ns, val)
+	if err != nil {
 		return err
 	}
-	tk := timerKey[K, N]{ts, k, n}
 	if _, ok := t.q[kgIdx].index[tk]; ok {
 		return nil
 	}
