@@ -7,9 +7,11 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // The embedded LSM store (Pebble) of a KeyedBackend created WithPebble.
@@ -54,6 +56,9 @@ type PebbleOptions struct {
 	// HeapTimers keeps timers on the heap, as the heap backend does
 	// (Flink's timer-service factory HEAP), rather than in the store.
 	HeapTimers bool
+	// FS is the file system the store's files go through; nil is the
+	// operating system's. Tests wrap it to make the disk fail.
+	FS vfs.FS
 }
 
 // DefaultPebbleMemory is the memory of a Pebble keyed backend unless
@@ -86,6 +91,30 @@ type lsm struct {
 	cacheUsed   int64
 	// heapTimers keeps timers on the heap instead of in the store.
 	heapTimers bool
+	// fs is what the store's files go through.
+	fs vfs.FS
+	// broken holds the first error of the store's background work
+	// (flushes, compactions), which Pebble retries without end: a store
+	// whose disk fails this way fails the state accesses and snapshots
+	// that follow (see check), rather than leaving them to wait for room
+	// that never comes.
+	broken *bgFailure
+}
+
+// bgFailure holds the first error of a store's background work.
+type bgFailure struct {
+	err  atomic.Pointer[error]
+	done chan struct{} // closed when err is set
+	// fatal says Pebble gave up on the database (see storeLogger).
+	fatal atomic.Bool
+}
+
+func newBGFailure() *bgFailure { return &bgFailure{done: make(chan struct{})} }
+
+func (f *bgFailure) set(err error) {
+	if f.err.CompareAndSwap(nil, &err) {
+		close(f.done)
+	}
 }
 
 // listMerger concatenates list rows: each operand is an element count
@@ -133,14 +162,19 @@ func (m *listMerge) Finish(bool) ([]byte, io.Closer, error) {
 	return out, nil, nil
 }
 
-// quietLogger drops Pebble's informational messages; errors reach the
-// backend's callers as errors.
-type quietLogger struct{}
+// storeLogger drops Pebble's informational messages; errors reach the
+// backend's callers as errors. Pebble calls Fatalf when it cannot go on,
+// such as when its MANIFEST cannot be written (a full or failing disk),
+// expecting the process to end; a subtask's store is not worth the
+// process, so the store is marked broken instead (every later access
+// fails, which fails the subtask, and close abandons the database).
+type storeLogger struct{ broken *bgFailure }
 
-func (quietLogger) Infof(string, ...any)  {}
-func (quietLogger) Errorf(string, ...any) {}
-func (quietLogger) Fatalf(format string, args ...any) {
-	panic(fmt.Sprintf("state: pebble: "+format, args...))
+func (storeLogger) Infof(string, ...any)  {}
+func (storeLogger) Errorf(string, ...any) {}
+func (l storeLogger) Fatalf(format string, args ...any) {
+	l.broken.fatal.Store(true)
+	l.broken.set(fmt.Errorf(format, args...))
 }
 
 func openLSM(o PebbleOptions) (*lsm, error) {
@@ -162,20 +196,27 @@ func openLSM(o PebbleOptions) (*lsm, error) {
 	if err != nil {
 		return nil, fmt.Errorf("state: pebble directory: %w", err)
 	}
-	db, err := openPebble(dir, mem)
+	fs := o.FS
+	if fs == nil {
+		fs = vfs.Default
+	}
+	broken := newBGFailure()
+	db, err := openPebble(dir, mem, fs, broken)
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err
 	}
-	return &lsm{db: db, dir: dir, mem: mem, snaps: map[*pebble.Snapshot]bool{}, cacheBudget: mem / 2, heapTimers: o.HeapTimers}, nil
+	return &lsm{db: db, dir: dir, mem: mem, snaps: map[*pebble.Snapshot]bool{}, cacheBudget: mem / 2, heapTimers: o.HeapTimers,
+		fs: fs, broken: broken}, nil
 }
 
 // openPebble opens (or creates) the database in dir with mem bytes of
-// memory.
+// memory, its files going through fs; the first error of its background
+// work lands in broken.
 // Of the budget, the write-back caches take half, Pebble's block cache a
 // quarter, and its two memtables (one filling while the other flushes) an
 // eighth each.
-func openPebble(dir string, mem int64) (*pebble.DB, error) {
+func openPebble(dir string, mem int64, fs vfs.FS, broken *bgFailure) (*pebble.DB, error) {
 	cache := pebble.NewCache(mem / 4)
 	defer cache.Unref()
 	// Bloom filters on every level: state reads are point reads, and
@@ -191,7 +232,9 @@ func openPebble(dir string, mem int64) (*pebble.DB, error) {
 		MemTableSize:                uint64(mem / 8),
 		MemTableStopWritesThreshold: 2,
 		Merger:                      listMerger,
-		Logger:                      quietLogger{},
+		Logger:                      storeLogger{broken},
+		FS:                          fs,
+		EventListener:               &pebble.EventListener{BackgroundError: broken.set},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("state: opening pebble in %s: %w", dir, err)
@@ -227,7 +270,7 @@ func (l *lsm) close() error {
 	for s := range snaps {
 		_ = s.Close()
 	}
-	err := l.db.Close()
+	err := l.closeDB()
 	if rerr := os.RemoveAll(l.dir); err == nil {
 		err = rerr
 	}
@@ -241,6 +284,21 @@ func (l *lsm) close() error {
 	return err
 }
 
+// closeDB closes the database. One that Pebble gave up on (see
+// storeLogger) may fail its own checks while closing, which Pebble
+// reports by panicking: that is the store's failure, known already, and
+// not the process's.
+func (l *lsm) closeDB() (err error) {
+	if l.broken.fatal.Load() {
+		defer func() {
+			if r := recover(); r != nil {
+				err = fmt.Errorf("state: closing the pebble store that failed: %v", r)
+			}
+		}()
+	}
+	return l.db.Close()
+}
+
 // lsmFailure is the panic of a state access that the store failed: the
 // state API has no error results, and a subtask that panics fails and is
 // restarted from its checkpoint.
@@ -250,6 +308,43 @@ func (f lsmFailure) Error() string { return "state: pebble: " + f.err.Error() }
 func (f lsmFailure) Unwrap() error { return f.err }
 
 func fail(err error) { panic(lsmFailure{err}) }
+
+// store returns the database for an access of the owner's, failing (as
+// fail does) if the store's background work has failed: a write after a
+// flush failed would wait for the memtables to drain, which they never
+// do, as Pebble retries the flush without end.
+func (l *lsm) store() *pebble.DB {
+	if err := l.failed(); err != nil {
+		fail(err)
+	}
+	return l.db
+}
+
+// flush writes the memtables out and waits until they are, or until the
+// store's background work fails: Pebble retries a failed flush without
+// end, so waiting for it alone could last for ever.
+func (l *lsm) flush() error {
+	if err := l.failed(); err != nil {
+		return err
+	}
+	flushed, err := l.db.AsyncFlush()
+	if err != nil {
+		return err
+	}
+	select {
+	case <-flushed:
+	case <-l.broken.done:
+	}
+	return l.failed()
+}
+
+// failed returns the error of the store's background work, if it failed.
+func (l *lsm) failed() error {
+	if err := l.broken.err.Load(); err != nil {
+		return fmt.Errorf("the store's background work failed (is the disk of %s full or failing?): %w", l.dir, *err)
+	}
+	return nil
+}
 
 // Close releases what the backend holds outside the Go heap: a Pebble
 // backend's database and its working directory. The backend must not be

@@ -113,7 +113,7 @@ func (c *rowCache) dropPrefix(p []byte) {
 // order, until they use three quarters of their budget, writing the dirty
 // ones among them to the store in one batch.
 func (l *lsm) evict() {
-	batch := l.db.NewBatch()
+	batch := l.store().NewBatch()
 	defer batch.Close()
 	goal := l.cacheBudget * 3 / 4
 	for _, c := range l.caches {
@@ -136,7 +136,7 @@ func (l *lsm) evict() {
 // flushCaches writes every cache's dirty rows to the store in one batch,
 // emptying the caches if evict. A failure is a store failure (see fail).
 func (l *lsm) flushCaches(evict bool) {
-	batch := l.db.NewBatch()
+	batch := l.store().NewBatch()
 	defer batch.Close()
 	for _, c := range l.caches {
 		if err := c.flush(batch, evict); err != nil {

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // Native snapshots: a checkpoint of a backend created WithPebble in the
@@ -63,7 +64,7 @@ func (b *KeyedBackend[K]) NativeSnapshot(checkpointID int64) (*NativeSnapshot, e
 		return nil, fmt.Errorf("state: a native snapshot needs a backend created WithPebble")
 	}
 	b.lsm.flushCaches(false)
-	if err := b.lsm.db.Flush(); err != nil {
+	if err := b.lsm.flush(); err != nil {
 		return nil, fmt.Errorf("state: native snapshot of checkpoint %d: flushing: %w", checkpointID, err)
 	}
 	b.lsm.staged++
@@ -116,17 +117,18 @@ func (b *KeyedBackend[K]) restoreNative(blob io.Reader, dir string, want KeyGrou
 		_ = os.RemoveAll(dir)
 		return err
 	}
-	mem := int64(DefaultPebbleMemory)
+	mem, fs := int64(DefaultPebbleMemory), vfs.Default
 	if b.lsm != nil {
-		mem = b.lsm.mem
+		mem, fs = b.lsm.mem, b.lsm.fs
 	}
-	src, err := openPebble(dir, mem)
+	broken := newBGFailure()
+	src, err := openPebble(dir, mem, fs, broken)
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return err
 	}
 	if b.lsm != nil && len(b.states) == 0 && !slices.Contains(b.restored, true) {
-		return b.adopt(h, blocks, src, dir, want)
+		return b.adopt(h, blocks, src, broken, dir, want)
 	}
 	defer func() {
 		_ = src.Close()
@@ -166,7 +168,7 @@ func (b *KeyedBackend[K]) restoreNative(blob io.Reader, dir string, want KeyGrou
 
 // adopt makes src, a native snapshot's database in dir, the database of
 // an empty Pebble backend, keeping the key groups in want.
-func (b *KeyedBackend[K]) adopt(h *keyedHeader, blocks []keyedBlock, src *pebble.DB, dir string, want KeyGroupRange) error {
+func (b *KeyedBackend[K]) adopt(h *keyedHeader, blocks []keyedBlock, src *pebble.DB, broken *bgFailure, dir string, want KeyGroupRange) error {
 	old := b.lsm
 	old.mu.Lock()
 	pending := len(old.snaps)
@@ -184,7 +186,8 @@ func (b *KeyedBackend[K]) adopt(h *keyedHeader, blocks []keyedBlock, src *pebble
 	_ = os.RemoveAll(old.dir)
 	// The snapshot's directory is the database now (it is open: it
 	// cannot be renamed): Close removes it, native snapshots go beside it.
-	b.lsm = &lsm{db: src, dir: dir, mem: old.mem, snaps: map[*pebble.Snapshot]bool{}, cacheBudget: old.cacheBudget, heapTimers: old.heapTimers}
+	b.lsm = &lsm{db: src, dir: dir, mem: old.mem, snaps: map[*pebble.Snapshot]bool{}, cacheBudget: old.cacheBudget, heapTimers: old.heapTimers,
+		fs: old.fs, broken: broken}
 	// Rows of key groups outside want (keys start with the key group,
 	// two bytes big-endian, below 0x8000).
 	if want.Start > 0 {

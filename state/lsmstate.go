@@ -44,6 +44,9 @@ func (s *lsmState[K]) capture() stateView {
 }
 
 func (s *lsmState[K]) restoreGroup(kgIdx, n int, data []byte) error {
+	if err := s.b.lsm.failed(); err != nil {
+		return err
+	}
 	if s.cache != nil {
 		s.b.lsm.flushCaches(true) // nothing cached may shadow the rows
 	}
@@ -372,7 +375,7 @@ type lsmHandle[K, N comparable] struct {
 	key, key2 []byte
 }
 
-func (h *lsmHandle[K, N]) db() *pebble.DB { return h.st.b.lsm.db }
+func (h *lsmHandle[K, N]) db() *pebble.DB { return h.st.b.lsm.store() }
 
 func (h *lsmHandle[K, N]) SetNamespace(n N) { h.ns = n }
 func (h *lsmHandle[K, N]) Namespace() N     { return h.ns }

@@ -300,21 +300,21 @@ func (t *Timers[K, N]) lsmFail(op string, err error) {
 
 func (t *Timers[K, N]) lsmRegister(ns N, ts int64) {
 	kg, r := t.lsmRow(ns, ts)
-	if err := t.l.add(t.b.lsm.db, kg, r); err != nil {
+	if err := t.l.add(t.b.lsm.store(), kg, r); err != nil {
 		t.lsmFail("registering a timer", err)
 	}
 }
 
 func (t *Timers[K, N]) lsmDelete(ns N, ts int64) {
 	kg, r := t.lsmRow(ns, ts)
-	if err := t.l.remove(t.b.lsm.db, t.b.kgs.Start, kg, r); err != nil {
+	if err := t.l.remove(t.b.lsm.store(), t.b.kgs.Start, kg, r); err != nil {
 		t.lsmFail("deleting a timer", err)
 	}
 }
 
 func (t *Timers[K, N]) lsmContains(ns N, ts int64) bool {
 	kg, r := t.lsmRow(ns, ts)
-	ok, err := t.l.has(t.b.lsm.db, kg, r)
+	ok, err := t.l.has(t.b.lsm.store(), kg, r)
 	if err != nil {
 		t.lsmFail("looking up a timer", err)
 	}
@@ -326,7 +326,7 @@ func (t *Timers[K, N]) lsmContains(ns N, ts int64) bool {
 func (t *Timers[K, N]) lsmLen() int {
 	total := 0
 	for i := range t.l.groups {
-		n, err := t.l.count(t.b.lsm.db, t.b.kgs.Start, i)
+		n, err := t.l.count(t.b.lsm.store(), t.b.kgs.Start, i)
 		if err != nil {
 			t.lsmFail("counting timers", err)
 		}
@@ -369,7 +369,7 @@ func (t *Timers[K, N]) lsmPop(upTo int64) (Timer[K, N], bool) {
 		return Timer[K, N]{}, false
 	}
 	tm, h := t.lsmFirst(kg)
-	if err := t.l.pop(t.b.lsm.db, t.b.kgs.Start, int(kg)); err != nil {
+	if err := t.l.pop(t.b.lsm.store(), t.b.kgs.Start, int(kg)); err != nil {
 		t.lsmFail("firing a timer", err)
 	}
 	t.b.SetCurrentKeyWithHash(tm.Key, h)
@@ -378,6 +378,9 @@ func (t *Timers[K, N]) lsmPop(upTo int64) (Timer[K, N], bool) {
 
 // lsmRestoreGroup writes the restored timers of a key group as rows.
 func (t *Timers[K, N]) lsmRestoreGroup(kgIdx, n int, data []byte) error {
+	if err := t.b.lsm.failed(); err != nil {
+		return err
+	}
 	db := t.b.lsm.db
 	batch := db.NewBatch()
 	defer batch.Close()

@@ -66,6 +66,15 @@ const (
 	// before the subtask reads any input; Checkpoint is the restored
 	// checkpoint, Operator the uid of the chain's head.
 	FaultRestoreChannels
+	// FaultStateStore is an operation on a file of a keyed operator's
+	// embedded LSM store (state.backend.type pebble, rocksdb or forst):
+	// Step 0 a read, Step 1 a write (creating, writing, syncing, renaming,
+	// removing a file); Path is the file, Operator the keyed operator's
+	// uid. An error is the disk failing: the state access or snapshot
+	// that meets it fails the subtask, which restores from its
+	// checkpoint. Pebble's own background work (flushes, compactions)
+	// meets these errors too; the store then fails the next write.
+	FaultStateStore
 )
 
 var faultPointNames = [...]string{
@@ -73,6 +82,7 @@ var faultPointNames = [...]string{
 	FaultCommit: "commit", FaultCommitted: "committed", FaultSync: "sync", FaultAsync: "async",
 	FaultStorageWrite: "storage-write", FaultStorageRead: "storage-read", FaultStorageStat: "storage-stat",
 	FaultStorageList: "storage-list", FaultStorageDelete: "storage-delete", FaultRestoreChannels: "restore-channels",
+	FaultStateStore: "state-store",
 }
 
 func (p FaultPoint) String() string {
@@ -106,7 +116,8 @@ type FaultSite struct {
 	// Restored is the checkpoint the subtask was deployed from, 0 if it
 	// started without state.
 	Restored int64
-	// Path is a storage operation's object key.
+	// Path is a storage operation's object key, or the file of a
+	// FaultStateStore operation.
 	Path string
 }
 
@@ -132,6 +143,7 @@ var runtimePoints = map[runtime.FaultPoint]FaultPoint{
 	runtime.FaultBatch: FaultBatch, runtime.FaultOpen: FaultOpen, runtime.FaultRestore: FaultRestore,
 	runtime.FaultNewReader: FaultNewReader, runtime.FaultCommit: FaultCommit, runtime.FaultCommitted: FaultCommitted,
 	runtime.FaultSync: FaultSync, runtime.FaultAsync: FaultAsync, runtime.FaultRestoreChannels: FaultRestoreChannels,
+	runtime.FaultStateStore: FaultStateStore,
 }
 
 func (f faultInjector) Inject(ctx context.Context, s runtime.FaultSite) error {
@@ -145,6 +157,7 @@ func (f faultInjector) Inject(ctx context.Context, s runtime.FaultSite) error {
 		Step:       s.Step,
 		Steps:      s.Steps,
 		Restored:   s.Restored,
+		Path:       s.Path,
 	})
 }
 

@@ -306,6 +306,13 @@ const (
 	// checkpoint a restore reads, as it reads it, after a failure halfway
 	// through the input: the job must fall back to an older one.
 	kindStorageCorrupt = "storage-corrupt"
+	// kindStateStore fails operations on the files of a keyed operator's
+	// embedded LSM store, as a failing local disk would: reads, or writes
+	// (creating, writing, syncing files, on the subtask's goroutine or in
+	// the store's flushes and compactions), from a drawn operation on, a
+	// few times. Only engines with keyed state in the store draw it (see
+	// drawStateStore).
+	kindStateStore = "state-store"
 	// kindPartitionChange adds partitions to a source while the job runs
 	// (see growingSource); only jobs built for it draw it.
 	kindPartitionChange = "partition-change"
@@ -330,6 +337,8 @@ type shape struct {
 	// kindStorageCorrupt.
 	dir string
 	ev  *streamtest.Events
+	// keyed are the uids of the keyed operators, for kindStateStore.
+	keyed []string
 }
 
 func jobShape(t *testing.T, env *stream.Environment, sources, operators, sinks []string, records int64) shape {
@@ -415,6 +424,15 @@ func newSink[T any](e engine) *streamtest.Collector[T] {
 		return streamtest.NewReconcilingCollector[T]()
 	}
 	return streamtest.NewCollector[T](true)
+}
+
+// drawStateStore adds, for half the engines that keep keyed state in the
+// embedded LSM store, a kindStateStore fault to kinds.
+func drawStateStore(r *rand.Rand, e engine, kinds []string) []string {
+	if e.pebble && r.IntN(2) == 0 {
+		kinds = append(kinds, kindStateStore)
+	}
+	return kinds
 }
 
 // drawKinds draws the kinds of 1 to max faults.
@@ -525,6 +543,14 @@ func drawSchedule(r *rand.Rand, fs *streamtest.Faults, s shape, kinds []string) 
 			}), streamtest.Always())
 			sc.drawn = append(sc.drawn, drawnFault{kind: kind, fault: f, struck: flipped.Load})
 			continue
+		case kindStateStore:
+			if len(s.keyed) == 0 {
+				panic("a state-store fault needs a job with keyed operators")
+			}
+			step := r.IntN(2) // a read or a write
+			f = fs.Add(stream.FaultStateStore, streamtest.Fail(nil), streamtest.OnOperator(pickOp(s.keyed)),
+				streamtest.When(func(site stream.FaultSite) bool { return site.Step == step }),
+				streamtest.OnCall(1+r.IntN(60)), streamtest.Times(1+r.IntN(3)))
 		case kindPartitionChange:
 			if s.grown == nil {
 				panic("a partition-change fault needs a job with a growing source")

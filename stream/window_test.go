@@ -151,8 +151,8 @@ func TestDifferentialWindows(t *testing.T) {
 		sink := newSink[WindowSum](eng)
 		stream.SinkTo(sums, sink, eng.op(stream.Uid("sink"), stream.Parallelism(1))...)
 		shape := jobShape(t, env, []string{"events"}, []string{"events", "windows", "sink"}, []string{"sink"}, max(int64(partitions)*perPartition/int64(par), 1))
-		shape.ev = eng.ev
-		sched := drawSchedule(r, faults, shape, kinds)
+		shape.ev, shape.keyed = eng.ev, []string{"windows"}
+		sched := drawSchedule(r, faults, shape, drawStateStore(r, eng, kinds))
 		name := fmt.Sprintf("seed=%d kind=%s partitions=%d records=%d keys=%d parallelism=%d engine: %s", seed, kind, partitions, perPartition, keys, par, eng)
 		runErr := executeJob(t, env, "windows", func() string { return name + "; faults: " + sched.String() })
 		tally.add(sched)
@@ -452,8 +452,8 @@ func TestLateDataAcrossRestores(t *testing.T) {
 		lateJob(env, &orderedSource{splits: splits, count: count, pace: 8, gen: gen}, par, bound, size, windows, tags, eng.op()...)
 		shape := jobShape(t, env, []string{"events"}, []string{"events", "windows", "window-sink", "tagger", "tag-sink"}, []string{"window-sink", "tag-sink"},
 			max(int64(splits)*count/int64(par)/2, 1))
-		shape.ev = eng.ev
-		sched := drawSchedule(r, faults, shape, kinds)
+		shape.ev, shape.keyed = eng.ev, []string{"windows"}
+		sched := drawSchedule(r, faults, shape, drawStateStore(r, eng, kinds))
 		name := fmt.Sprintf("seed=%d splits=%d records=%d keys=%d parallelism=%d engine: %s", seed, splits, count, keys, par, eng)
 		runErr := executeJob(t, env, "late", func() string { return name + "; faults: " + sched.String() })
 		tally.add(sched)

@@ -10,6 +10,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+
 	"github.com/weirstream/weir/codec"
 	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/runtime"
@@ -74,7 +77,11 @@ func (k *Keyed[K, N]) Open(ctx *runtime.OperatorContext) error {
 	kgs := ctx.KeyGroups
 	opts := []state.BackendOption{state.WithKeyHasher(k.Hasher), state.WithProcessingTime(func() int64 { return ctx.Now().UnixMilli() })}
 	if ks := ctx.KeyedState; ks.Backend.EmbeddedLSM() {
-		opts = append(opts, state.WithPebble(state.PebbleOptions{Dir: ks.Dir, Memory: ks.Memory, HeapTimers: ks.HeapTimers}))
+		po := state.PebbleOptions{Dir: ks.Dir, Memory: ks.Memory, HeapTimers: ks.HeapTimers}
+		if ctx.FaultsInjected() {
+			po.FS = faultyFS(ctx)
+		}
+		opts = append(opts, state.WithPebble(po))
 	}
 	b, err := state.NewKeyedBackend(k.KeyCodec, ctx.MaxParallelism, kgs, opts...)
 	if err != nil {
@@ -94,6 +101,18 @@ func (k *Keyed[K, N]) Open(ctx *runtime.OperatorContext) error {
 	}
 	k.scheduleProcessing()
 	return nil
+}
+
+// faultyFS returns the operating system's file system with every
+// operation asking the job's fault injector first (FaultStateStore).
+func faultyFS(ctx *runtime.OperatorContext) vfs.FS {
+	return errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(func(op errorfs.Op) error {
+		step := 0
+		if op.Kind.ReadOrWrite() == errorfs.OpIsWrite {
+			step = 1
+		}
+		return ctx.InjectFault(runtime.FaultSite{Point: runtime.FaultStateStore, Path: op.Path, Step: step})
+	}))
 }
 
 // restore loads the keyed state of the restored checkpoint's subtasks

@@ -45,6 +45,13 @@ const (
 	// unaligned checkpoint, before the subtask reads any input;
 	// Checkpoint is the restored checkpoint, Operator the chain's head.
 	FaultRestoreChannels
+	// FaultStateStore is an operation on a file of a keyed operator's
+	// embedded LSM store, on its subtask's goroutine or on the store's
+	// own: Step 0 a read, Step 1 a write (creating, writing, syncing,
+	// renaming, removing); Path is the file; Operator the keyed
+	// operator. An error is the disk's: the store fails the state access
+	// or snapshot that meets it, which fails the subtask.
+	FaultStateStore
 )
 
 // FaultSite says where a subtask reached a fault point.
@@ -67,6 +74,8 @@ type FaultSite struct {
 	Step, Steps int
 	// Restored is the checkpoint the subtask was deployed from, 0 if none.
 	Restored int64
+	// Path is the file of a FaultStateStore operation.
+	Path string
 }
 
 // FaultInjector lets tests fail, stall or slow a subtask at a chosen
@@ -101,6 +110,13 @@ func (c *OperatorContext) InjectFault(site FaultSite) error {
 	}
 	site.Operator = c.UID
 	return c.task.fault(c, site)
+}
+
+// FaultsInjected reports whether the job has a fault injector, for
+// operators that must set up their fault points beforehand (an embedded
+// store's file system).
+func (c *OperatorContext) FaultsInjected() bool {
+	return c.task != nil && c.task.opts.faults != nil
 }
 
 // faultReader asks the injector before every read of restored state.

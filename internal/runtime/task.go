@@ -182,7 +182,13 @@ func (t *Task) schedule(at time.Time, f func() error) {
 func (t *Task) run() (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("%s panicked: %v\n%s", t.id, r, debug.Stack())
+			if e, ok := r.(error); ok {
+				// An error stays one (a state store's failure, say), for
+				// errors.Is and errors.As of those who handle the failure.
+				err = fmt.Errorf("%s panicked: %w\n%s", t.id, e, debug.Stack())
+			} else {
+				err = fmt.Errorf("%s panicked: %v\n%s", t.id, r, debug.Stack())
+			}
 		}
 		for _, pt := range t.timers {
 			pt.stop()

@@ -1,0 +1,120 @@
+package state
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+)
+
+// failingStore returns a 4 MiB Pebble backend whose files go through an
+// error-injecting file system, and the switch that makes its operations
+// of the given kinds fail.
+func failingStore(t *testing.T, kinds ...errorfs.OpKind) (*KeyedBackend[int64], *errorfs.Toggle) {
+	t.Helper()
+	sw := &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
+		for _, k := range kinds {
+			if op.Kind == k {
+				return errorfs.ErrInjected
+			}
+		}
+		return nil
+	})}
+	fs := errorfs.Wrap(vfs.Default, sw)
+	b := closeAtEnd(t, must(NewKeyedBackend[int64](nil, 128, KeyGroupRange{0, 127}, WithPebble(PebbleOptions{Dir: t.TempDir(), Memory: 4 << 20, FS: fs}))))
+	return b, sw
+}
+
+// storeFailure runs f and returns the store failure it panicked with, or
+// nil if it returned.
+func storeFailure(f func()) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			var ok bool
+			if err, ok = r.(lsmFailure); !ok {
+				panic(r)
+			}
+		}
+	}()
+	f()
+	return nil
+}
+
+// TestStoreReadFailure makes the disk fail reads once the state is larger
+// than the store's memory: a read that misses the caches fails with the
+// disk's error, never with a wrong value.
+func TestStoreReadFailure(t *testing.T) {
+	b, sw := failingStore(t, errorfs.OpFileReadAt, errorfs.OpFileRead)
+	v := must(Value(b, ValueDescriptor[string]{Name: "v"}))
+	const keys = 20_000
+	for k := range int64(keys) {
+		b.SetCurrentKey(k)
+		v.Update(strings.Repeat("x", 200) + fmt.Sprint(k))
+	}
+	b.lsm.flushCaches(true)
+	if err := b.lsm.flush(); err != nil {
+		t.Fatal(err)
+	}
+	sw.On()
+	var failed error
+	for k := int64(0); k < keys && failed == nil; k++ {
+		failed = storeFailure(func() {
+			b.SetCurrentKey(k)
+			got, ok := v.Value()
+			if want := strings.Repeat("x", 200) + fmt.Sprint(k); !ok || got != want {
+				t.Fatalf("key %d read %q (%v) while the disk failed, want %q", k, got, ok, want)
+			}
+		})
+	}
+	if !errors.Is(failed, errorfs.ErrInjected) {
+		t.Fatalf("reads of %d keys from a failing disk: %v, want the disk's error", keys, failed)
+	}
+	t.Log(failed)
+}
+
+// TestStoreFlushFailure makes the disk refuse new files: Pebble retries a
+// failed flush without end, so writes would wait for room that never
+// comes. Instead the first write (or snapshot) after the failure fails,
+// naming it.
+func TestStoreFlushFailure(t *testing.T) {
+	t.Run("writes", func(t *testing.T) {
+		b, sw := failingStore(t, errorfs.OpCreate)
+		v := must(Value(b, ValueDescriptor[string]{Name: "v"}))
+		sw.On()
+		var failed error
+		for k := int64(0); failed == nil; k++ {
+			if k > 1_000_000 {
+				t.Fatal("a million writes of 200 bytes into a 4 MiB store whose disk takes no file, and none failed")
+			}
+			failed = storeFailure(func() {
+				b.SetCurrentKey(k)
+				v.Update(strings.Repeat("x", 200))
+			})
+		}
+		if !errors.Is(failed, errorfs.ErrInjected) || !strings.Contains(failed.Error(), "background work failed") {
+			t.Fatalf("writes to a store whose flushes fail: %v", failed)
+		}
+		t.Log(failed)
+	})
+	t.Run("native snapshot", func(t *testing.T) {
+		b, sw := failingStore(t, errorfs.OpCreate)
+		v := must(Value(b, ValueDescriptor[string]{Name: "v"}))
+		for k := range int64(100) {
+			b.SetCurrentKey(k)
+			v.Update("x")
+		}
+		sw.On()
+		ns, err := b.NativeSnapshot(1)
+		if err == nil {
+			ns.Release()
+			t.Fatal("a native snapshot of a store whose flush fails succeeded")
+		}
+		if !errors.Is(err, errorfs.ErrInjected) {
+			t.Fatalf("native snapshot: %v, want the disk's error", err)
+		}
+		t.Log(err)
+	})
+}
