@@ -104,6 +104,7 @@ func keyedSumFlags(f *pflag.FlagSet, c *bench.KeyedSumConfig) {
 	f.IntVar(&c.Parallelism, "parallelism", c.Parallelism, "parallelism of the job")
 	f.IntVar(&c.Partitions, "partitions", c.Partitions, "datagen partitions")
 	f.DurationVar(&c.Checkpoint, "checkpoint", c.Checkpoint, "checkpoint interval")
+	f.StringVar(&c.CheckpointDir, "checkpoint-dir", c.CheckpointDir, `where checkpoints go (execution.checkpointing.dir); "" keeps them in memory`)
 }
 
 // mib formats a byte count in MiB.

@@ -24,6 +24,9 @@ type KeyedSumConfig struct {
 	Parallelism int           // of the keyed operator and the source
 	Checkpoint  time.Duration // interval; 0 disables checkpoints
 	Partitions  int
+	// CheckpointDir is where checkpoints are written (a directory or a
+	// blob URL); "" keeps them in the job master's memory.
+	CheckpointDir string
 }
 
 // DefaultKeyedSum is the configuration `weir bench keyed-sum` runs.
@@ -77,6 +80,9 @@ func RunEngine(ctx context.Context, c KeyedSumConfig) (Result, error) {
 	kv := []string{fmt.Sprintf("parallelism.default=%d", c.Parallelism)}
 	if c.Checkpoint > 0 {
 		kv = append(kv, "execution.checkpointing.interval="+c.Checkpoint.String())
+		if c.CheckpointDir != "" {
+			kv = append(kv, "execution.checkpointing.dir="+c.CheckpointDir)
+		}
 	}
 	cfg, err := config.ParseDynamic(kv)
 	if err != nil {
