@@ -132,6 +132,11 @@
 // id the brokers have seen costs them a little memory until
 // transactional.id.expiration.ms (7 days by default) after its last use.
 //
+// Records carry the stream record's event time as their Kafka timestamp,
+// which is also what the brokers' time-based retention measures a
+// record's age from: see NewSink for topics that keep less than the age
+// of the data.
+//
 // ReadCommitted reads a whole topic as a read_committed consumer, for
 // verifying an exactly-once job's output.
 package kafka

@@ -17,7 +17,13 @@ import (
 // in offset order. It is for verifying the output of an exactly-once
 // sink: a transaction still open when ReadCommitted starts ends the read
 // of its partitions where it begins, as it would for any read_committed
-// consumer.
+// consumer. That includes a transaction whose commit the coordinator has
+// accepted but whose commit markers it is still writing (it answers the
+// commit before it writes them): to read everything a finished job
+// committed, wait until each partition's last stable offset has reached
+// its high watermark (kadm's ListCommittedOffsets and ListEndOffsets).
+// Records the brokers deleted (retention, compaction, DeleteRecords) are
+// not read: each partition is read from its log start offset.
 func ReadCommitted[T any](ctx context.Context, brokers []string, topic string, deserialize func(*kgo.Record) (T, error), opts ...ClientOption) ([]T, error) {
 	cfg := defaultClientConfig()
 	BootstrapServers(brokers...).f(&cfg)

@@ -107,6 +107,19 @@ type Sink[T any] struct {
 // unless Topic gives a default; if it leaves the timestamp zero, the
 // record gets the stream record's timestamp, if it has one, or the time
 // it is produced.
+//
+// Kafka's time-based retention measures a record's age from that
+// timestamp (on topics with message.timestamp.type CreateTime, the
+// default): at every retention check (log.retention.check.interval.ms, 5
+// minutes by default) the brokers delete the log segments whose newest
+// record is older than the topic's retention.ms, rolling the active
+// segment first. Records stamped with an event time older than the
+// retention — a job replaying last month's data into a topic that keeps
+// a week — can therefore be deleted as soon as they are written,
+// committed or not, unless a newer record (a transaction marker, say)
+// shares their segment. Such topics need a retention longer than the age
+// of the data, message.timestamp.type LogAppendTime, or a serializer that
+// sets the timestamp itself.
 func NewSink[T any](serialize func(T) (*kgo.Record, error), opts ...SinkOption) (*Sink[T], error) {
 	c := sinkConfig{client: defaultClientConfig(), guarantee: connector.AtLeastOnce,
 		txnTimeout: DefaultTransactionTimeout, flushTimeout: 2 * time.Minute}

@@ -108,7 +108,11 @@ func settle(t *testing.T, brokers []string, topic string) {
 		}
 		var open []string
 		stable.Each(func(o kadm.ListedOffset) {
-			if end, _ := ends.Lookup(o.Topic, o.Partition); end.Offset != o.Offset {
+			end, ok := ends.Lookup(o.Topic, o.Partition)
+			if o.Err != nil || !ok || end.Err != nil {
+				t.Fatalf("listing the offsets of %s-%d: %v, %v", o.Topic, o.Partition, o.Err, end.Err)
+			}
+			if end.Offset != o.Offset {
 				open = append(open, fmt.Sprintf("%s-%d: last stable offset %d, high watermark %d", o.Topic, o.Partition, o.Offset, end.Offset))
 			}
 		})

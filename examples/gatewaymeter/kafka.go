@@ -52,14 +52,25 @@ func newAdmin(brokers []string) (*kadm.Client, *kgo.Client, error) {
 
 // CreateTopics creates the events topic with partitions partitions and the
 // output topics with outPartitions each; topics that exist are kept.
+//
+// The output topics keep their records forever (retention.ms -1). The
+// sinks stamp the outputs with their event times, which come from the trace
+// (DefaultStartMS is in December 2025), and the brokers measure a record's
+// age from its timestamp: with a retention shorter than the trace's age
+// they would delete outputs at their next retention check (every 5
+// minutes by default), all of an at-least-once run's and those of an
+// exactly-once transaction whose commit marker is not yet written, before
+// verify reads them. The events topic keeps the brokers' default: its
+// records carry the time they were produced.
 func CreateTopics(ctx context.Context, brokers []string, t KafkaTopics, partitions, outPartitions int) error {
 	adm, cl, err := newAdmin(brokers)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	create := func(n int, topics ...string) error {
-		res, err := adm.CreateTopics(ctx, int32(n), 1, nil, topics...)
+	forever := "-1"
+	create := func(n int, configs map[string]*string, topics ...string) error {
+		res, err := adm.CreateTopics(ctx, int32(n), 1, configs, topics...)
 		if err != nil {
 			return fmt.Errorf("gatewaymeter: creating topics %v on %v: %w", topics, brokers, err)
 		}
@@ -70,10 +81,10 @@ func CreateTopics(ctx context.Context, brokers []string, t KafkaTopics, partitio
 		}
 		return nil
 	}
-	if err := create(partitions, t.Events); err != nil {
+	if err := create(partitions, nil, t.Events); err != nil {
 		return err
 	}
-	return create(outPartitions, t.outputs()...)
+	return create(outPartitions, map[string]*string{"retention.ms": &forever}, t.outputs()...)
 }
 
 // ProduceTrace writes a generated trace (the part-NNNNN.jsonl files in

@@ -2,6 +2,7 @@ package gatewaymeter_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -9,7 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/weirstream/weir/config"
 	"github.com/weirstream/weir/connector"
@@ -114,5 +118,56 @@ func TestGatewayMeterOnKafka(t *testing.T) {
 				t.Fatalf("the run verified, but did not test what it should: %s", f.report())
 			}
 		})
+	}
+}
+
+// TestCreateTopicsRetention checks that the output topics keep their
+// records whatever their timestamps: the outputs carry the trace's event
+// times, and a retention measured from them would let the brokers delete
+// outputs before they are verified. The events topic keeps the default.
+func TestCreateTopicsRetention(t *testing.T) {
+	bs := brokers(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	topics := gm.DefaultKafkaTopics(fmt.Sprintf("retention-%d-", time.Now().UnixNano()))
+	if err := gm.CreateTopics(ctx, bs, topics, 2, 1); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(bs...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	all := []string{topics.Events, topics.TenantCost, topics.ModelLatency, topics.Alerts, topics.Orphans, topics.DeadLetters}
+	defer adm.DeleteTopics(context.Background(), all...)
+	for _, topic := range all {
+		// The broker answers for a topic once its metadata has reached it.
+		var rc kadm.ResourceConfig
+		for {
+			rcs, err := adm.DescribeTopicConfigs(ctx, topic)
+			if err == nil {
+				rc, err = rcs.On(topic, nil)
+			}
+			if err == nil {
+				err = rc.Err
+			}
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, kerr.UnknownTopicOrPartition) || ctx.Err() != nil {
+				t.Fatalf("describing the configs of %s: %v", topic, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		retention := "unset"
+		for _, c := range rc.Configs {
+			if c.Key == "retention.ms" {
+				retention = c.MaybeValue()
+			}
+		}
+		if forever := retention == "-1"; forever != (topic != topics.Events) {
+			t.Errorf("topic %s has retention.ms %s", topic, retention)
+		}
 	}
 }

@@ -103,13 +103,25 @@ func UniqueName(t testing.TB, prefix string) string {
 // CreateTopic creates a topic with a unique name, the given number of
 // partitions and replication factor 1, waits until the broker knows it, and
 // deletes it when the test ends. It returns the topic's name.
+//
+// The topic has retention.ms -1, which turns off time-based retention. Tests
+// stamp records with event times such as 1 s after the Unix epoch; the broker
+// measures a record's age from its timestamp (message.timestamp.type
+// CreateTime), and every log.retention.check.interval.ms (5 minutes by
+// default) it deletes the segments whose newest record is older than
+// retention.ms (7 days by default), rolling the active segment first. A check
+// that ran between a test's writes and its reads would delete records, those
+// of a committed transaction among them if its marker was not in the segment
+// yet, and the test would read too few.
 func CreateTopic(t testing.TB, partitions int32) string {
 	t.Helper()
 	adm := kadm.NewClient(Client(t))
 	topic := UniqueName(t, "topic")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := adm.CreateTopic(ctx, partitions, 1, nil, topic); err != nil {
+	forever := "-1"
+	configs := map[string]*string{"retention.ms": &forever}
+	if _, err := adm.CreateTopic(ctx, partitions, 1, configs, topic); err != nil {
 		t.Fatalf("kafkatest: create topic %s with %d partitions: %v", topic, partitions, err)
 	}
 	t.Cleanup(func() {

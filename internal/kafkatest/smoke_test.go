@@ -135,3 +135,31 @@ func consume(ctx context.Context, t *testing.T, topic string, level kgo.Isolatio
 	}
 	return got
 }
+
+// TestCreateTopicRetention checks that CreateTopic's topics have no
+// time-based retention: the broker's retention check, every 5 minutes by
+// default, would otherwise delete the records that tests stamp with event
+// times decades old, whenever it happened to run during a test.
+func TestCreateTopicRetention(t *testing.T) {
+	kafkatest.Brokers(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	topic := kafkatest.CreateTopic(t, 1)
+	rcs, err := kadm.NewClient(kafkatest.Client(t)).DescribeTopicConfigs(ctx, topic)
+	if err != nil {
+		t.Fatalf("describe configs of %s: %v", topic, err)
+	}
+	rc, err := rcs.On(topic, nil)
+	if err != nil || rc.Err != nil {
+		t.Fatalf("describe configs of %s: %v %v", topic, err, rc.Err)
+	}
+	for _, c := range rc.Configs {
+		if c.Key == "retention.ms" {
+			if c.Value == nil || *c.Value != "-1" {
+				t.Fatalf("topic %s has retention.ms %v (source %v), want -1", topic, c.MaybeValue(), c.Source)
+			}
+			return
+		}
+	}
+	t.Fatalf("topic %s: no retention.ms among its configs %v", topic, rc.Configs)
+}
