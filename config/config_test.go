@@ -35,6 +35,9 @@ func TestDefaults(t *testing.T) {
 		KeyStateRecoveryAllowDuplicateOutput:  "false",
 		KeyStateRecoveryIgnoreUnclaimedState:  "false",
 		KeyCheckpointingInlineThreshold:       "20 kb",
+		KeyCheckpointingLocalBackup:           "",
+		KeyCheckpointingLocalBackupDirs:       "",
+		KeyStateRecoveryFromLocal:             "false",
 
 		KeyRestartStrategy:                       "",
 		KeyFixedDelayAttempts:                    "1",
@@ -113,7 +116,7 @@ func TestDefaultViews(t *testing.T) {
 		CreateSubdir:          true,
 		InlineThreshold:       20 << 10,
 	}
-	if cp != wantCP {
+	if !reflect.DeepEqual(cp, wantCP) {
 		t.Errorf("default Checkpointing() =\n %+v\nwant\n %+v", cp, wantCP)
 	}
 
@@ -420,6 +423,8 @@ func TestDeprecatedKeys(t *testing.T) {
 		{"state.checkpoint-storage", KeyCheckpointingStorage, "filesystem", "filesystem"},
 		{"state.checkpoints.num-retained", KeyCheckpointingNumRetained, "3", "3"},
 		{"state.backend.incremental", KeyCheckpointingIncremental, "true", "true"},
+		{"state.backend.local-recovery", KeyStateRecoveryFromLocal, "true", "true"},
+		{"taskmanager.state.local.root-dirs", KeyCheckpointingLocalBackupDirs, "/local", "/local"},
 		{"state.checkpoints.create-subdir", KeyCheckpointingCreateSubdir, "true", "true"},
 		{"execution.savepoint.path", KeyStateRecoveryPath, "/sp/savepoint-1", "/sp/savepoint-1"},
 		{"execution.checkpointing.unaligned", KeyCheckpointingUnaligned, "false", "false"},

@@ -108,6 +108,29 @@ const (
 	// never deletes it, even when it lies in the job's own directory.
 	// CLAIM is refused. Flink's CLI --claimMode.
 	KeyStateRecoveryClaimMode = "execution.state-recovery.claim-mode"
+
+	// KeyCheckpointingLocalBackup makes every subtask keep, on its task
+	// manager's disk, a copy of the state files it writes for a checkpoint
+	// (Flink's task-local state). Unset, it follows
+	// execution.state-recovery.from-local, as in Flink. Default: false.
+	// Replaces state.backend.local-recovery (through from-local).
+	KeyCheckpointingLocalBackup = "execution.checkpointing.local-backup.enabled"
+
+	// KeyCheckpointingLocalBackupDirs are the directories, separated by
+	// commas (or the system's path list separator), under which task
+	// managers keep local copies of checkpoint state. Default: unset, the
+	// pebble backend's working directory (state.backend.pebble.localdir)
+	// or the system's temporary directory. Replaces
+	// taskmanager.state.local.root-dirs.
+	KeyCheckpointingLocalBackupDirs = "execution.checkpointing.local-backup.dirs"
+
+	// KeyStateRecoveryFromLocal makes a subtask restarted on the task
+	// manager that ran it restore from its local copies of the checkpoint
+	// (execution.checkpointing.local-backup.enabled) rather than reading
+	// checkpoint storage, file by file, falling back to storage where a
+	// copy is missing or does not verify. Default: false. Replaces
+	// state.backend.local-recovery.
+	KeyStateRecoveryFromLocal = "execution.state-recovery.from-local"
 )
 
 const (

@@ -259,6 +259,14 @@ var optionTable = []option{
 	{key: KeyStateRecoveryIgnoreUnclaimedState, kind: KindBool, def: "false",
 		deprecated: []string{"execution.savepoint.ignore-unclaimed-state"},
 		desc:       "Resume from a checkpoint or savepoint that holds state for operators the job no longer has, dropping that state."},
+	{key: KeyCheckpointingLocalBackup, kind: KindBool,
+		desc: "Keep a copy of each subtask's checkpoint state on its task manager's disk; unset follows execution.state-recovery.from-local."},
+	{key: KeyCheckpointingLocalBackupDirs, kind: KindString,
+		deprecated: []string{"taskmanager.state.local.root-dirs"},
+		desc:       "Directories (comma-separated) for local copies of checkpoint state; unset uses state.backend.pebble.localdir or the temporary directory."},
+	{key: KeyStateRecoveryFromLocal, kind: KindBool, def: "false",
+		deprecated: []string{"state.backend.local-recovery"},
+		desc:       "Restore a subtask restarted on the same task manager from its local copies of the checkpoint, falling back to checkpoint storage per file."},
 
 	// Restart and failover (Flink's RestartStrategyOptions and JobManagerOptions).
 	{key: KeyRestartStrategy, kind: KindEnum, values: restartStrategies,

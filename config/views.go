@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"os"
+	"strings"
 	"time"
 )
 
@@ -64,6 +66,16 @@ type Checkpointing struct {
 	// InlineThreshold is the size in bytes below which state is kept
 	// inside _metadata. Default: 20 KiB.
 	InlineThreshold int64
+	// LocalBackup keeps a copy of each subtask's checkpoint state on its
+	// task manager's disk: execution.checkpointing.local-backup.enabled,
+	// or, unset, FromLocal. Default: false.
+	LocalBackup bool
+	// LocalBackupDirs are the directories for the local copies; nil when
+	// unset (the task manager chooses).
+	LocalBackupDirs []string
+	// FromLocal restores a subtask restarted on the same task manager from
+	// its local copies. Default: false.
+	FromLocal bool
 }
 
 // Checkpointing returns the checkpointing configuration with defaults
@@ -94,6 +106,15 @@ func (c *Configuration) Checkpointing() (Checkpointing, error) {
 		AllowDuplicateOutput:  c.Bool(KeyStateRecoveryAllowDuplicateOutput),
 		IgnoreUnclaimedState:  c.Bool(KeyStateRecoveryIgnoreUnclaimedState),
 		InlineThreshold:       c.MemorySize(KeyCheckpointingInlineThreshold),
+		FromLocal:             c.Bool(KeyStateRecoveryFromLocal),
+		LocalBackupDirs:       splitDirs(c.String(KeyCheckpointingLocalBackupDirs)),
+	}
+	_, backupSet := c.Get(KeyCheckpointingLocalBackup)
+	cp.LocalBackup = cp.FromLocal
+	if backupSet {
+		// Flink's local-backup.enabled falls back to from-local only
+		// when it is not set itself.
+		cp.LocalBackup = c.Bool(KeyCheckpointingLocalBackup)
 	}
 	if cp.MinPause > 0 {
 		cp.MaxConcurrent = 1
@@ -128,10 +149,51 @@ func (c *Configuration) Checkpointing() (Checkpointing, error) {
 			Reason: fmt.Sprintf("%s=%s requires %s, which is not set", KeyCheckpointingStorage, cp.Storage, KeyCheckpointingDir),
 		})
 	}
+	errs = append(errs, cp.localRecoveryConflicts()...)
 	if len(errs) > 0 {
 		return Checkpointing{}, errors.Join(errs...)
 	}
 	return cp, nil
+}
+
+// localRecoveryConflicts refuses the settings of local recovery that
+// would have no effect: restoring from local copies none are kept of
+// (Flink accepts it and restores from checkpoint storage), local copies
+// of state that never goes to checkpoint storage's files, and
+// directories for copies that are not kept.
+func (cp *Checkpointing) localRecoveryConflicts() []error {
+	var errs []error
+	if cp.FromLocal && !cp.LocalBackup {
+		errs = append(errs, &ConflictError{
+			Keys:   []string{KeyStateRecoveryFromLocal, KeyCheckpointingLocalBackup},
+			Reason: fmt.Sprintf("%s=true restores from local copies of checkpoint state, but %s=false keeps none: set %s=true, or unset it (it then follows %s)", KeyStateRecoveryFromLocal, KeyCheckpointingLocalBackup, KeyCheckpointingLocalBackup, KeyStateRecoveryFromLocal),
+		})
+	}
+	if cp.LocalBackup && cp.Dir == "" {
+		errs = append(errs, &ConflictError{
+			Keys:   []string{KeyCheckpointingLocalBackup, KeyCheckpointingDir},
+			Reason: fmt.Sprintf("%s=true keeps local copies of the state files subtasks write to checkpoint storage, but %s is not set: without it state travels inside the acknowledgements and there are no files to copy", KeyCheckpointingLocalBackup, KeyCheckpointingDir),
+		})
+	}
+	if len(cp.LocalBackupDirs) > 0 && !cp.LocalBackup {
+		errs = append(errs, &ConflictError{
+			Keys:   []string{KeyCheckpointingLocalBackupDirs, KeyCheckpointingLocalBackup},
+			Reason: fmt.Sprintf("%s is set but no local copies are kept: set %s=true (or %s=true), or unset the directories", KeyCheckpointingLocalBackupDirs, KeyCheckpointingLocalBackup, KeyStateRecoveryFromLocal),
+		})
+	}
+	return errs
+}
+
+// splitDirs splits a list of directories at commas and at the system's
+// path list separator, dropping empty entries.
+func splitDirs(s string) []string {
+	var dirs []string
+	for _, d := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == os.PathListSeparator }) {
+		if d = strings.TrimSpace(d); d != "" {
+			dirs = append(dirs, d)
+		}
+	}
+	return dirs
 }
 
 // Restart is the restart and failover configuration with defaults resolved.

@@ -202,6 +202,27 @@ func TestConflicts(t *testing.T) {
 			wantInMsg: []string{"parallelism.default (200) must not exceed pipeline.max-parallelism (128)"},
 		},
 		{
+			name:      "from-local with local backup off",
+			kv:        []string{KeyCheckpointingDir, "/chk", KeyStateRecoveryFromLocal, "true", KeyCheckpointingLocalBackup, "false"},
+			view:      func(c *Configuration) error { _, err := c.Checkpointing(); return err },
+			wantKeys:  []string{KeyStateRecoveryFromLocal, KeyCheckpointingLocalBackup},
+			wantInMsg: []string{"keeps none"},
+		},
+		{
+			name:      "deprecated local recovery without a checkpoint dir",
+			kv:        []string{"state.backend.local-recovery", "true"},
+			view:      func(c *Configuration) error { _, err := c.Checkpointing(); return err },
+			wantKeys:  []string{KeyCheckpointingLocalBackup, KeyCheckpointingDir},
+			wantInMsg: []string{"no files to copy"},
+		},
+		{
+			name:      "local backup dirs without local backup",
+			kv:        []string{KeyCheckpointingDir, "/chk", "taskmanager.state.local.root-dirs", "/local"},
+			view:      func(c *Configuration) error { _, err := c.Checkpointing(); return err },
+			wantKeys:  []string{KeyCheckpointingLocalBackupDirs, KeyCheckpointingLocalBackup},
+			wantInMsg: []string{"no local copies are kept"},
+		},
+		{
 			name:      "heartbeat timeout below interval",
 			kv:        []string{KeyHeartbeatInterval, "10 s", KeyHeartbeatTimeout, "5 s"},
 			view:      func(c *Configuration) error { _, err := c.Cluster(); return err },
@@ -225,6 +246,36 @@ func TestConflicts(t *testing.T) {
 					t.Errorf("%s: %s: error %q does not mention %q", tt.name, which, err, w)
 				}
 			}
+		}
+	}
+}
+
+// TestLocalRecoveryKeys checks Flink's resolution of the local recovery
+// keys: local-backup.enabled follows from-local (and so the deprecated
+// state.backend.local-recovery) unless it is set itself.
+func TestLocalRecoveryKeys(t *testing.T) {
+	tests := []struct {
+		kv                    []string
+		wantBackup, wantLocal bool
+		wantDirs              []string
+	}{
+		{nil, false, false, nil},
+		{[]string{KeyStateRecoveryFromLocal, "true"}, true, true, nil},
+		{[]string{"state.backend.local-recovery", "true"}, true, true, nil},
+		{[]string{KeyCheckpointingLocalBackup, "true"}, true, false, nil},
+		{[]string{KeyCheckpointingLocalBackup, "true", KeyStateRecoveryFromLocal, "true",
+			"taskmanager.state.local.root-dirs", "/a, /b,,"}, true, true, []string{"/a", "/b"}},
+		{[]string{KeyCheckpointingLocalBackup, "false", KeyStateRecoveryFromLocal, "false"}, false, false, nil},
+	}
+	for _, tt := range tests {
+		c := with(t, append([]string{KeyCheckpointingDir, "/chk"}, tt.kv...)...)
+		cp, err := c.Checkpointing()
+		if err != nil {
+			t.Errorf("%q: %v", tt.kv, err)
+			continue
+		}
+		if cp.LocalBackup != tt.wantBackup || cp.FromLocal != tt.wantLocal || !slices.Equal(cp.LocalBackupDirs, tt.wantDirs) {
+			t.Errorf("%q: LocalBackup %v FromLocal %v dirs %q, want %v %v %q", tt.kv, cp.LocalBackup, cp.FromLocal, cp.LocalBackupDirs, tt.wantBackup, tt.wantLocal, tt.wantDirs)
 		}
 	}
 }

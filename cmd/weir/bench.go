@@ -71,7 +71,10 @@ temporary directory, once on each state backend: hashmap (the heap), pebble
 with full checkpoints, and pebble with incremental ones
 (execution.checkpointing.incremental). It prints each run's throughput, its
 CPU time per million records, and its last checkpoint: duration, the full
-size of the state it names, and what it wrote itself.`,
+size of the state it names, what it wrote itself, and the time a restore
+takes to read and verify its state files from checkpoint storage (a local
+directory here) and from local copies (local recovery,
+execution.state-recovery.from-local).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if c.Records < 1 || c.Keys < 1 || c.Parallelism < 1 || c.Partitions < 1 || c.Checkpoint <= 0 {
@@ -80,14 +83,15 @@ size of the state it names, and what it wrote itself.`,
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "state: %d records, %d keys, parallelism %d, checkpoints every %v, pebble memory %s per subtask\n",
 				c.Records, c.Keys, c.Parallelism, c.Checkpoint, c.Memory)
-			fmt.Fprintf(out, "  %-26s %12s %12s %6s %10s %12s %12s\n", "backend", "records/s", "CPU s/M rec", "ckpts", "last ckpt", "full", "written")
+			fmt.Fprintf(out, "  %-26s %12s %12s %6s %10s %12s %12s %14s %14s\n", "backend", "records/s", "CPU s/M rec", "ckpts", "last ckpt", "full", "written", "restore remote", "restore local")
 			for _, b := range bench.StateBackends {
 				r, err := bench.RunState(cmd.Context(), c, b.Config)
 				if err != nil {
 					return fmt.Errorf("%s: %w", b.Name, err)
 				}
-				fmt.Fprintf(out, "  %-26s %12.0f %12.3f %6d %10v %12s %12s\n", b.Name, r.PerSecond(),
-					r.CPU.Seconds()/(float64(r.Records)/1e6), r.Checkpoints, r.LastDuration.Round(time.Millisecond), mib(r.LastFull), mib(r.LastWritten))
+				fmt.Fprintf(out, "  %-26s %12.0f %12.3f %6d %10v %12s %12s %14v %14v\n", b.Name, r.PerSecond(),
+					r.CPU.Seconds()/(float64(r.Records)/1e6), r.Checkpoints, r.LastDuration.Round(time.Millisecond), mib(r.LastFull), mib(r.LastWritten),
+					r.RestoreRemote.Round(time.Microsecond), r.RestoreLocal.Round(time.Microsecond))
 			}
 			return nil
 		},

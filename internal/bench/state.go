@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/weirstream/weir/config"
+	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/checkpoint/storage"
 	"github.com/weirstream/weir/stream"
 )
@@ -50,6 +52,12 @@ type StateResult struct {
 	// (the rest it names in earlier checkpoints).
 	LastDuration          time.Duration
 	LastFull, LastWritten int64
+	// RestoreRemote and RestoreLocal are the time to read and verify
+	// every state file of the last checkpoint as a restore does: from
+	// checkpoint storage (here a local directory, so the figure leaves
+	// out any network), and from local copies (local recovery). Zero
+	// without a completed checkpoint.
+	RestoreRemote, RestoreLocal time.Duration
 }
 
 // RunState runs the keyed sum on one backend configuration, checkpointing
@@ -101,6 +109,9 @@ func RunState(ctx context.Context, c StateConfig, backend []string) (StateResult
 		return r, err
 	}
 	r.LastFull = md.Size()
+	if r.RestoreRemote, r.RestoreLocal, err = restoreReads(ctx, st, md, dir+"/local-copies"); err != nil {
+		return r, err
+	}
 	own := fmt.Sprintf("chk-%d/", last.ID)
 	for _, op := range md.Operators {
 		for _, sub := range op.Subtasks {
@@ -112,6 +123,63 @@ func RunState(ctx context.Context, c StateConfig, backend []string) (StateResult
 		}
 	}
 	return r, nil
+}
+
+// restoreReads times reading every state file of md, verified, from
+// checkpoint storage, then from local copies of them made in localRoot
+// the way a subtask with local backup makes them.
+func restoreReads(ctx context.Context, st *storage.Storage, md *checkpoint.Metadata, localRoot string) (remote, local time.Duration, err error) {
+	var hs []checkpoint.StateHandle
+	for _, op := range md.Operators {
+		for _, sub := range op.Subtasks {
+			for _, h := range append(append(sub.Keyed, sub.Operator...), sub.InputChannels...) {
+				if h.Path != "" {
+					hs = append(hs, h)
+				}
+			}
+		}
+	}
+	l, err := storage.OpenLocalStore([]string{localRoot}, md.JobID)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer l.Close()
+	for _, h := range hs {
+		b, err := st.ReadState(ctx, h)
+		if err != nil {
+			return 0, 0, err
+		}
+		dir, name, _ := strings.Cut(h.Path, "/")
+		id, err := strconv.ParseInt(strings.TrimPrefix(dir, "chk-"), 10, 64)
+		if err != nil {
+			return 0, 0, fmt.Errorf("state file %s outside a checkpoint directory", h.Path)
+		}
+		w := l.Create(id, name)
+		w.Write(b)
+		w.Commit(h)
+	}
+	readAll := func(r interface {
+		ReadState(context.Context, checkpoint.StateHandle) ([]byte, error)
+	}) (time.Duration, error) {
+		start := time.Now()
+		for _, h := range hs {
+			if _, err := r.ReadState(ctx, h); err != nil {
+				return 0, err
+			}
+		}
+		return time.Since(start), nil
+	}
+	if remote, err = readAll(st); err != nil {
+		return 0, 0, err
+	}
+	lr := l.Reader(st, nil)
+	if local, err = readAll(lr); err != nil {
+		return 0, 0, err
+	}
+	if _, fromRemote, _ := lr.RestoreStats(); fromRemote != 0 {
+		return 0, 0, fmt.Errorf("the local restore read %d bytes from checkpoint storage", fromRemote)
+	}
+	return remote, local, nil
 }
 
 // cpuTime is the process's user and system time so far.

@@ -3,9 +3,11 @@ package launch
 import (
 	"context"
 	"math/rand/v2"
+	"os"
 
 	"github.com/weirstream/weir/config"
 	"github.com/weirstream/weir/internal/checkpoint"
+	"github.com/weirstream/weir/internal/checkpoint/storage"
 	"github.com/weirstream/weir/internal/runtime"
 	"github.com/weirstream/weir/internal/runtime/restart"
 )
@@ -118,9 +120,21 @@ func prepare(ctx context.Context, j Job) (*runtime.JobMaster, *ending, func() er
 		}
 		opts.Checkpointing, opts.Restore, closer = ckpt, restore, c
 		opts.Fallback = func(bad, to int64) error { return refuseFallback(j, []int64{bad}, to) }
+		if opts.Local, err = localStore(j, cp, ks); err != nil {
+			closer()
+			return nil, nil, nop, err
+		}
+		if opts.Local != nil {
+			opts.FromLocal = cp.FromLocal
+			prev, local := closer, opts.Local
+			closer = func() error { local.Close(); return prev() }
+		}
 	}
 	jm, err := runtime.NewJobMaster(j.Graph, opts)
 	if err != nil {
+		if opts.Local != nil {
+			opts.Local.Close()
+		}
 		closer()
 		return nil, nil, nop, err
 	}
@@ -132,6 +146,30 @@ func prepare(ctx context.Context, j Job) (*runtime.JobMaster, *ending, func() er
 		}
 	}
 	return jm, end, closer, nil
+}
+
+// localStore opens the store of the local copies of the job's checkpoint
+// state in this process, under execution.checkpointing.local-backup.dirs,
+// or else the embedded LSM backend's working directory (so that its files
+// can be hard-linked) or the system's temporary directory; nil without
+// local backup.
+func localStore(j Job, cp config.Checkpointing, ks runtime.KeyedStateOptions) (*storage.LocalStore, error) {
+	if !cp.Enabled || !cp.LocalBackup {
+		return nil, nil
+	}
+	roots := cp.LocalBackupDirs
+	if len(roots) == 0 {
+		root := ks.Dir
+		if root == "" {
+			root = os.TempDir()
+		}
+		roots = []string{root}
+	}
+	l, err := storage.OpenLocalStore(roots, j.JobID)
+	if err != nil {
+		return nil, errorf("local backup (%s): %w", config.KeyCheckpointingLocalBackupDirs, err)
+	}
+	return l, nil
 }
 
 // keyedState says where the job's keyed operators keep their state.

@@ -46,6 +46,17 @@ func NewWorker(ctx context.Context, j Job, peers runtime.Peers, l runtime.Listen
 		w.closers = append(w.closers, st.Close)
 		wo.Store = blobStorage{st}
 	}
+	if wo.Local, err = localStore(j, cp, wo.KeyedState); err != nil {
+		for _, c := range w.closers {
+			c()
+		}
+		return nil, err
+	}
+	if wo.Local != nil {
+		// Closed last of all: the job has ended on this task manager.
+		w.closers = append([]func() error{wo.Local.Close}, w.closers...)
+		wo.FromLocal = cp.FromLocal
+	}
 	w.Worker = runtime.NewWorker(j.Graph, wo, l)
 	return w, nil
 }

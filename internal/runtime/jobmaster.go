@@ -42,6 +42,10 @@ type Options struct {
 	ChannelCapacity int
 	// KeyedState says where keyed operators keep their state.
 	KeyedState KeyedStateOptions
+	// Local and FromLocal are the in-process worker's local recovery
+	// (see WorkerOptions); ignored with NewExecutor.
+	Local     *storage.LocalStore
+	FromLocal bool
 	// Events, if set, receives the job's lifecycle events (restores,
 	// failures, completed checkpoints) for status lines and tests.
 	Events func(Event)
@@ -347,6 +351,8 @@ func NewJobMaster(g *JobGraph, opts Options) (*JobMaster, error) {
 		BatchSize:       opts.BatchSize,
 		ChannelCapacity: opts.ChannelCapacity,
 		KeyedState:      opts.KeyedState,
+		Local:           opts.Local,
+		FromLocal:       opts.FromLocal,
 	}
 	if c := opts.Checkpointing; c != nil {
 		jm.storage = c.Storage

@@ -29,6 +29,11 @@ type SubtaskMetrics struct {
 	// LastCheckpoint is the newest checkpoint the subtask snapshotted.
 	LastCheckpoint int64
 	Attempt        int
+	// RestoredLocalBytes and RestoredRemoteBytes are, for a deployment
+	// restored with local recovery (execution.state-recovery.from-local),
+	// the bytes of state files read from the task manager's local copies
+	// and from checkpoint storage.
+	RestoredLocalBytes, RestoredRemoteBytes int64
 }
 
 // Graph returns the job graph (not to be modified).

@@ -15,6 +15,7 @@ import (
 	"github.com/weirstream/weir/config"
 	"github.com/weirstream/weir/connector"
 	"github.com/weirstream/weir/internal/checkpoint"
+	"github.com/weirstream/weir/internal/checkpoint/storage"
 )
 
 // Clock gives processing time; tests inject a manual one.
@@ -69,9 +70,12 @@ type Task struct {
 	clock        Clock
 	master       taskMaster
 	store        StateStore
-	restore      *restoreInfo
-	splits       *SplitAssignment // a source's, from its deployment
-	mailbox      *mailbox
+	// local keeps local copies of the checkpoint state the subtask
+	// writes; nil without local backup.
+	local   *storage.LocalStore
+	restore *restoreInfo
+	splits  *SplitAssignment // a source's, from its deployment
+	mailbox *mailbox
 	// urgent is the work that runs even while an output waits for space
 	// (see unaligned.go).
 	urgent       *mailbox
@@ -113,6 +117,11 @@ type Task struct {
 	// startWatermark is the event time the operators open at: the
 	// restored checkpoint's, or MinWatermark.
 	startWatermark int64
+
+	// restoredLocal and restoredRemote are the bytes of state files the
+	// subtask restored from local copies and from checkpoint storage
+	// (with local recovery).
+	restoredLocal, restoredRemote atomic.Int64
 
 	recordsIn  atomic.Int64
 	watermark  atomic.Int64
@@ -241,6 +250,7 @@ func (t *Task) run() (err error) {
 			return fmt.Errorf("after opening %s: %w", op.UID, err)
 		}
 	}
+	t.reportRestore()
 	if chain.Source != nil {
 		if pr, ok := chain.Source.(PositionReporter); ok {
 			t.positions.Store(&pr)
@@ -248,6 +258,24 @@ func (t *Task) run() (err error) {
 		return t.runSource(chain.Source)
 	}
 	return t.runGate()
+}
+
+// reportRestore logs, for a subtask restored with local recovery, how
+// many bytes of state files its operators read from local copies and how
+// many from checkpoint storage, and keeps them for its metrics.
+func (t *Task) reportRestore() {
+	if t.restore == nil {
+		return
+	}
+	lr, ok := t.restore.Store.(*storage.LocalReader)
+	if !ok {
+		return
+	}
+	local, remote, unverified := lr.RestoreStats()
+	t.restoredLocal.Store(local)
+	t.restoredRemote.Store(remote)
+	t.logger.Info("restored state", "checkpoint", t.restore.Metadata.CheckpointID, "attempt", t.opts.attempt,
+		"local_bytes", local, "remote_bytes", remote, "local_copies_not_verified", unverified)
 }
 
 // restoreEventTime starts a subtask with inputs at the event time the
@@ -748,7 +776,37 @@ func (t *Task) writeState(id int64, target, name string, write func(io.Writer) e
 	if target != "" {
 		return t.store.WriteSavepointState(t.ctx, target, name, write)
 	}
-	return t.store.WriteState(t.ctx, id, name, write)
+	if t.local == nil {
+		return t.store.WriteState(t.ctx, id, name, write)
+	}
+	// Local backup: the same bytes go to a local copy on the way.
+	lw := t.local.Create(id, name)
+	h, err := t.store.WriteState(t.ctx, id, name, func(w io.Writer) error {
+		return write(io.MultiWriter(w, lw))
+	})
+	if err != nil {
+		lw.Abort()
+		return h, err
+	}
+	lw.Commit(h)
+	return h, nil
+}
+
+// writeFile writes the file at path, an embedded store's, as a piece of
+// checkpoint id's state; with local backup its local copy is a hard link
+// of the file.
+func (t *Task) writeFile(id int64, target, name, path string) (checkpoint.StateHandle, error) {
+	if target != "" || t.local == nil {
+		return t.writeState(id, target, name, copyFile(path))
+	}
+	h, err := t.store.WriteState(t.ctx, id, name, copyFile(path))
+	if err != nil {
+		return h, err
+	}
+	if lerr := t.local.Link(id, h, path); lerr != nil {
+		t.logger.Warn("no local copy of a checkpoint file", "checkpoint", id, "file", path, "err", lerr)
+	}
+	return h, nil
 }
 
 // copyFile returns a state writer that copies the file at path.
@@ -822,7 +880,10 @@ func (t *Task) writeSnapshot(id int64, target string, ops []ChainedOperator, sna
 				var fh checkpoint.StateHandle
 				if f.Reuse != nil {
 					fh = *f.Reuse
-				} else if fh, err = t.writeState(id, target, fmt.Sprintf("%s-%d-keyed-%s", uid, t.id.Subtask, f.Name), copyFile(f.Path)); err != nil {
+					if t.local != nil && target == "" {
+						t.local.Reference(id, fh)
+					}
+				} else if fh, err = t.writeFile(id, target, fmt.Sprintf("%s-%d-keyed-%s", uid, t.id.Subtask, f.Name), f.Path); err != nil {
 					break
 				}
 				fh.File, fh.KeyGroups = f.Name, &kg

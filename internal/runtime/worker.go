@@ -9,6 +9,7 @@ import (
 
 	"github.com/weirstream/weir/config"
 	"github.com/weirstream/weir/internal/checkpoint"
+	"github.com/weirstream/weir/internal/checkpoint/storage"
 	"github.com/weirstream/weir/internal/netio"
 )
 
@@ -138,6 +139,14 @@ type WorkerOptions struct {
 	Peers Peers
 	// KeyedState says where keyed operators keep their state.
 	KeyedState KeyedStateOptions
+	// Local, if set, keeps a copy on local disk of every state file the
+	// subtasks write for a checkpoint (task-local state,
+	// execution.checkpointing.local-backup.enabled); the Worker tells it
+	// of completed and aborted checkpoints. Its owner closes it.
+	Local *storage.LocalStore
+	// FromLocal restores a subtask from Local's copies of the job's own
+	// checkpoint where they verify (execution.state-recovery.from-local).
+	FromLocal bool
 }
 
 // Peers gives the connection to another process (a *netio.Peers).
@@ -264,6 +273,14 @@ func (w *Worker) Deploy(ctx context.Context, d Deployment) {
 			}
 			if !v.Source() {
 				t.gate = &inputGate{notify: make(chan struct{}, 1)}
+			}
+			if w.opts.Local != nil && w.opts.Checkpointing {
+				t.local = w.opts.Local
+				if restore != nil && w.opts.FromLocal && restore.Metadata.JobID == w.opts.JobID && restore.Metadata.Kind == checkpoint.KindCheckpoint {
+					// The job's own checkpoint: this process may have
+					// written copies of its files.
+					t.restore = &restoreInfo{Metadata: restore.Metadata, Store: w.opts.Local.Reader(restore.Store, t.logger)}
+				}
 			}
 			tasks[id] = t
 			cancels[id] = cancel
@@ -464,13 +481,20 @@ func (w *Worker) Trigger(ref TaskRef, b Barrier) {
 	}
 }
 
-// NotifyComplete implements Executor.
+// NotifyComplete implements Executor. The local copies of the
+// checkpoints id subsumes go.
 func (w *Worker) NotifyComplete(ref TaskRef, id int64) {
+	if w.opts.Local != nil {
+		w.opts.Local.Confirm(id)
+	}
 	w.post(ref, func(t *Task) error { return t.notifyComplete(id) })
 }
 
-// NotifyAbort implements Executor.
+// NotifyAbort implements Executor. The local copies of checkpoint id go.
 func (w *Worker) NotifyAbort(ref TaskRef, id int64, reason string) {
+	if w.opts.Local != nil {
+		w.opts.Local.Abort(id)
+	}
 	w.post(ref, func(t *Task) error { return t.notifyAbort(id, reason) })
 }
 
@@ -511,7 +535,8 @@ func (w *Worker) SourcePositions() map[checkpoint.TaskID]map[string]int64 {
 }
 
 func (t *Task) metrics() SubtaskMetrics {
-	m := SubtaskMetrics{Task: t.id, RecordsIn: t.recordsIn.Load(), Watermark: t.watermark.Load(), LastCheckpoint: t.lastCkptAt.Load(), Attempt: t.opts.attempt, IdleNanos: t.idleNanos()}
+	m := SubtaskMetrics{Task: t.id, RecordsIn: t.recordsIn.Load(), Watermark: t.watermark.Load(), LastCheckpoint: t.lastCkptAt.Load(), Attempt: t.opts.attempt, IdleNanos: t.idleNanos(),
+		RestoredLocalBytes: t.restoredLocal.Load(), RestoredRemoteBytes: t.restoredRemote.Load()}
 	if t.gate != nil {
 		for _, c := range t.gate.chans {
 			m.BackpressuredNanos += c.backpressuredNanos()

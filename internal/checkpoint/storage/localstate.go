@@ -1,0 +1,452 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"hash/fnv"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+
+	"github.com/weirstream/weir/internal/checkpoint"
+)
+
+// ErrNoLocalCopy is returned by LocalStore.ReadState for state it keeps no
+// copy of.
+var ErrNoLocalCopy = errors.New("storage: no local copy")
+
+// StateReader reads a piece of state, verified against its handle: a
+// Storage, a Snapshot, or anything that reads them.
+type StateReader interface {
+	ReadState(ctx context.Context, h checkpoint.StateHandle) ([]byte, error)
+}
+
+// LocalStore keeps, on this process's disk, a copy of the state files a
+// worker's subtasks write for checkpoints, and serves restores from them:
+// Flink's task-local state (execution.checkpointing.local-backup.enabled,
+// restored with execution.state-recovery.from-local).
+//
+// A copy is found by its handle's path in checkpoint storage
+// ("chk-7/op-0-keyed"), which names the checkpoint, and is used only when
+// it has the size and CRC-32C of the handle the restore reads: the
+// metadata of the checkpoint the job master chose decides what is
+// restored, a local copy only saves reading it remotely. A copy that is
+// missing or does not verify is dropped, and the caller reads the remote
+// file (LocalReader does both).
+//
+// Copies live in a directory of the store's own under each root
+// (weir-local-<job>-<random>), a file's chosen by its path, so two task
+// managers or two jobs sharing a root never meet. They are kept while a
+// checkpoint that may be restored names them: Confirm (a checkpoint
+// completed) deletes the copies of older checkpoints that it does not name
+// itself, Abort those of an aborted checkpoint, Close every one, with the
+// directories. Nothing here survives the process: a restarted task
+// manager starts without copies.
+//
+// Local copies are not synced: a copy torn by a crash fails its checksum
+// and the restore reads the remote file. Safe for concurrent use.
+type LocalStore struct {
+	dirs []string
+
+	mu sync.Mutex
+	// files are the copies, by handle path.
+	files map[string]*localCopy
+	// checkpoints are the handle paths of the copies each checkpoint
+	// names.
+	checkpoints map[int64]map[string]bool
+	confirmed   int64
+	closed      bool
+}
+
+type localCopy struct {
+	file string
+	size int64
+	crc  uint32
+}
+
+// OpenLocalStore creates the local store of job jobID: a directory of its
+// own under each of roots (created if missing).
+func OpenLocalStore(roots []string, jobID string) (*LocalStore, error) {
+	if len(roots) == 0 {
+		return nil, errors.New("storage: no directory for local copies of state")
+	}
+	if !plainKey(jobID) {
+		return nil, fmt.Errorf("storage: invalid job id %q", jobID)
+	}
+	l := &LocalStore{files: map[string]*localCopy{}, checkpoints: map[int64]map[string]bool{}}
+	for _, root := range roots {
+		if err := os.MkdirAll(root, 0o777); err != nil {
+			l.removeDirs()
+			return nil, fmt.Errorf("storage: local state directory: %w", err)
+		}
+		d, err := os.MkdirTemp(root, "weir-local-"+jobID+"-")
+		if err != nil {
+			l.removeDirs()
+			return nil, fmt.Errorf("storage: local state directory: %w", err)
+		}
+		l.dirs = append(l.dirs, d)
+	}
+	return l, nil
+}
+
+// Dirs returns the store's directories, one under each root.
+func (l *LocalStore) Dirs() []string { return append([]string(nil), l.dirs...) }
+
+// fileFor returns where the copy of the state at handle path p goes.
+func (l *LocalStore) fileFor(p string) string {
+	h := fnv.New32a()
+	h.Write([]byte(p))
+	return filepath.Join(l.dirs[int(h.Sum32())%len(l.dirs)], filepath.FromSlash(p))
+}
+
+// Create starts the local copy of the state file name of checkpoint
+// checkpointID (as Storage.CreateState names it), to be written alongside
+// the remote file. Writing a copy never fails: a copy that could not be
+// written is not kept, and the restore reads the remote file.
+func (l *LocalStore) Create(checkpointID int64, name string) *LocalWriter {
+	w := &LocalWriter{l: l, id: checkpointID, path: checkpointDir(checkpointID) + "/" + name}
+	if err := validName(name); err != nil {
+		w.err = err
+		return w
+	}
+	l.mu.Lock()
+	closed := l.closed
+	l.mu.Unlock()
+	if closed {
+		w.err = errDone
+		return w
+	}
+	w.final = l.fileFor(w.path)
+	if err := os.MkdirAll(filepath.Dir(w.final), 0o777); err != nil {
+		w.err = err
+		return w
+	}
+	w.f, w.err = createTemp(w.final)
+	return w
+}
+
+// LocalWriter writes one local copy; see LocalStore.Create.
+type LocalWriter struct {
+	l     *LocalStore
+	id    int64
+	path  string // the handle path the remote file will have
+	final string
+	f     *os.File
+	size  int64
+	crc   uint32
+	err   error
+}
+
+// Write appends p to the copy. It always reports success: a failed write
+// only drops the copy.
+func (w *LocalWriter) Write(p []byte) (int, error) {
+	if w.err == nil {
+		_, w.err = w.f.Write(p)
+		w.size += int64(len(p))
+		w.crc = crc32.Update(w.crc, castagnoli, p)
+	}
+	return len(p), nil
+}
+
+// Commit keeps the copy as the local copy of h, the handle the remote
+// write returned, if h is the file this copy was made for and what was
+// written has its size and checksum; otherwise (inline state, a failed
+// write) it drops it.
+func (w *LocalWriter) Commit(h checkpoint.StateHandle) {
+	if w.err != nil || h.Path != w.path || h.Size != w.size || h.CRC32C != w.crc {
+		w.Abort()
+		return
+	}
+	if err := w.f.Close(); err != nil {
+		os.Remove(w.f.Name())
+		return
+	}
+	if err := os.Rename(w.f.Name(), w.final); err != nil {
+		os.Remove(w.f.Name())
+		return
+	}
+	w.err = errDone
+	w.l.add(w.id, h, w.final)
+}
+
+// Abort drops the copy.
+func (w *LocalWriter) Abort() {
+	if w.f != nil && w.err != errDone {
+		w.f.Close()
+		os.Remove(w.f.Name())
+	}
+	w.err = errDone
+}
+
+// add records file as the copy of h, named by checkpoint id, unless the
+// checkpoint is subsumed already or the store closed: then it deletes it.
+func (l *LocalStore) add(id int64, h checkpoint.StateHandle, file string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed || id < l.confirmed {
+		os.Remove(file)
+		return
+	}
+	if old, ok := l.files[h.Path]; ok && old.file != file {
+		os.Remove(old.file)
+	}
+	l.files[h.Path] = &localCopy{file: file, size: h.Size, crc: h.CRC32C}
+	l.name(id, h.Path)
+}
+
+func (l *LocalStore) name(id int64, p string) {
+	m := l.checkpoints[id]
+	if m == nil {
+		m = map[string]bool{}
+		l.checkpoints[id] = m
+	}
+	m[p] = true
+}
+
+// Link keeps the file at src, which was written to checkpoint storage as
+// h for checkpoint checkpointID, as its local copy: a hard link (an
+// embedded store's immutable file), or a copy where src is on another
+// file system.
+func (l *LocalStore) Link(checkpointID int64, h checkpoint.StateHandle, src string) error {
+	if h.Path == "" || !validHandlePath(h.Path) {
+		return nil // inline state is in the metadata
+	}
+	l.mu.Lock()
+	closed := l.closed
+	l.mu.Unlock()
+	if closed {
+		return nil
+	}
+	dst := l.fileFor(h.Path)
+	if err := os.MkdirAll(filepath.Dir(dst), 0o777); err != nil {
+		return err
+	}
+	tmp := dst + ".link.tmp"
+	os.Remove(tmp)
+	if err := os.Link(src, tmp); err != nil {
+		if err := copyLocal(src, tmp); err != nil {
+			os.Remove(tmp)
+			return err
+		}
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	l.add(checkpointID, h, dst)
+	return nil
+}
+
+func copyLocal(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.Create(dst)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// Reference records that checkpoint checkpointID names h too, a file an
+// earlier checkpoint wrote (an incremental checkpoint's unchanged file):
+// its copy, if there is one, is kept for as long as either checkpoint is.
+func (l *LocalStore) Reference(checkpointID int64, h checkpoint.StateHandle) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, ok := l.files[h.Path]; ok && !l.closed && checkpointID >= l.confirmed {
+		l.name(checkpointID, h.Path)
+	}
+}
+
+// Has reports whether the store keeps a copy of the state at handle path
+// p.
+func (l *LocalStore) Has(p string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, ok := l.files[p]
+	return ok
+}
+
+// Paths returns the handle paths of the copies the store keeps.
+func (l *LocalStore) Paths() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ps := make([]string, 0, len(l.files))
+	for p := range l.files {
+		ps = append(ps, p)
+	}
+	return ps
+}
+
+// ReadState returns the local copy of the state h points at, verified
+// against h's size and CRC-32C. It returns an error matching
+// ErrNoLocalCopy when there is none, and a *CorruptError when the copy
+// does not verify, which it then drops.
+func (l *LocalStore) ReadState(ctx context.Context, h checkpoint.StateHandle) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	c, ok := l.files[h.Path]
+	l.mu.Unlock()
+	if !ok || h.Path == "" {
+		return nil, ErrNoLocalCopy
+	}
+	b, err := os.ReadFile(c.file)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		err = fmt.Errorf("%w: %s is gone", ErrNoLocalCopy, c.file)
+	case err != nil:
+		err = fmt.Errorf("storage: reading local copy %s: %w", c.file, err)
+	case int64(len(b)) != h.Size:
+		err = sizeError(c.file, h.Size, int64(len(b)))
+	default:
+		if got := crc32.Checksum(b, castagnoli); got != h.CRC32C {
+			err = checksumError(c.file, h.CRC32C, got)
+		}
+	}
+	if err != nil {
+		l.drop(h.Path, c)
+		return nil, err
+	}
+	return b, nil
+}
+
+// drop forgets the copy c of the state at handle path p and deletes it.
+func (l *LocalStore) drop(p string, c *localCopy) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.files[p] == c {
+		delete(l.files, p)
+		os.Remove(c.file)
+	}
+}
+
+// Confirm tells the store that checkpoint id completed: the copies of
+// older checkpoints are deleted, except those id (or a newer checkpoint)
+// names too.
+func (l *LocalStore) Confirm(id int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if id <= l.confirmed {
+		return
+	}
+	l.confirmed = id
+	for c := range l.checkpoints {
+		if c < id {
+			delete(l.checkpoints, c)
+		}
+	}
+	l.collect()
+}
+
+// Abort tells the store that checkpoint id was aborted: its copies are
+// deleted, except those another checkpoint names.
+func (l *LocalStore) Abort(id int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.checkpoints, id)
+	l.collect()
+}
+
+// collect deletes the copies no checkpoint names.
+func (l *LocalStore) collect() {
+	named := map[string]bool{}
+	for _, ps := range l.checkpoints {
+		for p := range ps {
+			named[p] = true
+		}
+	}
+	for p, c := range l.files {
+		if !named[p] {
+			delete(l.files, p)
+			os.Remove(c.file)
+		}
+	}
+}
+
+// Close deletes every copy and the store's directories. Copies written
+// afterwards are not kept.
+func (l *LocalStore) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil
+	}
+	l.closed = true
+	l.files, l.checkpoints = map[string]*localCopy{}, map[int64]map[string]bool{}
+	return l.removeDirs()
+}
+
+func (l *LocalStore) removeDirs() error {
+	var first error
+	for _, d := range l.dirs {
+		if err := os.RemoveAll(d); err != nil && first == nil {
+			first = fmt.Errorf("storage: removing local state: %w", err)
+		}
+	}
+	return first
+}
+
+// Reader returns a reader of restored state that reads the local copy of
+// a file where it has one that verifies, and remote otherwise.
+func (l *LocalStore) Reader(remote StateReader, log *slog.Logger) *LocalReader {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &LocalReader{local: l, remote: remote, log: log}
+}
+
+// LocalReader reads restored state from a LocalStore's copies, falling
+// back, file by file, to checkpoint storage: a missing copy, a torn one
+// or one whose checksum does not match costs a remote read, never the
+// restore. It counts the bytes each side served. Safe for concurrent use.
+type LocalReader struct {
+	local  *LocalStore
+	remote StateReader
+	log    *slog.Logger
+
+	localBytes, remoteBytes, fallbacks atomic.Int64
+}
+
+// ReadState returns the state h points at, verified.
+func (r *LocalReader) ReadState(ctx context.Context, h checkpoint.StateHandle) ([]byte, error) {
+	if h.Path != "" {
+		b, err := r.local.ReadState(ctx, h)
+		if err == nil {
+			r.localBytes.Add(int64(len(b)))
+			return b, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if !errors.Is(err, ErrNoLocalCopy) {
+			r.fallbacks.Add(1)
+			r.log.Warn("local copy of checkpoint state does not verify; reading checkpoint storage", "path", h.Path, "err", err)
+		}
+	}
+	b, err := r.remote.ReadState(ctx, h)
+	if err == nil && h.Path != "" {
+		r.remoteBytes.Add(int64(len(b)))
+	}
+	return b, err
+}
+
+// RestoreStats returns the bytes of state files read from local copies and
+// from checkpoint storage, and how many local copies did not verify.
+func (r *LocalReader) RestoreStats() (local, remote, fallbacks int64) {
+	return r.localBytes.Load(), r.remoteBytes.Load(), r.fallbacks.Load()
+}
