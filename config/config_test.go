@@ -60,6 +60,13 @@ func TestDefaults(t *testing.T) {
 		KeyTimerService:           "ROCKSDB",
 		KeyStateRecoveryClaimMode: "NO_CLAIM",
 
+		KeyRocksDBMemoryFixedPerSlot: "",
+		KeyRocksDBMemoryManaged:      "true",
+		KeyRocksDBWriteBufferRatio:   "",
+		KeyRocksDBHighPrioPoolRatio:  "",
+		KeyManagedMemorySize:         "",
+		KeyManagedMemoryFraction:     "",
+
 		KeyHeartbeatInterval: "10 s",
 		KeyHeartbeatTimeout:  "50 s",
 		KeyTaskSlots:         "1",

@@ -54,11 +54,19 @@ type PebbleOptions struct {
 	// HeapTimers keeps timers on the heap, as the heap backend does
 	// (Flink's timer-service factory HEAP), rather than in the store.
 	HeapTimers bool
+	// Slot, if set, bounds the backend's memory with the other keyed
+	// subtasks of its slot instead of by Memory (which must then be 0):
+	// the block cache is the slot's, and the backend's write-back cache
+	// and memtables take its share of the rest (see SlotMemory).
+	Slot *SlotMemory
 }
 
 // DefaultPebbleMemory is the memory of a Pebble keyed backend unless
 // PebbleOptions.Memory says otherwise.
 const DefaultPebbleMemory = 64 << 20
+
+// minPebbleMemory is the least memory of a Pebble keyed backend.
+const minPebbleMemory = 4 << 20
 
 // WithPebble keeps the backend's keyed state in an embedded LSM store
 // (Pebble) on local disk instead of the heap, so state may be far larger
@@ -86,6 +94,8 @@ type lsm struct {
 	cacheUsed   int64
 	// heapTimers keeps timers on the heap instead of in the store.
 	heapTimers bool
+	// slot is the slot whose block cache the store uses, nil if its own.
+	slot *SlotMemory
 }
 
 // listMerger concatenates list rows: each operand is an element count
@@ -145,11 +155,19 @@ func (quietLogger) Fatalf(format string, args ...any) {
 
 func openLSM(o PebbleOptions) (*lsm, error) {
 	mem := o.Memory
+	if o.Slot != nil && mem != 0 {
+		return nil, fmt.Errorf("state: pebble memory %d bytes for a backend that shares its slot's", mem)
+	}
 	if mem == 0 {
 		mem = DefaultPebbleMemory
 	}
-	if mem < 4<<20 {
+	if mem < minPebbleMemory {
 		return nil, fmt.Errorf("state: pebble memory %d bytes is below the 4 MiB minimum", mem)
+	}
+	if o.Slot != nil {
+		// A lone backend's own three quarters, cache and memtables,
+		// are the member's share: its memory is 4/3 of it.
+		mem = o.Slot.memberShare() * 4 / 3
 	}
 	parent := o.Dir
 	if parent == "" {
@@ -162,22 +180,30 @@ func openLSM(o PebbleOptions) (*lsm, error) {
 	if err != nil {
 		return nil, fmt.Errorf("state: pebble directory: %w", err)
 	}
-	db, err := openPebble(dir, mem)
+	var cache *pebble.Cache
+	if o.Slot != nil {
+		cache = o.Slot.blockCache()
+	} else {
+		cache = pebble.NewCache(mem / 4)
+		defer cache.Unref() // the database holds its own reference
+	}
+	db, err := openPebble(dir, mem, cache)
 	if err != nil {
 		_ = os.RemoveAll(dir)
+		if o.Slot != nil {
+			o.Slot.releaseCache()
+		}
 		return nil, err
 	}
-	return &lsm{db: db, dir: dir, mem: mem, snaps: map[*pebble.Snapshot]bool{}, cacheBudget: mem / 2, heapTimers: o.HeapTimers}, nil
+	return &lsm{db: db, dir: dir, mem: mem, snaps: map[*pebble.Snapshot]bool{}, cacheBudget: mem / 2, heapTimers: o.HeapTimers, slot: o.Slot}, nil
 }
 
 // openPebble opens (or creates) the database in dir with mem bytes of
-// memory.
+// memory and cache as its block cache.
 // Of the budget, the write-back caches take half, Pebble's block cache a
-// quarter, and its two memtables (one filling while the other flushes) an
-// eighth each.
-func openPebble(dir string, mem int64) (*pebble.DB, error) {
-	cache := pebble.NewCache(mem / 4)
-	defer cache.Unref()
+// quarter (a slot's block cache is the quarter of the slot's budget), and
+// its two memtables (one filling while the other flushes) an eighth each.
+func openPebble(dir string, mem int64, cache *pebble.Cache) (*pebble.DB, error) {
 	// Bloom filters on every level: state reads are point reads, and
 	// most of a cache miss's probes are of files without the key.
 	var levels [len(pebble.Options{}.Levels)]pebble.LevelOptions
@@ -228,6 +254,9 @@ func (l *lsm) close() error {
 		_ = s.Close()
 	}
 	err := l.db.Close()
+	if l.slot != nil {
+		l.slot.releaseCache()
+	}
 	if rerr := os.RemoveAll(l.dir); err == nil {
 		err = rerr
 	}

@@ -74,7 +74,14 @@ func (k *Keyed[K, N]) Open(ctx *runtime.OperatorContext) error {
 	kgs := ctx.KeyGroups
 	opts := []state.BackendOption{state.WithKeyHasher(k.Hasher), state.WithProcessingTime(func() int64 { return ctx.Now().UnixMilli() })}
 	if ks := ctx.KeyedState; ks.Backend.EmbeddedLSM() {
-		opts = append(opts, state.WithPebble(state.PebbleOptions{Dir: ks.Dir, Memory: ks.Memory, HeapTimers: ks.HeapTimers}))
+		po := state.PebbleOptions{Dir: ks.Dir, Memory: ks.Memory, HeapTimers: ks.HeapTimers}
+		if ks.SlotErr != nil {
+			return ks.SlotErr
+		}
+		if ks.Slot != nil {
+			po.Memory, po.Slot = 0, ks.Slot
+		}
+		opts = append(opts, state.WithPebble(po))
 	}
 	b, err := state.NewKeyedBackend(k.KeyCodec, ctx.MaxParallelism, kgs, opts...)
 	if err != nil {
