@@ -158,6 +158,7 @@ func TestDefaultViews(t *testing.T) {
 		StateBackend:          BackendHashMap,
 		PebbleMemory:          64 << 20,
 		TimerService:          TimersInStore,
+		RocksDBMemoryManaged:  true,
 	}
 	if p != wantP {
 		t.Errorf("default Pipeline() = %+v, want %+v", p, wantP)

@@ -263,6 +263,9 @@ type Pipeline struct {
 	// (state.backend.rocksdb.memory.fixed-per-slot), replacing
 	// PebbleMemory.
 	PebbleSlotMemory int64
+	// RocksDBMemoryManaged says whether the pebble stores of a slot share
+	// its part of managed memory when ManagedMemory is set. Default: true.
+	RocksDBMemoryManaged bool
 	// ManagedMemory, if not 0, is a task manager's managed memory, whose
 	// share per slot its pebble stores share
 	// (state.backend.rocksdb.memory.managed with
@@ -293,6 +296,7 @@ func (c *Configuration) Pipeline() (Pipeline, error) {
 		PebbleLocalDir:        c.String(KeyPebbleLocalDir),
 		PebbleMemory:          c.MemorySize(KeyPebbleMemory),
 		TimerService:          TimerService(c.String(KeyTimerService)),
+		RocksDBMemoryManaged:  c.Bool(KeyRocksDBMemoryManaged),
 	}
 	if p.MaxParallelism > 0 && p.Parallelism > p.MaxParallelism {
 		return Pipeline{}, &ConflictError{

@@ -163,7 +163,7 @@ func keyedState(c *config.Configuration, g *runtime.JobGraph, slots int) (runtim
 	switch {
 	case p.PebbleSlotMemory > 0:
 		ks.SlotMemory = p.PebbleSlotMemory
-	case p.ManagedMemory > 0:
+	case p.RocksDBMemoryManaged && p.ManagedMemory > 0:
 		key = config.KeyManagedMemorySize
 		ks.SlotMemory = p.ManagedMemory / int64(max(slots, 1))
 	default:
