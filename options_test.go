@@ -63,6 +63,9 @@ func TestEveryOptionIsReadOrRefused(t *testing.T) {
 		config.KeyRESTAddress:               {"10.0.0.1"},
 		config.KeySSLInternalEnabled:        {"true"},
 		config.KeySSLRESTEnabled:            {"true"},
+		config.KeyRocksDBWriteBufferRatio:   {"0.5", "0.25"},
+		config.KeyRocksDBHighPrioPoolRatio:  {"0.1"},
+		config.KeyManagedMemoryFraction:     {"0.4"},
 	}
 	for _, o := range config.Options() {
 		name, ok := constOf[o.Key]

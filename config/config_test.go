@@ -63,6 +63,13 @@ func TestDefaults(t *testing.T) {
 		KeyTimerService:           "ROCKSDB",
 		KeyStateRecoveryClaimMode: "NO_CLAIM",
 
+		KeyRocksDBMemoryFixedPerSlot: "",
+		KeyRocksDBMemoryManaged:      "true",
+		KeyRocksDBWriteBufferRatio:   "",
+		KeyRocksDBHighPrioPoolRatio:  "",
+		KeyManagedMemorySize:         "",
+		KeyManagedMemoryFraction:     "",
+
 		KeyHeartbeatInterval: "10 s",
 		KeyHeartbeatTimeout:  "50 s",
 		KeyTaskSlots:         "1",
@@ -154,6 +161,7 @@ func TestDefaultViews(t *testing.T) {
 		StateBackend:          BackendHashMap,
 		PebbleMemory:          64 << 20,
 		TimerService:          TimersInStore,
+		RocksDBMemoryManaged:  true,
 	}
 	if p != wantP {
 		t.Errorf("default Pipeline() = %+v, want %+v", p, wantP)

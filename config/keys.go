@@ -232,6 +232,41 @@ const (
 	// 64 mb. At least 4 mb.
 	KeyPebbleMemory = "state.backend.pebble.memory"
 
+	// KeyRocksDBMemoryFixedPerSlot is the memory that the embedded LSM
+	// stores of the keyed operator subtasks in one slot share (subtask i
+	// of every vertex runs in slot i): one block cache of a quarter of
+	// it, the rest split evenly among them. It overrides managed memory,
+	// as in Flink, and cannot be combined with state.backend.pebble.memory
+	// or taskmanager.memory.managed.size. Default: unset. At least 4 mb.
+	KeyRocksDBMemoryFixedPerSlot = "state.backend.rocksdb.memory.fixed-per-slot"
+
+	// KeyRocksDBMemoryManaged bounds the embedded LSM stores of a slot by
+	// the slot's share of taskmanager.memory.managed.size (the size
+	// divided by the task manager's slots), shared as with
+	// fixed-per-slot. Default: true, as in Flink; with no managed size
+	// configured, each keyed subtask has state.backend.pebble.memory
+	// instead, and setting it true explicitly without a managed size is
+	// an error.
+	KeyRocksDBMemoryManaged = "state.backend.rocksdb.memory.managed"
+
+	// KeyRocksDBWriteBufferRatio and KeyRocksDBHighPrioPoolRatio are
+	// Flink's shares of RocksDB's memory for memtables and for index and
+	// filter blocks; weir's LSM store splits its memory in fixed shares
+	// and refuses them.
+	KeyRocksDBWriteBufferRatio  = "state.backend.rocksdb.memory.write-buffer-ratio"
+	KeyRocksDBHighPrioPoolRatio = "state.backend.rocksdb.memory.high-prio-pool-ratio"
+
+	// KeyManagedMemorySize is a task manager's managed memory, which the
+	// embedded LSM stores of its slots share, a slot's share being the
+	// size divided by the number of slots (see KeyRocksDBMemoryManaged).
+	// Default: unset.
+	KeyManagedMemorySize = "taskmanager.memory.managed.size"
+
+	// KeyManagedMemoryFraction is Flink's managed memory as a fraction of
+	// the total memory; weir has no total memory to take it of and
+	// refuses it (set taskmanager.memory.managed.size).
+	KeyManagedMemoryFraction = "taskmanager.memory.managed.fraction"
+
 	// KeyTimerService says where the embedded LSM backend keeps timers:
 	// ROCKSDB, in the store with the keyed state (Flink's default), or
 	// HEAP, in memory. The heap backend keeps them in memory either way.

@@ -320,6 +320,19 @@ type Pipeline struct {
 	// TimerService is where the pebble backend keeps timers. Default:
 	// TimersInStore.
 	TimerService TimerService
+	// PebbleSlotMemory, if not 0, is the memory the pebble stores of one
+	// slot's keyed subtasks share
+	// (state.backend.rocksdb.memory.fixed-per-slot), replacing
+	// PebbleMemory.
+	PebbleSlotMemory int64
+	// RocksDBMemoryManaged says whether the pebble stores of a slot share
+	// its part of managed memory when ManagedMemory is set. Default: true.
+	RocksDBMemoryManaged bool
+	// ManagedMemory, if not 0, is a task manager's managed memory, whose
+	// share per slot its pebble stores share
+	// (state.backend.rocksdb.memory.managed with
+	// taskmanager.memory.managed.size), replacing PebbleMemory.
+	ManagedMemory int64
 }
 
 // MaxParallelismFor returns the maximum parallelism, and so the number of key
@@ -345,6 +358,7 @@ func (c *Configuration) Pipeline() (Pipeline, error) {
 		PebbleLocalDir:        c.String(KeyPebbleLocalDir),
 		PebbleMemory:          c.MemorySize(KeyPebbleMemory),
 		TimerService:          TimerService(c.String(KeyTimerService)),
+		RocksDBMemoryManaged:  c.Bool(KeyRocksDBMemoryManaged),
 	}
 	if p.MaxParallelism > 0 && p.Parallelism > p.MaxParallelism {
 		return Pipeline{}, &ConflictError{
@@ -353,7 +367,48 @@ func (c *Configuration) Pipeline() (Pipeline, error) {
 				KeyParallelism, p.Parallelism, KeyMaxParallelism, p.MaxParallelism),
 		}
 	}
+	if err := c.pebbleMemory(&p); err != nil {
+		return Pipeline{}, err
+	}
 	return p, nil
+}
+
+// pebbleMemory settles what bounds the pebble stores' memory, in Flink's
+// order: fixed-per-slot, else managed memory if a managed size is set,
+// else state.backend.pebble.memory per keyed subtask. A key that the
+// chosen one would leave without effect is a conflict.
+func (c *Configuration) pebbleMemory(p *Pipeline) error {
+	fixed, fixedSet := c.Get(KeyRocksDBMemoryFixedPerSlot)
+	size, sizeSet := c.Get(KeyManagedMemorySize)
+	managed, managedSet := c.Get(KeyRocksDBMemoryManaged)
+	perSubtask, perSubtaskSet := c.Get(KeyPebbleMemory)
+	switch {
+	case fixedSet && perSubtaskSet:
+		return &ConflictError{Keys: []string{KeyPebbleMemory, KeyRocksDBMemoryFixedPerSlot}, Reason: fmt.Sprintf(
+			"%s (%s) bounds each keyed subtask alone, %s (%s) the keyed subtasks of a slot together: set one of them",
+			KeyPebbleMemory, perSubtask, KeyRocksDBMemoryFixedPerSlot, fixed)}
+	case fixedSet && sizeSet:
+		return &ConflictError{Keys: []string{KeyManagedMemorySize, KeyRocksDBMemoryFixedPerSlot}, Reason: fmt.Sprintf(
+			"%s (%s) overrides managed memory, so %s (%s) would have no effect: set one of them",
+			KeyRocksDBMemoryFixedPerSlot, fixed, KeyManagedMemorySize, size)}
+	case fixedSet:
+		p.PebbleSlotMemory = c.MemorySize(KeyRocksDBMemoryFixedPerSlot)
+	case sizeSet && !c.Bool(KeyRocksDBMemoryManaged):
+		return &ConflictError{Keys: []string{KeyManagedMemorySize, KeyRocksDBMemoryManaged}, Reason: fmt.Sprintf(
+			"%s is false, so %s (%s) would have no effect (nothing else in weir uses managed memory): set %s true or leave the size unset",
+			KeyRocksDBMemoryManaged, KeyManagedMemorySize, size, KeyRocksDBMemoryManaged)}
+	case sizeSet && perSubtaskSet:
+		return &ConflictError{Keys: []string{KeyPebbleMemory, KeyManagedMemorySize}, Reason: fmt.Sprintf(
+			"%s (%s) bounds each keyed subtask alone, managed memory (%s %s) the keyed subtasks of a slot together: set one of them, or %s false",
+			KeyPebbleMemory, perSubtask, KeyManagedMemorySize, size, KeyRocksDBMemoryManaged)}
+	case sizeSet:
+		p.ManagedMemory = c.MemorySize(KeyManagedMemorySize)
+	case managedSet && managed == "true":
+		return &ConflictError{Keys: []string{KeyRocksDBMemoryManaged, KeyManagedMemorySize}, Reason: fmt.Sprintf(
+			"%s is true but %s is not set, and weir has no total memory to take a managed fraction of: set the size, or %s, or leave %s unset (or false) for %s per keyed subtask",
+			KeyRocksDBMemoryManaged, KeyManagedMemorySize, KeyRocksDBMemoryFixedPerSlot, KeyRocksDBMemoryManaged, KeyPebbleMemory)}
+	}
+	return nil
 }
 
 // DefaultMaxParallelism returns the maximum parallelism Flink derives for an

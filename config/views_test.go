@@ -223,6 +223,41 @@ func TestConflicts(t *testing.T) {
 			wantInMsg: []string{"no local copies are kept"},
 		},
 		{
+			name:      "pebble memory with fixed-per-slot",
+			kv:        []string{KeyPebbleMemory, "32 mb", KeyRocksDBMemoryFixedPerSlot, "256 mb"},
+			view:      func(c *Configuration) error { _, err := c.Pipeline(); return err },
+			wantKeys:  []string{KeyPebbleMemory, KeyRocksDBMemoryFixedPerSlot},
+			wantInMsg: []string{"set one of them"},
+		},
+		{
+			name:      "managed size under fixed-per-slot",
+			kv:        []string{KeyManagedMemorySize, "1 gb", KeyRocksDBMemoryFixedPerSlot, "256 mb"},
+			view:      func(c *Configuration) error { _, err := c.Pipeline(); return err },
+			wantKeys:  []string{KeyManagedMemorySize, KeyRocksDBMemoryFixedPerSlot},
+			wantInMsg: []string{"would have no effect"},
+		},
+		{
+			name:      "managed size with managed false",
+			kv:        []string{KeyManagedMemorySize, "1 gb", KeyRocksDBMemoryManaged, "false"},
+			view:      func(c *Configuration) error { _, err := c.Pipeline(); return err },
+			wantKeys:  []string{KeyManagedMemorySize, KeyRocksDBMemoryManaged},
+			wantInMsg: []string{"would have no effect"},
+		},
+		{
+			name:      "managed size with pebble memory",
+			kv:        []string{KeyManagedMemorySize, "1 gb", KeyPebbleMemory, "32 mb"},
+			view:      func(c *Configuration) error { _, err := c.Pipeline(); return err },
+			wantKeys:  []string{KeyPebbleMemory, KeyManagedMemorySize},
+			wantInMsg: []string{"set one of them"},
+		},
+		{
+			name:      "managed true without a size",
+			kv:        []string{KeyRocksDBMemoryManaged, "true"},
+			view:      func(c *Configuration) error { _, err := c.Pipeline(); return err },
+			wantKeys:  []string{KeyRocksDBMemoryManaged, KeyManagedMemorySize},
+			wantInMsg: []string{"no total memory", KeyRocksDBMemoryFixedPerSlot, KeyPebbleMemory},
+		},
+		{
 			name:      "heartbeat timeout below interval",
 			kv:        []string{KeyHeartbeatInterval, "10 s", KeyHeartbeatTimeout, "5 s"},
 			view:      func(c *Configuration) error { _, err := c.Cluster(); return err },
@@ -317,5 +352,42 @@ func TestValidateReportsEveryConflict(t *testing.T) {
 		if !strings.Contains(err.Error(), k) {
 			t.Errorf("Validate() error %q does not mention %s", err, k)
 		}
+	}
+}
+
+// TestPebbleMemoryPrecedence checks which key bounds the pebble stores'
+// memory, and that the ratios and the managed fraction weir does not
+// implement are refused naming the key.
+func TestPebbleMemoryPrecedence(t *testing.T) {
+	for _, tt := range []struct {
+		kv                      []string
+		perSubtask, slot, total int64
+	}{
+		{nil, 64 << 20, 0, 0},
+		{[]string{KeyRocksDBMemoryManaged, "false"}, 64 << 20, 0, 0},
+		{[]string{KeyPebbleMemory, "32 mb"}, 32 << 20, 0, 0},
+		{[]string{KeyRocksDBMemoryFixedPerSlot, "256 mb"}, 64 << 20, 256 << 20, 0},
+		{[]string{KeyRocksDBMemoryFixedPerSlot, "256 mb", KeyRocksDBMemoryManaged, "true"}, 64 << 20, 256 << 20, 0},
+		{[]string{KeyManagedMemorySize, "1 gb"}, 64 << 20, 0, 1 << 30},
+		{[]string{KeyManagedMemorySize, "1 gb", KeyRocksDBMemoryManaged, "true"}, 64 << 20, 0, 1 << 30},
+	} {
+		p, err := with(t, tt.kv...).Pipeline()
+		if err != nil {
+			t.Errorf("%q: %v", tt.kv, err)
+			continue
+		}
+		if p.PebbleMemory != tt.perSubtask || p.PebbleSlotMemory != tt.slot || p.ManagedMemory != tt.total {
+			t.Errorf("%q: per subtask %d, per slot %d, managed %d; want %d, %d, %d", tt.kv, p.PebbleMemory, p.PebbleSlotMemory, p.ManagedMemory, tt.perSubtask, tt.slot, tt.total)
+		}
+	}
+	for _, key := range []string{KeyRocksDBWriteBufferRatio, KeyRocksDBHighPrioPoolRatio, KeyManagedMemoryFraction} {
+		c := New()
+		err := c.Set(key, "0.5")
+		if err == nil || !strings.Contains(err.Error(), key) || !strings.Contains(err.Error(), "not implemented") && !strings.Contains(err.Error(), "no total") {
+			t.Errorf("setting %s: %v, want a refusal naming the key and why", key, err)
+		}
+	}
+	if err := New().Set(KeyRocksDBMemoryFixedPerSlot, "1 mb"); err == nil || !strings.Contains(err.Error(), KeyRocksDBMemoryFixedPerSlot) {
+		t.Errorf("fixed-per-slot of 1 mb: %v", err)
 	}
 }

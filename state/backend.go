@@ -54,6 +54,12 @@ type KeyedBackend[K comparable] struct {
 	// now is the processing time, in Unix milliseconds, that times to
 	// live follow.
 	now func() int64
+	// onKey holds the background cleanups of states with a time to live
+	// that run on every SetCurrentKey (TTLConfig.CleanupEveryRecord).
+	onKey []cleaner
+	// snapshotTime is set once a state leaves expired values out of
+	// snapshots: Snapshot then reads the clock.
+	snapshotTime bool
 
 	states []keyedState
 	byName map[string]int
@@ -183,6 +189,9 @@ func (b *KeyedBackend[K]) SetCurrentKeyWithHash(k K, hash uint32) {
 	}
 	b.key, b.hash, b.kgIdx = k, hash, kg-b.kgs.Start
 	b.keyEncOK = false
+	for _, c := range b.onKey {
+		c.step()
+	}
 }
 
 // CurrentKey returns the current key (the zero K before SetCurrentKey).
@@ -273,9 +282,11 @@ func (i stateInfo) String() string {
 // to restore into.
 type keyedState interface {
 	info() stateInfo
-	// capture returns an immutable view of the state for a snapshot. It is
-	// called on the owner goroutine and must not copy entries.
-	capture() stateView
+	// capture returns an immutable view of the state for a snapshot taken
+	// at processing time now (read only if a state leaves expired values
+	// out of snapshots). It is called on the owner goroutine and must not
+	// copy entries.
+	capture(now int64) stateView
 	// restoreGroup adds n entries of key group kgIdx (relative to the
 	// backend's range), laid out in data as in a snapshot block (each a
 	// length-prefixed key, namespace and value).

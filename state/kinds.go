@@ -21,11 +21,11 @@ func Value[K comparable, T any](b *KeyedBackend[K], d ValueDescriptor[T]) (Value
 	if d.TTL != nil {
 		return ttlValueOf(b, d)
 	}
-	return valueOf(b, d, false)
+	return valueOf(b, d, nil)
 }
 
-func valueOf[K comparable, T any](b *KeyedBackend[K], d ValueDescriptor[T], ttl bool) (ValueState[T], error) {
-	inf := stateInfo{d.Name, kindValue, false, ttl}
+func valueOf[K comparable, T any](b *KeyedBackend[K], d ValueDescriptor[T], tt *ttlHook[T]) (ValueState[T], error) {
+	inf := stateInfo{d.Name, kindValue, false, tt != nil}
 	c, err := orFor(d.Codec)
 	if err != nil {
 		return nil, fmt.Errorf("state: %v: %w", inf, err)
@@ -35,6 +35,9 @@ func valueOf[K comparable, T any](b *KeyedBackend[K], d ValueDescriptor[T], ttl 
 		if err != nil {
 			return nil, err
 		}
+		if tt != nil {
+			lsmAttachTTL(b, s.st, tt.t, pruneStampedRow)
+		}
 		return s, nil
 	}
 	st, err := register(b, inf, valueLayout(c), func() *stateTable[K, T] {
@@ -42,6 +45,9 @@ func valueOf[K comparable, T any](b *KeyedBackend[K], d ValueDescriptor[T], ttl 
 	})
 	if err != nil {
 		return nil, err
+	}
+	if tt != nil {
+		heapAttachTTL(b, st, tt.t, oneRules(tt.stamp))
 	}
 	return &valueState[K, T]{b: b, t: st.table}, nil
 }
@@ -78,11 +84,11 @@ func List[K comparable, T any](b *KeyedBackend[K], d ListDescriptor[T]) (ListSta
 	if d.TTL != nil {
 		return ttlListOf(b, d)
 	}
-	return listOf(b, d, false)
+	return listOf(b, d, nil)
 }
 
-func listOf[K comparable, T any](b *KeyedBackend[K], d ListDescriptor[T], ttl bool) (ListState[T], error) {
-	inf := stateInfo{d.Name, kindList, false, ttl}
+func listOf[K comparable, T any](b *KeyedBackend[K], d ListDescriptor[T], tt *ttlHook[T]) (ListState[T], error) {
+	inf := stateInfo{d.Name, kindList, false, tt != nil}
 	c, err := orFor(d.Codec)
 	if err != nil {
 		return nil, fmt.Errorf("state: %v: %w", inf, err)
@@ -92,6 +98,9 @@ func listOf[K comparable, T any](b *KeyedBackend[K], d ListDescriptor[T], ttl bo
 		if err != nil {
 			return nil, err
 		}
+		if tt != nil {
+			lsmAttachTTL(b, s.st, tt.t, pruneListRow(s.enc, tt.stamp))
+		}
 		return s, nil
 	}
 	st, err := register(b, inf, valueLayout(c), func() *stateTable[K, []T] {
@@ -99,6 +108,9 @@ func listOf[K comparable, T any](b *KeyedBackend[K], d ListDescriptor[T], ttl bo
 	})
 	if err != nil {
 		return nil, err
+	}
+	if tt != nil {
+		heapAttachTTL(b, st, tt.t, listRules(tt.stamp))
 	}
 	return &listState[K, T]{b: b, t: st.table}, nil
 }
@@ -134,11 +146,11 @@ func Map[K, UK comparable, UV any](b *KeyedBackend[K], d MapDescriptor[UK, UV]) 
 	if d.TTL != nil {
 		return ttlMapOf(b, d)
 	}
-	return mapOf(b, d, false)
+	return mapOf(b, d, nil)
 }
 
-func mapOf[K, UK comparable, UV any](b *KeyedBackend[K], d MapDescriptor[UK, UV], ttl bool) (MapState[UK, UV], error) {
-	inf := stateInfo{d.Name, kindMap, false, ttl}
+func mapOf[K, UK comparable, UV any](b *KeyedBackend[K], d MapDescriptor[UK, UV], tt *ttlHook[UV]) (MapState[UK, UV], error) {
+	inf := stateInfo{d.Name, kindMap, false, tt != nil}
 	kc, vc, err := codecs2(inf, d.KeyCodec, d.ValueCodec)
 	if err != nil {
 		return nil, err
@@ -148,6 +160,9 @@ func mapOf[K, UK comparable, UV any](b *KeyedBackend[K], d MapDescriptor[UK, UV]
 		if err != nil {
 			return nil, err
 		}
+		if tt != nil {
+			lsmAttachTTL(b, s.st, tt.t, pruneStampedRow)
+		}
 		return s, nil
 	}
 	st, err := register(b, inf, mapLayout(kc, vc), func() *stateTable[K, mapEntry[UK, UV]] {
@@ -155,6 +170,9 @@ func mapOf[K, UK comparable, UV any](b *KeyedBackend[K], d MapDescriptor[UK, UV]
 	})
 	if err != nil {
 		return nil, err
+	}
+	if tt != nil {
+		heapAttachTTL(b, st, tt.t, mapRules[UK](tt.stamp))
 	}
 	return &mapState[K, UK, UV]{b: b, t: st.table}, nil
 }
@@ -194,11 +212,11 @@ func Reducing[K comparable, T any](b *KeyedBackend[K], d ReducingDescriptor[T]) 
 	if d.TTL != nil {
 		return ttlReducingOf(b, d)
 	}
-	return reducingOf(b, d, false)
+	return reducingOf(b, d, nil)
 }
 
-func reducingOf[K comparable, T any](b *KeyedBackend[K], d ReducingDescriptor[T], ttl bool) (ReducingState[T], error) {
-	inf := stateInfo{d.Name, kindReducing, false, ttl}
+func reducingOf[K comparable, T any](b *KeyedBackend[K], d ReducingDescriptor[T], tt *ttlHook[T]) (ReducingState[T], error) {
+	inf := stateInfo{d.Name, kindReducing, false, tt != nil}
 	if d.Reduce == nil {
 		return nil, fmt.Errorf("state: %v needs a Reduce function", inf)
 	}
@@ -211,6 +229,9 @@ func reducingOf[K comparable, T any](b *KeyedBackend[K], d ReducingDescriptor[T]
 		if err != nil {
 			return nil, err
 		}
+		if tt != nil {
+			lsmAttachTTL(b, s.st, tt.t, pruneStampedRow)
+		}
 		return s, nil
 	}
 	st, err := register(b, inf, valueLayout(c), func() *stateTable[K, versioned[T]] {
@@ -218,6 +239,9 @@ func reducingOf[K comparable, T any](b *KeyedBackend[K], d ReducingDescriptor[T]
 	})
 	if err != nil {
 		return nil, err
+	}
+	if tt != nil {
+		heapAttachTTL(b, st, tt.t, versionedRules(tt.stamp))
 	}
 	return &reducingState[K, T]{b: b, t: st.table, ops: &reduceOps[T]{d.Reduce, copier(c)}}, nil
 }
@@ -256,11 +280,11 @@ func Aggregating[K comparable, IN, ACC, OUT any](b *KeyedBackend[K], d Aggregati
 	if d.TTL != nil {
 		return ttlAggregatingOf(b, d)
 	}
-	return aggregatingOf(b, d, false)
+	return aggregatingOf(b, d, nil)
 }
 
-func aggregatingOf[K comparable, IN, ACC, OUT any](b *KeyedBackend[K], d AggregatingDescriptor[IN, ACC, OUT], ttl bool) (AggregatingState[IN, OUT], error) {
-	inf := stateInfo{d.Name, kindAggregating, false, ttl}
+func aggregatingOf[K comparable, IN, ACC, OUT any](b *KeyedBackend[K], d AggregatingDescriptor[IN, ACC, OUT], tt *ttlHook[ACC]) (AggregatingState[IN, OUT], error) {
+	inf := stateInfo{d.Name, kindAggregating, false, tt != nil}
 	if d.Function == nil {
 		return nil, fmt.Errorf("state: %v needs a Function", inf)
 	}
@@ -273,6 +297,9 @@ func aggregatingOf[K comparable, IN, ACC, OUT any](b *KeyedBackend[K], d Aggrega
 		if err != nil {
 			return nil, err
 		}
+		if tt != nil {
+			lsmAttachTTL(b, s.st, tt.t, pruneStampedRow)
+		}
 		return s, nil
 	}
 	st, err := register(b, inf, valueLayout(c), func() *stateTable[K, versioned[ACC]] {
@@ -280,6 +307,9 @@ func aggregatingOf[K comparable, IN, ACC, OUT any](b *KeyedBackend[K], d Aggrega
 	})
 	if err != nil {
 		return nil, err
+	}
+	if tt != nil {
+		heapAttachTTL(b, st, tt.t, versionedRules(tt.stamp))
 	}
 	return &aggregatingState[K, IN, ACC, OUT]{b: b, t: st.table, ops: &aggOps[IN, ACC, OUT]{d.Function, copier(c)}}, nil
 }

@@ -59,11 +59,19 @@ type PebbleOptions struct {
 	// FS is the file system the store's files go through; nil is the
 	// operating system's. Tests wrap it to make the disk fail.
 	FS vfs.FS
+	// Slot, if set, bounds the backend's memory with the other keyed
+	// subtasks of its slot instead of by Memory (which must then be 0):
+	// the block cache is the slot's, and the backend's write-back cache
+	// and memtables take its share of the rest (see SlotMemory).
+	Slot *SlotMemory
 }
 
 // DefaultPebbleMemory is the memory of a Pebble keyed backend unless
 // PebbleOptions.Memory says otherwise.
 const DefaultPebbleMemory = 64 << 20
+
+// minPebbleMemory is the least memory of a Pebble keyed backend.
+const minPebbleMemory = 4 << 20
 
 // WithPebble keeps the backend's keyed state in an embedded LSM store
 // (Pebble) on local disk instead of the heap, so state may be far larger
@@ -91,12 +99,14 @@ type lsm struct {
 	cacheUsed   int64
 	// heapTimers keeps timers on the heap instead of in the store.
 	heapTimers bool
+	// slot is the slot whose block cache the store uses, nil if its own.
+	slot *SlotMemory
 	// fs is what the store's files go through.
 	fs vfs.FS
 	// broken holds the first error of the store's background work
 	// (flushes, compactions), which Pebble retries without end: a store
 	// whose disk fails this way fails the state accesses and snapshots
-	// that follow (see check), rather than leaving them to wait for room
+	// that follow (see store), rather than leaving them to wait for room
 	// that never comes.
 	broken *bgFailure
 }
@@ -179,11 +189,19 @@ func (l storeLogger) Fatalf(format string, args ...any) {
 
 func openLSM(o PebbleOptions) (*lsm, error) {
 	mem := o.Memory
+	if o.Slot != nil && mem != 0 {
+		return nil, fmt.Errorf("state: pebble memory %d bytes for a backend that shares its slot's", mem)
+	}
 	if mem == 0 {
 		mem = DefaultPebbleMemory
 	}
-	if mem < 4<<20 {
+	if mem < minPebbleMemory {
 		return nil, fmt.Errorf("state: pebble memory %d bytes is below the 4 MiB minimum", mem)
+	}
+	if o.Slot != nil {
+		// A lone backend's own three quarters, cache and memtables,
+		// are the member's share: its memory is 4/3 of it.
+		mem = o.Slot.memberShare() * 4 / 3
 	}
 	parent := o.Dir
 	if parent == "" {
@@ -200,25 +218,33 @@ func openLSM(o PebbleOptions) (*lsm, error) {
 	if fs == nil {
 		fs = vfs.Default
 	}
+	var cache *pebble.Cache
+	if o.Slot != nil {
+		cache = o.Slot.blockCache()
+	} else {
+		cache = pebble.NewCache(mem / 4)
+		defer cache.Unref() // the database holds its own reference
+	}
 	broken := newBGFailure()
-	db, err := openPebble(dir, mem, fs, broken)
+	db, err := openPebble(dir, mem, cache, fs, broken)
 	if err != nil {
 		_ = os.RemoveAll(dir)
+		if o.Slot != nil {
+			o.Slot.releaseCache()
+		}
 		return nil, err
 	}
 	return &lsm{db: db, dir: dir, mem: mem, snaps: map[*pebble.Snapshot]bool{}, cacheBudget: mem / 2, heapTimers: o.HeapTimers,
-		fs: fs, broken: broken}, nil
+		slot: o.Slot, fs: fs, broken: broken}, nil
 }
 
 // openPebble opens (or creates) the database in dir with mem bytes of
-// memory, its files going through fs; the first error of its background
-// work lands in broken.
+// memory and cache as its block cache, its files going through fs; the
+// first error of its background work lands in broken.
 // Of the budget, the write-back caches take half, Pebble's block cache a
-// quarter, and its two memtables (one filling while the other flushes) an
-// eighth each.
-func openPebble(dir string, mem int64, fs vfs.FS, broken *bgFailure) (*pebble.DB, error) {
-	cache := pebble.NewCache(mem / 4)
-	defer cache.Unref()
+// quarter (a slot's block cache is the quarter of the slot's budget), and
+// its two memtables (one filling while the other flushes) an eighth each.
+func openPebble(dir string, mem int64, cache *pebble.Cache, fs vfs.FS, broken *bgFailure) (*pebble.DB, error) {
 	// Bloom filters on every level: state reads are point reads, and
 	// most of a cache miss's probes are of files without the key.
 	var levels [len(pebble.Options{}.Levels)]pebble.LevelOptions
@@ -271,6 +297,9 @@ func (l *lsm) close() error {
 		_ = s.Close()
 	}
 	err := l.closeDB()
+	if l.slot != nil {
+		l.slot.releaseCache()
+	}
 	if rerr := os.RemoveAll(l.dir); err == nil {
 		err = rerr
 	}

@@ -121,13 +121,26 @@ func (b *KeyedBackend[K]) restoreNative(blob io.Reader, dir string, want KeyGrou
 	if b.lsm != nil {
 		mem, fs = b.lsm.mem, b.lsm.fs
 	}
+	// A database the backend adopts uses its block cache: its slot's,
+	// if it shares one. One only read has a cache of its own.
+	adopting := b.lsm != nil && len(b.states) == 0 && !slices.Contains(b.restored, true)
+	var cache *pebble.Cache
+	if adopting && b.lsm.slot != nil {
+		cache = b.lsm.slot.blockCache()
+	} else {
+		cache = pebble.NewCache(mem / 4)
+		defer cache.Unref()
+	}
 	broken := newBGFailure()
-	src, err := openPebble(dir, mem, fs, broken)
+	src, err := openPebble(dir, mem, cache, fs, broken)
 	if err != nil {
+		if adopting && b.lsm.slot != nil {
+			b.lsm.slot.releaseCache()
+		}
 		_ = os.RemoveAll(dir)
 		return err
 	}
-	if b.lsm != nil && len(b.states) == 0 && !slices.Contains(b.restored, true) {
+	if adopting {
 		return b.adopt(h, blocks, src, broken, dir, want)
 	}
 	defer func() {
@@ -175,19 +188,28 @@ func (b *KeyedBackend[K]) adopt(h *keyedHeader, blocks []keyedBlock, src *pebble
 	old.mu.Unlock()
 	if pending > 0 {
 		_ = src.Close()
+		if old.slot != nil {
+			old.slot.releaseCache()
+		}
 		_ = os.RemoveAll(dir)
 		return fmt.Errorf("restore with %d snapshots pending", pending)
 	}
 	if err := old.db.Close(); err != nil {
 		_ = src.Close()
+		if old.slot != nil {
+			old.slot.releaseCache()
+		}
 		_ = os.RemoveAll(dir)
 		return err
+	}
+	if old.slot != nil {
+		old.slot.releaseCache() // the old database's reference
 	}
 	_ = os.RemoveAll(old.dir)
 	// The snapshot's directory is the database now (it is open: it
 	// cannot be renamed): Close removes it, native snapshots go beside it.
 	b.lsm = &lsm{db: src, dir: dir, mem: old.mem, snaps: map[*pebble.Snapshot]bool{}, cacheBudget: old.cacheBudget, heapTimers: old.heapTimers,
-		fs: old.fs, broken: broken}
+		slot: old.slot, fs: old.fs, broken: broken}
 	// Rows of key groups outside want (keys start with the key group,
 	// two bytes big-endian, below 0x8000).
 	if want.Start > 0 {

@@ -33,14 +33,23 @@ type lsmState[K comparable] struct {
 	// each of its rows: the row key's suffix after key and namespace (a
 	// map key, or nothing) and the row's value.
 	restoreEntry func(key, ns, val []byte, put func(suffix, value []byte)) (uint32, error)
+	// prune and ttl (in milliseconds) are set for a state with a time to
+	// live whose snapshots leave expired values out
+	// (TTLConfig.CleanupFullSnapshot).
+	prune rowPrune
+	ttl   int64
 }
 
 func (s *lsmState[K]) info() stateInfo { return s.inf }
 func (s *lsmState[K]) inStore() bool   { return true }
 
-func (s *lsmState[K]) capture() stateView {
+func (s *lsmState[K]) capture(now int64) stateView {
 	snap := s.b.lsm.snapshot()
-	return &lsmView{l: s.b.lsm, snap: snap, r: snap, id: s.id, kgStart: s.b.kgs.Start, isMap: s.isMap, kg: -1}
+	v := &lsmView{l: s.b.lsm, snap: snap, r: snap, id: s.id, kgStart: s.b.kgs.Start, isMap: s.isMap, kg: -1}
+	if s.prune != nil {
+		v.prune, v.cutoff = s.prune, now-s.ttl
+	}
+	return v
 }
 
 func (s *lsmState[K]) restoreGroup(kgIdx, n int, data []byte) error {
@@ -252,6 +261,10 @@ type lsmView struct {
 	kgStart int
 	isMap   bool
 	timers  bool // rows of a Timers (lsmtimers.go)
+	// prune, if set, leaves out the values expired at cutoff.
+	prune  rowPrune
+	cutoff int64
+	pruned []byte // a list's live part
 
 	// The entries of key group kg, as groupLen made them for appendGroup.
 	kg  int
@@ -299,7 +312,7 @@ func (v *lsmView) fill(kgIdx int) {
 		pairs []byte
 	)
 	flush := func() {
-		if group == nil {
+		if group == nil || count == 0 {
 			return
 		}
 		v.buf = append(v.buf, group...)
@@ -323,9 +336,21 @@ func (v *lsmView) fill(kgIdx int) {
 			v.n++
 			continue
 		}
+		live := keepAll
+		if v.prune != nil {
+			if v.pruned, live, err = v.prune(v.pruned[:0], val, v.cutoff); err != nil {
+				v.err = err
+				break
+			}
+			if live == keepSome {
+				val = v.pruned
+			}
+		}
 		if !v.isMap {
-			v.buf = appendPrefixedBytes(append(v.buf, k...), val)
-			v.n++
+			if live != keepNone {
+				v.buf = appendPrefixedBytes(append(v.buf, k...), val)
+				v.n++
+			}
 			continue
 		}
 		p, err := entryPrefixLen(k)
@@ -333,13 +358,14 @@ func (v *lsmView) fill(kgIdx int) {
 			v.err = err
 			break
 		}
-		if group != nil && bytes.Equal(group, k[:p]) {
-			count++
-		} else {
+		if group == nil || !bytes.Equal(group, k[:p]) {
 			flush()
-			group, count, pairs = append(group[:0:0], k[:p]...), 1, pairs[:0]
+			group, count, pairs = append(group[:0:0], k[:p]...), 0, pairs[:0]
 		}
-		pairs = append(append(pairs, k[p:]...), val...)
+		if live != keepNone {
+			count++
+			pairs = append(append(pairs, k[p:]...), val...)
+		}
 	}
 	if v.err == nil {
 		flush()

@@ -77,6 +77,10 @@ func (b *KeyedBackend[K]) snapshot(checkpointID int64, native bool) *KeyedSnapsh
 	if native {
 		s.inLSM = make([]bool, len(b.states))
 	}
+	var now int64
+	if b.snapshotTime {
+		now = b.now()
+	}
 	for i, st := range b.states {
 		s.infos[i] = st.info()
 		s.schemas[i] = b.layouts[s.infos[i].name].stateSchema
@@ -84,7 +88,7 @@ func (b *KeyedBackend[K]) snapshot(checkpointID int64, native bool) *KeyedSnapsh
 			s.views[i], s.inLSM[i] = emptyView{}, true
 			continue
 		}
-		s.views[i] = st.capture()
+		s.views[i] = st.capture(now)
 	}
 	s.epoch = b.ep.begin()
 	return s

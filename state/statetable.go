@@ -24,6 +24,9 @@ type stateTable[MK comparable, E any] struct {
 	// decodeEntry decodes an entry and returns the hash of its key.
 	decodeEntry func(key, ns, val []byte) (MK, uint32, E, error)
 	checkKG     func(kgIdx int, h uint32) error
+	// ttl is set for a state with a time to live whose snapshots leave
+	// expired values out (TTLConfig.CleanupFullSnapshot).
+	ttl *tableTTL[E]
 }
 
 // valueEncoding is how a state kind encodes the E it stores per entry.
@@ -110,9 +113,13 @@ func decodeExactly[T any](c codec.Codec[T], src []byte, what string) (T, error) 
 
 func (s *stateTable[MK, E]) info() stateInfo { return s.inf }
 
-func (s *stateTable[MK, E]) capture() stateView {
+func (s *stateTable[MK, E]) capture(now int64) stateView {
 	shards, start := s.table.capture()
-	return &tableView[MK, E]{shards: shards, start: start, appendEntry: s.appendEntry}
+	v := &tableView[MK, E]{shards: shards, start: start, appendEntry: s.appendEntry, kg: -1}
+	if s.ttl != nil {
+		v.prune, v.cutoff = s.ttl.prune, now-s.ttl.ttl
+	}
+	return v
 }
 
 func (s *stateTable[MK, E]) restoreGroup(kgIdx, n int, data []byte) error {
@@ -154,9 +161,21 @@ type tableView[MK comparable, E any] struct {
 	shards      []*shard[MK, E]
 	start       []int
 	appendEntry func(dst []byte, mk MK, e E) []byte
+
+	// prune, if set, leaves out the values expired at cutoff: then
+	// groupLen encodes key group kg's live entries, n of them, into buf
+	// for appendGroup.
+	prune  pruneFunc[E]
+	cutoff int64
+	kg, n  int
+	buf    []byte
 }
 
 func (v *tableView[MK, E]) groupLen(kgIdx int) int {
+	if v.prune != nil {
+		v.fill(kgIdx)
+		return v.n
+	}
 	n := 0
 	for _, s := range v.shards[v.start[kgIdx]:v.start[kgIdx+1]] {
 		n += len(s.m)
@@ -165,12 +184,34 @@ func (v *tableView[MK, E]) groupLen(kgIdx int) int {
 }
 
 func (v *tableView[MK, E]) appendGroup(dst []byte, kgIdx int) []byte {
+	if v.prune != nil {
+		if v.kg != kgIdx {
+			v.fill(kgIdx)
+		}
+		return append(dst, v.buf...)
+	}
 	for _, s := range v.shards[v.start[kgIdx]:v.start[kgIdx+1]] {
 		for mk, e := range s.m {
 			dst = v.appendEntry(dst, mk, e)
 		}
 	}
 	return dst
+}
+
+// fill encodes the live entries of key group kgIdx. It runs on the
+// serializing goroutine: pruning makes new containers and modifies none.
+func (v *tableView[MK, E]) fill(kgIdx int) {
+	v.kg, v.n, v.buf = kgIdx, 0, v.buf[:0]
+	for _, s := range v.shards[v.start[kgIdx]:v.start[kgIdx+1]] {
+		for mk, e := range s.m {
+			e, k := v.prune(e, v.cutoff, 0)
+			if k == keepNone {
+				continue
+			}
+			v.buf = v.appendEntry(v.buf, mk, e)
+			v.n++
+		}
+	}
 }
 
 // rawSegment holds n entries of one state in one key group, as they
@@ -193,7 +234,7 @@ type rawState struct {
 
 func (r *rawState) info() stateInfo { return r.inf }
 
-func (r *rawState) capture() stateView {
+func (r *rawState) capture(int64) stateView {
 	// Segments are only ever appended, so capturing the slice headers
 	// freezes the view.
 	return &rawView{groups: append([][]rawSegment(nil), r.groups...)}

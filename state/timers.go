@@ -459,7 +459,7 @@ func (t *Timers[K, N]) adopted() error {
 	return nil
 }
 
-func (t *Timers[K, N]) capture() stateView {
+func (t *Timers[K, N]) capture(int64) stateView {
 	if t.l != nil {
 		snap := t.b.lsm.snapshot()
 		return &lsmView{l: t.b.lsm, snap: snap, r: snap, id: t.l.id, kgStart: t.b.kgs.Start, timers: true, kg: -1}

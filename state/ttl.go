@@ -14,15 +14,47 @@ import (
 // StateTtlConfig does: a value (a list's element, a map's entry) expires
 // TTL after it was last written, or read too with UpdateOnReadAndWrite,
 // by the backend's processing time (WithProcessingTime). An expired value
-// is removed when it is read. A snapshot holds what the state holds,
-// expired values not yet read included; they expire after a restore as
-// they would have.
+// is removed when it is read, and in the background (below).
+//
+// Background cleanup, on unless DisableCleanupInBackground, removes
+// expired values that are never read again, so that they do not stay in
+// memory, in the store and in every checkpoint:
+//
+//   - On the heap (Flink's cleanupIncrementally), every access to the
+//     state (and, with CleanupEveryRecord, every SetCurrentKey) first
+//     checks the next CleanupSize entries of a cursor that goes round
+//     the state's key groups and shards, and removes the expired values
+//     among them. An entry the cursor passes may have moved by then (its
+//     shard split); the cursor is lazy, not exact: it checks every entry
+//     that stays in place while it goes round once.
+//   - On Pebble, which has no compaction filter, every SweepRows
+//     accesses (and SetCurrentKeys, with CleanupEveryRecord) one step
+//     reads the next SweepRows rows of the state in the store, in key
+//     order round its key groups, and deletes the expired ones (through
+//     the write-back cache: a row the cache holds is judged by the
+//     cache's version). Unlike Flink's cleanupInRocksdbCompactFilter,
+//     which drops expired entries when compaction rewrites them (so at no
+//     cost of its own, but only as often as files are compacted), the
+//     sweep reads the rows itself, on the subtask's goroutine, at a
+//     bounded cost per access; the option is named after what it does.
+//
+// CleanupFullSnapshot (Flink's cleanupFullSnapshot) also leaves out of a
+// canonical snapshot (Snapshot, on both backends) the values that have
+// expired at the snapshot's time, read once on the subtask's goroutine at
+// the barrier; the state itself keeps them until a read or the
+// background cleanup removes them. A native snapshot of a Pebble backend
+// (NativeSnapshot: incremental checkpoints) ships the store's files as
+// they are, expired rows included, as Flink's incremental RocksDB
+// checkpoints do; the sweep removes them from later files.
+//
+// A snapshot holds what the state holds (less, with CleanupFullSnapshot);
+// the values it keeps expire after a restore as they would have.
 //
 // A state with a time to live stores each value with its time, so it
 // restores only into a state with a time to live, and the other way
 // round: adding or removing the TTL of a state between a checkpoint and
 // the code that restores it fails the restore, naming the state. The
-// duration itself may change.
+// duration and the cleanup options may change.
 type TTLConfig struct {
 	// TTL is how long a value lives; it must be positive.
 	TTL time.Duration
@@ -31,9 +63,41 @@ type TTLConfig struct {
 	Update TTLUpdate
 	// Visibility says whether a read returns an expired value:
 	// NeverReturnExpired (the default) or ReturnExpiredIfNotCleanedUp,
-	// which returns it once and removes it.
+	// which returns it once and removes it (if the background cleanup
+	// has not removed it first).
 	Visibility TTLVisibility
+
+	// CleanupFullSnapshot leaves values expired at a canonical snapshot's
+	// time out of the snapshot. Default false, as in Flink.
+	CleanupFullSnapshot bool
+	// DisableCleanupInBackground turns the background cleanup off: an
+	// expired value is then removed only when it is read (or left out of
+	// a snapshot with CleanupFullSnapshot). It cannot be combined with
+	// the options below.
+	DisableCleanupInBackground bool
+	// CleanupSize is the number of entries that each access checks on
+	// the heap; 0 is DefaultTTLCleanupSize (Flink's default, 5).
+	CleanupSize int
+	// CleanupEveryRecord runs the background cleanup on every
+	// SetCurrentKey (every record of a keyed operator) too, not only on
+	// accesses to the state: Flink's runCleanupForEveryRecord. Default
+	// false.
+	CleanupEveryRecord bool
+	// SweepRows is the number of rows one step of the Pebble sweep reads,
+	// one step every SweepRows accesses; 0 is DefaultTTLSweepRows.
+	SweepRows int
 }
+
+// Defaults of TTLConfig's background cleanup.
+const (
+	// DefaultTTLCleanupSize is the number of entries each access checks
+	// on the heap (Flink's cleanupIncrementally default).
+	DefaultTTLCleanupSize = 5
+	// DefaultTTLSweepRows is the number of rows a step of the Pebble
+	// sweep reads, once per as many accesses: one row per access, in
+	// batches that pay for opening an iterator.
+	DefaultTTLSweepRows = 1000
+)
 
 // TTLUpdate says what renews a value's time to live.
 type TTLUpdate uint8
@@ -64,6 +128,12 @@ func (c *TTLConfig) check() error {
 		return fmt.Errorf("TTL update type %d: want UpdateOnCreateAndWrite or UpdateOnReadAndWrite", c.Update)
 	case c.Visibility > ReturnExpiredIfNotCleanedUp:
 		return fmt.Errorf("TTL visibility %d: want NeverReturnExpired or ReturnExpiredIfNotCleanedUp", c.Visibility)
+	case c.CleanupSize < 0:
+		return fmt.Errorf("TTL CleanupSize %d: want 0 (the default, %d) or more", c.CleanupSize, DefaultTTLCleanupSize)
+	case c.SweepRows < 0:
+		return fmt.Errorf("TTL SweepRows %d: want 0 (the default, %d) or more", c.SweepRows, DefaultTTLSweepRows)
+	case c.DisableCleanupInBackground && (c.CleanupSize != 0 || c.CleanupEveryRecord || c.SweepRows != 0):
+		return errors.New("TTL DisableCleanupInBackground with CleanupSize, CleanupEveryRecord or SweepRows: the background cleanup is either off or configured")
 	}
 	return nil
 }
@@ -101,9 +171,23 @@ func (s stampedCodec[T]) Decode(src []byte) (stamped[T], int, error) {
 type ttl struct {
 	cfg TTLConfig
 	now func() int64
+	// clean is the state's background cleanup (ttlcleanup.go), nil if it
+	// is disabled.
+	clean cleaner
 }
 
 func (t *ttl) expired(ts int64) bool { return t.now()-ts >= t.cfg.TTL.Milliseconds() }
+
+// cutoff returns the latest time of an expired value, now.
+func (t *ttl) cutoff() int64 { return t.now() - t.cfg.TTL.Milliseconds() }
+
+// touch runs a step of the background cleanup, as every access does
+// before it reads or writes.
+func (t *ttl) touch() {
+	if t.clean != nil {
+		t.clean.step()
+	}
+}
 
 // visible reports whether a stored value of time ts is returned by a read.
 func (t *ttl) visible(ts int64) bool {
@@ -131,7 +215,7 @@ func ttlValueOf[K comparable, T any](b *KeyedBackend[K], d ValueDescriptor[T]) (
 	if err != nil {
 		return nil, fmt.Errorf("state: %q: %w", d.Name, err)
 	}
-	s, err := valueOf(b, ValueDescriptor[stamped[T]]{Name: d.Name, Codec: stampedCodec[T]{c}}, true)
+	s, err := valueOf(b, ValueDescriptor[stamped[T]]{Name: d.Name, Codec: stampedCodec[T]{c}}, &ttlHook[stamped[T]]{t, stampOf[T]})
 	if err != nil {
 		return nil, err
 	}
@@ -139,6 +223,7 @@ func ttlValueOf[K comparable, T any](b *KeyedBackend[K], d ValueDescriptor[T]) (
 }
 
 func (s *ttlValue[T]) Value() (T, bool) {
+	s.touch()
 	e, ok := s.s.Value()
 	switch {
 	case !ok:
@@ -156,8 +241,15 @@ func (s *ttlValue[T]) Value() (T, bool) {
 	return e.v, true
 }
 
-func (s *ttlValue[T]) Update(v T) { s.s.Update(stamped[T]{v, s.now()}) }
-func (s *ttlValue[T]) Clear()     { s.s.Clear() }
+func (s *ttlValue[T]) Update(v T) {
+	s.touch()
+	s.s.Update(stamped[T]{v, s.now()})
+}
+
+func (s *ttlValue[T]) Clear() {
+	s.touch()
+	s.s.Clear()
+}
 
 type ttlList[T any] struct {
 	*ttl
@@ -173,7 +265,7 @@ func ttlListOf[K comparable, T any](b *KeyedBackend[K], d ListDescriptor[T]) (Li
 	if err != nil {
 		return nil, fmt.Errorf("state: %q: %w", d.Name, err)
 	}
-	s, err := listOf(b, ListDescriptor[stamped[T]]{Name: d.Name, Codec: stampedCodec[T]{c}}, true)
+	s, err := listOf(b, ListDescriptor[stamped[T]]{Name: d.Name, Codec: stampedCodec[T]{c}}, &ttlHook[stamped[T]]{t, stampOf[T]})
 	if err != nil {
 		return nil, err
 	}
@@ -183,6 +275,7 @@ func ttlListOf[K comparable, T any](b *KeyedBackend[K], d ListDescriptor[T]) (Li
 // Get returns the elements that have not expired, and rewrites the list
 // if some had (or, with UpdateOnReadAndWrite, to renew them).
 func (s *ttlList[T]) Get() []T {
+	s.touch()
 	l := s.s.Get()
 	if len(l) == 0 {
 		return nil
@@ -210,13 +303,25 @@ func (s *ttlList[T]) Get() []T {
 	return out
 }
 
-func (s *ttlList[T]) Add(v T) { s.s.Add(stamped[T]{v, s.now()}) }
+func (s *ttlList[T]) Add(v T) {
+	s.touch()
+	s.s.Add(stamped[T]{v, s.now()})
+}
 
-func (s *ttlList[T]) AddAll(vs []T) { s.s.AddAll(s.stamp(vs)) }
+func (s *ttlList[T]) AddAll(vs []T) {
+	s.touch()
+	s.s.AddAll(s.stamp(vs))
+}
 
-func (s *ttlList[T]) Update(vs []T) { s.s.Update(s.stamp(vs)) }
+func (s *ttlList[T]) Update(vs []T) {
+	s.touch()
+	s.s.Update(s.stamp(vs))
+}
 
-func (s *ttlList[T]) Clear() { s.s.Clear() }
+func (s *ttlList[T]) Clear() {
+	s.touch()
+	s.s.Clear()
+}
 
 func (s *ttlList[T]) stamp(vs []T) []stamped[T] {
 	now := s.now()
@@ -241,7 +346,7 @@ func ttlMapOf[K, UK comparable, UV any](b *KeyedBackend[K], d MapDescriptor[UK, 
 	if err != nil {
 		return nil, fmt.Errorf("state: %q: %w", d.Name, err)
 	}
-	s, err := mapOf(b, MapDescriptor[UK, stamped[UV]]{Name: d.Name, KeyCodec: d.KeyCodec, ValueCodec: stampedCodec[UV]{vc}}, true)
+	s, err := mapOf(b, MapDescriptor[UK, stamped[UV]]{Name: d.Name, KeyCodec: d.KeyCodec, ValueCodec: stampedCodec[UV]{vc}}, &ttlHook[stamped[UV]]{t, stampOf[UV]})
 	if err != nil {
 		return nil, err
 	}
@@ -249,6 +354,7 @@ func ttlMapOf[K, UK comparable, UV any](b *KeyedBackend[K], d MapDescriptor[UK, 
 }
 
 func (s *ttlMap[UK, UV]) Get(uk UK) (UV, bool) {
+	s.touch()
 	e, ok := s.s.Get(uk)
 	switch {
 	case !ok:
@@ -266,8 +372,15 @@ func (s *ttlMap[UK, UV]) Get(uk UK) (UV, bool) {
 	return e.v, true
 }
 
-func (s *ttlMap[UK, UV]) Put(uk UK, uv UV) { s.s.Put(uk, stamped[UV]{uv, s.now()}) }
-func (s *ttlMap[UK, UV]) Remove(uk UK)     { s.s.Remove(uk) }
+func (s *ttlMap[UK, UV]) Put(uk UK, uv UV) {
+	s.touch()
+	s.s.Put(uk, stamped[UV]{uv, s.now()})
+}
+
+func (s *ttlMap[UK, UV]) Remove(uk UK) {
+	s.touch()
+	s.s.Remove(uk)
+}
 
 func (s *ttlMap[UK, UV]) Contains(uk UK) bool {
 	_, ok := s.Get(uk)
@@ -278,6 +391,7 @@ func (s *ttlMap[UK, UV]) Contains(uk UK) bool {
 // expired ones it passes.
 func (s *ttlMap[UK, UV]) All() iter.Seq2[UK, UV] {
 	return func(yield func(UK, UV) bool) {
+		s.touch()
 		var gone []UK
 		defer func() {
 			for _, uk := range gone {
@@ -311,7 +425,10 @@ func (s *ttlMap[UK, UV]) IsEmpty() bool {
 	return true
 }
 
-func (s *ttlMap[UK, UV]) Clear() { s.s.Clear() }
+func (s *ttlMap[UK, UV]) Clear() {
+	s.touch()
+	s.s.Clear()
+}
 
 type ttlReducing[T any] struct {
 	*ttl
@@ -336,7 +453,7 @@ func ttlReducingOf[K comparable, T any](b *KeyedBackend[K], d ReducingDescriptor
 		}
 		return stamped[T]{d.Reduce(acc.v, v.v), v.ts}
 	}
-	s, err := reducingOf(b, ReducingDescriptor[stamped[T]]{Name: d.Name, Codec: stampedCodec[T]{c}, Reduce: reduce}, true)
+	s, err := reducingOf(b, ReducingDescriptor[stamped[T]]{Name: d.Name, Codec: stampedCodec[T]{c}, Reduce: reduce}, &ttlHook[stamped[T]]{t, stampOf[T]})
 	if err != nil {
 		return nil, err
 	}
@@ -344,6 +461,7 @@ func ttlReducingOf[K comparable, T any](b *KeyedBackend[K], d ReducingDescriptor
 }
 
 func (s *ttlReducing[T]) Get() (T, bool) {
+	s.touch()
 	e, ok := s.s.Get()
 	switch {
 	case !ok:
@@ -363,8 +481,15 @@ func (s *ttlReducing[T]) Get() (T, bool) {
 	return e.v, true
 }
 
-func (s *ttlReducing[T]) Add(v T) { s.s.Add(stamped[T]{v, s.now()}) }
-func (s *ttlReducing[T]) Clear()  { s.s.Clear() }
+func (s *ttlReducing[T]) Add(v T) {
+	s.touch()
+	s.s.Add(stamped[T]{v, s.now()})
+}
+
+func (s *ttlReducing[T]) Clear() {
+	s.touch()
+	s.s.Clear()
+}
 
 // ttlAggregate wraps an aggregate function so that its accumulator
 // carries its time; an expired accumulator starts over.
@@ -414,7 +539,7 @@ func ttlAggregatingOf[K comparable, IN, ACC, OUT any](b *KeyedBackend[K], d Aggr
 		return nil, fmt.Errorf("state: %q: %w", d.Name, err)
 	}
 	fn := &ttlAggregate[IN, ACC, OUT]{t: t, fn: d.Function}
-	s, err := aggregatingOf(b, AggregatingDescriptor[IN, stamped[ACC], OUT]{Name: d.Name, Function: fn, AccCodec: stampedCodec[ACC]{c}}, true)
+	s, err := aggregatingOf(b, AggregatingDescriptor[IN, stamped[ACC], OUT]{Name: d.Name, Function: fn, AccCodec: stampedCodec[ACC]{c}}, &ttlHook[stamped[ACC]]{t, stampOf[ACC]})
 	if err != nil {
 		return nil, err
 	}
@@ -425,6 +550,7 @@ func ttlAggregatingOf[K comparable, IN, ACC, OUT any](b *KeyedBackend[K], d Aggr
 // UpdateOnReadAndWrite a read does not renew an accumulator: the state
 // holds no way to rewrite one without adding to it.
 func (s *ttlAggregating[IN, ACC, OUT]) Get() (OUT, bool) {
+	s.touch()
 	out, ok := s.s.Get()
 	if ok && s.expired(s.fn.lastTS) {
 		s.s.Clear()
@@ -436,8 +562,15 @@ func (s *ttlAggregating[IN, ACC, OUT]) Get() (OUT, bool) {
 	return out, ok
 }
 
-func (s *ttlAggregating[IN, ACC, OUT]) Add(v IN) { s.s.Add(v) }
-func (s *ttlAggregating[IN, ACC, OUT]) Clear()   { s.s.Clear() }
+func (s *ttlAggregating[IN, ACC, OUT]) Add(v IN) {
+	s.touch()
+	s.s.Add(v)
+}
+
+func (s *ttlAggregating[IN, ACC, OUT]) Clear() {
+	s.touch()
+	s.s.Clear()
+}
 
 // layout is the wrapped value's: the stamp is not part of the schema.
 func (s stampedCodec[T]) layout() layout { return valueLayout(s.c) }

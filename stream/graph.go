@@ -61,6 +61,9 @@ type node struct {
 	listSplits func(ctx context.Context) ([]string, error)
 	discovery  time.Duration
 
+	// keyed marks an operator on a keyed stream, which keeps keyed state.
+	keyed bool
+
 	// resolved by prepare
 	uid, name   string
 	parallelism int
@@ -255,6 +258,9 @@ func (e *Environment) graph(name string, pipe config.Pipeline) (*runtime.JobGrap
 		chainNodes := members[v]
 		for _, n := range chainNodes {
 			v.OperatorUIDs = append(v.OperatorUIDs, n.uid)
+			if n.keyed {
+				v.KeyedOperators++
+			}
 		}
 		names := make([]string, len(chainNodes))
 		for i, n := range chainNodes {

@@ -40,5 +40,6 @@ func (ks KeyedStream[T, K]) partitioner(maxParallelism int) any {
 
 // connectKeyed adds the hash edge from ks into n's input.
 func connectKeyed[T any, K comparable](ks KeyedStream[T, K], n *node, input int) {
+	n.keyed = true
 	connect(ks.node, ks.tag, n, input, runtime.Hash, true, ks.partitioner)
 }

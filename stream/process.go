@@ -62,7 +62,11 @@ type StateOption func(*stateOptions)
 type stateOptions struct{ ttl *state.TTLConfig }
 
 // WithTTL gives the state's values a time to live, in processing time
-// (Flink's StateTtlConfig; see state.TTLConfig).
+// (Flink's StateTtlConfig; see state.TTLConfig): its duration, update
+// type and visibility, and its cleanup — in full snapshots
+// (CleanupFullSnapshot) and in the background, on by default
+// (DisableCleanupInBackground, CleanupSize and CleanupEveryRecord on the
+// heap, SweepRows on the pebble backend).
 func WithTTL(c state.TTLConfig) StateOption {
 	return func(o *stateOptions) { o.ttl = &c }
 }

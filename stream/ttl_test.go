@@ -119,3 +119,99 @@ func TestStateTTLFollowsProcessingTime(t *testing.T) {
 		})
 	}
 }
+
+// ttlKeyCounter is ttlCounter with the state's whole TTL configuration.
+type ttlKeyCounter struct {
+	cfg   state.TTLConfig
+	count state.ValueState[int]
+}
+
+func (c *ttlKeyCounter) Open(rc *stream.RuntimeContext[string]) (err error) {
+	c.count, err = stream.ValueState[int](rc, "count", stream.WithTTL(c.cfg))
+	return err
+}
+
+func (c *ttlKeyCounter) ProcessElement(ctx *stream.Context[string, string], e tsEvent) error {
+	n, _ := c.count.Value()
+	c.count.Update(n + 1)
+	return ctx.Emit(fmt.Sprintf("%s:%d", e.Key, n+1))
+}
+
+// TestStateTTLBoundsCheckpointSize feeds a job new keys only, a batch per
+// half second of a manual processing-time clock, with a time to live of
+// a second, and checkpoints after each batch: with the background
+// cleanup (the default), the keys that expired are removed although no
+// record reads them again, so the checkpoints stop growing; with it
+// disabled, they grow with every batch. On both backends.
+func TestStateTTLBoundsCheckpointSize(t *testing.T) {
+	const batches, perBatch = 12, 150
+	for _, backend := range []string{"hashmap", "pebble"} {
+		for _, disabled := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/disabled=%v", backend, disabled), func(t *testing.T) {
+				clock := streamtest.NewManualClock(time.Unix(1_700_000_000, 0))
+				env, err := stream.NewEnvironment(stream.WithConfig(mustConfig(t, "parallelism.default=1", "pipeline.max-parallelism=16", "execution.checkpointing.interval=1 h",
+					"state.backend.type="+backend, "state.backend.pebble.localdir="+t.TempDir())), stream.WithLogger(quiet), stream.WithClock(clock))
+				if err != nil {
+					t.Fatal(err)
+				}
+				cfg := state.TTLConfig{TTL: time.Second, SweepRows: 20}
+				if disabled {
+					cfg = state.TTLConfig{TTL: time.Second, DisableCleanupInBackground: true}
+				}
+				feed := make(chan tsEvent)
+				in := stream.FromSource[tsEvent](env, fedSource{feed}, "fed", stream.NoWatermarks[tsEvent]())
+				counts := stream.Process(stream.KeyBy(in, func(e tsEvent) string { return e.Key }),
+					stream.KeyedProcessFunction[string, tsEvent, string](&ttlKeyCounter{cfg: cfg}), stream.Uid("count"))
+				sink := newNotifySink[string](-1)
+				stream.SinkTo(counts, sink, stream.Uid("sink"))
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				client, err := env.ExecuteAsync(ctx, "ttl-size")
+				if err != nil {
+					t.Fatal(err)
+				}
+				var sizes []int64
+				for batch := range batches {
+					for i := range perBatch {
+						feed <- tsEvent{Key: fmt.Sprintf("b%02d-k%04d", batch, i)}
+					}
+					deadline := time.Now().Add(time.Minute)
+					for {
+						sink.mu.Lock()
+						n := len(sink.got)
+						sink.mu.Unlock()
+						if n == (batch+1)*perBatch {
+							break
+						}
+						if time.Now().After(deadline) {
+							t.Fatalf("%d outputs after a minute, want %d", n, (batch+1)*perBatch)
+						}
+						time.Sleep(time.Millisecond)
+					}
+					clock.Advance(500 * time.Millisecond)
+					id, err := client.TriggerCheckpoint(ctx)
+					if err != nil {
+						t.Fatal(err)
+					}
+					last := client.Metrics().LastCheckpoint
+					if last.ID != id {
+						t.Fatalf("last checkpoint %d, want %d", last.ID, id)
+					}
+					sizes = append(sizes, last.Size)
+				}
+				cancel()
+				client.Wait()
+				t.Logf("checkpoint sizes: %v", sizes)
+				// Batch b's keys expire at the checkpoint after batch b+1;
+				// cleanup runs as later batches' records access the state.
+				early, late := sizes[4], sizes[batches-1]
+				if !disabled && late > early+early/2 {
+					t.Errorf("with background cleanup the checkpoints grew from %d bytes after batch 5 to %d after batch %d: %v", early, late, batches, sizes)
+				}
+				if disabled && late < 2*early {
+					t.Errorf("with cleanup disabled the checkpoints grew only from %d to %d bytes: %v", early, late, sizes)
+				}
+			})
+		}
+	}
+}

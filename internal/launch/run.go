@@ -75,7 +75,12 @@ func prepare(ctx context.Context, j Job) (*runtime.JobMaster, *ending, func() er
 		j.Logger.Warn("operators that may hold state have no uid (stream.Uid): a change to the job's shape moves the uids made for them, and a restore then cannot match their state",
 			"operators", j.WithoutUID)
 	}
-	ks, err := keyedState(j.Config)
+	// The embedded run's one task manager has a slot per subtask index.
+	slots := 0
+	for _, v := range j.Graph.Vertices {
+		slots = max(slots, v.Parallelism)
+	}
+	ks, err := keyedState(j.Config, j.Graph, slots)
 	if err != nil {
 		return nil, nil, nop, err
 	}
@@ -172,8 +177,12 @@ func localStore(j Job, cp config.Checkpointing, ks runtime.KeyedStateOptions) (*
 	return l, nil
 }
 
-// keyedState says where the job's keyed operators keep their state.
-func keyedState(c *config.Configuration) (runtime.KeyedStateOptions, error) {
+// keyedState says where the job's keyed operators keep their state, and
+// with how much memory: per keyed subtask, or per slot with
+// state.backend.rocksdb.memory.fixed-per-slot or managed memory (a task
+// manager's managed size divided by its slots). Each slot's keyed
+// subtasks must have at least 4 MiB each.
+func keyedState(c *config.Configuration, g *runtime.JobGraph, slots int) (runtime.KeyedStateOptions, error) {
 	p, err := c.Pipeline()
 	if err != nil {
 		return runtime.KeyedStateOptions{}, err
@@ -182,9 +191,27 @@ func keyedState(c *config.Configuration) (runtime.KeyedStateOptions, error) {
 	if err != nil {
 		return runtime.KeyedStateOptions{}, err
 	}
-	return runtime.KeyedStateOptions{Backend: p.StateBackend, Dir: p.PebbleLocalDir, Memory: p.PebbleMemory,
+	ks := runtime.KeyedStateOptions{Backend: p.StateBackend, Dir: p.PebbleLocalDir, Memory: p.PebbleMemory,
 		HeapTimers:  p.TimerService == config.TimersOnHeap,
-		Incremental: cp.Incremental && p.StateBackend.EmbeddedLSM()}, nil
+		Incremental: cp.Incremental && p.StateBackend.EmbeddedLSM()}
+	if !p.StateBackend.EmbeddedLSM() {
+		return ks, nil
+	}
+	key := config.KeyRocksDBMemoryFixedPerSlot
+	switch {
+	case p.PebbleSlotMemory > 0:
+		ks.SlotMemory = p.PebbleSlotMemory
+	case p.RocksDBMemoryManaged && p.ManagedMemory > 0:
+		key = config.KeyManagedMemorySize
+		ks.SlotMemory = p.ManagedMemory / int64(max(slots, 1))
+	default:
+		return ks, nil
+	}
+	// Slot 0 holds the most keyed subtasks: subtask 0 of every vertex.
+	if n := runtime.SlotKeyedOperators(g, 0); n > 0 && ks.SlotMemory/int64(n) < 4<<20 {
+		return ks, errorf("%s: a slot has %d bytes for its %d keyed subtasks, below 4 MiB each", key, ks.SlotMemory, n)
+	}
+	return ks, nil
 }
 
 // restartStrategy builds the restart strategy the configuration names.

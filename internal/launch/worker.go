@@ -33,7 +33,12 @@ func NewWorker(ctx context.Context, j Job, peers runtime.Peers, l runtime.Listen
 	wo := runtime.WorkerOptions{JobID: j.JobID, Logger: j.Logger.With("job", j.Name, "job_id", j.JobID), Peers: peers, Checkpointing: cp.Enabled,
 		BatchSize: j.BatchSize, ChannelCapacity: j.ChannelCapacity, Clock: j.Clock, Faults: j.Faults}
 	wo.Mode, wo.Unaligned = cp.Mode, cp.Unaligned
-	if wo.KeyedState, err = keyedState(j.Config); err != nil {
+	// A task manager's slots share its managed memory.
+	cl, err := j.Config.Cluster()
+	if err != nil {
+		return nil, err
+	}
+	if wo.KeyedState, err = keyedState(j.Config, j.Graph, cl.TaskSlots); err != nil {
 		return nil, err
 	}
 	w := &Worker{job: j, restores: map[string]runtime.StateReader{}}

@@ -81,6 +81,12 @@ func (k *Keyed[K, N]) Open(ctx *runtime.OperatorContext) error {
 		if ctx.FaultsInjected() {
 			po.FS = faultyFS(ctx)
 		}
+		if ks.SlotErr != nil {
+			return ks.SlotErr
+		}
+		if ks.Slot != nil {
+			po.Memory, po.Slot = 0, ks.Slot
+		}
 		opts = append(opts, state.WithPebble(po))
 	}
 	b, err := state.NewKeyedBackend(k.KeyCodec, ctx.MaxParallelism, kgs, opts...)

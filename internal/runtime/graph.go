@@ -30,6 +30,10 @@ type Vertex struct {
 	OperatorUIDs   []string
 	Parallelism    int
 	MaxParallelism int
+	// KeyedOperators is the number of operators in the chain that keep
+	// keyed state: each subtask has as many keyed backends, which share
+	// their slot's memory when it is bounded per slot.
+	KeyedOperators int
 	// Inputs and Outputs are the vertex's edges, in order: a subtask's
 	// input channels are grouped by input edge, in this order.
 	Inputs  []*Edge

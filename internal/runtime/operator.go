@@ -8,6 +8,7 @@ import (
 
 	"github.com/weirstream/weir/config"
 	"github.com/weirstream/weir/internal/checkpoint"
+	"github.com/weirstream/weir/state"
 )
 
 // Operator is the lifecycle every operator of a chain implements. All calls
@@ -157,8 +158,18 @@ type KeyedStateOptions struct {
 	// is the system's temporary directory.
 	Dir string
 	// Memory bounds each keyed operator subtask's embedded LSM store; 0 is
-	// its default.
+	// its default. It is not used when SlotMemory is set.
 	Memory int64
+	// SlotMemory, if not 0, bounds the embedded LSM stores of the keyed
+	// operator subtasks of one slot together (subtask i of every vertex
+	// runs in slot i): state.backend.rocksdb.memory.fixed-per-slot, or a
+	// slot's share of managed memory.
+	SlotMemory int64
+	// Slot is the shared budget of the subtask's slot, set by the worker
+	// for each subtask when SlotMemory is; SlotErr says why it could not
+	// be made.
+	Slot    *state.SlotMemory
+	SlotErr error
 	// HeapTimers keeps the timers of an embedded LSM store's operators in
 	// memory rather than in the store.
 	HeapTimers bool

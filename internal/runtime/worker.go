@@ -11,6 +11,7 @@ import (
 	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/checkpoint/storage"
 	"github.com/weirstream/weir/internal/netio"
+	"github.com/weirstream/weir/state"
 )
 
 // TaskRef names one deployment of a subtask: its id and the attempt (the
@@ -165,6 +166,9 @@ type Worker struct {
 	mu     sync.Mutex
 	live   map[TaskRef]*workerTask
 	latest map[checkpoint.TaskID]*Task // newest deployment of each subtask
+	// slots holds the shared memory of each slot (by subtask index) whose
+	// keyed subtasks run here, when it is bounded per slot.
+	slots map[int]*state.SlotMemory
 	// running counts the subtask goroutines, for Shutdown.
 	running sync.WaitGroup
 }
@@ -199,6 +203,50 @@ func NewWorker(g *JobGraph, opts WorkerOptions, l Listener) *Worker {
 		live:   make(map[TaskRef]*workerTask),
 		latest: make(map[checkpoint.TaskID]*Task),
 	}
+}
+
+// keyedState returns the keyed-state options of the subtasks of index i:
+// with the memory of their slot, when it is bounded per slot. A slot's
+// budget is made once and kept for redeployments, so that its members'
+// shares stay what they were.
+func (w *Worker) keyedState(i int) KeyedStateOptions {
+	ks := w.opts.KeyedState
+	if ks.SlotMemory == 0 || !ks.Backend.EmbeddedLSM() {
+		return ks
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if s, ok := w.slots[i]; ok {
+		ks.Slot = s
+		return ks
+	}
+	members := SlotKeyedOperators(w.graph, i)
+	if members == 0 {
+		return ks
+	}
+	s, err := state.NewSlotMemory(ks.SlotMemory, members)
+	if err != nil {
+		ks.SlotErr = err
+		return ks
+	}
+	if w.slots == nil {
+		w.slots = map[int]*state.SlotMemory{}
+	}
+	w.slots[i] = s
+	ks.Slot = s
+	return ks
+}
+
+// SlotKeyedOperators returns the number of keyed operators whose subtasks
+// run in slot i: subtask i of every vertex of parallelism above i.
+func SlotKeyedOperators(g *JobGraph, i int) int {
+	n := 0
+	for _, v := range g.Vertices {
+		if v.Parallelism > i {
+			n += v.KeyedOperators
+		}
+	}
+	return n
 }
 
 // taskReport is the taskMaster of one deployed subtask.
@@ -268,7 +316,7 @@ func (w *Worker) Deploy(ctx context.Context, d Deployment) {
 					unaligned:     w.opts.Unaligned,
 					faults:        w.opts.Faults,
 					attempt:       d.Attempt,
-					keyedState:    w.opts.KeyedState,
+					keyedState:    w.keyedState(i),
 				},
 			}
 			if !v.Source() {
