@@ -108,13 +108,12 @@ func (c *Configuration) Checkpointing() (Checkpointing, error) {
 		InlineThreshold:       c.MemorySize(KeyCheckpointingInlineThreshold),
 		FromLocal:             c.Bool(KeyStateRecoveryFromLocal),
 		LocalBackupDirs:       splitDirs(c.String(KeyCheckpointingLocalBackupDirs)),
+		LocalBackup:           c.Bool(KeyCheckpointingLocalBackup),
 	}
-	_, backupSet := c.Get(KeyCheckpointingLocalBackup)
-	cp.LocalBackup = cp.FromLocal
-	if backupSet {
-		// Flink's local-backup.enabled falls back to from-local only
-		// when it is not set itself.
-		cp.LocalBackup = c.Bool(KeyCheckpointingLocalBackup)
+	if _, set := c.Get(KeyCheckpointingLocalBackup); !set {
+		// Flink's local-backup.enabled falls back to from-local when it
+		// is not set itself.
+		cp.LocalBackup = cp.FromLocal
 	}
 	if cp.MinPause > 0 {
 		cp.MaxConcurrent = 1
