@@ -247,6 +247,13 @@ const (
 	// authentication). The value is sensitive and should not be printed.
 	KeyRESTAuthToken = "rest.auth-token"
 
+	// KeyRESTFlinkDashboardDir is a directory holding the web dashboard of
+	// Apache Flink (the web/ folder of org.apache.flink:flink-runtime-web's
+	// jar), which the REST server then serves under /flink/; a weir option
+	// with no Flink counterpart. Default: unset (weir serves only its own
+	// UI; it ships none of Flink's files).
+	KeyRESTFlinkDashboardDir = "rest.flink-dashboard.dir"
+
 	// KeyCheckpointHistory is the number of recent checkpoints whose
 	// statistics the REST API keeps. Default: 10. At least 0.
 	KeyCheckpointHistory = "web.checkpoints.history"

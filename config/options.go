@@ -327,6 +327,8 @@ var optionTable = []option{
 		desc: "Port of the REST server; 0 picks a free port."},
 	{key: KeyRESTAuthToken, kind: KindString, sensitive: true,
 		desc: "Bearer token required by the REST API (weir only); unset disables authentication."},
+	{key: KeyRESTFlinkDashboardDir, kind: KindString,
+		desc: "Directory holding Flink's web dashboard (the web/ folder of flink-runtime-web), served under /flink/ (weir only); unset serves none."},
 	{key: KeyCheckpointHistory, kind: KindInt, def: "10", check: intAtLeast(0),
 		desc: "Number of recent checkpoints whose statistics the REST API keeps."},
 	{key: KeyClusterAuthToken, kind: KindString, sensitive: true,

@@ -882,7 +882,10 @@ func (x *clusterExecutor) SubtaskMetrics() []runtime.SubtaskMetrics {
 	defer x.m.mu.Unlock()
 	var out []runtime.SubtaskMetrics
 	for _, tm := range x.m.tms {
-		out = append(out, tm.reports[x.sub.JobID].Metrics...)
+		for _, sm := range tm.reports[x.sub.JobID].Metrics {
+			sm.TaskManager = tm.info.ID
+			out = append(out, sm)
+		}
 	}
 	return out
 }

@@ -29,6 +29,12 @@ type SubtaskMetrics struct {
 	// LastCheckpoint is the newest checkpoint the subtask snapshotted.
 	LastCheckpoint int64
 	Attempt        int
+	// Deployed is when this attempt of the subtask was deployed, in Unix
+	// milliseconds: it runs from then on.
+	Deployed int64
+	// TaskManager is the id of the task manager the subtask runs in, ""
+	// when it runs in the job's own process.
+	TaskManager string
 }
 
 // Graph returns the job graph (not to be modified).

@@ -248,6 +248,91 @@ func TestDashboardEndpoints(t *testing.T) {
 		}
 	})
 
+	// A vertex's subtasks one by one: their deployment times, task
+	// manager and records, the current attempt and no other.
+	t.Run("subtasks", func(t *testing.T) {
+		tms := f.obj("/taskmanagers")
+		tm := at(tms, "taskmanagers", "0", "id")
+		times := f.obj(vpath(count) + "/subtasktimes")
+		fields(t, "subtasktimes", times, "id:string", "name:string", "now:number", "subtasks:array")
+		if n := len(times["subtasks"].([]any)); n != 2 {
+			t.Fatalf("subtasktimes %v: want 2 subtasks", times)
+		}
+		st := at(times, "subtasks", "1")
+		fields(t, "subtask time", st, "subtask:number", "host:string", "endpoint:string", "duration:number", "timestamps:object")
+		deployed := num(at(st, "timestamps", "RUNNING"))
+		if at(st, "endpoint") != tm || deployed <= 0 || deployed > num(times["now"]) || num(at(st, "timestamps", "CREATED")) != 0 ||
+			num(at(st, "duration")) > num(times["now"])-deployed {
+			t.Errorf("subtask time %v: want task manager %v, a deployment before now and its duration since", st, tm)
+		}
+
+		one := f.obj(vpath(count) + "/subtasks/1")
+		fields(t, "subtask", one, "subtask:number", "status:string", "attempt:number", "endpoint:string", "start-time:number",
+			"end-time:number", "duration:number", "metrics:object", "taskmanager-id:string", "status-duration:object", "other-concurrent-attempts:array")
+		if num(one["subtask"]) != 1 || one["status"] != "RUNNING" || num(one["start-time"]) != deployed || one["taskmanager-id"] != tm ||
+			num(at(one, "metrics", "read-records")) <= 0 || num(one["end-time"]) != -1 {
+			t.Errorf("subtask 1: %v", one)
+		}
+		attempt := fmt.Sprint(num(one["attempt"]))
+		again := f.obj(vpath(count) + "/subtasks/1/attempts/" + attempt)
+		if num(again["start-time"]) != deployed || num(again["subtask"]) != 1 {
+			t.Errorf("subtask 1 attempt %s: %v", attempt, again)
+		}
+		acc := f.obj(vpath(count) + "/subtasks/1/attempts/" + attempt + "/accumulators")
+		fields(t, "attempt accumulators", acc, "subtask:number", "attempt:number", "id:string", "user-accumulators:array")
+		for p, want := range map[string]int{
+			"/subtasks/2": http.StatusNotFound, "/subtasks/x": http.StatusBadRequest, "/subtasks/-1": http.StatusBadRequest,
+			"/subtasks/1/attempts/7": http.StatusNotFound, "/subtasks/1/attempts/y/accumulators": http.StatusBadRequest,
+		} {
+			if code, body := f.get(vpath(count) + p); code != want || !strings.Contains(string(body), `"errors"`) {
+				t.Errorf("GET %s: %d %s, want %d", p, code, body, want)
+			}
+		}
+	})
+
+	// Rescaling in place and jar submission are refused in Flink's error
+	// shape, saying what to do instead; the requirements and the (empty)
+	// list of jars answer.
+	t.Run("rescale and jars", func(t *testing.T) {
+		var req map[string]struct {
+			Parallelism struct{ LowerBound, UpperBound int }
+		}
+		f.decode("/jobs/"+jid+"/resource-requirements", &req)
+		if len(req) != 2 || req[count].Parallelism.LowerBound != 2 || req[count].Parallelism.UpperBound != 2 {
+			t.Errorf("resource requirements %v: want both vertices (numbers, count with its sink chained) at parallelism 2", req)
+		}
+		if code, body := f.do(http.MethodPut, "/jobs/"+jid+"/resource-requirements", nil); code != http.StatusNotImplemented || !flinkError(body, "stop the job with a savepoint") {
+			t.Errorf("PUT resource-requirements: %d %s, want 501 saying how weir rescales", code, body)
+		}
+		jars := f.obj("/jars")
+		fields(t, "jars", jars, "address:string", "files:array")
+		for _, c := range []struct{ method, path string }{{"POST", "/jars/upload"}, {"POST", "/jars/x.jar/run"}, {"GET", "/jars/x.jar/plan"}, {"DELETE", "/jars/x.jar"}} {
+			if code, body := f.do(c.method, c.path, nil); code != http.StatusNotImplemented || !flinkError(body, "web.submit.enable") {
+				t.Errorf("%s %s: %d %s, want 501", c.method, c.path, code, body)
+			}
+		}
+		if at(f.obj("/config"), "features", "web-submit") != false {
+			t.Error("/config offers web submission")
+		}
+	})
+
+	// The job's metrics: Flink's checkpointing names, from the
+	// checkpoint statistics.
+	t.Run("job metrics", func(t *testing.T) {
+		waitFor(t, "a completed checkpoint", func() bool { return num(at(f.obj("/jobs/"+jid+"/checkpoints"), "counts", "completed")) > 0 })
+		var vals []map[string]string
+		f.decode("/jobs/"+jid+"/metrics?get=lastCheckpointDuration,lastCheckpointFullSize,numberOfCompletedCheckpoints,uptime,lastCheckpointRestoreTimestamp", &vals)
+		got := map[string]string{}
+		for _, v := range vals {
+			got[v["id"]] = v["value"]
+		}
+		cps := f.obj("/jobs/" + jid + "/checkpoints")
+		if len(got) != 5 || got["lastCheckpointDuration"] == "-1" || got["lastCheckpointFullSize"] == "-1" ||
+			got["numberOfCompletedCheckpoints"] == "0" || got["uptime"] == "0" || got["lastCheckpointRestoreTimestamp"] != "-1" {
+			t.Errorf("job metrics %v (checkpoints %v)", got, cps["counts"])
+		}
+	})
+
 	t.Run("subtask metrics", func(t *testing.T) {
 		sm := vpath(count) + "/subtasks/metrics"
 		var ids []map[string]any

@@ -138,12 +138,12 @@ func (d *Directory) overview() overviewInfo {
 // ServeHTTP implements http.Handler. /taskmanagers needs the cluster's
 // Registered task managers, /jobmanager/config WithConfig.
 func (d *Directory) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !d.opts.gate.check(w, r) {
+	if !d.opts.gate.check(w, r) || d.opts.flink.serve(w, r) {
 		return
 	}
 	p := r.URL.Path
 	seg := strings.Split(strings.Trim(p, "/"), "/")
-	if profilerRequest(w, r, seg) {
+	if profilerRequest(w, r, seg) || serveJars(w, r, seg) {
 		return
 	}
 	if len(seg) < 2 || seg[0] != "jobs" || seg[1] == "overview" {
