@@ -10,6 +10,7 @@ import (
 
 	"github.com/weirstream/weir/config"
 	"github.com/weirstream/weir/internal/launch"
+	"github.com/weirstream/weir/internal/procstat"
 	"github.com/weirstream/weir/internal/web"
 )
 
@@ -390,9 +391,12 @@ func TestDirectoryDashboardEndpoints(t *testing.T) {
 		t.Fatal(err)
 	}
 	beat := time.Now().Add(-time.Second).Truncate(time.Millisecond)
+	// tm-a's heartbeat reported its process's figures; tm-b has sent none.
+	procA := &procstat.Stats{CPUCores: 16, MaxProcs: 8, PhysicalMemory: 64 << 30, MemoryLimit: 4 << 30, HeapUsed: 123456789,
+		HeapCommitted: 234567890, RuntimeMemory: 3456789, GCCycles: 42, GCPauseMillis: 17, Goroutines: 99}
 	dir := web.NewDirectory(func() web.ClusterInfo {
 		return web.ClusterInfo{TaskManagers: 3, SlotsTotal: 6, SlotsAvailable: 2, Registered: []web.TaskManager{
-			{ID: "tm-a", DataAddr: "10.0.0.1:6124", Jobs: []string{"job-1", ""}, LastHeartbeat: beat},
+			{ID: "tm-a", DataAddr: "10.0.0.1:6124", Jobs: []string{"job-1", ""}, LastHeartbeat: beat, Process: procA},
 			{ID: "tm-b", DataAddr: "10.0.0.2:6124", Jobs: []string{"", ""}, LastHeartbeat: beat},
 		}}
 	}, web.WithLogger(quiet), web.WithConfig(cfg))
@@ -430,10 +434,29 @@ func TestDirectoryDashboardEndpoints(t *testing.T) {
 	if n := len(det["allocatedSlots"].([]any)); n != 1 || at(det, "allocatedSlots", "0", "jobId") != "job-1" {
 		t.Errorf("details %v", det)
 	}
+	// tm-a's figures are its own, as its heartbeat reported them, not the
+	// job manager's process's.
+	if num(at(tm, "hardware", "cpuCores")) != 16 || num(at(tm, "hardware", "physicalMemory")) != 64<<30 ||
+		num(at(tm, "hardware", "freeMemory")) != 4<<30 || num(at(tm, "totalResource", "cpuCores")) != 8 || num(at(tm, "freeResource", "cpuCores")) != 4 {
+		t.Errorf("tm-a's hardware and resources %v", tm)
+	}
+	if num(at(det, "metrics", "heapUsed")) != 123456789 || num(at(det, "metrics", "heapCommitted")) != 234567890 ||
+		num(at(det, "metrics", "nonHeapUsed")) != 3456789 || num(at(det, "metrics", "garbageCollectors", "0", "count")) != 42 {
+		t.Errorf("tm-a's details metrics %v", det["metrics"])
+	}
+	var vals2 []map[string]any
+	f.decode("/taskmanagers/tm-a/metrics?get=Status.JVM.Memory.Heap.Used,Status.JVM.Threads.Count,Status.JVM.GarbageCollector.Go.Time", &vals2)
+	if len(vals2) != 3 || vals2[0]["value"] != "123456789" || vals2[1]["value"] != "99" || vals2[2]["value"] != "17" {
+		t.Errorf("tm-a's metrics %v", vals2)
+	}
+	// tm-b has reported nothing yet: no metrics, unknown hardware.
 	var none []map[string]any
-	f.decode("/taskmanagers/tm-a/metrics?get=Status.JVM.Memory.Heap.Used", &none)
+	f.decode("/taskmanagers/tm-b/metrics?get=Status.JVM.Memory.Heap.Used", &none)
 	if len(none) != 0 {
-		t.Errorf("a remote task manager's metrics %v: want none", none)
+		t.Errorf("the metrics of a task manager without a heartbeat %v: want none", none)
+	}
+	if b := at(f.obj("/taskmanagers"), "taskmanagers", "1"); num(at(b, "hardware", "cpuCores")) != 0 || num(at(b, "hardware", "physicalMemory")) != -1 {
+		t.Errorf("tm-b %v: want unknown hardware", b)
 	}
 	if td := f.obj("/taskmanagers/tm-b/thread-dump"); len(td["threadInfos"].([]any)) != 0 {
 		t.Errorf("a remote task manager's thread dump shows goroutines of this process")

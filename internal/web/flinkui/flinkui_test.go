@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path"
@@ -105,11 +106,10 @@ func (c *counter) ProcessElement(ctx *stream.Context[int64, int64], v int64) err
 }
 
 // startJob runs numbers → keyBy → count → sink at parallelism 2 with a
-// checkpoint every 100 ms, and returns its REST API (which cancels it)
-// and its id.
-func startJob(t *testing.T) (*web.Server, string) {
+// checkpoint every 100 ms, and returns its REST API (which cancels it),
+// the job as the API serves it, and its id.
+func startJob(t *testing.T) (*web.Server, web.Job, string) {
 	t.Helper()
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	cfg, err := config.ParseDynamic([]string{"parallelism.default=2", "execution.checkpointing.interval=100 ms",
 		"execution.checkpointing.dir=file://" + t.TempDir(), "restart-strategy.type=fixed-delay"})
 	if err != nil {
@@ -139,14 +139,17 @@ func startJob(t *testing.T) (*web.Server, string) {
 		<-client.Done()
 	})
 	jm := launch.MasterOf(client)
-	srv, err := web.New(web.Job{Master: jm, Done: client.Done(), Err: client.Wait, Config: env.Config(), Cancel: cancel},
-		web.WithLogger(quiet), web.WithSampleInterval(100*time.Millisecond))
+	job := web.Job{Master: jm, Done: client.Done(), Err: client.Wait, Config: env.Config(), Cancel: cancel}
+	srv, err := web.New(job, web.WithLogger(quiet), web.WithSampleInterval(100*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Close() })
-	return srv, jm.JobID()
+	return srv, job, jm.JobID()
 }
+
+// quiet discards the log.
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // call is a REST request the dashboard made, and its answer.
 type call struct {
@@ -232,6 +235,9 @@ var walker = template.Must(template.New("walker").Parse(`<script>
   var open = XMLHttpRequest.prototype.open, send = XMLHttpRequest.prototype.send;
   XMLHttpRequest.prototype.open = function (method, url) {
     this.weirPath = new URL(url, location.href).pathname;
+    if ({{.Prefix}} && this.weirPath.indexOf({{.Prefix}}) === 0) {
+      this.weirPath = this.weirPath.slice({{.Prefix}}.length - 1);
+    }
     return open.apply(this, arguments);
   };
   XMLHttpRequest.prototype.send = function () {
@@ -303,14 +309,20 @@ type route struct {
 	Await string `json:"await,omitempty"`
 }
 
-// walkPages walks Flink's dashboard of version v in dir through routes in
-// front of api and checks what the pages called and showed.
-func walkPages(t *testing.T, bin, dir, v string, api http.Handler, routes []route) {
+// A server serves Flink's dashboard with the walker over routes (and a
+// GET of cancel at the end, if it is not "") added to its page, records
+// the REST calls of the page in rec, and returns the page's URL and the
+// channel its walk arrives on.
+type server func(t *testing.T, rec *recorder, routes []route, dwell time.Duration, cancel string) (string, <-chan walk)
+
+// walkPages walks Flink's dashboard of version v through routes, served
+// by serve, and checks what the pages called and showed.
+func walkPages(t *testing.T, bin, v string, serve server, routes []route) {
 	start := time.Now()
 	rec := &recorder{}
 	const dwell = 300 * time.Millisecond
-	base, done := serveDashboard(t, dir, api, rec, routes, dwell, "")
-	wk := browse(t, bin, base+"/#/overview", rec, done)
+	page, done := serve(t, rec, routes, dwell, "")
+	wk := browse(t, bin, page+"#/overview", rec, done)
 	calls := rec.all()
 	paths := map[string]int{}
 	for _, c := range calls {
@@ -358,11 +370,9 @@ type walk struct {
 	Cancel int `json:"cancel"`
 }
 
-// serveDashboard serves Flink's dashboard in dir, with the walker over
-// routes added to its index.html (and, if cancel is not "", a GET of
-// that path at the end), in front of api, on a free loopback port; it
-// returns the base URL and the channel the walk arrives on.
-func serveDashboard(t *testing.T, dir string, api http.Handler, rec *recorder, routes []route, dwell time.Duration, cancel string) (string, <-chan walk) {
+// walkerPage returns Flink's index.html in dir with the walker over
+// routes added; the page is served under prefix ("/": at the root).
+func walkerPage(t *testing.T, dir, prefix string, routes []route, dwell time.Duration, cancel string) []byte {
 	t.Helper()
 	index, err := os.ReadFile(filepath.Join(dir, "index.html"))
 	if err != nil {
@@ -374,15 +384,24 @@ func serveDashboard(t *testing.T, dir string, api http.Handler, rec *recorder, r
 		Dwell  int64
 		Cancel string
 		Done   string
-	}{routes, dwell.Milliseconds(), cancel, donePath}); err != nil {
+		Prefix string
+	}{routes, dwell.Milliseconds(), cancel, donePath, prefix}); err != nil {
 		t.Fatal(err)
 	}
-	page := bytes.Replace(index, []byte("</body>"), append(script.Bytes(), []byte("</body>")...), 1)
+	return bytes.Replace(index, []byte("</body>"), append(script.Bytes(), []byte("</body>")...), 1)
+}
+
+// listenRecording serves h on a free loopback port, taking the walk the
+// walker posts to donePath off it, and returns the base URL and the
+// channel the walk arrives on. record says whether a request is one of
+// the page's REST calls, and returns its path as the REST API names it,
+// which rec then notes with its answer.
+func listenRecording(t *testing.T, h http.Handler, rec *recorder, record func(*http.Request) (string, bool)) (string, <-chan walk) {
+	t.Helper()
 	done := make(chan walk, 1)
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	hf := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rec.touch()
-		p := path.Clean(r.URL.Path)
-		if p == donePath {
+		if path.Clean(r.URL.Path) == donePath {
 			var wk walk
 			if err := json.NewDecoder(r.Body).Decode(&wk); err != nil {
 				wk.Errors = append(wk.Errors, "decoding the walk: "+err.Error())
@@ -393,27 +412,131 @@ func serveDashboard(t *testing.T, dir string, api http.Handler, rec *recorder, r
 			}
 			return
 		}
-		if p == "/" || p == "/index.html" {
-			w.Header().Set("Content-Type", "text/html; charset=utf-8")
-			_, _ = w.Write(page)
+		uri, ok := record(r)
+		if !ok {
+			h.ServeHTTP(w, r)
 			return
 		}
-		if fi, err := os.Stat(filepath.Join(dir, filepath.FromSlash(p))); err == nil && fi.Mode().IsRegular() {
-			http.ServeFile(w, r, filepath.Join(dir, filepath.FromSlash(p)))
-			return
-		}
+		c := call{method: r.Method, uri: uri}
 		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
-		api.ServeHTTP(sw, r)
-		rec.add(call{method: r.Method, uri: r.URL.RequestURI(), code: sw.code})
+		h.ServeHTTP(sw, r)
+		if r.Context().Err() != nil {
+			// The page dropped the request (it moved on to the next
+			// route): whatever a proxy in between answered, the API
+			// did not.
+			return
+		}
+		c.code = sw.code
+		rec.add(c)
 	})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: hf, ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
 	return "http://" + ln.Addr().String(), done
+}
+
+// isFile reports whether p names a regular file under dir.
+func isFile(dir, p string) bool {
+	fi, err := os.Stat(filepath.Join(dir, filepath.FromSlash(path.Clean("/"+p))))
+	return err == nil && fi.Mode().IsRegular()
+}
+
+// proxied serves Flink's dashboard in dir as a reverse proxy would: its
+// files from the directory, every other path from api, at the root of
+// the origin.
+func proxied(dir string, api http.Handler) server {
+	return func(t *testing.T, rec *recorder, routes []route, dwell time.Duration, cancel string) (string, <-chan walk) {
+		page := walkerPage(t, dir, "/", routes, dwell, cancel)
+		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			p := path.Clean(r.URL.Path)
+			switch {
+			case p == "/" || p == "/index.html":
+				w.Header().Set("Content-Type", "text/html; charset=utf-8")
+				_, _ = w.Write(page)
+			case isFile(dir, p):
+				http.ServeFile(w, r, filepath.Join(dir, filepath.FromSlash(p)))
+			default:
+				api.ServeHTTP(w, r)
+			}
+		})
+		base, done := listenRecording(t, h, rec, func(r *http.Request) (string, bool) {
+			p := path.Clean(r.URL.Path)
+			return r.URL.RequestURI(), p != "/" && p != "/index.html" && !isFile(dir, p)
+		})
+		return base + "/", done
+	}
+}
+
+// dashboardCopy returns a directory for rest.flink-dashboard.dir that
+// links to the files of Flink's dashboard in dir, with a copy of its
+// index.html that withWalker then replaces.
+func dashboardCopy(t *testing.T, dir string) string {
+	t.Helper()
+	copyDir := t.TempDir()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.Name() != "index.html" {
+			if err := os.Symlink(filepath.Join(dir, e.Name()), filepath.Join(copyDir, e.Name())); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	index, err := os.ReadFile(filepath.Join(dir, "index.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(copyDir, "index.html"), index, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return copyDir
+}
+
+// underPrefix records the calls of a dashboard that h serves under
+// web.FlinkDashboardPath from copyDir (a dashboardCopy of dir), after
+// putting the walker into its index.html.
+func underPrefix(dir, copyDir string, h http.Handler) server {
+	return func(t *testing.T, rec *recorder, routes []route, dwell time.Duration, cancel string) (string, <-chan walk) {
+		if err := os.WriteFile(filepath.Join(copyDir, "index.html"), walkerPage(t, dir, web.FlinkDashboardPath, routes, dwell, cancel), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		prefix := strings.TrimSuffix(web.FlinkDashboardPath, "/")
+		base, done := listenRecording(t, h, rec, func(r *http.Request) (string, bool) {
+			rest, ok := strings.CutPrefix(r.URL.RequestURI(), prefix)
+			p := path.Clean(r.URL.Path)
+			return rest, ok && p != prefix && p != prefix+"/index.html" && !isFile(dir, strings.TrimPrefix(p, prefix))
+		})
+		return base + web.FlinkDashboardPath, done
+	}
+}
+
+// throughOption serves Flink's dashboard in dir as a user does, with
+// rest.flink-dashboard.dir: weir's REST server for job, given
+// web.WithFlinkDashboard, serves it under web.FlinkDashboardPath.
+func throughOption(t *testing.T, dir string, job web.Job) server {
+	copyDir := dashboardCopy(t, dir)
+	opt, err := web.WithFlinkDashboard(copyDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := web.New(job, opt, web.WithLogger(quiet), web.WithSampleInterval(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	// The page at "/" is weir's own UI, not Flink's.
+	w := httptest.NewRecorder()
+	srv.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/", nil))
+	if w.Code != http.StatusOK || bytes.Contains(w.Body.Bytes(), []byte("<flink-root")) {
+		t.Fatalf("GET / with %s set: %d, want weir's own UI", config.KeyRESTFlinkDashboardDir, w.Code)
+	}
+	return underPrefix(dir, copyDir, srv)
 }
 
 // getJSON decodes the API's answer to a GET of p.
@@ -441,51 +564,14 @@ func (w *bodyWriter) Header() http.Header         { return w.header }
 func (w *bodyWriter) Write(b []byte) (int, error) { return w.body.Write(b) }
 func (w *bodyWriter) WriteHeader(code int)        { w.code = code }
 
-// TestFlinkDashboard walks each of Flink's dashboards through its pages
-// of a running job: the overview, the job's pages (its graph, a vertex's
-// details, exceptions, checkpoints, configuration), the task managers'
-// and the job manager's; then cancels the job from the newest one's page.
-func TestFlinkDashboard(t *testing.T) {
-	bin := chromium(t)
-	dirs := dashboards(t)
-	if testing.Short() {
-		t.Skip("starts a job and a browser; skipped with -short")
-	}
-	api, jid := startJob(t)
-	var tms struct {
-		TaskManagers []struct {
-			ID string `json:"id"`
-		} `json:"taskmanagers"`
-	}
-	getJSON(t, api, "/taskmanagers", &tms)
-	var job struct {
-		Vertices []struct {
-			ID string `json:"id"`
-		} `json:"vertices"`
-	}
-	getJSON(t, api, "/jobs/"+jid, &job)
-	tm, vertex := tms.TaskManagers[0].ID, job.Vertices[1].ID
-	// Let a checkpoint complete first, so the checkpoint pages have one.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var cps struct {
-			Counts struct {
-				Completed int `json:"completed"`
-			} `json:"counts"`
-		}
-		getJSON(t, api, "/jobs/"+jid+"/checkpoints", &cps)
-		if cps.Counts.Completed > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no checkpoint completed within 30 s")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-
+// dashboardRoutes are the pages the walker opens for job jid, its
+// vertex and its task manager tm: the overview, the job's pages (its
+// graph, a vertex's details, exceptions, data skew, timeline,
+// checkpoints, configuration), the task managers' and the job manager's.
+func dashboardRoutes(jid, vertex, tm string) []route {
 	j := "/job/running/" + jid
 	vp, tmp := "/jobs/"+jid+"/vertices/"+vertex, "/task-manager/"+tm
-	routes := []route{
+	return []route{
 		{Hash: "/overview", Await: "/jobs/overview"},
 		{Hash: j + "/overview", Await: "/jobs/" + jid},
 		{Hash: j + "/overview/" + vertex + "/detail", Await: vp},
@@ -497,6 +583,7 @@ func TestFlinkDashboard(t *testing.T) {
 		{Hash: j + "/overview/" + vertex + "/metrics"},
 		{Hash: j + "/overview/" + vertex + "/flamegraph"},
 		{Hash: j + "/exceptions", Await: "/jobs/" + jid + "/exceptions"},
+		{Hash: j + "/dataskew"},
 		{Hash: j + "/timeline"},
 		{Hash: j + "/checkpoints", Await: "/jobs/" + jid + "/checkpoints/config"},
 		{Hash: j + "/configuration", Await: "/jobs/" + jid + "/config"},
@@ -515,22 +602,77 @@ func TestFlinkDashboard(t *testing.T) {
 		{Hash: "/job-manager/thread-dump"},
 		{Hash: "/job-manager/profiler"},
 	}
+}
+
+// TestFlinkDashboard walks each of Flink's dashboards through its pages
+// of a running job: the overview, the job's pages (its graph, a vertex's
+// details, exceptions, checkpoints, configuration), the task managers'
+// and the job manager's; then cancels the job from the newest one's page.
+func TestFlinkDashboard(t *testing.T) {
+	bin := chromium(t)
+	dirs := dashboards(t)
+	if testing.Short() {
+		t.Skip("starts a job and a browser; skipped with -short")
+	}
+	api, job, jid := startJob(t)
+	var tms struct {
+		TaskManagers []struct {
+			ID string `json:"id"`
+		} `json:"taskmanagers"`
+	}
+	getJSON(t, api, "/taskmanagers", &tms)
+	var details struct {
+		Vertices []struct {
+			ID string `json:"id"`
+		} `json:"vertices"`
+	}
+	getJSON(t, api, "/jobs/"+jid, &details)
+	tm, vertex := tms.TaskManagers[0].ID, details.Vertices[1].ID
+	// Let a checkpoint complete first, so the checkpoint pages have one.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var cps struct {
+			Counts struct {
+				Completed int `json:"completed"`
+			} `json:"counts"`
+		}
+		getJSON(t, api, "/jobs/"+jid+"/checkpoints", &cps)
+		if cps.Counts.Completed > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no checkpoint completed within 30 s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	routes := dashboardRoutes(jid, vertex, tm)
 	versions := make([]string, 0, len(dirs))
 	for v := range dirs {
 		versions = append(versions, v)
 	}
 	slices.Sort(versions)
+	// The newest is served as the README says, by weir's REST server
+	// (rest.flink-dashboard.dir), the others as a reverse proxy in front
+	// of it would.
+	newest := versions[len(versions)-1]
+	serveNewest := throughOption(t, dirs[newest], job)
+	serveFor := func(v string) server {
+		if v == newest {
+			return serveNewest
+		}
+		return proxied(dirs[v], api)
+	}
 	for _, v := range versions {
-		t.Run(v, func(t *testing.T) { walkPages(t, bin, dirs[v], v, api, routes) })
+		t.Run(v, func(t *testing.T) { walkPages(t, bin, v, serveFor(v), routes) })
 	}
 
 	// The dashboard's cancel (a GET of yarn-cancel from its page) passes
 	// the API's checks of a request that changes a job, and cancels it.
 	t.Run("cancel", func(t *testing.T) {
-		newest := versions[len(versions)-1]
 		rec := &recorder{}
-		base, done := serveDashboard(t, dirs[newest], api, rec, []route{{Hash: "/overview"}}, 500*time.Millisecond, "jobs/"+jid+"/yarn-cancel")
-		if wk := browse(t, bin, base+"/#/overview", rec, done); wk.Cancel != http.StatusAccepted {
+		page, done := serveFor(newest)(t, rec, []route{{Hash: "/overview"}}, 500*time.Millisecond, "jobs/"+jid+"/yarn-cancel")
+		if wk := browse(t, bin, page+"#/overview", rec, done); wk.Cancel != http.StatusAccepted {
 			t.Fatalf("the dashboard's cancel answered %d, want 202", wk.Cancel)
 		}
 		deadline := time.Now().Add(30 * time.Second)
