@@ -329,6 +329,8 @@ var optionTable = []option{
 		desc: "Bearer token required by the REST API (weir only); unset disables authentication."},
 	{key: KeyRESTFlinkDashboardDir, kind: KindString,
 		desc: "Directory holding Flink's web dashboard (the web/ folder of flink-runtime-web), served under /flink/ (weir only); unset serves none."},
+	{key: KeyMetricsPrometheusNames, kind: KindEnum, def: "weir", values: metricNamings,
+		desc: "Names of the Prometheus metrics at /metrics: weir (weir_ names) or flink (the names and labels of Flink's Prometheus reporter) (weir only)."},
 	{key: KeyCheckpointHistory, kind: KindInt, def: "10", check: intAtLeast(0),
 		desc: "Number of recent checkpoints whose statistics the REST API keeps."},
 	{key: KeyClusterAuthToken, kind: KindString, sensitive: true,

@@ -15,7 +15,8 @@ import (
 // (configured by jobCfg), as restCfg says: rest.bind-address (default
 // localhost), rest.port (default 8081; 0 picks a free port),
 // rest.auth-token (required to bind anything but a loopback address) and
-// rest.flink-dashboard.dir (Flink's dashboard, served under /flink/).
+// rest.flink-dashboard.dir (Flink's dashboard, served under /flink/) and
+// metrics.prometheus.names.
 // cancel, if not nil, cancels the job (the context it runs with): the
 // API's PATCH /jobs/:jobid?mode=cancel calls it. It returns the address it
 // listens on and a function that stops it; it also stops when ctx is
@@ -87,9 +88,13 @@ func StartDirectory(ctx context.Context, restCfg *config.Configuration, logger *
 }
 
 // restOptions are the REST server's options from restCfg: its token, its
-// logger, and Flink's dashboard from rest.flink-dashboard.dir.
+// logger, the names of its Prometheus metrics (metrics.prometheus.names)
+// and Flink's dashboard (rest.flink-dashboard.dir).
 func restOptions(restCfg *config.Configuration, cl config.Cluster, logger *slog.Logger) ([]web.Option, error) {
 	opts := []web.Option{web.WithAuthToken(cl.RESTAuthToken), web.WithLogger(logger)}
+	if restCfg.String(config.KeyMetricsPrometheusNames) == "flink" {
+		opts = append(opts, web.WithFlinkMetricNames())
+	}
 	if dir := restCfg.String(config.KeyRESTFlinkDashboardDir); dir != "" {
 		o, err := web.WithFlinkDashboard(dir)
 		if err != nil {

@@ -394,12 +394,13 @@ func TestDirectoryDashboardEndpoints(t *testing.T) {
 	// tm-a's heartbeat reported its process's figures; tm-b has sent none.
 	procA := &procstat.Stats{CPUCores: 16, MaxProcs: 8, PhysicalMemory: 64 << 30, MemoryLimit: 4 << 30, HeapUsed: 123456789,
 		HeapCommitted: 234567890, RuntimeMemory: 3456789, GCCycles: 42, GCPauseMillis: 17, Goroutines: 99}
-	dir := web.NewDirectory(func() web.ClusterInfo {
+	info := func() web.ClusterInfo {
 		return web.ClusterInfo{TaskManagers: 3, SlotsTotal: 6, SlotsAvailable: 2, Registered: []web.TaskManager{
 			{ID: "tm-a", DataAddr: "10.0.0.1:6124", Jobs: []string{"job-1", ""}, LastHeartbeat: beat, Process: procA},
 			{ID: "tm-b", DataAddr: "10.0.0.2:6124", Jobs: []string{"", ""}, LastHeartbeat: beat},
 		}}
-	}, web.WithLogger(quiet), web.WithConfig(cfg))
+	}
+	dir := web.NewDirectory(info, web.WithLogger(quiet), web.WithConfig(cfg))
 	addr, stop, err := dir.Listen(context.Background(), "127.0.0.1", 0)
 	if err != nil {
 		t.Fatal(err)
@@ -465,7 +466,28 @@ func TestDirectoryDashboardEndpoints(t *testing.T) {
 		t.Errorf("an unregistered task manager: %d, want 404", code)
 	}
 
-	code, body := f.get("/jobmanager/config")
+	// Under Flink's names, /metrics carries the job manager's metrics and
+	// each task manager's as its heartbeats reported them.
+	flinkDir := web.NewDirectory(info, web.WithLogger(quiet), web.WithFlinkMetricNames())
+	faddr, fstop, err := flinkDir.Listen(context.Background(), "127.0.0.1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		fstop()
+		flinkDir.Close()
+	})
+	fd := &fixture{t: t, base: "http://" + faddr}
+	code, body := fd.get("/metrics")
+	_, samples := parseProm(t, string(body))
+	if code != http.StatusOK || len(find(samples, "flink_taskmanager_Status_JVM_Memory_Heap_Used", map[string]string{"tm_id": "tm-a"})) != 1 ||
+		find(samples, "flink_taskmanager_Status_JVM_Memory_Heap_Used", map[string]string{"tm_id": "tm-a"})[0].value != 123456789 ||
+		len(find(samples, "flink_taskmanager_Status_JVM_Memory_Heap_Used", map[string]string{"tm_id": "tm-b"})) != 0 ||
+		len(find(samples, "flink_jobmanager_numRegisteredTaskManagers", nil)) != 1 {
+		t.Errorf("a directory's /metrics under Flink's names: %d %s", code, body)
+	}
+
+	code, body = f.get("/jobmanager/config")
 	if code != http.StatusOK || strings.Contains(string(body), "cluster-s3cret") ||
 		!strings.Contains(string(body), `{"key":"cluster.auth-token","value":"******"}`) || !strings.Contains(string(body), `{"key":"rest.port","value":"0"}`) {
 		t.Errorf("/jobmanager/config: %d %s", code, body)

@@ -70,13 +70,19 @@ func NewDirectory(cluster func() ClusterInfo, opts ...Option) *Directory {
 		o.gate = newGate(o.token, o.logger)
 	}
 	d := &Directory{opts: o, cluster: cluster, reg: prometheus.NewRegistry(), servers: map[string]*Server{}}
+	if o.flinkNames {
+		d.reg.MustRegister(processCollector{d})
+	}
 	d.prom = promhttp.HandlerFor(d.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 	return d
 }
 
 // Add starts serving job, with the directory's options.
 func (d *Directory) Add(job Job) error {
-	opts := []Option{func(o *options) { *o = d.opts }}
+	opts := []Option{func(o *options) {
+		*o = d.opts
+		o.inDirectory = true
+	}}
 	s, err := New(job, opts...)
 	if err != nil {
 		return err

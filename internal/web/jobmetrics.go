@@ -23,11 +23,24 @@ import (
 //
 // Without checkpointing the checkpoint metrics are absent.
 func (s *Server) jobMetrics(ctx context.Context, q url.Values) ([]metricEntry, error) {
+	ids, vals, err := s.jobMetricValues(ctx)
+	if err != nil {
+		return nil, err
+	}
+	strs := make(map[string]string, len(vals))
+	for id, v := range vals {
+		strs[id] = strconv.FormatInt(v, 10)
+	}
+	return metricListOf(q, ids, strs), nil
+}
+
+// jobMetricValues are jobMetrics' values by name, the names in order.
+func (s *Server) jobMetricValues(ctx context.Context) ([]string, map[string]int64, error) {
 	var ids []string
-	vals := map[string]string{}
+	vals := map[string]int64{}
 	put := func(id string, v int64) {
 		ids = append(ids, id)
-		vals[id] = strconv.FormatInt(v, 10)
+		vals[id] = v
 	}
 	_, end, dur, _ := s.times()
 	up := dur
@@ -40,7 +53,7 @@ func (s *Server) jobMetrics(ctx context.Context, q url.Values) ([]metricEntry, e
 	defer cancel()
 	snap, ok, err := s.jm.CheckpointStats(qctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if ok {
 		c := snap.Counts
@@ -62,5 +75,5 @@ func (s *Server) jobMetrics(ctx context.Context, q url.Values) ([]metricEntry, e
 		}
 		put("lastCheckpointRestoreTimestamp", restore)
 	}
-	return metricListOf(q, ids, vals), nil
+	return ids, vals, nil
 }

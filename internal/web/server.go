@@ -84,6 +84,12 @@ type options struct {
 	gate *gate
 	// flink serves Flink's dashboard (WithFlinkDashboard); nil: not.
 	flink *flinkDashboard
+	// flinkNames: /metrics uses Flink's reporter's names
+	// (WithFlinkMetricNames).
+	flinkNames bool
+	// inDirectory: the server is a job's of a Directory, whose /metrics
+	// carries the processes' metrics.
+	inDirectory bool
 }
 
 // WithAuthToken makes every request present the token tok: as a bearer
