@@ -349,8 +349,8 @@ func TestDashboardEndpoints(t *testing.T) {
 			t.Fatalf("aggregates %v", aggs)
 		}
 		for i, a := range aggs {
-			fields(t, fmt.Sprint("aggregate ", i), a, "id:string", "min:number", "max:number", "avg:number", "sum:number")
-			if num(a["min"]) > num(a["avg"]) || num(a["avg"]) > num(a["max"]) || num(a["sum"]) < num(a["max"]) {
+			fields(t, fmt.Sprint("aggregate ", i), a, "id:string", "min:number", "max:number", "avg:number", "sum:number", "skew:number")
+			if num(a["min"]) > num(a["avg"]) || num(a["avg"]) > num(a["max"]) || num(a["sum"]) < num(a["max"]) || num(a["skew"]) < 0 || num(a["skew"]) > 100 {
 				t.Errorf("aggregate %v", a)
 			}
 		}

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"html/template"
+	"image/png"
 	"io"
 	"log/slog"
 	"net"
@@ -357,6 +358,9 @@ func walkPages(t *testing.T, bin, v string, serve server, routes []route) {
 	t.Logf("Flink %s's dashboard: %d pages, %d REST calls to %d paths, in %v", v, len(routes), len(calls), len(paths), time.Since(start).Round(time.Millisecond))
 }
 
+// pixel is a transparent 1×1 GIF.
+var pixel = []byte("GIF89a\x01\x00\x01\x00\x80\x00\x00\x00\x00\x00\xff\xff\xff!\xf9\x04\x01\x00\x00\x00\x00,\x00\x00\x00\x00\x01\x00\x01\x00\x00\x02\x02D\x01\x00;")
+
 // donePath is where the walker posts its walk.
 const donePath = "/__weir-walk-done"
 
@@ -370,13 +374,62 @@ type walk struct {
 	Cancel int `json:"cancel"`
 }
 
+// holdPath is an image the page with holdScript loads, which the server
+// answers once the page has posted to releasePath: until then the page's
+// load event, on which Chromium's --screenshot waits, does not fire.
+const (
+	holdPath    = "/__weir-hold"
+	releasePath = "/__weir-release"
+)
+
+// holdScript holds the page's load event until it has drawn its data:
+// four seconds after the first answer to a REST call whose path ends in
+// %s (the dashboard polls every 3 s, and some pages draw what they have
+// asked for only on the next poll), once every request has been answered
+// for half a second; or after 30 s.
+const holdScript = `<script>
+(function () {
+  var inflight = 0, awaited = 0, lastEnd = 0, t0 = Date.now(), want = %q;
+  var open = XMLHttpRequest.prototype.open, send = XMLHttpRequest.prototype.send;
+  XMLHttpRequest.prototype.open = function (method, url) {
+    this.weirPath = new URL(url, location.href).pathname;
+    return open.apply(this, arguments);
+  };
+  XMLHttpRequest.prototype.send = function () {
+    var x = this;
+    inflight++;
+    x.addEventListener("loadend", function () {
+      inflight--;
+      lastEnd = Date.now();
+      if (!awaited && x.weirPath.slice(-want.length) === want) {
+        awaited = lastEnd;
+      }
+    });
+    return send.apply(this, arguments);
+  };
+  (function poll() {
+    var now = Date.now();
+    if (awaited && now - awaited > 4000 && inflight === 0 && now - lastEnd > 500 || now - t0 > 30000) {
+      navigator.sendBeacon("` + releasePath + `", "");
+    } else {
+      setTimeout(poll, 100);
+    }
+  })();
+})();
+</script><img src="` + holdPath + `" alt="" style="display:none">`
+
 // walkerPage returns Flink's index.html in dir with the walker over
-// routes added; the page is served under prefix ("/": at the root).
+// routes added, or, for a single route without a hash, holdScript
+// awaiting the route's Await; the page is served under prefix ("/": at
+// the root).
 func walkerPage(t *testing.T, dir, prefix string, routes []route, dwell time.Duration, cancel string) []byte {
 	t.Helper()
 	index, err := os.ReadFile(filepath.Join(dir, "index.html"))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if len(routes) == 1 && routes[0].Hash == "" {
+		return bytes.Replace(index, []byte("</body>"), []byte(fmt.Sprintf(holdScript, routes[0].Await)+"</body>"), 1)
 	}
 	var script bytes.Buffer
 	if err := walker.Execute(&script, struct {
@@ -399,8 +452,23 @@ func walkerPage(t *testing.T, dir, prefix string, routes []route, dwell time.Dur
 func listenRecording(t *testing.T, h http.Handler, rec *recorder, record func(*http.Request) (string, bool)) (string, <-chan walk) {
 	t.Helper()
 	done := make(chan walk, 1)
+	release := make(chan struct{})
+	var releaseOnce sync.Once
 	hf := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rec.touch()
+		switch path.Clean(r.URL.Path) {
+		case releasePath:
+			releaseOnce.Do(func() { close(release) })
+			return
+		case holdPath:
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+			w.Header().Set("Content-Type", "image/gif")
+			_, _ = w.Write(pixel)
+			return
+		}
 		if path.Clean(r.URL.Path) == donePath {
 			var wk walk
 			if err := json.NewDecoder(r.Body).Decode(&wk); err != nil {
@@ -667,6 +735,36 @@ func TestFlinkDashboard(t *testing.T) {
 		t.Run(v, func(t *testing.T) { walkPages(t, bin, v, serveFor(v), routes) })
 	}
 
+	// Screenshots of each dashboard's pages of the job.
+	t.Run("screenshots", func(t *testing.T) {
+		out := t.TempDir()
+		var files []string
+		for _, v := range versions {
+			for _, p := range []struct{ name, hash, await string }{
+				{"job", "/job/running/" + jid + "/overview", "/subtasks/metrics"},
+				{"checkpoints", "/job/running/" + jid + "/checkpoints", "/checkpoints/config"},
+			} {
+				page, _ := serveFor(v)(t, &recorder{}, []route{{Await: p.await}}, time.Second, "")
+				file := filepath.Join(out, "flink-"+v+"-"+p.name+".png")
+				screenshot(t, bin, page+"#"+p.hash, file, 1400, 900)
+				files = append(files, file)
+			}
+		}
+		if os.Getenv("WEIR_UPDATE_SCREENSHOTS") == "1" {
+			docs := filepath.Join("..", "..", "..", "docs")
+			for _, f := range files {
+				b, err := os.ReadFile(f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(docs, filepath.Base(f)), b, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			t.Logf("updated %d screenshots in docs/", len(files))
+		}
+	})
+
 	// The dashboard's cancel (a GET of yarn-cancel from its page) passes
 	// the API's checks of a request that changes a job, and cancels it.
 	t.Run("cancel", func(t *testing.T) {
@@ -690,6 +788,42 @@ func TestFlinkDashboard(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	})
+}
+
+// screenshot saves a w×h screenshot of url, a page with holdScript, in
+// file once the page has drawn its data, and fails the test if the image
+// is blank.
+func screenshot(t *testing.T, bin, url, file string, w, h int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+		"--disable-background-networking", "--disable-component-update", "--disable-sync",
+		"--disable-dev-shm-usage", "--hide-scrollbars", "--user-data-dir="+t.TempDir(),
+		fmt.Sprintf("--window-size=%d,%d", w, h), "--screenshot="+file, url)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("chromium --screenshot %s: %v\n%s", url, err, out)
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatalf("screenshot of %s: %v", url, err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatalf("screenshot %s: %v", file, err)
+	}
+	colors := map[uint32]bool{}
+	b := img.Bounds()
+	for y := b.Min.Y; y < b.Max.Y; y += 7 {
+		for x := b.Min.X; x < b.Max.X; x += 7 {
+			r, g, bl, _ := img.At(x, y).RGBA()
+			colors[r>>8<<16|g>>8<<8|bl>>8] = true
+		}
+	}
+	if len(colors) < 20 {
+		t.Errorf("screenshot %s looks blank: %d colors", file, len(colors))
+	}
 }
 
 // errStalled is a browser whose page has asked for nothing for
