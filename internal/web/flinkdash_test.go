@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -70,5 +71,45 @@ func TestFlinkDashboardDir(t *testing.T) {
 	}
 	if code, _ := f.do(http.MethodPost, "/flink/main.js", nil); code != http.StatusMethodNotAllowed {
 		t.Errorf("POST of a dashboard file: %d, want 405", code)
+	}
+}
+
+// TestCheckpointAskedForOutlivesTheHistory: a completed checkpoint whose
+// details were asked for still answers, details and subtasks, after newer
+// checkpoints have pushed it out of the history (as Flink's
+// CheckpointStatsCache keeps it), so that the dashboard can unfold a
+// checkpoint it shows; one never asked for is not found.
+func TestCheckpointAskedForOutlivesTheHistory(t *testing.T) {
+	f := startJob(t, []string{"execution.checkpointing.interval=20 ms", "web.checkpoints.history=2"})
+	jid := f.jobID()
+	var first int64
+	waitFor(t, "a completed checkpoint", func() bool {
+		first = int64(num(at(f.obj("/jobs/"+jid+"/checkpoints"), "latest", "completed", "id")))
+		return first > 0
+	})
+	// The one before the first is no longer in the history either, and
+	// was never asked for.
+	never := first - 2
+	detail := fmt.Sprintf("/jobs/%s/checkpoints/details/%d", jid, first)
+	if code, body := f.get(detail); code != http.StatusOK {
+		t.Fatalf("GET %s: %d %s", detail, code, body)
+	}
+	waitFor(t, "the checkpoint to leave the history", func() bool {
+		for _, h := range f.obj("/jobs/" + jid + "/checkpoints")["history"].([]any) {
+			if int64(num(at(h, "id"))) <= first {
+				return false
+			}
+		}
+		return true
+	})
+	for _, p := range []string{detail, detail + "/subtasks/" + web.VertexID("count")} {
+		if code, body := f.get(p); code != http.StatusOK || !strings.Contains(string(body), `"subtasks"`) && !strings.Contains(string(body), fmt.Sprintf(`"id":%d`, first)) {
+			t.Errorf("GET %s after it left the history: %d %.200s", p, code, body)
+		}
+	}
+	if never > 0 {
+		if code, _ := f.get(fmt.Sprintf("/jobs/%s/checkpoints/details/%d", jid, never)); code != http.StatusNotFound {
+			t.Errorf("checkpoint %d, never asked for and out of the history: %d, want 404", never, code)
+		}
 	}
 }

@@ -130,6 +130,9 @@ type Server struct {
 
 	sps savepoints
 
+	// seen keeps the checkpoints last asked for (see lookup).
+	seen seenCheckpoints
+
 	storeOnce sync.Once
 	store     *storage.Storage
 	storeErr  error

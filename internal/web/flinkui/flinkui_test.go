@@ -23,6 +23,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -232,7 +233,9 @@ var walker = template.Must(template.New("walker").Parse(`<script>
   // pages draw after their data: give them that); or after four dwell
   // times whatever it is doing, thirty while its awaited call is still
   // to come.
-  var inflight = 0, started = 0, lastEnd = 0, arrived = 0, awaited = true;
+  // wantExact is the path of the call the page must make, wantPattern
+  // matches the path of the call a click on it must make.
+  var inflight = 0, started = 0, lastEnd = 0, arrived = 0, awaited = true, wantExact = "", wantPattern = null, clicked = false;
   var open = XMLHttpRequest.prototype.open, send = XMLHttpRequest.prototype.send;
   XMLHttpRequest.prototype.open = function (method, url) {
     this.weirPath = new URL(url, location.href).pathname;
@@ -248,7 +251,7 @@ var walker = template.Must(template.New("walker").Parse(`<script>
     x.addEventListener("loadend", function () {
       inflight--;
       lastEnd = Date.now();
-      if (i > 0 && routes[i - 1].await === x.weirPath) {
+      if (wantExact && x.weirPath === wantExact || wantPattern && wantPattern.test(x.weirPath)) {
         awaited = true;
       }
     });
@@ -262,16 +265,39 @@ var walker = template.Must(template.New("walker").Parse(`<script>
     return now - arrived >= 4 * dwell ||
       now - arrived >= dwell && started > 0 && inflight === 0 && now - lastEnd >= dwell / 2;
   }
+  // wait waits until the page has settled, then clicks what its route
+  // says to click, if anything, and waits again, then opens the next.
   function wait() {
-    if (settled()) {
-      next();
-    } else {
+    if (!settled()) {
       setTimeout(wait, 25);
+      return;
     }
+    var r = routes[i - 1];
+    if (r && r.click && !clicked) {
+      clicked = true;
+      var el = document.querySelector(r.click);
+      if (!el) {
+        errors.push(location.hash + ": nothing to click at " + r.click);
+        next();
+        return;
+      }
+      el.click();
+      wantExact = "";
+      wantPattern = r.clickAwait ? new RegExp(r.clickAwait) : null;
+      awaited = !wantPattern;
+      arrived = Date.now();
+      started = 0;
+      setTimeout(wait, 25);
+      return;
+    }
+    next();
   }
   function next() {
+    clicked = false;
+    wantPattern = null;
     if (i < routes.length) {
-      awaited = !routes[i].await;
+      wantExact = routes[i].await || "";
+      awaited = !wantExact;
       location.hash = routes[i++].hash;
       arrived = Date.now();
       started = 0;
@@ -308,6 +334,12 @@ type route struct {
 	// the walker waits for it before it moves on, and the walk fails if
 	// the page never made it.
 	Await string `json:"await,omitempty"`
+	// Click, if not "", selects an element the walker clicks once the
+	// page has settled; ClickAwait, if not "", is a regular expression
+	// (in the syntax both Go and JavaScript read) the path of a REST call
+	// the click must make matches, awaited as Await is.
+	Click      string `json:"click,omitempty"`
+	ClickAwait string `json:"clickAwait,omitempty"`
 }
 
 // A server serves Flink's dashboard with the walker over routes (and a
@@ -353,6 +385,13 @@ func walkPages(t *testing.T, bin, v string, serve server, routes []route) {
 	for _, r := range routes {
 		if _, ok := paths["GET "+r.Await]; r.Await != "" && !ok {
 			t.Errorf("the page %s never called GET %s", r.Hash, r.Await)
+		}
+		if r.ClickAwait == "" {
+			continue
+		}
+		re := regexp.MustCompile(r.ClickAwait)
+		if !slices.ContainsFunc(keys, func(k string) bool { p, ok := strings.CutPrefix(k, "GET "); return ok && re.MatchString(p) }) {
+			t.Errorf("a click at %s on the page %s never called GET %s", r.Click, r.Hash, r.ClickAwait)
 		}
 	}
 	t.Logf("Flink %s's dashboard: %d pages, %d REST calls to %d paths, in %v", v, len(routes), len(calls), len(paths), time.Since(start).Round(time.Millisecond))
@@ -654,6 +693,9 @@ func dashboardRoutes(jid, vertex, tm string) []route {
 		{Hash: j + "/dataskew"},
 		{Hash: j + "/timeline"},
 		{Hash: j + "/checkpoints", Await: "/jobs/" + jid + "/checkpoints/config"},
+		// Unfold the latest checkpoint's first operator: its subtasks.
+		{Hash: j + "/checkpoints", Await: "/jobs/" + jid + "/checkpoints", Click: ".ant-table-row-expand-icon",
+			ClickAwait: "^/jobs/" + jid + "/checkpoints/details/[0-9]+/subtasks/[0-9a-f]{32}$"},
 		{Hash: j + "/configuration", Await: "/jobs/" + jid + "/config"},
 		{Hash: "/task-manager", Await: "/taskmanagers"},
 		{Hash: tmp + "/metrics", Await: "/taskmanagers/" + tm},
