@@ -151,6 +151,12 @@ var (
 		{name: "NO_CLAIM", aliases: []string{"no-claim"}},
 		{name: "CLAIM"},
 	}
+	// metricNamings are the names /metrics may use: weir's own (the
+	// default) or those of Flink's Prometheus reporter.
+	metricNamings = []enumValue{
+		{name: "weir"},
+		{name: "flink"},
+	}
 	timerServices = []enumValue{
 		{name: string(TimersInStore)},
 		{name: string(TimersOnHeap)},

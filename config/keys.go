@@ -305,6 +305,22 @@ const (
 	// authentication). The value is sensitive and should not be printed.
 	KeyRESTAuthToken = "rest.auth-token"
 
+	// KeyRESTFlinkDashboardDir is a directory holding the web dashboard of
+	// Apache Flink (the web/ folder of org.apache.flink:flink-runtime-web's
+	// jar), which the REST server then serves under /flink/; a weir option
+	// with no Flink counterpart. Default: unset (weir serves only its own
+	// UI; it ships none of Flink's files).
+	KeyRESTFlinkDashboardDir = "rest.flink-dashboard.dir"
+
+	// KeyMetricsPrometheusNames says which names the Prometheus metrics at
+	// the REST server's /metrics use: weir (weir_ names in Prometheus'
+	// conventions) or flink (the names and labels of Flink's Prometheus
+	// reporter, flink_taskmanager_job_task_operator_numRecordsIn and the
+	// like, for dashboards made for Flink). A weir option: Flink
+	// configures its reporters under metrics.reporter.<name>.*, each with
+	// a port of its own, which weir does not have. Default: weir.
+	KeyMetricsPrometheusNames = "metrics.prometheus.names"
+
 	// KeyCheckpointHistory is the number of recent checkpoints whose
 	// statistics the REST API keeps. Default: 10. At least 0.
 	KeyCheckpointHistory = "web.checkpoints.history"

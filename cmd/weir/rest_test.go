@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -82,6 +84,37 @@ func TestStartREST(t *testing.T) {
 	if _, err := http.Get("http://" + addr + "/jobs"); err == nil {
 		t.Error("the REST API still answers after stop")
 	}
+
+	// rest.flink-dashboard.dir: a directory without index.html is refused,
+	// naming the key; one with it is served under /flink/. And
+	// metrics.prometheus.names: flink gives /metrics Flink's names.
+	dash := cfg.Clone()
+	empty := t.TempDir()
+	if err := dash.Set(config.KeyRESTFlinkDashboardDir, empty); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := clustercli.StartREST(context.Background(), client, nil, dash, dash, logger); err == nil ||
+		!strings.Contains(err.Error(), config.KeyRESTFlinkDashboardDir) || !strings.Contains(err.Error(), "index.html") {
+		t.Fatalf("%s without index.html: %v, want an error naming the key", config.KeyRESTFlinkDashboardDir, err)
+	}
+	if err := os.WriteFile(filepath.Join(empty, "index.html"), []byte("<flink-root></flink-root>"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := dash.Set(config.KeyMetricsPrometheusNames, "flink"); err != nil {
+		t.Fatal(err)
+	}
+	addr, stop, err = clustercli.StartREST(context.Background(), client, nil, dash, dash, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, body := get("http://"+addr+"/flink/", ""); code != http.StatusOK || !strings.Contains(body, "<flink-root>") {
+		t.Errorf("GET /flink/: %d %s", code, body)
+	}
+	if code, body := get("http://"+addr+"/metrics", ""); code != http.StatusOK || !strings.Contains(body, `flink_jobmanager_job_uptime{job_id="`+env.JobID()+`"`) ||
+		strings.Contains(body, "weir_job_info") {
+		t.Errorf("GET /metrics with Flink's names: %d %.300s", code, body)
+	}
+	stop()
 
 	open := cfg.Clone()
 	if err := open.Set(config.KeyRESTBindAddress, "0.0.0.0"); err != nil {

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/weirstream/weir/internal/checkpoint"
+	"github.com/weirstream/weir/internal/procstat"
 	"github.com/weirstream/weir/internal/runtime"
 )
 
@@ -104,10 +105,12 @@ type tmConn struct {
 	since time.Time
 	// guarded by JobManager.mu
 	lastHeartbeat time.Time
-	lost          bool
-	reports       map[string]jobReport
-	slots         []string // job id using each slot, "" if free
-	end           context.CancelCauseFunc
+	// process is the figures of its latest heartbeat (nil: none yet).
+	process *procstat.Stats
+	lost    bool
+	reports map[string]jobReport
+	slots   []string // job id using each slot, "" if free
+	end     context.CancelCauseFunc
 
 	qmu    sync.Mutex
 	queue  []*jmMessage
@@ -338,6 +341,9 @@ func (m *JobManager) handle(tm *tmConn, msg *tmMessage) {
 		jobID = msg.Exited.JobID
 	case msg.Heartbeat != nil:
 		tm.reports = msg.Heartbeat.Jobs
+		if msg.Heartbeat.Process != nil {
+			tm.process = msg.Heartbeat.Process
+		}
 		if tm.reports == nil {
 			tm.reports = map[string]jobReport{}
 		}
@@ -593,6 +599,9 @@ type TaskManagerState struct {
 	Jobs []string
 	// LastHeartbeat is when the job manager last heard from it.
 	LastHeartbeat time.Time
+	// Process is its process's figures as of its latest heartbeat (nil:
+	// none yet).
+	Process *procstat.Stats
 }
 
 // TaskManagers returns the registered task managers, by id.
@@ -601,7 +610,7 @@ func (m *JobManager) TaskManagers() []TaskManagerState {
 	defer m.mu.Unlock()
 	out := make([]TaskManagerState, 0, len(m.tms))
 	for _, tm := range m.tms {
-		out = append(out, TaskManagerState{TaskManagerInfo: tm.info, Jobs: slices.Clone(tm.slots), LastHeartbeat: tm.lastHeartbeat})
+		out = append(out, TaskManagerState{TaskManagerInfo: tm.info, Jobs: slices.Clone(tm.slots), LastHeartbeat: tm.lastHeartbeat, Process: tm.process})
 	}
 	slices.SortFunc(out, func(a, b TaskManagerState) int { return strings.Compare(a.ID, b.ID) })
 	return out
@@ -882,7 +891,10 @@ func (x *clusterExecutor) SubtaskMetrics() []runtime.SubtaskMetrics {
 	defer x.m.mu.Unlock()
 	var out []runtime.SubtaskMetrics
 	for _, tm := range x.m.tms {
-		out = append(out, tm.reports[x.sub.JobID].Metrics...)
+		for _, sm := range tm.reports[x.sub.JobID].Metrics {
+			sm.TaskManager = tm.info.ID
+			out = append(out, sm)
+		}
 	}
 	return out
 }

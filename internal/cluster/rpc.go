@@ -22,6 +22,7 @@ import (
 
 	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/checkpoint/storage"
+	"github.com/weirstream/weir/internal/procstat"
 	"github.com/weirstream/weir/internal/runtime"
 )
 
@@ -136,9 +137,12 @@ type tmMessage struct {
 	Exited    *exitedMsg       `json:"exited,omitempty"`
 }
 
-// tmHeartbeat carries the task manager's subtasks' counters, by job.
+// tmHeartbeat carries the task manager's subtasks' counters, by job, and
+// its process's figures (hardware, memory, garbage collection), which the
+// job manager's REST API reports as the task manager's.
 type tmHeartbeat struct {
-	Jobs map[string]jobReport `json:"jobs,omitempty"`
+	Jobs    map[string]jobReport `json:"jobs,omitempty"`
+	Process *procstat.Stats      `json:"process,omitempty"`
 }
 
 type jobReport struct {

@@ -15,6 +15,7 @@ import (
 	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/checkpoint/storage"
 	"github.com/weirstream/weir/internal/netio"
+	"github.com/weirstream/weir/internal/procstat"
 	"github.com/weirstream/weir/internal/runtime"
 )
 
@@ -184,7 +185,8 @@ func (s *tmSession) heartbeats(interval, timeout time.Duration) {
 			s.end(fmt.Errorf("no heartbeat from the job manager for %s (heartbeat.timeout)", timeout))
 			return
 		}
-		s.send(&tmMessage{Heartbeat: &tmHeartbeat{Jobs: reports}})
+		proc := procstat.Read()
+		s.send(&tmMessage{Heartbeat: &tmHeartbeat{Jobs: reports, Process: &proc}})
 	}
 }
 

@@ -297,7 +297,7 @@ func runJobManager(ctx context.Context, prog string, stderr io.Writer, listen st
 		tms, total, free := jm.Slots()
 		info := web.ClusterInfo{TaskManagers: tms, SlotsTotal: total, SlotsAvailable: free, Registered: []web.TaskManager{}}
 		for _, tm := range jm.TaskManagers() {
-			info.Registered = append(info.Registered, web.TaskManager{ID: tm.ID, DataAddr: tm.DataAddr, Jobs: tm.Jobs, LastHeartbeat: tm.LastHeartbeat})
+			info.Registered = append(info.Registered, web.TaskManager{ID: tm.ID, DataAddr: tm.DataAddr, Jobs: tm.Jobs, LastHeartbeat: tm.LastHeartbeat, Process: tm.Process})
 		}
 		return info
 	})

@@ -13,8 +13,10 @@ import (
 
 // StartREST serves the REST API and /metrics of the job client runs
 // (configured by jobCfg), as restCfg says: rest.bind-address (default
-// localhost), rest.port (default 8081; 0 picks a free port) and
-// rest.auth-token (required to bind anything but a loopback address).
+// localhost), rest.port (default 8081; 0 picks a free port),
+// rest.auth-token (required to bind anything but a loopback address) and
+// rest.flink-dashboard.dir (Flink's dashboard, served under /flink/) and
+// metrics.prometheus.names.
 // cancel, if not nil, cancels the job (the context it runs with): the
 // API's PATCH /jobs/:jobid?mode=cancel calls it. It returns the address it
 // listens on and a function that stops it; it also stops when ctx is
@@ -31,9 +33,13 @@ func StartREST(ctx context.Context, client *stream.JobClient, cancel func(), job
 	if !ok {
 		return "", nil, fmt.Errorf("serving the REST API of a job client that was not started")
 	}
+	opts, err := restOptions(restCfg, cl, logger)
+	if err != nil {
+		return "", nil, err
+	}
 	job := webJob(h, jobCfg)
 	job.Cancel = cancel
-	srv, err := web.New(job, web.WithAuthToken(cl.RESTAuthToken), web.WithLogger(logger))
+	srv, err := web.New(job, opts...)
 	if err != nil {
 		return "", nil, err
 	}
@@ -60,7 +66,11 @@ func StartDirectory(ctx context.Context, restCfg *config.Configuration, logger *
 	if err := web.CheckBind(cl.RESTBindAddress, cl.RESTAuthToken); err != nil {
 		return "", nil, nil, err
 	}
-	dir := web.NewDirectory(info, web.WithAuthToken(cl.RESTAuthToken), web.WithLogger(logger), web.WithConfig(restCfg))
+	opts, err := restOptions(restCfg, cl, logger)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	dir := web.NewDirectory(info, append(opts, web.WithConfig(restCfg))...)
 	addr, stopListening, err := dir.Listen(ctx, cl.RESTBindAddress, cl.RESTPort)
 	if err != nil {
 		return "", nil, nil, err
@@ -75,6 +85,25 @@ func StartDirectory(ctx context.Context, restCfg *config.Configuration, logger *
 		stopListening()
 		dir.Close()
 	}, nil
+}
+
+// restOptions are the REST server's options from restCfg: its token, its
+// logger, the names of its Prometheus metrics (metrics.prometheus.names)
+// and Flink's dashboard (rest.flink-dashboard.dir).
+func restOptions(restCfg *config.Configuration, cl config.Cluster, logger *slog.Logger) ([]web.Option, error) {
+	opts := []web.Option{web.WithAuthToken(cl.RESTAuthToken), web.WithLogger(logger)}
+	if restCfg.String(config.KeyMetricsPrometheusNames) == "flink" {
+		opts = append(opts, web.WithFlinkMetricNames())
+	}
+	if dir := restCfg.String(config.KeyRESTFlinkDashboardDir); dir != "" {
+		o, err := web.WithFlinkDashboard(dir)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, o)
+		logger.Info("serving Flink's web dashboard", "path", web.FlinkDashboardPath, "dir", dir)
+	}
+	return opts, nil
 }
 
 // webJob is what the REST API serves of the job h, configured by jobCfg.

@@ -34,6 +34,12 @@ type SubtaskMetrics struct {
 	// the bytes of state files read from the task manager's local copies
 	// and from checkpoint storage.
 	RestoredLocalBytes, RestoredRemoteBytes int64
+	// Deployed is when this attempt of the subtask was deployed, in Unix
+	// milliseconds: it runs from then on.
+	Deployed int64
+	// TaskManager is the id of the task manager the subtask runs in, ""
+	// when it runs in the job's own process.
+	TaskManager string
 }
 
 // Graph returns the job graph (not to be modified).

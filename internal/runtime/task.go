@@ -126,6 +126,7 @@ type Task struct {
 	recordsIn  atomic.Int64
 	watermark  atomic.Int64
 	lastCkptAt atomic.Int64
+	deployedAt int64 // Unix ms, set before the subtask starts
 
 	// asyncFault is an injected failure of an asynchronous snapshot
 	// write, which fails the subtask even if it has ended meanwhile.

@@ -381,6 +381,10 @@ func (w *Worker) Deploy(ctx context.Context, d Deployment) {
 			bridges[src.id] = append(bridges[src.id], bridge{out: true, key: key, rc: rc, c: c, code: bc})
 		}
 	}
+	deployed := w.opts.Clock.Now().UnixMilli()
+	for _, t := range tasks {
+		t.deployedAt = deployed
+	}
 	w.mu.Lock()
 	for id, t := range tasks {
 		w.live[TaskRef{ID: id, Attempt: d.Attempt}] = &workerTask{t: t, cancel: cancels[id]}
@@ -583,7 +587,7 @@ func (w *Worker) SourcePositions() map[checkpoint.TaskID]map[string]int64 {
 }
 
 func (t *Task) metrics() SubtaskMetrics {
-	m := SubtaskMetrics{Task: t.id, RecordsIn: t.recordsIn.Load(), Watermark: t.watermark.Load(), LastCheckpoint: t.lastCkptAt.Load(), Attempt: t.opts.attempt, IdleNanos: t.idleNanos(),
+	m := SubtaskMetrics{Task: t.id, RecordsIn: t.recordsIn.Load(), Watermark: t.watermark.Load(), LastCheckpoint: t.lastCkptAt.Load(), Attempt: t.opts.attempt, IdleNanos: t.idleNanos(), Deployed: t.deployedAt,
 		RestoredLocalBytes: t.restoredLocal.Load(), RestoredRemoteBytes: t.restoredRemote.Load()}
 	if t.gate != nil {
 		for _, c := range t.gate.chans {

@@ -119,7 +119,7 @@ func (g *gate) check(w http.ResponseWriter, r *http.Request) bool {
 		writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("%s is not allowed on %s", echo(r.Method), p))
 		return false
 	case strings.HasPrefix(p, ui.Prefix):
-	case !g.authorized(r) && read && (p == "/" || p == "/index.html"):
+	case !g.authorized(r) && read && (p == "/" || p == "/index.html" || p == FlinkDashboardPath):
 		http.Redirect(w, r, ui.LoginPath, http.StatusSeeOther)
 		return false
 	case !g.authorized(r):

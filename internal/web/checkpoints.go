@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/weirstream/weir/config"
@@ -200,9 +202,64 @@ func (s *Server) lookup(ctx context.Context, cid string) (coordinator.Checkpoint
 	}
 	c, ok := find(snap, id)
 	if !ok {
-		return c, notFoundf("checkpoint %d not found: it is not in the statistics of the last %d checkpoints (web.checkpoints.history)", id, len(snap.History))
+		if c, ok := s.seen.get(id); ok {
+			return c, nil
+		}
+		return c, notFoundf("checkpoint %d not found: it is not in the statistics of the last %d checkpoints (web.checkpoints.history), nor among those last asked for", id, len(snap.History))
 	}
-	return s.withPath(ctx, c), nil
+	c = s.withPath(ctx, c)
+	if c.Status != coordinator.StatusInProgress {
+		s.seen.put(c, s.cfg.Int(config.KeyCheckpointHistory))
+	}
+	return c, nil
+}
+
+// seenCheckpoints keeps the statistics of the checkpoints last asked for
+// (their details, subtasks or cut) that have completed or failed, as
+// Flink's CheckpointStatsCache does: a page that shows a checkpoint can
+// then show its subtasks after newer checkpoints have pushed it out of
+// the history. It keeps as many as the history
+// (web.checkpoints.history).
+type seenCheckpoints struct {
+	mu    sync.Mutex
+	stats map[int64]coordinator.CheckpointStats
+	order []int64 // ids, least recently asked for first
+}
+
+func (c *seenCheckpoints) get(id int64) (coordinator.CheckpointStats, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st, ok := c.stats[id]
+	if ok {
+		c.touch(id)
+	}
+	return st, ok
+}
+
+// put keeps st, forgetting the least recently asked for beyond size.
+func (c *seenCheckpoints) put(st coordinator.CheckpointStats, size int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stats == nil {
+		c.stats = map[int64]coordinator.CheckpointStats{}
+	}
+	if _, ok := c.stats[st.ID]; ok {
+		c.touch(st.ID)
+	} else {
+		c.order = append(c.order, st.ID)
+	}
+	c.stats[st.ID] = st
+	for len(c.order) > size {
+		delete(c.stats, c.order[0])
+		c.order = c.order[1:]
+	}
+}
+
+// touch makes id the most recently asked for.
+func (c *seenCheckpoints) touch(id int64) {
+	if i := slices.Index(c.order, id); i >= 0 {
+		c.order = append(append(c.order[:i:i], c.order[i+1:]...), id)
+	}
 }
 
 func (s *Server) checkpointDetails(ctx context.Context, cid string) (checkpointDetail, error) {

@@ -82,6 +82,9 @@ func (s *Server) control(w http.ResponseWriter, r *http.Request, seg []string) b
 	case n == 3 && seg[2] == "checkpoints" && r.Method == http.MethodPost:
 		allow = "GET, HEAD, POST"
 		op = func() (int, any, error) { return s.triggerCheckpoint(r) }
+	case n == 3 && seg[2] == "resource-requirements" && !readMethod(r):
+		allow = "GET, HEAD, PUT"
+		op = func() (int, any, error) { return 0, nil, errNoRescale }
 	case n == 4 && seg[2] == "checkpoints" && seg[3] != "config":
 		allow = "GET, HEAD"
 		op = func() (int, any, error) { return s.checkpointStatus(seg[3]) }

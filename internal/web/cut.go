@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/weirstream/weir/config"
 	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/checkpoint/coordinator"
 	"github.com/weirstream/weir/internal/checkpoint/storage"
@@ -183,6 +184,12 @@ func (s *Server) cut(ctx context.Context, cid string) (cutInfo, error) {
 		return cutInfo{}, err
 	}
 	c, inStats := find(snap, id)
+	switch {
+	case inStats && c.Status == coordinator.StatusCompleted:
+		s.seen.put(s.withPath(ctx, c), s.cfg.Int(config.KeyCheckpointHistory))
+	case !inStats:
+		c, inStats = s.seen.get(id)
+	}
 	if inStats && c.Status != coordinator.StatusCompleted {
 		return cutInfo{}, notFoundf("checkpoint %d is %s: only a completed checkpoint has a cut", id, c.Status)
 	}

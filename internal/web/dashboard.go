@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/weirstream/weir/config"
+	"github.com/weirstream/weir/internal/procstat"
 )
 
 // The endpoints Flink's web dashboard reads before and besides a job's
@@ -215,7 +216,7 @@ func metricListOf(q url.Values, ids []string, vals map[string]string) []metricEn
 // registered task managers, their slots and the running jobs, and the
 // process's memory and garbage collection as JVM metrics (goMetrics).
 func jobManagerMetrics(o overviewInfo) ([]string, map[string]string) {
-	ids, vals := goMetrics()
+	ids, vals := goMetrics(procstat.Read())
 	ids = append([]string{"numRegisteredTaskManagers", "numRunningJobs", "taskSlotsAvailable", "taskSlotsTotal"}, ids...)
 	vals["numRegisteredTaskManagers"] = strconv.Itoa(o.TaskManagers)
 	vals["numRunningJobs"] = strconv.Itoa(o.JobsRunning)

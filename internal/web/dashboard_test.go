@@ -10,6 +10,7 @@ import (
 
 	"github.com/weirstream/weir/config"
 	"github.com/weirstream/weir/internal/launch"
+	"github.com/weirstream/weir/internal/procstat"
 	"github.com/weirstream/weir/internal/web"
 )
 
@@ -248,6 +249,91 @@ func TestDashboardEndpoints(t *testing.T) {
 		}
 	})
 
+	// A vertex's subtasks one by one: their deployment times, task
+	// manager and records, the current attempt and no other.
+	t.Run("subtasks", func(t *testing.T) {
+		tms := f.obj("/taskmanagers")
+		tm := at(tms, "taskmanagers", "0", "id")
+		times := f.obj(vpath(count) + "/subtasktimes")
+		fields(t, "subtasktimes", times, "id:string", "name:string", "now:number", "subtasks:array")
+		if n := len(times["subtasks"].([]any)); n != 2 {
+			t.Fatalf("subtasktimes %v: want 2 subtasks", times)
+		}
+		st := at(times, "subtasks", "1")
+		fields(t, "subtask time", st, "subtask:number", "host:string", "endpoint:string", "duration:number", "timestamps:object")
+		deployed := num(at(st, "timestamps", "RUNNING"))
+		if at(st, "endpoint") != tm || deployed <= 0 || deployed > num(times["now"]) || num(at(st, "timestamps", "CREATED")) != 0 ||
+			num(at(st, "duration")) > num(times["now"])-deployed {
+			t.Errorf("subtask time %v: want task manager %v, a deployment before now and its duration since", st, tm)
+		}
+
+		one := f.obj(vpath(count) + "/subtasks/1")
+		fields(t, "subtask", one, "subtask:number", "status:string", "attempt:number", "endpoint:string", "start-time:number",
+			"end-time:number", "duration:number", "metrics:object", "taskmanager-id:string", "status-duration:object", "other-concurrent-attempts:array")
+		if num(one["subtask"]) != 1 || one["status"] != "RUNNING" || num(one["start-time"]) != deployed || one["taskmanager-id"] != tm ||
+			num(at(one, "metrics", "read-records")) <= 0 || num(one["end-time"]) != -1 {
+			t.Errorf("subtask 1: %v", one)
+		}
+		attempt := fmt.Sprint(num(one["attempt"]))
+		again := f.obj(vpath(count) + "/subtasks/1/attempts/" + attempt)
+		if num(again["start-time"]) != deployed || num(again["subtask"]) != 1 {
+			t.Errorf("subtask 1 attempt %s: %v", attempt, again)
+		}
+		acc := f.obj(vpath(count) + "/subtasks/1/attempts/" + attempt + "/accumulators")
+		fields(t, "attempt accumulators", acc, "subtask:number", "attempt:number", "id:string", "user-accumulators:array")
+		for p, want := range map[string]int{
+			"/subtasks/2": http.StatusNotFound, "/subtasks/x": http.StatusBadRequest, "/subtasks/-1": http.StatusBadRequest,
+			"/subtasks/1/attempts/7": http.StatusNotFound, "/subtasks/1/attempts/y/accumulators": http.StatusBadRequest,
+		} {
+			if code, body := f.get(vpath(count) + p); code != want || !strings.Contains(string(body), `"errors"`) {
+				t.Errorf("GET %s: %d %s, want %d", p, code, body, want)
+			}
+		}
+	})
+
+	// Rescaling in place and jar submission are refused in Flink's error
+	// shape, saying what to do instead; the requirements and the (empty)
+	// list of jars answer.
+	t.Run("rescale and jars", func(t *testing.T) {
+		var req map[string]struct {
+			Parallelism struct{ LowerBound, UpperBound int }
+		}
+		f.decode("/jobs/"+jid+"/resource-requirements", &req)
+		if len(req) != 2 || req[count].Parallelism.LowerBound != 2 || req[count].Parallelism.UpperBound != 2 {
+			t.Errorf("resource requirements %v: want both vertices (numbers, count with its sink chained) at parallelism 2", req)
+		}
+		if code, body := f.do(http.MethodPut, "/jobs/"+jid+"/resource-requirements", nil); code != http.StatusNotImplemented || !flinkError(body, "stop the job with a savepoint") {
+			t.Errorf("PUT resource-requirements: %d %s, want 501 saying how weir rescales", code, body)
+		}
+		jars := f.obj("/jars")
+		fields(t, "jars", jars, "address:string", "files:array")
+		for _, c := range []struct{ method, path string }{{"POST", "/jars/upload"}, {"POST", "/jars/x.jar/run"}, {"GET", "/jars/x.jar/plan"}, {"DELETE", "/jars/x.jar"}} {
+			if code, body := f.do(c.method, c.path, nil); code != http.StatusNotImplemented || !flinkError(body, "web.submit.enable") {
+				t.Errorf("%s %s: %d %s, want 501", c.method, c.path, code, body)
+			}
+		}
+		if at(f.obj("/config"), "features", "web-submit") != false {
+			t.Error("/config offers web submission")
+		}
+	})
+
+	// The job's metrics: Flink's checkpointing names, from the
+	// checkpoint statistics.
+	t.Run("job metrics", func(t *testing.T) {
+		waitFor(t, "a completed checkpoint", func() bool { return num(at(f.obj("/jobs/"+jid+"/checkpoints"), "counts", "completed")) > 0 })
+		var vals []map[string]string
+		f.decode("/jobs/"+jid+"/metrics?get=lastCheckpointDuration,lastCheckpointFullSize,numberOfCompletedCheckpoints,uptime,lastCheckpointRestoreTimestamp", &vals)
+		got := map[string]string{}
+		for _, v := range vals {
+			got[v["id"]] = v["value"]
+		}
+		cps := f.obj("/jobs/" + jid + "/checkpoints")
+		if len(got) != 5 || got["lastCheckpointDuration"] == "-1" || got["lastCheckpointFullSize"] == "-1" ||
+			got["numberOfCompletedCheckpoints"] == "0" || got["uptime"] == "0" || got["lastCheckpointRestoreTimestamp"] != "-1" {
+			t.Errorf("job metrics %v (checkpoints %v)", got, cps["counts"])
+		}
+	})
+
 	t.Run("subtask metrics", func(t *testing.T) {
 		sm := vpath(count) + "/subtasks/metrics"
 		var ids []map[string]any
@@ -263,8 +349,8 @@ func TestDashboardEndpoints(t *testing.T) {
 			t.Fatalf("aggregates %v", aggs)
 		}
 		for i, a := range aggs {
-			fields(t, fmt.Sprint("aggregate ", i), a, "id:string", "min:number", "max:number", "avg:number", "sum:number")
-			if num(a["min"]) > num(a["avg"]) || num(a["avg"]) > num(a["max"]) || num(a["sum"]) < num(a["max"]) {
+			fields(t, fmt.Sprint("aggregate ", i), a, "id:string", "min:number", "max:number", "avg:number", "sum:number", "skew:number")
+			if num(a["min"]) > num(a["avg"]) || num(a["avg"]) > num(a["max"]) || num(a["sum"]) < num(a["max"]) || num(a["skew"]) < 0 || num(a["skew"]) > 100 {
 				t.Errorf("aggregate %v", a)
 			}
 		}
@@ -305,12 +391,16 @@ func TestDirectoryDashboardEndpoints(t *testing.T) {
 		t.Fatal(err)
 	}
 	beat := time.Now().Add(-time.Second).Truncate(time.Millisecond)
-	dir := web.NewDirectory(func() web.ClusterInfo {
+	// tm-a's heartbeat reported its process's figures; tm-b has sent none.
+	procA := &procstat.Stats{CPUCores: 16, MaxProcs: 8, PhysicalMemory: 64 << 30, MemoryLimit: 4 << 30, HeapUsed: 123456789,
+		HeapCommitted: 234567890, RuntimeMemory: 3456789, GCCycles: 42, GCPauseMillis: 17, Goroutines: 99}
+	info := func() web.ClusterInfo {
 		return web.ClusterInfo{TaskManagers: 3, SlotsTotal: 6, SlotsAvailable: 2, Registered: []web.TaskManager{
-			{ID: "tm-a", DataAddr: "10.0.0.1:6124", Jobs: []string{"job-1", ""}, LastHeartbeat: beat},
+			{ID: "tm-a", DataAddr: "10.0.0.1:6124", Jobs: []string{"job-1", ""}, LastHeartbeat: beat, Process: procA},
 			{ID: "tm-b", DataAddr: "10.0.0.2:6124", Jobs: []string{"", ""}, LastHeartbeat: beat},
 		}}
-	}, web.WithLogger(quiet), web.WithConfig(cfg))
+	}
+	dir := web.NewDirectory(info, web.WithLogger(quiet), web.WithConfig(cfg))
 	addr, stop, err := dir.Listen(context.Background(), "127.0.0.1", 0)
 	if err != nil {
 		t.Fatal(err)
@@ -345,10 +435,29 @@ func TestDirectoryDashboardEndpoints(t *testing.T) {
 	if n := len(det["allocatedSlots"].([]any)); n != 1 || at(det, "allocatedSlots", "0", "jobId") != "job-1" {
 		t.Errorf("details %v", det)
 	}
+	// tm-a's figures are its own, as its heartbeat reported them, not the
+	// job manager's process's.
+	if num(at(tm, "hardware", "cpuCores")) != 16 || num(at(tm, "hardware", "physicalMemory")) != 64<<30 ||
+		num(at(tm, "hardware", "freeMemory")) != 4<<30 || num(at(tm, "totalResource", "cpuCores")) != 8 || num(at(tm, "freeResource", "cpuCores")) != 4 {
+		t.Errorf("tm-a's hardware and resources %v", tm)
+	}
+	if num(at(det, "metrics", "heapUsed")) != 123456789 || num(at(det, "metrics", "heapCommitted")) != 234567890 ||
+		num(at(det, "metrics", "nonHeapUsed")) != 3456789 || num(at(det, "metrics", "garbageCollectors", "0", "count")) != 42 {
+		t.Errorf("tm-a's details metrics %v", det["metrics"])
+	}
+	var vals2 []map[string]any
+	f.decode("/taskmanagers/tm-a/metrics?get=Status.JVM.Memory.Heap.Used,Status.JVM.Threads.Count,Status.JVM.GarbageCollector.Go.Time", &vals2)
+	if len(vals2) != 3 || vals2[0]["value"] != "123456789" || vals2[1]["value"] != "99" || vals2[2]["value"] != "17" {
+		t.Errorf("tm-a's metrics %v", vals2)
+	}
+	// tm-b has reported nothing yet: no metrics, unknown hardware.
 	var none []map[string]any
-	f.decode("/taskmanagers/tm-a/metrics?get=Status.JVM.Memory.Heap.Used", &none)
+	f.decode("/taskmanagers/tm-b/metrics?get=Status.JVM.Memory.Heap.Used", &none)
 	if len(none) != 0 {
-		t.Errorf("a remote task manager's metrics %v: want none", none)
+		t.Errorf("the metrics of a task manager without a heartbeat %v: want none", none)
+	}
+	if b := at(f.obj("/taskmanagers"), "taskmanagers", "1"); num(at(b, "hardware", "cpuCores")) != 0 || num(at(b, "hardware", "physicalMemory")) != -1 {
+		t.Errorf("tm-b %v: want unknown hardware", b)
 	}
 	if td := f.obj("/taskmanagers/tm-b/thread-dump"); len(td["threadInfos"].([]any)) != 0 {
 		t.Errorf("a remote task manager's thread dump shows goroutines of this process")
@@ -357,7 +466,28 @@ func TestDirectoryDashboardEndpoints(t *testing.T) {
 		t.Errorf("an unregistered task manager: %d, want 404", code)
 	}
 
-	code, body := f.get("/jobmanager/config")
+	// Under Flink's names, /metrics carries the job manager's metrics and
+	// each task manager's as its heartbeats reported them.
+	flinkDir := web.NewDirectory(info, web.WithLogger(quiet), web.WithFlinkMetricNames())
+	faddr, fstop, err := flinkDir.Listen(context.Background(), "127.0.0.1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		fstop()
+		flinkDir.Close()
+	})
+	fd := &fixture{t: t, base: "http://" + faddr}
+	code, body := fd.get("/metrics")
+	_, samples := parseProm(t, string(body))
+	if code != http.StatusOK || len(find(samples, "flink_taskmanager_Status_JVM_Memory_Heap_Used", map[string]string{"tm_id": "tm-a"})) != 1 ||
+		find(samples, "flink_taskmanager_Status_JVM_Memory_Heap_Used", map[string]string{"tm_id": "tm-a"})[0].value != 123456789 ||
+		len(find(samples, "flink_taskmanager_Status_JVM_Memory_Heap_Used", map[string]string{"tm_id": "tm-b"})) != 0 ||
+		len(find(samples, "flink_jobmanager_numRegisteredTaskManagers", nil)) != 1 {
+		t.Errorf("a directory's /metrics under Flink's names: %d %s", code, body)
+	}
+
+	code, body = f.get("/jobmanager/config")
 	if code != http.StatusOK || strings.Contains(string(body), "cluster-s3cret") ||
 		!strings.Contains(string(body), `{"key":"cluster.auth-token","value":"******"}`) || !strings.Contains(string(body), `{"key":"rest.port","value":"0"}`) {
 		t.Errorf("/jobmanager/config: %d %s", code, body)

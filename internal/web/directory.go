@@ -13,6 +13,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/weirstream/weir/internal/procstat"
 )
 
 // ClusterInfo is what a job manager knows of its task managers, for
@@ -36,6 +38,9 @@ type TaskManager struct {
 	Jobs []string
 	// LastHeartbeat is when the job manager last heard from it.
 	LastHeartbeat time.Time
+	// Process is its process's figures as its latest heartbeat reported
+	// them; nil before its first.
+	Process *procstat.Stats
 }
 
 // Directory serves the REST API and the web UI of every job a job manager
@@ -65,13 +70,19 @@ func NewDirectory(cluster func() ClusterInfo, opts ...Option) *Directory {
 		o.gate = newGate(o.token, o.logger)
 	}
 	d := &Directory{opts: o, cluster: cluster, reg: prometheus.NewRegistry(), servers: map[string]*Server{}}
+	if o.flinkNames {
+		d.reg.MustRegister(processCollector{d})
+	}
 	d.prom = promhttp.HandlerFor(d.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 	return d
 }
 
 // Add starts serving job, with the directory's options.
 func (d *Directory) Add(job Job) error {
-	opts := []Option{func(o *options) { *o = d.opts }}
+	opts := []Option{func(o *options) {
+		*o = d.opts
+		o.inDirectory = true
+	}}
 	s, err := New(job, opts...)
 	if err != nil {
 		return err
@@ -138,12 +149,12 @@ func (d *Directory) overview() overviewInfo {
 // ServeHTTP implements http.Handler. /taskmanagers needs the cluster's
 // Registered task managers, /jobmanager/config WithConfig.
 func (d *Directory) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !d.opts.gate.check(w, r) {
+	if !d.opts.gate.check(w, r) || d.opts.flink.serve(w, r) {
 		return
 	}
 	p := r.URL.Path
 	seg := strings.Split(strings.Trim(p, "/"), "/")
-	if profilerRequest(w, r, seg) {
+	if profilerRequest(w, r, seg) || serveJars(w, r, seg) {
 		return
 	}
 	if len(seg) < 2 || seg[0] != "jobs" || seg[1] == "overview" {
@@ -206,9 +217,10 @@ func (d *Directory) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // remoteTaskManager is Flink's TaskManagerInfo of a task manager of the
 // cluster, as far as the job manager knows it: its id, data port and
-// slots, and its last heartbeat. path is its data plane's address. A task
-// manager reports no hardware nor resources to the job manager: they are
-// 0 cores and -1 bytes of memory.
+// slots, its last heartbeat, and the hardware and cores its heartbeats
+// report (as a task manager's own /taskmanagers would show them). path is
+// its data plane's address. Before its first heartbeat it has 0 cores
+// and -1 bytes of memory.
 func remoteTaskManager(t TaskManager) taskManagerInfo {
 	port := -1
 	if _, p, err := net.SplitHostPort(t.DataAddr); err == nil {
@@ -222,7 +234,7 @@ func remoteTaskManager(t TaskManager) taskManagerInfo {
 			free++
 		}
 	}
-	return taskManagerInfo{
+	info := taskManagerInfo{
 		ID: t.ID, Path: t.DataAddr, DataPort: port, JMXPort: -1,
 		TimeSinceLastHeartbeat: t.LastHeartbeat.UnixMilli(),
 		SlotsNumber:            len(t.Jobs), FreeSlots: free,
@@ -230,12 +242,21 @@ func remoteTaskManager(t TaskManager) taskManagerInfo {
 		FreeResource:  resourceProfileInfo{ExtendedResources: map[string]float64{}},
 		Hardware:      hardwareInfo{PhysicalMemory: -1, FreeMemory: -1},
 	}
+	if p := t.Process; p != nil {
+		info.Hardware = hardwareOf(*p)
+		info.TotalResource.CPUCores = float64(p.MaxProcs)
+		if len(t.Jobs) > 0 {
+			info.FreeResource.CPUCores = float64(p.MaxProcs) * float64(free) / float64(len(t.Jobs))
+		}
+	}
+	return info
 }
 
 // serveTaskManagers answers /taskmanagers and the paths under
-// /taskmanagers/:id for the cluster's registered task managers tms. Their
-// metrics, logs and thread dumps stay in their processes: the metrics
-// list is empty, and the rest answer as serveProcess does for another
+// /taskmanagers/:id for the cluster's registered task managers tms:
+// their details and metrics from the figures their heartbeats report
+// (none before the first). Their logs and thread dumps stay in their
+// processes: those paths answer as serveProcess does for another
 // process.
 func (d *Directory) serveTaskManagers(w http.ResponseWriter, r *http.Request, seg []string, tms []TaskManager) {
 	if len(seg) == 1 {
@@ -256,6 +277,9 @@ func (d *Directory) serveTaskManagers(w http.ResponseWriter, r *http.Request, se
 	case len(seg) == 2:
 		det := taskManagerDetailsInfo{taskManagerInfo: remoteTaskManager(t), AllocatedSlots: []slotInfo{},
 			Metrics: taskManagerMetricsInfo{GarbageCollectors: []garbageCollector{}}}
+		if t.Process != nil {
+			det.Metrics = taskManagerMetricsOf(*t.Process)
+		}
 		for _, j := range t.Jobs {
 			if j != "" {
 				det.AllocatedSlots = append(det.AllocatedSlots, slotInfo{Resource: resourceProfileInfo{ExtendedResources: map[string]float64{}}, JobID: j})
@@ -263,7 +287,12 @@ func (d *Directory) serveTaskManagers(w http.ResponseWriter, r *http.Request, se
 		}
 		writeJSON(w, http.StatusOK, det)
 	case len(seg) == 3 && seg[2] == "metrics":
-		writeJSON(w, http.StatusOK, metricListOf(r.URL.Query(), nil, nil))
+		var ids []string
+		var vals map[string]string
+		if t.Process != nil {
+			ids, vals = goMetrics(*t.Process)
+		}
+		writeJSON(w, http.StatusOK, metricListOf(r.URL.Query(), ids, vals))
 	case serveProcess(w, r, seg[2:], false):
 	default:
 		notFound(w, r)

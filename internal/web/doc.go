@@ -4,31 +4,42 @@
 //
 //	GET /config                                            the dashboard's configuration
 //	GET /overview                                          the cluster
-//	GET /taskmanagers                                      the embedded task executor
+//	GET /taskmanagers                                      the task managers
 //	GET /taskmanagers/:tmid                                its details, slots and memory
 //	GET /taskmanagers/:tmid/metrics                        Go's memory as JVM metrics (?get=)
 //	GET /taskmanagers/:tmid/{logs,log,stdout,thread-dump,profiler}
 //	GET /jobmanager/{logs,log,stdout,thread-dump,profiler} no log files, no profiler; goroutines
 //	GET /jobmanager/config                                 the configuration, secrets masked
 //	GET /jobmanager/environment                            the Go runtime
-//	GET /jobmanager/metrics                                task managers, slots, jobs
+//	GET /jobmanager/metrics                                task managers, slots, jobs, memory
 //	GET /applications/overview                             Flink 2's applications: none
+//	GET /jars                                              none; other /jars requests: 501
 //	GET /jobs                                              ids and states
 //	GET /jobs/overview                                     one line per job
 //	GET /jobs/:jobid                                       the job, its vertices and plan
 //	PATCH /jobs/:jobid?mode=cancel                         cancel the job (Job.Cancel)
 //	GET /jobs/:jobid/yarn-cancel                           cancel, as Flink's dashboard does
-//	POST /jobs/:jobid/stop, /jobs/:jobid/savepoints        501: no savepoints yet
+//	POST /jobs/:jobid/stop, /jobs/:jobid/savepoints        stop with a savepoint, take one
+//	GET /jobs/:jobid/savepoints/:triggerid                 its status
+//	POST /jobs/:jobid/checkpoints                          take a checkpoint now
+//	GET /jobs/:jobid/checkpoints/:triggerid                its status
 //	GET /jobs/:jobid/plan                                  the plan
 //	GET /jobs/:jobid/config                                the execution configuration
+//	GET /jobs/:jobid/jobmanager/{config,environment}       as /jobmanager's
+//	GET /jobs/:jobid/metrics                               uptime, restarts, checkpoints (?get=)
 //	GET /jobs/:jobid/exceptions                            latest failures (?maxExceptions=)
+//	GET /jobs/:jobid/resource-requirements                 each vertex's parallelism
+//	PUT /jobs/:jobid/resource-requirements                 501: rescale through a savepoint
 //	GET /jobs/:jobid/vertices/:vertexid                    a vertex's subtasks
 //	GET /jobs/:jobid/vertices/:vertexid/backpressure       backpressure levels
 //	GET /jobs/:jobid/vertices/:vertexid/watermarks         subtask watermarks
 //	GET /jobs/:jobid/vertices/:vertexid/metrics            subtask metrics (?get=)
 //	GET /jobs/:jobid/vertices/:vertexid/accumulators       none: weir has no accumulators
 //	GET /jobs/:jobid/vertices/:vertexid/subtasks/accumulators
-//	GET /jobs/:jobid/vertices/:vertexid/taskmanagers       the embedded task executor
+//	GET /jobs/:jobid/vertices/:vertexid/subtasktimes       when each subtask was deployed
+//	GET /jobs/:jobid/vertices/:vertexid/subtasks/:index    a subtask's current attempt
+//	GET /jobs/:jobid/vertices/:vertexid/subtasks/:index/attempts/:attempt[/accumulators]
+//	GET /jobs/:jobid/vertices/:vertexid/taskmanagers       its subtasks by task manager
 //	GET /jobs/:jobid/vertices/:vertexid/flamegraph         disabled, as Flink's by default
 //	GET /jobs/:jobid/vertices/:vertexid/subtasks/metrics   aggregated (?get=, ?agg=, ?subtasks=)
 //	GET /jobs/:jobid/checkpoints                           counts, summary, latest, history
@@ -37,6 +48,10 @@
 //	GET /jobs/:jobid/checkpoints/details/:checkpointid/subtasks/:vertexid
 //	GET /jobs/:jobid/checkpoints/:checkpointid/cut         weir: the cut, drawn as data
 //	GET /metrics                                           Prometheus text format
+//	GET /flink/...                                         Flink's dashboard (WithFlinkDashboard)
+//
+// docs/flink-rest.md lists the endpoints and the fields whose values
+// differ in meaning from Flink's.
 //
 // Where weir has no value for one of Flink's fields it answers what Flink
 // does when the feature is absent (an empty list, -1 for a port); the

@@ -40,6 +40,9 @@ func nanosToSeconds(n int64) float64 { return float64(n) / 1e9 }
 
 // collect reads the job's metrics as Prometheus families.
 func (s *Server) collect(ctx context.Context, now time.Time) []family {
+	if s.opts.flinkNames {
+		return s.collectFlink(ctx, !s.opts.inDirectory)
+	}
 	jobID := s.jm.JobID()
 	g := s.jm.Graph()
 	job := []label{{"job_id", jobID}}

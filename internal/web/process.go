@@ -3,10 +3,10 @@ package web
 import (
 	"bytes"
 	"net/http"
-	goruntime "runtime"
 	"runtime/pprof"
 	"strconv"
-	"time"
+
+	"github.com/weirstream/weir/internal/procstat"
 )
 
 // The paths of a Flink process (the job manager or a task manager) that
@@ -107,9 +107,8 @@ func serveProcess(w http.ResponseWriter, r *http.Request, rest []string, local b
 	return true
 }
 
-// goMetrics are the Go runtime's memory, garbage collection and
-// goroutines under the names of Flink's JVM metrics (Status.JVM.*), for a
-// process's /metrics:
+// goMetrics are a process's figures st under the names of Flink's JVM
+// metrics (Status.JVM.*), for its /metrics:
 //
 //   - Heap.Used is the bytes of live and unswept heap objects
 //     (HeapAlloc), Heap.Committed the heap's spans in use and idle but
@@ -124,16 +123,14 @@ func serveProcess(w http.ResponseWriter, r *http.Request, rest []string, local b
 //   - GarbageCollector.Go.Count is the number of completed GC cycles,
 //     GarbageCollector.Go.Time their stop-the-world pauses in ms.
 //   - Threads.Count is the number of goroutines.
-func goMetrics() ([]string, map[string]string) {
-	var ms goruntime.MemStats
-	goruntime.ReadMemStats(&ms)
-	nonHeap := ms.StackSys + ms.MSpanSys + ms.MCacheSys + ms.GCSys + ms.BuckHashSys + ms.OtherSys
+//   - Status.JVM.CPU.Load is absent: weir does not measure it.
+func goMetrics(st procstat.Stats) ([]string, map[string]string) {
 	vals := map[string]int64{
-		"Status.JVM.Memory.Heap.Used":            int64(ms.HeapAlloc),
-		"Status.JVM.Memory.Heap.Committed":       int64(ms.HeapSys - ms.HeapReleased),
-		"Status.JVM.Memory.Heap.Max":             memoryLimit(),
-		"Status.JVM.Memory.NonHeap.Used":         int64(nonHeap),
-		"Status.JVM.Memory.NonHeap.Committed":    int64(nonHeap),
+		"Status.JVM.Memory.Heap.Used":            st.HeapUsed,
+		"Status.JVM.Memory.Heap.Committed":       st.HeapCommitted,
+		"Status.JVM.Memory.Heap.Max":             st.MemoryLimit,
+		"Status.JVM.Memory.NonHeap.Used":         st.RuntimeMemory,
+		"Status.JVM.Memory.NonHeap.Committed":    st.RuntimeMemory,
 		"Status.JVM.Memory.NonHeap.Max":          -1,
 		"Status.JVM.Memory.Metaspace.Used":       0,
 		"Status.JVM.Memory.Metaspace.Max":        0,
@@ -147,9 +144,9 @@ func goMetrics() ([]string, map[string]string) {
 		"Status.Flink.Memory.Managed.Total":      0,
 		"Status.Shuffle.Netty.UsedMemory":        0,
 		"Status.Shuffle.Netty.TotalMemory":       0,
-		"Status.JVM.GarbageCollector.Go.Count":   int64(ms.NumGC),
-		"Status.JVM.GarbageCollector.Go.Time":    int64(time.Duration(ms.PauseTotalNs).Milliseconds()),
-		"Status.JVM.Threads.Count":               int64(goruntime.NumGoroutine()),
+		"Status.JVM.GarbageCollector.Go.Count":   st.GCCycles,
+		"Status.JVM.GarbageCollector.Go.Time":    st.GCPauseMillis,
+		"Status.JVM.Threads.Count":               st.Goroutines,
 	}
 	ids := make([]string, 0, len(vals))
 	out := make(map[string]string, len(vals))

@@ -21,7 +21,12 @@ type collector struct{ s *Server }
 func (collector) Describe(chan<- *prometheus.Desc) {}
 
 func (c collector) Collect(ch chan<- prometheus.Metric) {
-	for _, f := range c.s.collect(context.Background(), time.Now()) {
+	emit(ch, c.s.collect(context.Background(), time.Now()))
+}
+
+// emit sends the families fams to ch as Prometheus' constant metrics.
+func emit(ch chan<- prometheus.Metric, fams []family) {
+	for _, f := range fams {
 		if len(f.samples) == 0 {
 			continue
 		}

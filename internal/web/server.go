@@ -82,6 +82,14 @@ type options struct {
 	// gate checks requests; made from token and logger by New and
 	// NewDirectory, whose servers share theirs.
 	gate *gate
+	// flink serves Flink's dashboard (WithFlinkDashboard); nil: not.
+	flink *flinkDashboard
+	// flinkNames: /metrics uses Flink's reporter's names
+	// (WithFlinkMetricNames).
+	flinkNames bool
+	// inDirectory: the server is a job's of a Directory, whose /metrics
+	// carries the processes' metrics.
+	inDirectory bool
 }
 
 // WithAuthToken makes every request present the token tok: as a bearer
@@ -121,6 +129,9 @@ type Server struct {
 	prom    http.Handler // /metrics, through Prometheus' client
 
 	sps savepoints
+
+	// seen keeps the checkpoints last asked for (see lookup).
+	seen seenCheckpoints
 
 	storeOnce sync.Once
 	store     *storage.Storage
@@ -233,7 +244,7 @@ func defaultOptions() options { return options{interval: time.Second, logger: sl
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if s.opts.gate.check(w, r) {
+	if s.opts.gate.check(w, r) && !s.opts.flink.serve(w, r) {
 		s.route(w, r)
 	}
 }
@@ -251,7 +262,7 @@ func uiPath(p string) bool {
 // route dispatches on the path's segments.
 func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 	seg := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
-	if s.control(w, r, seg) || profilerRequest(w, r, seg) {
+	if s.control(w, r, seg) || profilerRequest(w, r, seg) || serveJars(w, r, seg) {
 		return
 	}
 	if !readMethod(r) {
@@ -308,6 +319,8 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		h = func() (any, error) { return jobPlanInfo{Plan: s.plan()}, nil }
 	case n == 3 && at(2, "config"):
 		h = func() (any, error) { return s.jobConfig() }
+	case n == 3 && at(2, "metrics"):
+		h = func() (any, error) { return s.jobMetrics(r.Context(), r.URL.Query()) }
 	case n == 3 && at(2, "exceptions"):
 		h = func() (any, error) { return s.exceptions(r.URL.Query().Get("maxExceptions")) }
 	case n == 4 && at(2, "vertices"):
@@ -322,6 +335,22 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		h = func() (any, error) { return s.subtasksAccumulators(seg[3]) }
 	case n == 5 && at(2, "vertices") && at(4, "taskmanagers"):
 		h = func() (any, error) { return s.vertexTaskManagers(seg[3]) }
+	case n == 5 && at(2, "vertices") && at(4, "subtasktimes"):
+		h = func() (any, error) { return s.subtaskTimes(seg[3]) }
+	case n == 6 && at(2, "vertices") && at(4, "subtasks") && seg[5] != "metrics" && seg[5] != "accumulators":
+		h = func() (any, error) { return s.subtaskAttempt(seg[3], seg[5], "") }
+	case n == 7 && at(2, "vertices") && at(4, "subtasks") && at(6, "accumulators"):
+		h = func() (any, error) { return s.subtaskAccumulators(seg[3], seg[5], "") }
+	case n == 8 && at(2, "vertices") && at(4, "subtasks") && at(6, "attempts"):
+		h = func() (any, error) { return s.subtaskAttempt(seg[3], seg[5], seg[7]) }
+	case n == 9 && at(2, "vertices") && at(4, "subtasks") && at(6, "attempts") && at(8, "accumulators"):
+		h = func() (any, error) { return s.subtaskAccumulators(seg[3], seg[5], seg[7]) }
+	case n == 3 && at(2, "resource-requirements"):
+		h = func() (any, error) { return s.resourceRequirements(), nil }
+	case n == 4 && at(2, "jobmanager") && at(3, "config"):
+		h = func() (any, error) { return configEntries(s.cfg), nil }
+	case n == 4 && at(2, "jobmanager") && at(3, "environment"):
+		h = func() (any, error) { return environment(), nil }
 	case n == 5 && at(2, "vertices") && at(4, "flamegraph"):
 		h = func() (any, error) { return s.flameGraph(seg[3]) }
 	case n == 5 && at(2, "vertices") && at(4, "metrics"):

@@ -1,17 +1,14 @@
 package web
 
 import (
-	"bufio"
 	"fmt"
-	"math"
 	"net/http"
 	"os"
-	goruntime "runtime"
-	"runtime/debug"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
+
+	"github.com/weirstream/weir/internal/procstat"
 )
 
 // taskManagersInfo is Flink's TaskManagersInfo.
@@ -98,39 +95,15 @@ var processID = sync.OnceValue(func() string {
 	return fmt.Sprintf("%s:%d", host, os.Getpid())
 })
 
-// physicalMemory is /proc/meminfo's MemTotal in bytes, or -1.
-var physicalMemory = sync.OnceValue(func() int64 {
-	f, err := os.Open("/proc/meminfo")
-	if err != nil {
-		return -1
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		rest, ok := strings.CutPrefix(sc.Text(), "MemTotal:")
-		if !ok {
-			continue
-		}
-		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-		if err != nil {
-			return -1
-		}
-		return kb * 1024
-	}
-	return -1
-})
-
-// memoryLimit is the Go runtime's soft memory limit, or -1 without one.
-func memoryLimit() int64 {
-	if l := debug.SetMemoryLimit(-1); l != math.MaxInt64 {
-		return l
-	}
-	return -1
+// hardwareOf is Flink's HardwareDescription of a process with figures st.
+func hardwareOf(st procstat.Stats) hardwareInfo {
+	return hardwareInfo{CPUCores: st.CPUCores, PhysicalMemory: st.PhysicalMemory, FreeMemory: st.MemoryLimit}
 }
 
 func (s *Server) taskManagers() taskManagersInfo {
 	o := s.overviewInfo()
-	total := resourceProfileInfo{CPUCores: float64(goruntime.GOMAXPROCS(0)), ExtendedResources: map[string]float64{}}
+	st := procstat.Read()
+	total := resourceProfileInfo{CPUCores: float64(st.MaxProcs), ExtendedResources: map[string]float64{}}
 	free := resourceProfileInfo{ExtendedResources: map[string]float64{}}
 	if o.SlotsAvailable == o.SlotsTotal {
 		free = total
@@ -140,7 +113,7 @@ func (s *Server) taskManagers() taskManagersInfo {
 		TimeSinceLastHeartbeat: time.Now().UnixMilli(),
 		SlotsNumber:            o.SlotsTotal, FreeSlots: o.SlotsAvailable,
 		TotalResource: total, FreeResource: free,
-		Hardware: hardwareInfo{CPUCores: goruntime.NumCPU(), PhysicalMemory: physicalMemory(), FreeMemory: memoryLimit()},
+		Hardware: hardwareOf(st),
 	}}}
 }
 
@@ -193,9 +166,10 @@ type garbageCollector struct {
 	Time  int64  `json:"time"`
 }
 
-// localTaskManagerMetrics is this process's taskManagerMetricsInfo.
-func localTaskManagerMetrics() taskManagerMetricsInfo {
-	_, vals := goMetrics()
+// taskManagerMetricsOf is the taskManagerMetricsInfo of a process with
+// figures st.
+func taskManagerMetricsOf(st procstat.Stats) taskManagerMetricsInfo {
+	_, vals := goMetrics(st)
 	get := func(id string) int64 {
 		n, _ := strconv.ParseInt(vals[id], 10, 64)
 		return n
@@ -211,7 +185,7 @@ func localTaskManagerMetrics() taskManagerMetricsInfo {
 // is taken by the job while it runs.
 func (s *Server) taskManagerDetails() taskManagerDetailsInfo {
 	tm := s.taskManagers().TaskManagers[0]
-	d := taskManagerDetailsInfo{taskManagerInfo: tm, AllocatedSlots: []slotInfo{}, Metrics: localTaskManagerMetrics()}
+	d := taskManagerDetailsInfo{taskManagerInfo: tm, AllocatedSlots: []slotInfo{}, Metrics: taskManagerMetricsOf(procstat.Read())}
 	for range tm.SlotsNumber - tm.FreeSlots {
 		d.AllocatedSlots = append(d.AllocatedSlots, slotInfo{Resource: resourceProfileInfo{ExtendedResources: map[string]float64{}}, JobID: s.jm.JobID()})
 	}
@@ -229,7 +203,7 @@ func (s *Server) serveTaskManager(w http.ResponseWriter, r *http.Request, seg []
 	case len(seg) == 2:
 		writeJSON(w, http.StatusOK, s.taskManagerDetails())
 	case len(seg) == 3 && seg[2] == "metrics":
-		ids, vals := goMetrics()
+		ids, vals := goMetrics(procstat.Read())
 		writeJSON(w, http.StatusOK, metricListOf(r.URL.Query(), ids, vals))
 	case serveProcess(w, r, seg[2:], true):
 	default:

@@ -41,15 +41,15 @@ func (s *Server) subtasksAccumulators(vid string) (any, error) {
 	}
 	out := subtasksAccumulatorsInfo{ID: s.ids[v], Parallelism: v.Parallelism, Subtasks: []subtaskAccumulators{}}
 	for _, m := range subtaskIndex(s.jm.SubtaskMetrics())[v.UID] {
-		out.Subtasks = append(out.Subtasks, subtaskAccumulators{Subtask: m.Task.Subtask, Attempt: m.Attempt, Endpoint: processID(), UserAccumulators: []any{}})
+		out.Subtasks = append(out.Subtasks, subtaskAccumulators{Subtask: m.Task.Subtask, Attempt: m.Attempt, Endpoint: taskManagerOf(m), UserAccumulators: []any{}})
 	}
 	return out, nil
 }
 
 // vertexTaskManagersInfo is Flink's JobVertexTaskManagersInfo: the
-// vertex's subtasks grouped by the task manager they run on, here the
-// embedded one. Flink's "aggregated" statistics are left out (the
-// dashboard shows none without them).
+// vertex's subtasks grouped by the task manager they run on (the job's own
+// process when it runs embedded). Flink's "aggregated" statistics are left
+// out (the dashboard shows none without them).
 type vertexTaskManagersInfo struct {
 	ID           string              `json:"id"`
 	Name         string              `json:"name"`
@@ -73,18 +73,54 @@ func (s *Server) vertexTaskManagers(vid string) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	start, end, dur, now := s.times()
+	_, end, _, now := s.times()
 	state := taskState(s.state())
-	counts := map[string]int{}
-	for _, st := range executionStates {
-		counts[st] = 0
-	}
-	counts[state] = v.Parallelism
 	recs := records{by: subtaskIndex(s.jm.SubtaskMetrics())}
-	return vertexTaskManagersInfo{ID: s.ids[v], Name: v.Name, Now: now, TaskManagers: []vertexTaskManager{{
-		Endpoint: processID(), Status: state, StartTime: start, EndTime: end, Duration: dur,
-		Metrics: recs.ioFor(v, -1), StatusCounts: counts, TaskManagerID: processID(),
-	}}}, nil
+	out := vertexTaskManagersInfo{ID: s.ids[v], Name: v.Name, Now: now, TaskManagers: []vertexTaskManager{}}
+	at := map[string]int{}    // task manager → index in out.TaskManagers
+	unknown := map[int]bool{} // whose write-records are not known
+	for _, m := range recs.by[v.UID] {
+		tm := taskManagerOf(m)
+		i, ok := at[tm]
+		if !ok {
+			counts := map[string]int{}
+			for _, st := range executionStates {
+				counts[st] = 0
+			}
+			i = len(out.TaskManagers)
+			at[tm] = i
+			out.TaskManagers = append(out.TaskManagers, vertexTaskManager{Endpoint: tm, Status: state, StartTime: m.Deployed,
+				EndTime: end, StatusCounts: counts, TaskManagerID: tm, Metrics: ioMetrics{ReadRecordsComplete: true, WriteRecordsComplete: true}})
+		}
+		g := &out.TaskManagers[i]
+		g.StatusCounts[state]++
+		g.StartTime = min(g.StartTime, m.Deployed)
+		io := recs.ioFor(v, m.Task.Subtask)
+		g.Metrics.ReadRecords += io.ReadRecords
+		g.Metrics.AccumulatedBackpressuredTime += io.AccumulatedBackpressuredTime
+		switch {
+		case io.WriteRecords == nil:
+			unknown[i] = true
+		case g.Metrics.WriteRecords == nil:
+			n := *io.WriteRecords
+			g.Metrics.WriteRecords = &n
+		default:
+			*g.Metrics.WriteRecords += *io.WriteRecords
+		}
+		g.Metrics.WriteRecordsComplete = g.Metrics.WriteRecordsComplete && io.WriteRecordsComplete
+	}
+	for i := range out.TaskManagers {
+		g := &out.TaskManagers[i]
+		last := now
+		if end >= 0 {
+			last = end
+		}
+		g.Duration = max(last-g.StartTime, 0)
+		if unknown[i] {
+			g.Metrics.WriteRecords = nil
+		}
+	}
+	return out, nil
 }
 
 // flameGraphInfo is Flink's VertexFlameGraph without data: endTimestamp

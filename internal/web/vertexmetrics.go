@@ -1,6 +1,7 @@
 package web
 
 import (
+	"math"
 	"net/url"
 	"slices"
 	"strconv"
@@ -143,14 +144,17 @@ type aggregatedMetric struct {
 	Max *float64 `json:"max,omitempty"`
 	Avg *float64 `json:"avg,omitempty"`
 	Sum *float64 `json:"sum,omitempty"`
+	// Skew is Flink's data skew: the mean absolute deviation over the
+	// mean, as a percentage (at most 100; 0 when the mean is 0).
+	Skew *float64 `json:"skew,omitempty"`
 }
 
 // aggregations are the values of Flink's agg parameter weir computes.
-var aggregations = []string{"min", "max", "avg", "sum"}
+var aggregations = []string{"min", "max", "avg", "sum", "skew"}
 
 // subtasksMetrics is Flink's /jobs/:jobid/vertices/:vertexid/subtasks/metrics:
 // without ?get= the metric names the subtasks have; with ?get=a,b the
-// aggregates (?agg=min,max,avg,sum; default all) of a and b over the
+// aggregates (?agg=min,max,avg,sum,skew; default all) of a and b over the
 // subtasks (?subtasks=0,2-3; default all) that have them.
 func (s *Server) subtasksMetrics(vid string, q url.Values) (any, error) {
 	v, err := s.vertex(vid)
@@ -163,7 +167,7 @@ func (s *Server) subtasksMetrics(vid string, q url.Values) (any, error) {
 		for _, x := range strings.Split(a, ",") {
 			x = strings.ToLower(strings.TrimSpace(x))
 			if !slices.Contains(aggregations, x) {
-				return nil, badRequest("unsupported aggregation %q: want min, max, avg or sum", echo(x))
+				return nil, badRequest("unsupported aggregation %q: want min, max, avg, sum or skew", echo(x))
 			}
 			aggs = append(aggs, x)
 		}
@@ -217,11 +221,29 @@ func (s *Server) subtasksMetrics(vid string, q url.Values) (any, error) {
 			case "sum":
 				x := sum
 				am.Sum = &x
+			case "skew":
+				x := skew(xs, sum)
+				am.Skew = &x
 			}
 		}
 		out = append(out, am)
 	}
 	return out, nil
+}
+
+// skew is Flink's data skew of xs, whose sum is sum: the mean absolute
+// deviation over the mean, in percent, at most 100, and 0 for a mean of
+// 0.
+func skew(xs []float64, sum float64) float64 {
+	avg := sum / float64(len(xs))
+	if avg == 0 {
+		return 0
+	}
+	dev := 0.0
+	for _, x := range xs {
+		dev += math.Abs(avg - x)
+	}
+	return min(dev/float64(len(xs))/avg*100, 100)
 }
 
 // subtaskSet parses Flink's subtasks parameter ("0,2-3"); nil: all.

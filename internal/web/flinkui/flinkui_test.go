@@ -13,14 +13,17 @@ import (
 	"errors"
 	"fmt"
 	"html/template"
+	"image/png"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -105,11 +108,10 @@ func (c *counter) ProcessElement(ctx *stream.Context[int64, int64], v int64) err
 }
 
 // startJob runs numbers → keyBy → count → sink at parallelism 2 with a
-// checkpoint every 100 ms, and returns its REST API (which cancels it)
-// and its id.
-func startJob(t *testing.T) (*web.Server, string) {
+// checkpoint every 100 ms, and returns its REST API (which cancels it),
+// the job as the API serves it, and its id.
+func startJob(t *testing.T) (*web.Server, web.Job, string) {
 	t.Helper()
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	cfg, err := config.ParseDynamic([]string{"parallelism.default=2", "execution.checkpointing.interval=100 ms",
 		"execution.checkpointing.dir=file://" + t.TempDir(), "restart-strategy.type=fixed-delay"})
 	if err != nil {
@@ -139,14 +141,17 @@ func startJob(t *testing.T) (*web.Server, string) {
 		<-client.Done()
 	})
 	jm := launch.MasterOf(client)
-	srv, err := web.New(web.Job{Master: jm, Done: client.Done(), Err: client.Wait, Config: env.Config(), Cancel: cancel},
-		web.WithLogger(quiet), web.WithSampleInterval(100*time.Millisecond))
+	job := web.Job{Master: jm, Done: client.Done(), Err: client.Wait, Config: env.Config(), Cancel: cancel}
+	srv, err := web.New(job, web.WithLogger(quiet), web.WithSampleInterval(100*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Close() })
-	return srv, jm.JobID()
+	return srv, job, jm.JobID()
 }
+
+// quiet discards the log.
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // call is a REST request the dashboard made, and its answer.
 type call struct {
@@ -228,10 +233,15 @@ var walker = template.Must(template.New("walker").Parse(`<script>
   // pages draw after their data: give them that); or after four dwell
   // times whatever it is doing, thirty while its awaited call is still
   // to come.
-  var inflight = 0, started = 0, lastEnd = 0, arrived = 0, awaited = true;
+  // wantExact is the path of the call the page must make, wantPattern
+  // matches the path of the call a click on it must make.
+  var inflight = 0, started = 0, lastEnd = 0, arrived = 0, awaited = true, wantExact = "", wantPattern = null, clicked = false;
   var open = XMLHttpRequest.prototype.open, send = XMLHttpRequest.prototype.send;
   XMLHttpRequest.prototype.open = function (method, url) {
     this.weirPath = new URL(url, location.href).pathname;
+    if ({{.Prefix}} && this.weirPath.indexOf({{.Prefix}}) === 0) {
+      this.weirPath = this.weirPath.slice({{.Prefix}}.length - 1);
+    }
     return open.apply(this, arguments);
   };
   XMLHttpRequest.prototype.send = function () {
@@ -241,7 +251,7 @@ var walker = template.Must(template.New("walker").Parse(`<script>
     x.addEventListener("loadend", function () {
       inflight--;
       lastEnd = Date.now();
-      if (i > 0 && routes[i - 1].await === x.weirPath) {
+      if (wantExact && x.weirPath === wantExact || wantPattern && wantPattern.test(x.weirPath)) {
         awaited = true;
       }
     });
@@ -255,16 +265,39 @@ var walker = template.Must(template.New("walker").Parse(`<script>
     return now - arrived >= 4 * dwell ||
       now - arrived >= dwell && started > 0 && inflight === 0 && now - lastEnd >= dwell / 2;
   }
+  // wait waits until the page has settled, then clicks what its route
+  // says to click, if anything, and waits again, then opens the next.
   function wait() {
-    if (settled()) {
-      next();
-    } else {
+    if (!settled()) {
       setTimeout(wait, 25);
+      return;
     }
+    var r = routes[i - 1];
+    if (r && r.click && !clicked) {
+      clicked = true;
+      var el = document.querySelector(r.click);
+      if (!el) {
+        errors.push(location.hash + ": nothing to click at " + r.click);
+        next();
+        return;
+      }
+      el.click();
+      wantExact = "";
+      wantPattern = r.clickAwait ? new RegExp(r.clickAwait) : null;
+      awaited = !wantPattern;
+      arrived = Date.now();
+      started = 0;
+      setTimeout(wait, 25);
+      return;
+    }
+    next();
   }
   function next() {
+    clicked = false;
+    wantPattern = null;
     if (i < routes.length) {
-      awaited = !routes[i].await;
+      wantExact = routes[i].await || "";
+      awaited = !wantExact;
       location.hash = routes[i++].hash;
       arrived = Date.now();
       started = 0;
@@ -301,16 +334,28 @@ type route struct {
 	// the walker waits for it before it moves on, and the walk fails if
 	// the page never made it.
 	Await string `json:"await,omitempty"`
+	// Click, if not "", selects an element the walker clicks once the
+	// page has settled; ClickAwait, if not "", is a regular expression
+	// (in the syntax both Go and JavaScript read) the path of a REST call
+	// the click must make matches, awaited as Await is.
+	Click      string `json:"click,omitempty"`
+	ClickAwait string `json:"clickAwait,omitempty"`
 }
 
-// walkPages walks Flink's dashboard of version v in dir through routes in
-// front of api and checks what the pages called and showed.
-func walkPages(t *testing.T, bin, dir, v string, api http.Handler, routes []route) {
+// A server serves Flink's dashboard with the walker over routes (and a
+// GET of cancel at the end, if it is not "") added to its page, records
+// the REST calls of the page in rec, and returns the page's URL and the
+// channel its walk arrives on.
+type server func(t *testing.T, rec *recorder, routes []route, dwell time.Duration, cancel string) (string, <-chan walk)
+
+// walkPages walks Flink's dashboard of version v through routes, served
+// by serve, and checks what the pages called and showed.
+func walkPages(t *testing.T, bin, v string, serve server, routes []route) {
 	start := time.Now()
 	rec := &recorder{}
 	const dwell = 300 * time.Millisecond
-	base, done := serveDashboard(t, dir, api, rec, routes, dwell, "")
-	wk := browse(t, bin, base+"/#/overview", rec, done)
+	page, done := serve(t, rec, routes, dwell, "")
+	wk := browse(t, bin, page+"#/overview", rec, done)
 	calls := rec.all()
 	paths := map[string]int{}
 	for _, c := range calls {
@@ -341,9 +386,19 @@ func walkPages(t *testing.T, bin, dir, v string, api http.Handler, routes []rout
 		if _, ok := paths["GET "+r.Await]; r.Await != "" && !ok {
 			t.Errorf("the page %s never called GET %s", r.Hash, r.Await)
 		}
+		if r.ClickAwait == "" {
+			continue
+		}
+		re := regexp.MustCompile(r.ClickAwait)
+		if !slices.ContainsFunc(keys, func(k string) bool { p, ok := strings.CutPrefix(k, "GET "); return ok && re.MatchString(p) }) {
+			t.Errorf("a click at %s on the page %s never called GET %s", r.Click, r.Hash, r.ClickAwait)
+		}
 	}
 	t.Logf("Flink %s's dashboard: %d pages, %d REST calls to %d paths, in %v", v, len(routes), len(calls), len(paths), time.Since(start).Round(time.Millisecond))
 }
+
+// pixel is a transparent 1×1 GIF.
+var pixel = []byte("GIF89a\x01\x00\x01\x00\x80\x00\x00\x00\x00\x00\xff\xff\xff!\xf9\x04\x01\x00\x00\x00\x00,\x00\x00\x00\x00\x01\x00\x01\x00\x00\x02\x02D\x01\x00;")
 
 // donePath is where the walker posts its walk.
 const donePath = "/__weir-walk-done"
@@ -358,15 +413,62 @@ type walk struct {
 	Cancel int `json:"cancel"`
 }
 
-// serveDashboard serves Flink's dashboard in dir, with the walker over
-// routes added to its index.html (and, if cancel is not "", a GET of
-// that path at the end), in front of api, on a free loopback port; it
-// returns the base URL and the channel the walk arrives on.
-func serveDashboard(t *testing.T, dir string, api http.Handler, rec *recorder, routes []route, dwell time.Duration, cancel string) (string, <-chan walk) {
+// holdPath is an image the page with holdScript loads, which the server
+// answers once the page has posted to releasePath: until then the page's
+// load event, on which Chromium's --screenshot waits, does not fire.
+const (
+	holdPath    = "/__weir-hold"
+	releasePath = "/__weir-release"
+)
+
+// holdScript holds the page's load event until it has drawn its data:
+// four seconds after the first answer to a REST call whose path ends in
+// %s (the dashboard polls every 3 s, and some pages draw what they have
+// asked for only on the next poll), once every request has been answered
+// for half a second; or after 30 s.
+const holdScript = `<script>
+(function () {
+  var inflight = 0, awaited = 0, lastEnd = 0, t0 = Date.now(), want = %q;
+  var open = XMLHttpRequest.prototype.open, send = XMLHttpRequest.prototype.send;
+  XMLHttpRequest.prototype.open = function (method, url) {
+    this.weirPath = new URL(url, location.href).pathname;
+    return open.apply(this, arguments);
+  };
+  XMLHttpRequest.prototype.send = function () {
+    var x = this;
+    inflight++;
+    x.addEventListener("loadend", function () {
+      inflight--;
+      lastEnd = Date.now();
+      if (!awaited && x.weirPath.slice(-want.length) === want) {
+        awaited = lastEnd;
+      }
+    });
+    return send.apply(this, arguments);
+  };
+  (function poll() {
+    var now = Date.now();
+    if (awaited && now - awaited > 4000 && inflight === 0 && now - lastEnd > 500 || now - t0 > 30000) {
+      navigator.sendBeacon("` + releasePath + `", "");
+    } else {
+      setTimeout(poll, 100);
+    }
+  })();
+})();
+</script><img src="` + holdPath + `" alt="" style="display:none">`
+
+// walkerPage returns Flink's index.html in dir with the walker over
+// routes added, or, for a single route without a hash, holdScript
+// awaiting the route's Await; the page is served under prefix ("/": at
+// the root).
+func walkerPage(t *testing.T, dir, prefix string, routes []route, dwell time.Duration, cancel string) []byte {
 	t.Helper()
 	index, err := os.ReadFile(filepath.Join(dir, "index.html"))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if len(routes) == 1 && routes[0].Hash == "" {
+		return bytes.Replace(index, []byte("</body>"), []byte(fmt.Sprintf(holdScript, routes[0].Await)+"</body>"), 1)
 	}
 	var script bytes.Buffer
 	if err := walker.Execute(&script, struct {
@@ -374,15 +476,39 @@ func serveDashboard(t *testing.T, dir string, api http.Handler, rec *recorder, r
 		Dwell  int64
 		Cancel string
 		Done   string
-	}{routes, dwell.Milliseconds(), cancel, donePath}); err != nil {
+		Prefix string
+	}{routes, dwell.Milliseconds(), cancel, donePath, prefix}); err != nil {
 		t.Fatal(err)
 	}
-	page := bytes.Replace(index, []byte("</body>"), append(script.Bytes(), []byte("</body>")...), 1)
+	return bytes.Replace(index, []byte("</body>"), append(script.Bytes(), []byte("</body>")...), 1)
+}
+
+// listenRecording serves h on a free loopback port, taking the walk the
+// walker posts to donePath off it, and returns the base URL and the
+// channel the walk arrives on. record says whether a request is one of
+// the page's REST calls, and returns its path as the REST API names it,
+// which rec then notes with its answer.
+func listenRecording(t *testing.T, h http.Handler, rec *recorder, record func(*http.Request) (string, bool)) (string, <-chan walk) {
+	t.Helper()
 	done := make(chan walk, 1)
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	hf := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rec.touch()
-		p := path.Clean(r.URL.Path)
-		if p == donePath {
+		switch path.Clean(r.URL.Path) {
+		case releasePath:
+			releaseOnce.Do(func() { close(release) })
+			return
+		case holdPath:
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+			w.Header().Set("Content-Type", "image/gif")
+			_, _ = w.Write(pixel)
+			return
+		}
+		if path.Clean(r.URL.Path) == donePath {
 			var wk walk
 			if err := json.NewDecoder(r.Body).Decode(&wk); err != nil {
 				wk.Errors = append(wk.Errors, "decoding the walk: "+err.Error())
@@ -393,27 +519,131 @@ func serveDashboard(t *testing.T, dir string, api http.Handler, rec *recorder, r
 			}
 			return
 		}
-		if p == "/" || p == "/index.html" {
-			w.Header().Set("Content-Type", "text/html; charset=utf-8")
-			_, _ = w.Write(page)
+		uri, ok := record(r)
+		if !ok {
+			h.ServeHTTP(w, r)
 			return
 		}
-		if fi, err := os.Stat(filepath.Join(dir, filepath.FromSlash(p))); err == nil && fi.Mode().IsRegular() {
-			http.ServeFile(w, r, filepath.Join(dir, filepath.FromSlash(p)))
-			return
-		}
+		c := call{method: r.Method, uri: uri}
 		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
-		api.ServeHTTP(sw, r)
-		rec.add(call{method: r.Method, uri: r.URL.RequestURI(), code: sw.code})
+		h.ServeHTTP(sw, r)
+		if r.Context().Err() != nil {
+			// The page dropped the request (it moved on to the next
+			// route): whatever a proxy in between answered, the API
+			// did not.
+			return
+		}
+		c.code = sw.code
+		rec.add(c)
 	})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: hf, ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
 	return "http://" + ln.Addr().String(), done
+}
+
+// isFile reports whether p names a regular file under dir.
+func isFile(dir, p string) bool {
+	fi, err := os.Stat(filepath.Join(dir, filepath.FromSlash(path.Clean("/"+p))))
+	return err == nil && fi.Mode().IsRegular()
+}
+
+// proxied serves Flink's dashboard in dir as a reverse proxy would: its
+// files from the directory, every other path from api, at the root of
+// the origin.
+func proxied(dir string, api http.Handler) server {
+	return func(t *testing.T, rec *recorder, routes []route, dwell time.Duration, cancel string) (string, <-chan walk) {
+		page := walkerPage(t, dir, "/", routes, dwell, cancel)
+		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			p := path.Clean(r.URL.Path)
+			switch {
+			case p == "/" || p == "/index.html":
+				w.Header().Set("Content-Type", "text/html; charset=utf-8")
+				_, _ = w.Write(page)
+			case isFile(dir, p):
+				http.ServeFile(w, r, filepath.Join(dir, filepath.FromSlash(p)))
+			default:
+				api.ServeHTTP(w, r)
+			}
+		})
+		base, done := listenRecording(t, h, rec, func(r *http.Request) (string, bool) {
+			p := path.Clean(r.URL.Path)
+			return r.URL.RequestURI(), p != "/" && p != "/index.html" && !isFile(dir, p)
+		})
+		return base + "/", done
+	}
+}
+
+// dashboardCopy returns a directory for rest.flink-dashboard.dir that
+// links to the files of Flink's dashboard in dir, with a copy of its
+// index.html that withWalker then replaces.
+func dashboardCopy(t *testing.T, dir string) string {
+	t.Helper()
+	copyDir := t.TempDir()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.Name() != "index.html" {
+			if err := os.Symlink(filepath.Join(dir, e.Name()), filepath.Join(copyDir, e.Name())); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	index, err := os.ReadFile(filepath.Join(dir, "index.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(copyDir, "index.html"), index, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return copyDir
+}
+
+// underPrefix records the calls of a dashboard that h serves under
+// web.FlinkDashboardPath from copyDir (a dashboardCopy of dir), after
+// putting the walker into its index.html.
+func underPrefix(dir, copyDir string, h http.Handler) server {
+	return func(t *testing.T, rec *recorder, routes []route, dwell time.Duration, cancel string) (string, <-chan walk) {
+		if err := os.WriteFile(filepath.Join(copyDir, "index.html"), walkerPage(t, dir, web.FlinkDashboardPath, routes, dwell, cancel), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		prefix := strings.TrimSuffix(web.FlinkDashboardPath, "/")
+		base, done := listenRecording(t, h, rec, func(r *http.Request) (string, bool) {
+			rest, ok := strings.CutPrefix(r.URL.RequestURI(), prefix)
+			p := path.Clean(r.URL.Path)
+			return rest, ok && p != prefix && p != prefix+"/index.html" && !isFile(dir, strings.TrimPrefix(p, prefix))
+		})
+		return base + web.FlinkDashboardPath, done
+	}
+}
+
+// throughOption serves Flink's dashboard in dir as a user does, with
+// rest.flink-dashboard.dir: weir's REST server for job, given
+// web.WithFlinkDashboard, serves it under web.FlinkDashboardPath.
+func throughOption(t *testing.T, dir string, job web.Job) server {
+	copyDir := dashboardCopy(t, dir)
+	opt, err := web.WithFlinkDashboard(copyDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := web.New(job, opt, web.WithLogger(quiet), web.WithSampleInterval(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	// The page at "/" is weir's own UI, not Flink's.
+	w := httptest.NewRecorder()
+	srv.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/", nil))
+	if w.Code != http.StatusOK || bytes.Contains(w.Body.Bytes(), []byte("<flink-root")) {
+		t.Fatalf("GET / with %s set: %d, want weir's own UI", config.KeyRESTFlinkDashboardDir, w.Code)
+	}
+	return underPrefix(dir, copyDir, srv)
 }
 
 // getJSON decodes the API's answer to a GET of p.
@@ -441,6 +671,49 @@ func (w *bodyWriter) Header() http.Header         { return w.header }
 func (w *bodyWriter) Write(b []byte) (int, error) { return w.body.Write(b) }
 func (w *bodyWriter) WriteHeader(code int)        { w.code = code }
 
+// dashboardRoutes are the pages the walker opens for job jid, its
+// vertex and its task manager tm: the overview, the job's pages (its
+// graph, a vertex's details, exceptions, data skew, timeline,
+// checkpoints, configuration), the task managers' and the job manager's.
+func dashboardRoutes(jid, vertex, tm string) []route {
+	j := "/job/running/" + jid
+	vp, tmp := "/jobs/"+jid+"/vertices/"+vertex, "/task-manager/"+tm
+	return []route{
+		{Hash: "/overview", Await: "/jobs/overview"},
+		{Hash: j + "/overview", Await: "/jobs/" + jid},
+		{Hash: j + "/overview/" + vertex + "/detail", Await: vp},
+		{Hash: j + "/overview/" + vertex + "/subtasks"},
+		{Hash: j + "/overview/" + vertex + "/taskmanagers", Await: vp + "/taskmanagers"},
+		{Hash: j + "/overview/" + vertex + "/watermarks"},
+		{Hash: j + "/overview/" + vertex + "/accumulators"},
+		{Hash: j + "/overview/" + vertex + "/backpressure", Await: vp + "/backpressure"},
+		{Hash: j + "/overview/" + vertex + "/metrics"},
+		{Hash: j + "/overview/" + vertex + "/flamegraph"},
+		{Hash: j + "/exceptions", Await: "/jobs/" + jid + "/exceptions"},
+		{Hash: j + "/dataskew"},
+		{Hash: j + "/timeline"},
+		{Hash: j + "/checkpoints", Await: "/jobs/" + jid + "/checkpoints/config"},
+		// Unfold the latest checkpoint's first operator: its subtasks.
+		{Hash: j + "/checkpoints", Await: "/jobs/" + jid + "/checkpoints", Click: ".ant-table-row-expand-icon",
+			ClickAwait: "^/jobs/" + jid + "/checkpoints/details/[0-9]+/subtasks/[0-9a-f]{32}$"},
+		{Hash: j + "/configuration", Await: "/jobs/" + jid + "/config"},
+		{Hash: "/task-manager", Await: "/taskmanagers"},
+		{Hash: tmp + "/metrics", Await: "/taskmanagers/" + tm},
+		{Hash: tmp + "/log-list"},
+		{Hash: tmp + "/logs"},
+		{Hash: tmp + "/stdout"},
+		{Hash: tmp + "/thread-dump", Await: "/taskmanagers/" + tm + "/thread-dump"},
+		{Hash: tmp + "/profiler"},
+		{Hash: "/job-manager/metrics", Await: "/jobmanager/metrics"},
+		{Hash: "/job-manager/config", Await: "/jobmanager/config"},
+		{Hash: "/job-manager/logs"},
+		{Hash: "/job-manager/stdout"},
+		{Hash: "/job-manager/log"},
+		{Hash: "/job-manager/thread-dump"},
+		{Hash: "/job-manager/profiler"},
+	}
+}
+
 // TestFlinkDashboard walks each of Flink's dashboards through its pages
 // of a running job: the overview, the job's pages (its graph, a vertex's
 // details, exceptions, checkpoints, configuration), the task managers'
@@ -451,20 +724,20 @@ func TestFlinkDashboard(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a job and a browser; skipped with -short")
 	}
-	api, jid := startJob(t)
+	api, job, jid := startJob(t)
 	var tms struct {
 		TaskManagers []struct {
 			ID string `json:"id"`
 		} `json:"taskmanagers"`
 	}
 	getJSON(t, api, "/taskmanagers", &tms)
-	var job struct {
+	var details struct {
 		Vertices []struct {
 			ID string `json:"id"`
 		} `json:"vertices"`
 	}
-	getJSON(t, api, "/jobs/"+jid, &job)
-	tm, vertex := tms.TaskManagers[0].ID, job.Vertices[1].ID
+	getJSON(t, api, "/jobs/"+jid, &details)
+	tm, vertex := tms.TaskManagers[0].ID, details.Vertices[1].ID
 	// Let a checkpoint complete first, so the checkpoint pages have one.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -483,54 +756,63 @@ func TestFlinkDashboard(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 
-	j := "/job/running/" + jid
-	vp, tmp := "/jobs/"+jid+"/vertices/"+vertex, "/task-manager/"+tm
-	routes := []route{
-		{Hash: "/overview", Await: "/jobs/overview"},
-		{Hash: j + "/overview", Await: "/jobs/" + jid},
-		{Hash: j + "/overview/" + vertex + "/detail", Await: vp},
-		{Hash: j + "/overview/" + vertex + "/subtasks"},
-		{Hash: j + "/overview/" + vertex + "/taskmanagers", Await: vp + "/taskmanagers"},
-		{Hash: j + "/overview/" + vertex + "/watermarks"},
-		{Hash: j + "/overview/" + vertex + "/accumulators"},
-		{Hash: j + "/overview/" + vertex + "/backpressure", Await: vp + "/backpressure"},
-		{Hash: j + "/overview/" + vertex + "/metrics"},
-		{Hash: j + "/overview/" + vertex + "/flamegraph"},
-		{Hash: j + "/exceptions", Await: "/jobs/" + jid + "/exceptions"},
-		{Hash: j + "/timeline"},
-		{Hash: j + "/checkpoints", Await: "/jobs/" + jid + "/checkpoints/config"},
-		{Hash: j + "/configuration", Await: "/jobs/" + jid + "/config"},
-		{Hash: "/task-manager", Await: "/taskmanagers"},
-		{Hash: tmp + "/metrics", Await: "/taskmanagers/" + tm},
-		{Hash: tmp + "/log-list"},
-		{Hash: tmp + "/logs"},
-		{Hash: tmp + "/stdout"},
-		{Hash: tmp + "/thread-dump", Await: "/taskmanagers/" + tm + "/thread-dump"},
-		{Hash: tmp + "/profiler"},
-		{Hash: "/job-manager/metrics", Await: "/jobmanager/metrics"},
-		{Hash: "/job-manager/config", Await: "/jobmanager/config"},
-		{Hash: "/job-manager/logs"},
-		{Hash: "/job-manager/stdout"},
-		{Hash: "/job-manager/log"},
-		{Hash: "/job-manager/thread-dump"},
-		{Hash: "/job-manager/profiler"},
-	}
+	routes := dashboardRoutes(jid, vertex, tm)
 	versions := make([]string, 0, len(dirs))
 	for v := range dirs {
 		versions = append(versions, v)
 	}
 	slices.Sort(versions)
-	for _, v := range versions {
-		t.Run(v, func(t *testing.T) { walkPages(t, bin, dirs[v], v, api, routes) })
+	// The newest is served as the README says, by weir's REST server
+	// (rest.flink-dashboard.dir), the others as a reverse proxy in front
+	// of it would.
+	newest := versions[len(versions)-1]
+	serveNewest := throughOption(t, dirs[newest], job)
+	serveFor := func(v string) server {
+		if v == newest {
+			return serveNewest
+		}
+		return proxied(dirs[v], api)
 	}
+	for _, v := range versions {
+		t.Run(v, func(t *testing.T) { walkPages(t, bin, v, serveFor(v), routes) })
+	}
+
+	// Screenshots of each dashboard's pages of the job.
+	t.Run("screenshots", func(t *testing.T) {
+		out := t.TempDir()
+		var files []string
+		for _, v := range versions {
+			for _, p := range []struct{ name, hash, await string }{
+				{"job", "/job/running/" + jid + "/overview", "/subtasks/metrics"},
+				{"checkpoints", "/job/running/" + jid + "/checkpoints", "/checkpoints/config"},
+			} {
+				page, _ := serveFor(v)(t, &recorder{}, []route{{Await: p.await}}, time.Second, "")
+				file := filepath.Join(out, "flink-"+v+"-"+p.name+".png")
+				screenshot(t, bin, page+"#"+p.hash, file, 1400, 900)
+				files = append(files, file)
+			}
+		}
+		if os.Getenv("WEIR_UPDATE_SCREENSHOTS") == "1" {
+			docs := filepath.Join("..", "..", "..", "docs")
+			for _, f := range files {
+				b, err := os.ReadFile(f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(docs, filepath.Base(f)), b, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			t.Logf("updated %d screenshots in docs/", len(files))
+		}
+	})
 
 	// The dashboard's cancel (a GET of yarn-cancel from its page) passes
 	// the API's checks of a request that changes a job, and cancels it.
 	t.Run("cancel", func(t *testing.T) {
-		newest := versions[len(versions)-1]
 		rec := &recorder{}
-		base, done := serveDashboard(t, dirs[newest], api, rec, []route{{Hash: "/overview"}}, 500*time.Millisecond, "jobs/"+jid+"/yarn-cancel")
-		if wk := browse(t, bin, base+"/#/overview", rec, done); wk.Cancel != http.StatusAccepted {
+		page, done := serveFor(newest)(t, rec, []route{{Hash: "/overview"}}, 500*time.Millisecond, "jobs/"+jid+"/yarn-cancel")
+		if wk := browse(t, bin, page+"#/overview", rec, done); wk.Cancel != http.StatusAccepted {
 			t.Fatalf("the dashboard's cancel answered %d, want 202", wk.Cancel)
 		}
 		deadline := time.Now().Add(30 * time.Second)
@@ -548,6 +830,42 @@ func TestFlinkDashboard(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	})
+}
+
+// screenshot saves a w×h screenshot of url, a page with holdScript, in
+// file once the page has drawn its data, and fails the test if the image
+// is blank.
+func screenshot(t *testing.T, bin, url, file string, w, h int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+		"--disable-background-networking", "--disable-component-update", "--disable-sync",
+		"--disable-dev-shm-usage", "--hide-scrollbars", "--user-data-dir="+t.TempDir(),
+		fmt.Sprintf("--window-size=%d,%d", w, h), "--screenshot="+file, url)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("chromium --screenshot %s: %v\n%s", url, err, out)
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatalf("screenshot of %s: %v", url, err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatalf("screenshot %s: %v", file, err)
+	}
+	colors := map[uint32]bool{}
+	b := img.Bounds()
+	for y := b.Min.Y; y < b.Max.Y; y += 7 {
+		for x := b.Min.X; x < b.Max.X; x += 7 {
+			r, g, bl, _ := img.At(x, y).RGBA()
+			colors[r>>8<<16|g>>8<<8|bl>>8] = true
+		}
+	}
+	if len(colors) < 20 {
+		t.Errorf("screenshot %s looks blank: %d colors", file, len(colors))
+	}
 }
 
 // errStalled is a browser whose page has asked for nothing for
