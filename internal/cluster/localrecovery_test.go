@@ -16,14 +16,16 @@ import (
 )
 
 // restoredMetrics waits until every subtask of the sum reports a
-// deployment of attempt at least attempt, and returns their metrics.
+// deployment of attempt at least attempt that has restored its state
+// (a deployment's first metrics may come before its restore is done),
+// and returns their metrics.
 func restoredMetrics(t *testing.T, h *launch.Handle, attempt int) []runtime.SubtaskMetrics {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		var sums []runtime.SubtaskMetrics
 		for _, m := range h.Master().SubtaskMetrics() {
-			if m.Task.Vertex == "sum" && m.Attempt >= attempt {
+			if m.Task.Vertex == "sum" && m.Attempt >= attempt && m.RestoredLocalBytes+m.RestoredRemoteBytes > 0 {
 				sums = append(sums, m)
 			}
 		}
@@ -31,7 +33,7 @@ func restoredMetrics(t *testing.T, h *launch.Handle, attempt int) []runtime.Subt
 			return sums
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the sum's subtasks of attempt %d did not all report: %+v", attempt, sums)
+			t.Fatalf("the sum's subtasks of attempt %d did not all report a restore: %+v", attempt, h.Master().SubtaskMetrics())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -105,10 +107,8 @@ func TestClusterLocalRecovery(t *testing.T) {
 		switch {
 		case m.RestoredLocalBytes > 0:
 			local++ // on the task manager that survived
-		case m.RestoredRemoteBytes > 0:
-			remote++ // moved to the new one: nothing there is local
 		default:
-			t.Errorf("%s (attempt %d) restored nothing", m.Task, m.Attempt)
+			remote++ // moved to the new one: nothing there is local
 		}
 	}
 	if local != 2 || remote != 2 {
