@@ -74,15 +74,23 @@ CPU time per million records, and its last checkpoint: duration, the full
 size of the state it names, what it wrote itself, and the time a restore
 takes to read and verify its state files from checkpoint storage (a local
 directory here) and from local copies (local recovery,
-execution.state-recovery.from-local).`,
+execution.state-recovery.from-local). With --active, the first --keys
+records write every key once and the rest change only that fraction of
+them, so an incremental checkpoint has only the change to write.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if c.Records < 1 || c.Keys < 1 || c.Parallelism < 1 || c.Partitions < 1 || c.Checkpoint <= 0 {
 				return fmt.Errorf("--records, --keys, --parallelism and --partitions must be at least 1, --checkpoint positive")
 			}
+			if c.Active < 0 || c.Active >= 1 {
+				return fmt.Errorf("--active %v: want a fraction of the keys in [0, 1), 0 for all of them", c.Active)
+			}
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "state: %d records, %d keys, parallelism %d, checkpoints every %v, pebble memory %s per subtask\n",
 				c.Records, c.Keys, c.Parallelism, c.Checkpoint, c.Memory)
+			if c.Active > 0 {
+				fmt.Fprintf(out, "  after every key is written once, %.2f%% of the keys change\n", 100*c.Active)
+			}
 			fmt.Fprintf(out, "  %-26s %12s %12s %6s %10s %12s %12s %14s %14s\n", "backend", "records/s", "CPU s/M rec", "ckpts", "last ckpt", "full", "written", "restore remote", "restore local")
 			for _, b := range bench.StateBackends {
 				r, err := bench.RunState(cmd.Context(), c, b.Config)
@@ -98,6 +106,7 @@ execution.state-recovery.from-local).`,
 	}
 	keyedSumFlags(cmd.Flags(), &c.KeyedSumConfig)
 	cmd.Flags().StringVar(&c.Memory, "memory", c.Memory, "pebble memory per keyed subtask (state.backend.pebble.memory)")
+	cmd.Flags().Float64Var(&c.Active, "active", c.Active, "fraction of the keys that change once each key is written (0: all of them)")
 	return cmd
 }
 

@@ -27,6 +27,11 @@ type KeyedSumConfig struct {
 	// CheckpointDir is where checkpoints are written (a directory or a
 	// blob URL); "" keeps them in the job master's memory.
 	CheckpointDir string
+	// Active, if in (0, 1), is the fraction of the keys that change once
+	// every key has been written: the first Keys records write each key
+	// once, and the rest go to the first Active*Keys keys only. 0 (or 1)
+	// spreads every record over all the keys.
+	Active float64
 }
 
 // DefaultKeyedSum is the configuration `weir bench keyed-sum` runs.
@@ -42,9 +47,20 @@ type Record struct {
 
 func (c KeyedSumConfig) gen() func(p int, seq int64) Record {
 	keys := uint64(c.Keys)
+	if c.Active <= 0 || c.Active >= 1 {
+		return func(p int, seq int64) Record {
+			m := datagen.Mix(1, p, seq)
+			return Record{Key: int64(m % keys), Value: int64(m>>32) & 0xff}
+		}
+	}
+	hot := max(uint64(c.Active*float64(c.Keys)), 1)
+	parts := uint64(max(c.Partitions, 1))
 	return func(p int, seq int64) Record {
 		m := datagen.Mix(1, p, seq)
-		return Record{Key: int64(m % keys), Value: int64(m>>32) & 0xff}
+		if i := uint64(seq)*parts + uint64(p); i < keys {
+			return Record{Key: int64(i), Value: int64(m>>32) & 0xff}
+		}
+		return Record{Key: int64(m % hot), Value: int64(m>>32) & 0xff}
 	}
 }
 

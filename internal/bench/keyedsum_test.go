@@ -55,3 +55,31 @@ func TestKeyedSumRuns(t *testing.T) {
 		t.Fatalf("processed %d records, want %d", r.Records, c.Records)
 	}
 }
+
+// TestActiveKeys checks the generator of a run with an active fraction:
+// the first Keys records, over the partitions, write every key once, and
+// the rest only the active keys.
+func TestActiveKeys(t *testing.T) {
+	c := KeyedSumConfig{Records: 30_000, Keys: 10_000, Partitions: 3, Active: 0.01}
+	gen := c.gen()
+	per := c.Records / int64(c.Partitions)
+	first := map[int64]int{}
+	for seq := range per {
+		for p := range c.Partitions {
+			r := gen(p, seq)
+			if i := seq*int64(c.Partitions) + int64(p); i < c.Keys {
+				first[r.Key]++
+			} else if r.Key < 0 || r.Key >= 100 {
+				t.Fatalf("record %d of partition %d has key %d, want one of the 100 active keys", seq, p, r.Key)
+			}
+		}
+	}
+	if len(first) != int(c.Keys) {
+		t.Fatalf("the first %d records wrote %d distinct keys, want every key once", c.Keys, len(first))
+	}
+	for k, n := range first {
+		if n != 1 || k < 0 || k >= c.Keys {
+			t.Fatalf("key %d written %d times by the first records", k, n)
+		}
+	}
+}
