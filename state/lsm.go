@@ -177,7 +177,8 @@ func (m *listMerge) Finish(bool) ([]byte, io.Closer, error) {
 // such as when its MANIFEST cannot be written (a full or failing disk),
 // expecting the process to end; a subtask's store is not worth the
 // process, so the store is marked broken instead (every later access
-// fails, which fails the subtask, and close abandons the database).
+// fails, which fails the subtask, and closing the database cannot panic
+// the process: see closeDB).
 type storeLogger struct{ broken *bgFailure }
 
 func (storeLogger) Infof(string, ...any)  {}
