@@ -19,6 +19,20 @@ func testSeed(t *testing.T) uint64 {
 	return seed
 }
 
+// writeAsync writes s on a goroutine of its own, as a checkpoint's
+// asynchronous part does, and sends its bytes (nil if the write failed)
+// on done.
+func writeAsync(s *KeyedSnapshot, done chan<- []byte) {
+	go func() {
+		var buf bytes.Buffer
+		if _, err := s.WriteTo(&buf); err != nil {
+			done <- nil
+			return
+		}
+		done <- buf.Bytes()
+	}()
+}
+
 type pendingSnap struct {
 	snap *KeyedSnapshot
 	want *model
@@ -112,14 +126,7 @@ func testSnapshotIsolation(t *testing.T, onPebble bool) {
 		if len(pending) < 3 {
 			p := &pendingSnap{snap: b.Snapshot(int64(round)), want: m.clone(), done: make(chan []byte, 1)}
 			pending = append(pending, p)
-			go func() {
-				var buf bytes.Buffer
-				if _, err := p.snap.WriteTo(&buf); err != nil {
-					p.done <- nil
-					return
-				}
-				p.done <- buf.Bytes()
-			}()
+			writeAsync(p.snap, p.done)
 		}
 		// Keep writing while the snapshots serialize, then finish one.
 		for range r.IntN(300) {

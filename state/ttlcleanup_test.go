@@ -393,14 +393,7 @@ func testTTLCleanupIsolation(t *testing.T, opts ...BackendOption) {
 		want := stored(t, snapshotBlob(t, b, int64(2*round)), keys)
 		p := &pending{snap: b.Snapshot(int64(2*round + 1)), want: want, done: make(chan []byte, 1)}
 		ps = append(ps, p)
-		go func() {
-			var buf bytes.Buffer
-			if _, err := p.snap.WriteTo(&buf); err != nil {
-				p.done <- nil
-				return
-			}
-			p.done <- buf.Bytes()
-		}()
+		writeAsync(p.snap, p.done)
 		for range r.IntN(300) {
 			step()
 		}
