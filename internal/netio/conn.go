@@ -286,7 +286,7 @@ func (c *Conn) reader() {
 	for {
 		f, err := readFrame(br, &hdr, c.cfg.maxFrame)
 		if err == nil {
-			err = c.dispatch(&f)
+			err = c.dispatch(&f, headerSize+frameBodySize(&hdr))
 		}
 		if err != nil {
 			switch {
@@ -302,9 +302,10 @@ func (c *Conn) reader() {
 	}
 }
 
-// dispatch hands an incoming frame to its channel. Frames for a released
-// channel are dropped: the peer may still have had them in flight.
-func (c *Conn) dispatch(f *Frame) error {
+// dispatch hands an incoming frame of size bytes (header included) to its
+// channel. Frames for a released channel are dropped: the peer may still
+// have had them in flight.
+func (c *Conn) dispatch(f *Frame, size int) error {
 	if f.Kind == KindCredit {
 		if s := c.sender(f.Channel); s != nil {
 			s.grant(f.Credit)
@@ -312,7 +313,7 @@ func (c *Conn) dispatch(f *Frame) error {
 		return nil
 	}
 	if r := c.receiver(f.Channel); r != nil {
-		return r.push(f)
+		return r.push(f, size)
 	}
 	return nil
 }

@@ -431,3 +431,39 @@ func TestShutdown(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestByteCounts checks that a channel's sender and receiver count the
+// bytes of every frame of a script, markers included: the frames'
+// encodings, header and all.
+func TestByteCounts(t *testing.T) {
+	a, b := pipePair(t)
+	c := recCodec(t)
+	const ch = 5
+	steps := script(ch, 40)
+	want := 0
+	for _, st := range steps {
+		f := Frame{Channel: ch, Kind: st.kind, Watermark: st.wm, Barrier: st.b}
+		if st.kind == KindData {
+			f.Count = len(st.recs)
+			for _, r := range st.recs {
+				f.Data = c.Append(f.Data, r)
+			}
+		}
+		want += len(AppendFrame(nil, &f))
+	}
+	s, r := a.OpenSender(ch), b.OpenReceiver(ch, 2)
+	if s.Bytes() != 0 || r.Bytes() != 0 {
+		t.Fatalf("before any frame: sent %d, received %d bytes", s.Bytes(), r.Bytes())
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- play(t.Context(), s, c, steps) }()
+	if _, err := consume(t.Context(), r, c); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if s.Bytes() != int64(want) || r.Bytes() != int64(want) {
+		t.Fatalf("sent %d and received %d bytes, want %d", s.Bytes(), r.Bytes(), want)
+	}
+}

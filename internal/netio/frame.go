@@ -213,6 +213,8 @@ func DecodeFrame(src []byte) (Frame, int, error) {
 // readFrame reads one frame from r into a freshly allocated body, so a data
 // frame's records can be handed to the application. It returns io.EOF only
 // when r ends exactly between frames.
+//
+// hdr keeps the frame's header: frameBodySize(hdr) is its body's size.
 func readFrame(r io.Reader, hdr *[headerSize]byte, maxBody int) (Frame, error) {
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
 		if err == io.ErrUnexpectedEOF {
@@ -220,7 +222,7 @@ func readFrame(r io.Reader, hdr *[headerSize]byte, maxBody int) (Frame, error) {
 		}
 		return Frame{}, err
 	}
-	n := binary.BigEndian.Uint32(hdr[:])
+	n := uint32(frameBodySize(hdr))
 	if n < bodyMin || uint64(n) > uint64(maxBody) {
 		return Frame{}, fmt.Errorf("%w: body length %d outside [%d, %d]", ErrCorrupt, n, bodyMin, maxBody)
 	}
@@ -233,6 +235,9 @@ func readFrame(r io.Reader, hdr *[headerSize]byte, maxBody int) (Frame, error) {
 	}
 	return decodeBody(binary.BigEndian.Uint32(hdr[4:]), body)
 }
+
+// frameBodySize returns the body size a frame header gives.
+func frameBodySize(hdr *[headerSize]byte) int { return int(binary.BigEndian.Uint32(hdr[:])) }
 
 // decodeBody verifies body against its checksum and decodes it.
 func decodeBody(sum uint32, body []byte) (Frame, error) {

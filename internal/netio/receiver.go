@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 
 	"github.com/weirstream/weir/codec"
 )
@@ -27,10 +28,17 @@ type Receiver struct {
 	urgent      chan struct{} // an unaligned barrier was queued
 
 	ended bool // Next returned the end marker; touched only by the consumer
+
+	bytes atomic.Int64 // bytes of the frames received, headers included
 }
 
 // Channel returns the logical channel id.
 func (r *Receiver) Channel() uint32 { return r.ch }
+
+// Bytes returns the bytes of the frames received on the channel so far,
+// frame headers included: what the channel's records and markers took on
+// the connection. It may be called from any goroutine.
+func (r *Receiver) Bytes() int64 { return r.bytes.Load() }
 
 // Buffered returns the frames received and not yet taken by Next.
 func (r *Receiver) Buffered() int {
@@ -39,10 +47,10 @@ func (r *Receiver) Buffered() int {
 	return len(r.q)
 }
 
-// push queues a frame from the reader goroutine. Data beyond the granted
+// push queues a frame of size bytes from the reader goroutine. Data beyond the granted
 // credit, or anything after the end marker, is a protocol violation. A
 // frame for a released receiver is dropped.
-func (r *Receiver) push(f *Frame) error {
+func (r *Receiver) push(f *Frame, size int) error {
 	r.mu.Lock()
 	switch {
 	case r.released:
@@ -61,6 +69,7 @@ func (r *Receiver) push(f *Frame) error {
 	}
 	r.q = append(r.q, *f)
 	r.mu.Unlock()
+	r.bytes.Add(int64(size))
 	select {
 	case r.wake <- struct{}{}:
 	default:

@@ -31,12 +31,18 @@ type Sender struct {
 
 	released atomic.Bool // set by Conn.Release
 
+	bytes atomic.Int64 // bytes of the frames handed to the connection
+
 	// waitHook, if set, runs each time a send starts waiting for credit.
 	waitHook func()
 }
 
 // Channel returns the logical channel id.
 func (s *Sender) Channel() uint32 { return s.ch }
+
+// Bytes returns the bytes of the frames sent on the channel so far, frame
+// headers included. It may be called from any goroutine.
+func (s *Sender) Bytes() int64 { return s.bytes.Load() }
 
 // Credit returns the data frames the sender may send without waiting.
 func (s *Sender) Credit() int {
@@ -124,7 +130,12 @@ func (s *Sender) sendUnless(ctx context.Context, frame []byte, data bool, interr
 		s.c.putBuf(frame)
 		return err
 	}
-	return s.c.enqueue(frame)
+	n := len(frame)
+	if err := s.c.enqueue(frame); err != nil {
+		return err
+	}
+	s.bytes.Add(int64(n))
+	return nil
 }
 
 func (s *Sender) marker(ctx context.Context, f Frame) error {

@@ -26,6 +26,15 @@ type SubtaskMetrics struct {
 	// source, for its fetcher): the rest of its time it was busy or
 	// backpressured.
 	IdleNanos int64
+	// NetBytesIn and NetBytesOut are the bytes the subtask received and
+	// sent on channels to and from other processes (frame headers
+	// included). Channels within a process carry records in memory,
+	// unserialized, and count no bytes: the counts are all of the
+	// subtask's traffic only when NetInAll (NetOutAll) says every one of
+	// its input (output) channels crosses processes, which holds
+	// trivially for a subtask without any.
+	NetBytesIn, NetBytesOut int64
+	NetInAll, NetOutAll     bool
 	// LastCheckpoint is the newest checkpoint the subtask snapshotted.
 	LastCheckpoint int64
 	Attempt        int

@@ -16,6 +16,7 @@ import (
 	"github.com/weirstream/weir/connector"
 	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/checkpoint/storage"
+	"github.com/weirstream/weir/internal/netio"
 )
 
 // Clock gives processing time; tests inject a manual one.
@@ -122,6 +123,14 @@ type Task struct {
 	// subtask restored from local copies and from checkpoint storage
 	// (with local recovery).
 	restoredLocal, restoredRemote atomic.Int64
+
+	// netIn and netOut are the network ends of the subtask's channels to
+	// and from other processes, for their byte counts; remoteIn and
+	// remoteOut count those channels (set before the subtask starts).
+	netMu               sync.Mutex
+	netIn               []*netio.Receiver
+	netOut              []*netio.Sender
+	remoteIn, remoteOut int
 
 	recordsIn  atomic.Int64
 	watermark  atomic.Int64

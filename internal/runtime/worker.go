@@ -373,11 +373,13 @@ func (w *Worker) Deploy(ctx context.Context, d Deployment) {
 			dst.gate.chans = append(dst.gate.chans, c)
 			dst.gate.logical = append(dst.gate.logical, e.Input)
 			dst.gate.edges = append(dst.gate.edges, e)
+			dst.remoteIn++
 			bridges[dst.id] = append(bridges[dst.id], bridge{key: key, rc: rc, c: c, code: bc})
 		} else {
 			c := newChannel(w.opts.ChannelCapacity, make(chan struct{}, 1))
 			c.overtaken = make(chan struct{}, 1)
 			src.outChans[e] = append(src.outChans[e], c)
+			src.remoteOut++
 			bridges[src.id] = append(bridges[src.id], bridge{out: true, key: key, rc: rc, c: c, code: bc})
 		}
 	}
@@ -447,9 +449,17 @@ func (w *Worker) run(ref TaskRef, t *Task, cancel context.CancelCauseFunc, bridg
 			defer wg.Done()
 			var ferr error
 			if b.out {
-				ferr = forwardOut(t.ctx, b.c, conn.OpenSender(b.rc.ID), b.code)
+				s := conn.OpenSender(b.rc.ID)
+				t.netMu.Lock()
+				t.netOut = append(t.netOut, s)
+				t.netMu.Unlock()
+				ferr = forwardOut(t.ctx, b.c, s, b.code)
 			} else {
-				ferr = forwardIn(t.ctx, conn.OpenReceiver(b.rc.ID, w.opts.ChannelCapacity), b.c, b.code)
+				r := conn.OpenReceiver(b.rc.ID, w.opts.ChannelCapacity)
+				t.netMu.Lock()
+				t.netIn = append(t.netIn, r)
+				t.netMu.Unlock()
+				ferr = forwardIn(t.ctx, r, b.c, b.code)
 			}
 			if ferr != nil && t.ctx.Err() == nil {
 				cancel(fmt.Errorf("channel %v to %s: %w", b.key, b.rc.Peer, ferr))
@@ -589,15 +599,27 @@ func (w *Worker) SourcePositions() map[checkpoint.TaskID]map[string]int64 {
 func (t *Task) metrics() SubtaskMetrics {
 	m := SubtaskMetrics{Task: t.id, RecordsIn: t.recordsIn.Load(), Watermark: t.watermark.Load(), LastCheckpoint: t.lastCkptAt.Load(), Attempt: t.opts.attempt, IdleNanos: t.idleNanos(), Deployed: t.deployedAt,
 		RestoredLocalBytes: t.restoredLocal.Load(), RestoredRemoteBytes: t.restoredRemote.Load()}
+	ins, outs := 0, 0
 	if t.gate != nil {
+		ins = len(t.gate.chans)
 		for _, c := range t.gate.chans {
 			m.BackpressuredNanos += c.backpressuredNanos()
 		}
 	}
+	t.netMu.Lock()
+	for _, r := range t.netIn {
+		m.NetBytesIn += r.Bytes()
+	}
+	for _, s := range t.netOut {
+		m.NetBytesOut += s.Bytes()
+	}
+	t.netMu.Unlock()
 	for _, cs := range t.outChans {
+		outs += len(cs)
 		for _, c := range cs {
 			m.OutBackpressuredNanos += c.backpressuredNanos()
 		}
 	}
+	m.NetInAll, m.NetOutAll = t.remoteIn == ins, t.remoteOut == outs
 	return m
 }

@@ -50,6 +50,9 @@ type sampleReading struct {
 	idle int64
 	// in is the records it received (a source: emitted).
 	in int64
+	// bytesIn and bytesOut are the bytes it received and sent on
+	// channels to and from other processes.
+	bytesIn, bytesOut int64
 }
 
 type samplePair struct {
@@ -66,7 +69,7 @@ func (s *sampler) sample(now time.Time) {
 	defer s.mu.Unlock()
 	s.at = now
 	for _, m := range ms {
-		r := &sampleReading{at: now, attempt: m.Attempt, out: m.OutBackpressuredNanos, idle: m.IdleNanos, in: m.RecordsIn}
+		r := &sampleReading{at: now, attempt: m.Attempt, out: m.OutBackpressuredNanos, idle: m.IdleNanos, in: m.RecordsIn, bytesIn: m.NetBytesIn, bytesOut: m.NetBytesOut}
 		p := s.last[m.Task]
 		if p == nil {
 			s.last[m.Task] = &samplePair{cur: r}
@@ -82,12 +85,14 @@ func (s *sampler) sample(now time.Time) {
 }
 
 // subtaskRatio is a subtask's backpressured, idle and busy ratios over
-// the last interval, and the records it received per second.
+// the last interval, and the records it received and the network bytes
+// it received and sent per second.
 type subtaskRatio struct {
-	task              checkpoint.TaskID
-	attempt           int
-	ratio, idle, busy float64
-	inRate            float64
+	task                      checkpoint.TaskID
+	attempt                   int
+	ratio, idle, busy         float64
+	inRate                    float64
+	bytesInRate, bytesOutRate float64
 }
 
 // ratios returns the ratios of the subtasks of vertex uid that have two
@@ -108,8 +113,10 @@ func (s *sampler) ratios(uid string, parallelism int) ([]subtaskRatio, time.Time
 		}
 		r := min(max(float64(p.cur.out-p.prev.out)/float64(dt), 0), 1)
 		idle := min(max(float64(p.cur.idle-p.prev.idle)/float64(dt), 0), 1-r)
-		inRate := float64(p.cur.in-p.prev.in) / dt.Seconds()
-		out = append(out, subtaskRatio{task: id, attempt: p.cur.attempt, ratio: r, idle: idle, busy: max(1-r-idle, 0), inRate: inRate})
+		secs := dt.Seconds()
+		out = append(out, subtaskRatio{task: id, attempt: p.cur.attempt, ratio: r, idle: idle, busy: max(1-r-idle, 0),
+			inRate:      float64(p.cur.in-p.prev.in) / secs,
+			bytesInRate: float64(p.cur.bytesIn-p.prev.bytesIn) / secs, bytesOutRate: float64(p.cur.bytesOut-p.prev.bytesOut) / secs})
 	}
 	return out, s.at
 }

@@ -24,8 +24,8 @@ import (
 //     numberOfCompletedCheckpoints, ...).
 //   - flink_taskmanager_job_task_<m>{job_id, job_name, task_id, task_name,
 //     subtask_index, task_attempt_num, tm_id}: each subtask's task
-//     metrics (numRecordsIn, numRecordsOut, their PerSecond rates,
-//     busyTimeMsPerSecond, backPressuredTimeMsPerSecond,
+//     metrics (numRecordsIn, numRecordsOut, numBytesIn, numBytesOut,
+//     their PerSecond rates, busyTimeMsPerSecond, backPressuredTimeMsPerSecond,
 //     idleTimeMsPerSecond), those /jobs/:jobid/vertices/:vertexid/metrics
 //     lists.
 //   - flink_taskmanager_job_task_operator_<m>{the task's labels,

@@ -242,8 +242,8 @@ type vertexInfo struct {
 	Metrics        ioMetrics      `json:"metrics"`
 }
 
-// ioMetrics is Flink's IOMetricsInfo, as far as weir counts: records (not
-// bytes) and backpressured time (not idle and busy time).
+// ioMetrics is Flink's IOMetricsInfo, as far as weir counts: records,
+// bytes and backpressured time (not idle and busy time).
 //
 // A vertex's read-records are the records it received on its input
 // channels (0 for a source, as in Flink). Its write-records are the
@@ -255,7 +255,18 @@ type vertexInfo struct {
 // channels are then not counted yet, and write-records-complete is false.
 // Where it is not possible, write-records is omitted. Counters start
 // again from zero when a subtask is redeployed.
+//
+// read-bytes and write-bytes are the bytes received and sent on channels
+// that cross processes (frame headers included). A channel within one
+// process hands records over in memory, unserialized, and counts no
+// bytes, so the counts are complete only when every input (output)
+// channel of every subtask crosses processes; a source reads 0 bytes and
+// a vertex without outputs writes 0, as in Flink.
 type ioMetrics struct {
+	ReadBytes            int64  `json:"read-bytes"`
+	ReadBytesComplete    bool   `json:"read-bytes-complete"`
+	WriteBytes           int64  `json:"write-bytes"`
+	WriteBytesComplete   bool   `json:"write-bytes-complete"`
 	ReadRecords          int64  `json:"read-records"`
 	ReadRecordsComplete  bool   `json:"read-records-complete"`
 	WriteRecords         *int64 `json:"write-records,omitempty"`
@@ -355,9 +366,14 @@ func (r records) ioFor(v *runtime.Vertex, i int) ioMetrics {
 		m.WriteRecords = &n
 		m.WriteRecordsComplete = v.Source() || len(v.Outputs) == 0
 	}
+	m.ReadBytesComplete, m.WriteBytesComplete = true, true
 	for _, sm := range r.by[v.UID] {
 		if i < 0 || sm.Task.Subtask == i {
 			m.AccumulatedBackpressuredTime += sm.OutBackpressuredNanos / int64(time.Millisecond)
+			m.ReadBytes += sm.NetBytesIn
+			m.WriteBytes += sm.NetBytesOut
+			m.ReadBytesComplete = m.ReadBytesComplete && sm.NetInAll
+			m.WriteBytesComplete = m.WriteBytesComplete && sm.NetOutAll
 		}
 	}
 	return m

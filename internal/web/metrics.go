@@ -71,6 +71,8 @@ func (s *Server) collect(ctx context.Context, now time.Time) []family {
 	bp := counter("weir_subtask_backpressured_seconds_total", "Time a subtask waited for room in its output channels: its backpressured time.")
 	ibp := counter("weir_subtask_input_backpressure_seconds_total", "Time the producers of a subtask's input channels waited for room in them: the backpressure the subtask exerted.")
 	idle := counter("weir_subtask_idle_seconds_total", "Time a subtask waited for input (sources: for their fetcher); the rest it was busy or backpressured.")
+	nin := counter("weir_subtask_network_bytes_in_total", "Bytes a subtask received on input channels from other processes (channels within a process carry records unserialized and count none).")
+	nout := counter("weir_subtask_network_bytes_out_total", "Bytes a subtask sent on output channels to other processes (channels within a process carry records unserialized and count none).")
 	attempt := gauge("weir_subtask_attempt", "Attempt number of a subtask's current deployment: 0 at the job's start, higher after each restart that redeployed it.")
 
 	by := subtaskIndex(s.jm.SubtaskMetrics())
@@ -97,12 +99,14 @@ func (s *Server) collect(ctx context.Context, now time.Time) []family {
 			add(ibp, sl(v.UID, i), nanosToSeconds(sm.BackpressuredNanos))
 			add(idle, sl(v.UID, i), nanosToSeconds(sm.IdleNanos))
 			add(attempt, sl(v.UID, i), float64(sm.Attempt))
+			add(nin, sl(v.UID, i), float64(sm.NetBytesIn))
+			add(nout, sl(v.UID, i), float64(sm.NetBytesOut))
 		}
 		if known && low != runtime.MaxWatermark {
 			add(lag, vl(v.UID), seconds(now.UnixMilli()-low))
 		}
 	}
-	fams := []*family{info, start, restarts, vin, vout, lag, sin, sout, wm, bp, ibp, idle, attempt}
+	fams := []*family{info, start, restarts, vin, vout, lag, sin, sout, wm, bp, ibp, idle, attempt, nin, nout}
 
 	qctx, cancel := context.WithTimeout(ctx, queryTimeout)
 	defer cancel()

@@ -25,6 +25,9 @@ import (
 //   - busyTimeMsPerSecond, backPressuredTimeMsPerSecond,
 //     idleTimeMsPerSecond: the backpressure endpoint's ratios, in
 //     milliseconds per second.
+//   - numBytesIn, numBytesOut, numBytesInPerSecond, numBytesOutPerSecond:
+//     the bytes received and sent on channels that cross processes, and
+//     their rates (channels within a process count none; see ioMetrics).
 //   - currentInputWatermark: the subtask's watermark, Long.MIN_VALUE before
 //     its first, as Flink's.
 const (
@@ -36,9 +39,13 @@ const (
 	mBackPressured    = "backPressuredTimeMsPerSecond"
 	mIdle             = "idleTimeMsPerSecond"
 	mCurrentWatermark = "currentInputWatermark"
+	mBytesIn          = "numBytesIn"
+	mBytesOut         = "numBytesOut"
+	mBytesInRate      = "numBytesInPerSecond"
+	mBytesOutRate     = "numBytesOutPerSecond"
 )
 
-var taskMetricNames = []string{mRecordsIn, mRecordsOut, mRecordsInRate, mRecordsOutRate, mBusy, mBackPressured, mIdle, mCurrentWatermark}
+var taskMetricNames = []string{mRecordsIn, mRecordsOut, mRecordsInRate, mRecordsOutRate, mBytesIn, mBytesOut, mBytesInRate, mBytesOutRate, mBusy, mBackPressured, mIdle, mCurrentWatermark}
 
 // subtaskMetricValues are one subtask's metrics by name.
 type subtaskMetricValues struct {
@@ -72,7 +79,8 @@ func (s *Server) taskMetrics(v *runtime.Vertex) []subtaskMetricValues {
 	var out []subtaskMetricValues
 	for _, m := range recs.by[v.UID] {
 		i := m.Task.Subtask
-		vals := map[string]float64{mRecordsIn: float64(recs.read(v, i)), mCurrentWatermark: float64(m.Watermark)}
+		vals := map[string]float64{mRecordsIn: float64(recs.read(v, i)), mCurrentWatermark: float64(m.Watermark),
+			mBytesIn: float64(m.NetBytesIn), mBytesOut: float64(m.NetBytesOut)}
 		if n, ok := recs.write(v, i); ok {
 			vals[mRecordsOut] = float64(n)
 		}
@@ -80,6 +88,7 @@ func (s *Server) taskMetrics(v *runtime.Vertex) []subtaskMetricValues {
 			vals[mBusy] = r.busy * 1000
 			vals[mBackPressured] = r.ratio * 1000
 			vals[mIdle] = r.idle * 1000
+			vals[mBytesInRate], vals[mBytesOutRate] = r.bytesInRate, r.bytesOutRate
 			switch {
 			case v.Source():
 				vals[mRecordsInRate] = 0
@@ -110,7 +119,7 @@ func (s *Server) taskMetrics(v *runtime.Vertex) []subtaskMetricValues {
 // formatMetric writes a metric value as Flink does in its metric
 // listings: integers without a fraction, watermarks in full.
 func formatMetric(name string, v float64) string {
-	if name == mCurrentWatermark || name == mRecordsIn || name == mRecordsOut {
+	if name == mCurrentWatermark || name == mRecordsIn || name == mRecordsOut || name == mBytesIn || name == mBytesOut {
 		return strconv.FormatInt(int64(v), 10)
 	}
 	return strconv.FormatFloat(v, 'f', -1, 64)

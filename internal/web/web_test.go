@@ -81,7 +81,17 @@ func TestEndpointsAgainstARunningJob(t *testing.T) {
 			fields(t, fmt.Sprint("vertex ", i), v, "id:string", "name:string", "maxParallelism:number", "parallelism:number", "status:string",
 				"start-time:number", "end-time:number", "duration:number", "tasks:object", "metrics:object")
 			fields(t, fmt.Sprint("vertex ", i, " metrics"), at(v, "metrics"), "read-records:number", "read-records-complete:bool",
-				"write-records:number", "write-records-complete:bool", "accumulated-backpressured-time:number")
+				"write-records:number", "write-records-complete:bool", "accumulated-backpressured-time:number",
+				"read-bytes:number", "read-bytes-complete:bool", "write-bytes:number", "write-bytes-complete:bool")
+		}
+		// In one process every channel hands records over in memory: no
+		// bytes, and the counts are complete only for the source's reads
+		// and the last vertex's writes, which have no channels.
+		for i, v := range vs {
+			if num(at(v, "metrics", "read-bytes")) != 0 || num(at(v, "metrics", "write-bytes")) != 0 ||
+				at(v, "metrics", "read-bytes-complete") != (i == 0) || at(v, "metrics", "write-bytes-complete") != (i == 1) {
+				t.Errorf("vertex %d bytes in one process: %v", i, at(v, "metrics"))
+			}
 		}
 		if at(vs[0], "id") != numbers || at(vs[1], "id") != count || at(vs[0], "name") != "numbers" || num(at(vs[1], "parallelism")) != 2 {
 			t.Errorf("vertices %v", vs)
