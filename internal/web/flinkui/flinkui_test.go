@@ -281,7 +281,16 @@ var walker = template.Must(template.New("walker").Parse(`<script>
         next();
         return;
       }
-      el.click();
+      if (r.clickAt) {
+        // A chart drawn on a canvas: press and release the mouse at a
+        // point of it, as a hand would.
+        var box = el.getBoundingClientRect();
+        var at = {bubbles: true, cancelable: true, view: window, button: 0,
+          clientX: box.left + r.clickAt[0] * box.width, clientY: box.top + r.clickAt[1] * box.height};
+        ["mousemove", "mousedown", "mouseup", "click"].forEach(function (type) { el.dispatchEvent(new MouseEvent(type, at)); });
+      } else {
+        el.click();
+      }
       wantExact = "";
       wantPattern = r.clickAwait ? new RegExp(r.clickAwait) : null;
       awaited = !wantPattern;
@@ -340,6 +349,10 @@ type route struct {
 	// the click must make matches, awaited as Await is.
 	Click      string `json:"click,omitempty"`
 	ClickAwait string `json:"clickAwait,omitempty"`
+	// ClickAt, if set, clicks the point of Click's element at these
+	// fractions of its width and height (for a chart on a canvas)
+	// rather than the element itself.
+	ClickAt []float64 `json:"clickAt,omitempty"`
 }
 
 // A server serves Flink's dashboard with the walker over routes (and a
@@ -692,6 +705,10 @@ func dashboardRoutes(jid, vertex, tm string) []route {
 		{Hash: j + "/exceptions", Await: "/jobs/" + jid + "/exceptions"},
 		{Hash: j + "/dataskew"},
 		{Hash: j + "/timeline"},
+		// Click the first vertex's bar: its subtasks' timeline. The chart
+		// is 50 px a vertex and 50 px of padding above and below.
+		{Hash: j + "/timeline", Await: "/jobs/" + jid, Click: "canvas", ClickAt: []float64{0.5, 0.35},
+			ClickAwait: "^/jobs/" + jid + "/vertices/[0-9a-f]{32}/subtasktimes$"},
 		{Hash: j + "/checkpoints", Await: "/jobs/" + jid + "/checkpoints/config"},
 		// Unfold the latest checkpoint's first operator: its subtasks.
 		{Hash: j + "/checkpoints", Await: "/jobs/" + jid + "/checkpoints", Click: ".ant-table-row-expand-icon",
