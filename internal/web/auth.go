@@ -96,16 +96,30 @@ func (g *gate) authorized(r *http.Request) bool {
 	return g.token == "" || g.bearer(r) || g.session(r)
 }
 
-// check answers a request that lacks credentials (when there is a token)
-// or that is the login page's, and reports
-// whether the request may go on. The login page and the UI's assets, the
-// same in every weir binary, need no credentials; an unauthenticated
+// HealthPath answers 200 to a GET without credentials, for probes: a
+// process that answers it is up. It tells nothing about jobs.
+const HealthPath = "/healthz"
+
+// check answers a request that lacks credentials (when there is a token),
+// a probe's or the login page's, and reports
+// whether the request may go on. The login page, the probe's path and the
+// UI's assets, the same in every weir binary, need no credentials; an unauthenticated
 // browser opening the UI is sent to the login page, keeping the URL's
 // fragment (a route, or #token=...).
 func (g *gate) check(w http.ResponseWriter, r *http.Request) bool {
 	p := r.URL.Path
 	read := r.Method == http.MethodGet || r.Method == http.MethodHead
 	switch {
+	case p == HealthPath && read:
+		// A liveness or readiness probe (Kubernetes'): the process
+		// answers, and says nothing else.
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-store")
+		w.WriteHeader(http.StatusOK)
+		if r.Method == http.MethodGet {
+			fmt.Fprintln(w, "ok")
+		}
+		return false
 	case p == ui.LoginPath && r.Method == http.MethodPost:
 		g.login(w, r)
 		return false

@@ -93,5 +93,6 @@
 // /login, which checks it and the request's origin and sets an HttpOnly,
 // SameSite=Strict cookie (Secure over TLS) holding an expiry time signed
 // with a key of the process, nothing of the token. A browser opening the
-// UI without credentials is sent to the login page.
+// UI without credentials is sent to the login page. GET /healthz answers
+// "ok" without credentials, for probes, and tells nothing else.
 package web

@@ -131,6 +131,14 @@ func TestLogin(t *testing.T) {
 			t.Errorf("GET %s without credentials: %s, want 200", p, resp.Status)
 		}
 	}
+	// A probe needs no credentials and learns nothing but that the
+	// process answers.
+	if resp, body := b.do("GET", web.HealthPath, nil); resp.StatusCode != http.StatusOK || body != "ok\n" {
+		t.Errorf("GET %s without credentials: %s %q, want 200 \"ok\"", web.HealthPath, resp.Status, body)
+	}
+	if resp, _ := b.do("POST", web.HealthPath, nil); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("POST %s without credentials: %s, want 401", web.HealthPath, resp.Status)
+	}
 
 	// Refused logins.
 	origin := ts.URL
@@ -274,6 +282,9 @@ func TestLoginDirectory(t *testing.T) {
 	b := newBrowser(t, ts.URL, nil)
 	if resp, _ := b.do("GET", "/jobs/"+f.jobID(), nil); resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("a job without credentials: %s", resp.Status)
+	}
+	if resp, body := b.do("GET", web.HealthPath, nil); resp.StatusCode != http.StatusOK || body != "ok\n" {
+		t.Errorf("the job manager's %s without credentials: %s %q, want 200 \"ok\"", web.HealthPath, resp.Status, body)
 	}
 	if resp, _ := b.do("POST", "/login", url.Values{"token": {loginToken}}); resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("login: %s", resp.Status)
