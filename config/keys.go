@@ -287,6 +287,12 @@ const (
 	// At least 1.
 	KeyTaskSlots = "taskmanager.numberOfTaskSlots"
 
+	// KeyTaskManagerHost is the host name or address other task managers
+	// reach a task manager's data plane at (with the port it listens on).
+	// Default: unset, the address it listens on, which must then not be a
+	// wildcard (0.0.0.0, ::). In Kubernetes, the pod's IP.
+	KeyTaskManagerHost = "taskmanager.host"
+
 	// KeyRESTAddress is the address clients use to reach the REST API.
 	// Default: unset (clients use the bind address).
 	KeyRESTAddress = "rest.address"

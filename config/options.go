@@ -341,6 +341,8 @@ var optionTable = []option{
 		desc: "Time without heartbeats after which a peer is considered lost."},
 	{key: KeyTaskSlots, kind: KindInt, def: "1", check: intAtLeast(1),
 		desc: "Number of slots a task manager offers."},
+	{key: KeyTaskManagerHost, kind: KindString,
+		desc: "Host name or address other task managers reach this one's data plane at; unset: the address it listens on (--data-listen), which must then not be a wildcard."},
 	{key: KeyRESTAddress, kind: KindString,
 		check: unset("weir's clients reach a cluster through its job manager (-m ADDR), not through the REST address; use rest.bind-address and rest.port for where the REST API listens"),
 		desc:  "Address clients use to reach the REST API."},

@@ -676,6 +676,11 @@ func TestClusterAuthToken(t *testing.T) {
 
 	const token = "tok-5e4c1c9b"
 	t.Setenv(clustercli.EnvClusterAuthToken, token)
+	// A data plane on every interface needs the address others reach it at.
+	if out, err := exec.Command(bin, "taskmanager", "--data-listen", "0.0.0.0:0", "--jobmanager", "127.0.0.1:1").CombinedOutput(); err == nil ||
+		!strings.Contains(string(out), "set taskmanager.host") {
+		t.Fatalf("weir taskmanager on 0.0.0.0 without taskmanager.host: %v\n%s", err, out)
+	}
 	c := startClusterOn(t, "0.0.0.0:0", 2, "10 s")
 	j := c.submit(t)
 
@@ -701,6 +706,21 @@ func TestClusterAuthToken(t *testing.T) {
 		refused("weir run -m", env, "run", "-m", c.addr, "-d", "gatewaymeter", "--input", j.trace, "--output", filepath.Join(c.dir, "out-bad"))
 	}
 	refused("weir list -D", withoutToken(), "list", "-m", c.addr, "-D", "cluster.auth-token=other-token")
+
+	// With taskmanager.host, it registers that address.
+	startProc(t, c.dir, "taskmanager-wild", "taskmanager", "--jobmanager", c.addr, "--data-listen", "0.0.0.0:0", "-D", "taskmanager.host=127.0.0.1", "--id", "tm-wild")
+	c.waitTaskManagers(t, 3)
+	ov, err := c.client.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(ov.TaskManagers, func(tm cluster.TaskManagerInfo) bool { return tm.ID == "tm-wild" })
+	if i < 0 {
+		t.Fatalf("tm-wild is not among the task managers: %+v", ov.TaskManagers)
+	}
+	if host, _, _ := net.SplitHostPort(ov.TaskManagers[i].DataAddr); host != "127.0.0.1" {
+		t.Errorf("a task manager on 0.0.0.0 with taskmanager.host=127.0.0.1 registered data address %s", ov.TaskManagers[i].DataAddr)
+	}
 	out, err := exec.Command(bin, "list", "-m", c.addr).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), j.id) {
 		t.Errorf("weir list with the token: %v\n%s", err, out)

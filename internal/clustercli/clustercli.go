@@ -380,7 +380,12 @@ func runTaskManager(ctx context.Context, prog string, stderr io.Writer, id, jmAd
 	if err != nil {
 		return err
 	}
-	peers := netio.NewPeers(id, ln, logger, netio.AuthToken(token))
+	host := cfg.String(config.KeyTaskManagerHost)
+	if ip := ln.Addr().(*net.TCPAddr).IP; host == "" && ip.IsUnspecified() {
+		ln.Close()
+		return fmt.Errorf("--data-listen %s listens on every interface, which other task managers cannot dial: set %s to the address they reach this one at (in Kubernetes, the pod's IP)", dataListen, config.KeyTaskManagerHost)
+	}
+	peers := netio.NewPeers(id, ln, logger, netio.AuthToken(token), netio.AdvertiseHost(host))
 	defer peers.Close()
 	tm := cluster.NewTaskManager(id, jmAddr, slots, newJobs(logger), peers, logger, DialOptions(cfg)...)
 	fmt.Fprintf(stderr, "%s: task manager %s with %d slots; data plane on %s; registering with %s\n", prog, id, slots, peers.Addr(), jmAddr)

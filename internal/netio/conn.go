@@ -26,6 +26,8 @@ type config struct {
 	bufSize  int
 	// token is the secret Peers authenticate connections with; nil: none.
 	token []byte
+	// advertise is the host Peers.Addr gives; "": the listener's.
+	advertise string
 }
 
 func defaultConfig() config {
@@ -51,6 +53,11 @@ func BufferSize(n int) Option {
 		}
 	}
 }
+
+// AdvertiseHost makes Peers.Addr give host, with the listener's port, as
+// the address other processes reach it at: for a listener on a wildcard
+// address, or behind an address translation. For Peers only.
+func AdvertiseHost(host string) Option { return func(c *config) { c.advertise = host } }
 
 // AuthToken makes Peers authenticate every connection with the secret
 // tok, which every process of the cluster shares (cluster.auth-token):

@@ -118,6 +118,8 @@ type Peers struct {
 	logger *slog.Logger
 	opts   []Option
 	token  []byte // the shared secret (AuthToken); nil: no authentication
+	// advertise is the host Addr gives (AdvertiseHost); "": the listener's.
+	advertise string
 
 	ctx    context.Context // canceled by Close: aborts dials and waits
 	cancel context.CancelFunc
@@ -164,25 +166,37 @@ func NewPeers(self string, ln net.Listener, logger *slog.Logger, opts ...Option)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Peers{
-		self:    self,
-		ln:      ln,
-		logger:  logger.With("self", self),
-		opts:    opts,
-		token:   cfg.token,
-		ctx:     ctx,
-		cancel:  cancel,
-		conns:   map[string]*Conn{},
-		dials:   map[string]*dialCall{},
-		arrived: map[string]chan struct{}{},
-		raw:     map[net.Conn]struct{}{},
+		self:      self,
+		ln:        ln,
+		logger:    logger.With("self", self),
+		opts:      opts,
+		token:     cfg.token,
+		advertise: cfg.advertise,
+		ctx:       ctx,
+		cancel:    cancel,
+		conns:     map[string]*Conn{},
+		dials:     map[string]*dialCall{},
+		arrived:   map[string]chan struct{}{},
+		raw:       map[net.Conn]struct{}{},
 	}
 	p.wg.Add(1)
 	go p.acceptLoop()
 	return p
 }
 
-// Addr returns the address the Peers accepts connections on.
-func (p *Peers) Addr() string { return p.ln.Addr().String() }
+// Addr returns the address the Peers accepts connections on: the
+// listener's, or the host of AdvertiseHost with the listener's port.
+func (p *Peers) Addr() string {
+	a := p.ln.Addr().String()
+	if p.advertise == "" {
+		return a
+	}
+	_, port, err := net.SplitHostPort(a)
+	if err != nil {
+		return a
+	}
+	return net.JoinHostPort(p.advertise, port)
+}
 
 func (p *Peers) errClosed() error {
 	return fmt.Errorf("netio: peers of %q closed: %w", p.self, ErrClosed)
