@@ -73,6 +73,7 @@ func TestDefaults(t *testing.T) {
 		KeyHeartbeatInterval:      "10 s",
 		KeyHeartbeatTimeout:       "50 s",
 		KeyTaskSlots:              "1",
+		KeyTaskManagerHost:        "",
 		KeyRESTAddress:            "",
 		KeyRESTBindAddress:        "localhost",
 		KeyRESTPort:               "8081",
