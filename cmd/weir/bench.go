@@ -76,11 +76,17 @@ takes to read and verify its state files from checkpoint storage (a local
 directory here) and from local copies (local recovery,
 execution.state-recovery.from-local). With --active, the first --keys
 records write every key once and the rest change only that fraction of
-them, so an incremental checkpoint has only the change to write.`,
+them, so an incremental checkpoint has only the change to write. With
+--rescale-to N, each backend's last checkpoint is then resumed at
+parallelism N, and "rescale" is the time until every keyed subtask has
+opened with its key groups' state.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if c.Records < 1 || c.Keys < 1 || c.Parallelism < 1 || c.Partitions < 1 || c.Checkpoint <= 0 {
 				return fmt.Errorf("--records, --keys, --parallelism and --partitions must be at least 1, --checkpoint positive")
+			}
+			if c.RescaleTo < 0 {
+				return fmt.Errorf("--rescale-to %d: want a parallelism of at least 1, or 0 for no rescale", c.RescaleTo)
 			}
 			if c.Active < 0 || c.Active >= 1 {
 				return fmt.Errorf("--active %v: want a fraction of the keys in [0, 1), 0 for all of them", c.Active)
@@ -91,15 +97,22 @@ them, so an incremental checkpoint has only the change to write.`,
 			if c.Active > 0 {
 				fmt.Fprintf(out, "  after every key is written once, %.2f%% of the keys change\n", 100*c.Active)
 			}
-			fmt.Fprintf(out, "  %-26s %12s %12s %6s %10s %12s %12s %14s %14s\n", "backend", "records/s", "CPU s/M rec", "ckpts", "last ckpt", "full", "written", "restore remote", "restore local")
+			if c.RescaleTo > 0 {
+				fmt.Fprintf(out, "  rescale: the last checkpoint resumed at parallelism %d\n", c.RescaleTo)
+			}
+			fmt.Fprintf(out, "  %-26s %12s %12s %6s %10s %12s %12s %14s %14s %10s\n", "backend", "records/s", "CPU s/M rec", "ckpts", "last ckpt", "full", "written", "restore remote", "restore local", "rescale")
 			for _, b := range bench.StateBackends {
 				r, err := bench.RunState(cmd.Context(), c, b.Config)
 				if err != nil {
 					return fmt.Errorf("%s: %w", b.Name, err)
 				}
-				fmt.Fprintf(out, "  %-26s %12.0f %12.3f %6d %10v %12s %12s %14v %14v\n", b.Name, r.PerSecond(),
+				rescale := "-"
+				if c.RescaleTo > 0 {
+					rescale = r.Rescale.Round(time.Millisecond).String()
+				}
+				fmt.Fprintf(out, "  %-26s %12.0f %12.3f %6d %10v %12s %12s %14v %14v %10s\n", b.Name, r.PerSecond(),
 					r.CPU.Seconds()/(float64(r.Records)/1e6), r.Checkpoints, r.LastDuration.Round(time.Millisecond), mib(r.LastFull), mib(r.LastWritten),
-					r.RestoreRemote.Round(time.Microsecond), r.RestoreLocal.Round(time.Microsecond))
+					r.RestoreRemote.Round(time.Microsecond), r.RestoreLocal.Round(time.Microsecond), rescale)
 			}
 			return nil
 		},
@@ -107,6 +120,7 @@ them, so an incremental checkpoint has only the change to write.`,
 	keyedSumFlags(cmd.Flags(), &c.KeyedSumConfig)
 	cmd.Flags().StringVar(&c.Memory, "memory", c.Memory, "pebble memory per keyed subtask (state.backend.pebble.memory)")
 	cmd.Flags().Float64Var(&c.Active, "active", c.Active, "fraction of the keys that change once each key is written (0: all of them)")
+	cmd.Flags().IntVar(&c.RescaleTo, "rescale-to", c.RescaleTo, "resume the last checkpoint at this parallelism and time the rescale (0: no rescale)")
 	return cmd
 }
 

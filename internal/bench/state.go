@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -22,6 +23,9 @@ type StateConfig struct {
 	KeyedSumConfig
 	// Memory is each keyed subtask's pebble memory (state.backend.pebble.memory).
 	Memory string
+	// RescaleTo, if positive, resumes each run's last checkpoint at this
+	// parallelism and times the rescale (StateResult.Rescale).
+	RescaleTo int
 }
 
 // DefaultState is the configuration `weir bench state` runs.
@@ -58,6 +62,11 @@ type StateResult struct {
 	// out any network), and from local copies (local recovery). Zero
 	// without a completed checkpoint.
 	RestoreRemote, RestoreLocal time.Duration
+	// Rescale is, with RescaleTo, the time from submitting the job again
+	// from the last checkpoint at parallelism RescaleTo until its last
+	// keyed subtask has opened with its share of the key groups restored:
+	// deployment, reading and redistributing the state.
+	Rescale time.Duration
 }
 
 // RunState runs the keyed sum on one backend configuration, checkpointing
@@ -97,6 +106,9 @@ func RunState(ctx context.Context, c StateConfig, backend []string) (StateResult
 	last := jc.Metrics().LastCheckpoint
 	r.LastDuration = last.Duration
 	if last.ID == 0 {
+		if c.RescaleTo > 0 {
+			return r, fmt.Errorf("no checkpoint completed to rescale from: give the run more records or a shorter checkpoint interval")
+		}
 		return r, nil
 	}
 	st, err := storage.Open(ctx, dir, jobID)
@@ -112,6 +124,11 @@ func RunState(ctx context.Context, c StateConfig, backend []string) (StateResult
 	if r.RestoreRemote, r.RestoreLocal, err = restoreReads(ctx, st, md, dir+"/local-copies"); err != nil {
 		return r, err
 	}
+	if c.RescaleTo > 0 {
+		if r.Rescale, err = c.rescale(ctx, cfg, st.CheckpointPath(last.ID)); err != nil {
+			return r, fmt.Errorf("rescaling to %d: %w", c.RescaleTo, err)
+		}
+	}
 	own := fmt.Sprintf("chk-%d/", last.ID)
 	for _, op := range md.Operators {
 		for _, sub := range op.Subtasks {
@@ -123,6 +140,68 @@ func RunState(ctx context.Context, c StateConfig, backend []string) (StateResult
 		}
 	}
 	return r, nil
+}
+
+// rescale submits the job again at parallelism c.RescaleTo from the
+// checkpoint at path, and returns the time until every subtask of the sum
+// has opened, its key groups' state restored. The job is canceled then:
+// what it would go on to process is not part of the rescale.
+func (c StateConfig) rescale(ctx context.Context, cfg *config.Configuration, path string) (time.Duration, error) {
+	cfg = cfg.Clone()
+	for k, v := range map[string]string{
+		config.KeyParallelism:                       strconv.Itoa(c.RescaleTo),
+		config.KeyStateRecoveryPath:                 path,
+		config.KeyCheckpointingInterval:             "1 h",
+		config.KeyStateRecoveryIgnoreUnclaimedState: "false",
+	} {
+		if err := cfg.Set(k, v); err != nil {
+			return 0, err
+		}
+	}
+	var mu sync.Mutex
+	opened, fresh := 0, []int(nil) // fresh: subtasks that opened without state
+	all := make(chan time.Time, 1)
+	env, _, err := c.job(cfg, stream.WithJobID("bench-state-rescaled"), stream.WithFaults(func(_ context.Context, site stream.FaultSite) error {
+		if site.Point != stream.FaultOpen || site.Operator != "sum" || site.Step != 1 {
+			return nil
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if site.Restored == 0 {
+			fresh = append(fresh, site.Task.Subtask)
+		}
+		if opened++; opened == c.RescaleTo {
+			all <- time.Now()
+		}
+		return nil
+	}))
+	if err != nil {
+		return 0, err
+	}
+	jctx, cancel := context.WithCancel(ctx)
+	start := time.Now()
+	jc, err := env.ExecuteAsync(jctx, "bench-state-rescaled")
+	if err != nil {
+		cancel()
+		return 0, err
+	}
+	defer func() {
+		cancel()
+		_ = jc.Wait() // canceled
+	}()
+	select {
+	case at := <-all:
+		mu.Lock()
+		defer mu.Unlock()
+		if len(fresh) > 0 {
+			return 0, fmt.Errorf("the sum's subtasks %v opened without the checkpoint's state", fresh)
+		}
+		return at.Sub(start), nil
+	case <-jc.Done():
+		return 0, fmt.Errorf("the rescaled job ended before its subtasks opened: %v", jc.Wait())
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
 }
 
 // restoreReads times reading every state file of md, verified, from
