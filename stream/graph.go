@@ -84,6 +84,9 @@ type outType struct {
 	// codec makes the codec of T's batches for channels between
 	// processes.
 	codec func() (runtime.BatchCodec, error)
+	// selectKeyGroups makes an edge's SelectKeyGroups from its
+	// partitioner (a runtime.Partitioner[T]); nil unless it hashes keys.
+	selectKeyGroups func(part any) func(batch any, keep func(keyGroup int) bool) (any, int)
 }
 
 type watermarker interface{ EmitWatermark(wm int64) error }
@@ -162,6 +165,21 @@ func newOutType[OUT any]() *outType {
 		return runtime.Output[OUT](w), nil
 	}
 	t.codec = runtime.BatchCodecFor[OUT]
+	t.selectKeyGroups = func(part any) func(any, func(int) bool) (any, int) {
+		hp, ok := part.(runtime.Partitioner[OUT]).(runtime.HashPartitioner[OUT])
+		if !ok {
+			return nil
+		}
+		return func(batch any, keep func(int) bool) (any, int) {
+			var out []runtime.Rec[OUT]
+			for _, r := range batch.([]runtime.Rec[OUT]) {
+				if keep(hp.KeyGroup(r.V)) {
+					out = append(out, r)
+				}
+			}
+			return out, len(out)
+		}
+	}
 	t.withSides = func(main any, sides []watermarker) any {
 		if len(sides) == 0 {
 			return main
@@ -248,6 +266,9 @@ func (e *Environment) graph(name string, pipe config.Pipeline) (*runtime.JobGrap
 				continue
 			}
 			re := &runtime.Edge{ID: len(g.Edges), From: vertexOf[ed.from], To: vertexOf[n], Partitioner: ed.part, Input: ed.input, Codec: ed.from.outs[ed.tag].codec}
+			if ed.partitioner != nil {
+				re.SelectKeyGroups = ed.from.outs[ed.tag].selectKeyGroups(ed.partitioner(n.maxPar))
+			}
 			g.Edges = append(g.Edges, re)
 			re.From.Outputs = append(re.From.Outputs, re)
 			re.To.Inputs = append(re.To.Inputs, re)

@@ -409,6 +409,7 @@ type inputGate struct {
 	chans   []*channel
 	logical []int   // channel -> logical input of the head operator
 	edges   []*Edge // channel -> its edge
+	froms   []int   // channel -> the subtask of its edge's producer it comes from
 	notify  chan struct{}
 	next    int
 	// replay holds, per channel, the channel state of the checkpoint the

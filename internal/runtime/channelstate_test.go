@@ -17,7 +17,9 @@ func TestChannelStateRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	task := &Task{codecs: []BatchCodec{nil, NewBatchCodec(c)}}
+	up := &Vertex{UID: "up"}
+	task := &Task{codecs: []BatchCodec{nil, NewBatchCodec(c)}, gate: &inputGate{
+		edges: []*Edge{{From: up}, {From: up, Input: 1}}, froms: []int{0, 3}}}
 	batch := []Rec[int64]{{V: 1, Ts: 10}, {V: 2, Ts: 20}, {V: 3, Ts: 30}}
 	att := newInflight([]message{{kind: msgData, data: []Rec[int64]{{V: 4, Ts: 40}, {V: 5, Ts: 50}}, n: 2}, {kind: msgIdle}})
 	close(att.sealed)
@@ -51,6 +53,18 @@ func TestChannelStateRoundTrip(t *testing.T) {
 	}
 	if want := []int64{2, 20, 3, 30, -25, 4, 40, 5, 50, 0}; !slices.Equal(got, want) {
 		t.Fatalf("replayed %v, want %v", got, want)
+	}
+	var origins []channelOrigin
+	if err := walkChannelState(b, func(o channelOrigin, _ message, _ []byte) error {
+		origins = append(origins, o)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range origins {
+		if o != (channelOrigin{index: 1, from: "up", input: 1, subtask: 3}) {
+			t.Fatalf("channel origin %+v, want channel 1 from up[3] into input 1", o)
+		}
 	}
 	sums, err := SummarizeChannelState(b)
 	if err != nil || len(sums) != 1 || sums[0].Channel != 1 || sums[0].Records != 4 || sums[0].Watermarks != 1 {

@@ -96,6 +96,12 @@ type Edge struct {
 	// Codec returns the codec of the edge's records, for channels that
 	// cross processes. Nil if the records cannot leave the process.
 	Codec func() (BatchCodec, error)
+	// SelectKeyGroups, on a hash edge, returns the records of batch (a
+	// batch of the edge's records, []Rec[T]) whose key group keep
+	// accepts, as a new batch, and their number. It places records in
+	// flight at a changed parallelism (unaligned checkpoints). Nil on
+	// other edges.
+	SelectKeyGroups func(batch any, keep func(keyGroup int) bool) (any, int)
 }
 
 // Chain is one subtask's operators, head first, as a vertex's Build made

@@ -325,10 +325,24 @@ func (t *Task) waitChannelState(uc *unalignedCheckpoint) bool {
 }
 
 // Channel state encoding: uvarint version, uvarint channel count, then
-// per channel its index, its message count and the messages: a kind byte,
-// then for records their count, byte length and bytes, for a watermark
-// its value as a varint.
-const channelStateVersion = 1
+// per channel its index, (from version 2) where it comes from — the
+// producing vertex's uid as a uvarint length and bytes, the logical input
+// it feeds as a uvarint and the producing subtask as a uvarint — its
+// message count and the messages: a kind byte, then for records their
+// count, byte length and bytes, for a watermark its value as a varint.
+// Version 1 files, without the origin, are read at the parallelism they
+// were written with.
+const channelStateVersion = 2
+
+// channelOrigin is where a channel of a channel state file comes from.
+type channelOrigin struct {
+	index int // among the writing subtask's input channels
+	// from, input and subtask are the producing vertex's uid, the
+	// logical input the channel feeds and the producing subtask; from is
+	// "" in a version 1 file.
+	from           string
+	input, subtask int
+}
 
 // encodeChannelState encodes uc's channel state, nil if there is none.
 func (t *Task) encodeChannelState(uc *unalignedCheckpoint) ([]byte, error) {
@@ -350,7 +364,12 @@ func (t *Task) encodeChannelState(uc *unalignedCheckpoint) ([]byte, error) {
 		if ic.att != nil {
 			msgs = append(msgs[:len(msgs):len(msgs)], ic.att.msgs...)
 		}
+		e := t.gate.edges[i]
 		buf = binary.AppendUvarint(buf, uint64(i))
+		buf = binary.AppendUvarint(buf, uint64(len(e.From.UID)))
+		buf = append(buf, e.From.UID...)
+		buf = binary.AppendUvarint(buf, uint64(e.Input))
+		buf = binary.AppendUvarint(buf, uint64(t.gate.froms[i]))
 		buf = binary.AppendUvarint(buf, uint64(len(msgs)))
 		for _, m := range msgs {
 			buf = append(buf, byte(m.kind))
@@ -393,8 +412,9 @@ var errChannelState = errors.New("runtime: corrupt channel state")
 
 // walkChannelState calls fn for every message of a channel state file, in
 // order, with its channel and, for records, their count and encoded bytes
-// (m.data unset). It refuses anything but what encodeChannelState writes.
-func walkChannelState(src []byte, fn func(ch int, m message, recs []byte) error) error {
+// (m.data unset). It refuses anything but what encodeChannelState writes
+// (or wrote, as version 1).
+func walkChannelState(src []byte, fn func(ch channelOrigin, m message, recs []byte) error) error {
 	p := src
 	uv := func() (uint64, error) {
 		v, k := binary.Uvarint(p)
@@ -408,8 +428,8 @@ func walkChannelState(src []byte, fn func(ch int, m message, recs []byte) error)
 	if err != nil {
 		return err
 	}
-	if version != channelStateVersion {
-		return fmt.Errorf("%w: version %d, this build reads %d", errChannelState, version, channelStateVersion)
+	if version < 1 || version > channelStateVersion {
+		return fmt.Errorf("%w: version %d, this build reads 1 to %d", errChannelState, version, channelStateVersion)
 	}
 	count, err := uv()
 	if err != nil {
@@ -419,6 +439,23 @@ func walkChannelState(src []byte, fn func(ch int, m message, recs []byte) error)
 		ch, err := uv()
 		if err != nil {
 			return err
+		}
+		origin := channelOrigin{index: int(ch)}
+		if version >= 2 {
+			n, err := uv()
+			if err != nil || n == 0 || n > uint64(len(p)) {
+				return errChannelState
+			}
+			origin.from, p = string(p[:n]), p[n:]
+			input, err := uv()
+			if err != nil {
+				return err
+			}
+			sub, err := uv()
+			if err != nil || input > 1<<16 || sub > 1<<24 {
+				return errChannelState
+			}
+			origin.input, origin.subtask = int(input), int(sub)
 		}
 		msgs, err := uv()
 		if err != nil {
@@ -452,7 +489,7 @@ func walkChannelState(src []byte, fn func(ch int, m message, recs []byte) error)
 			default:
 				return fmt.Errorf("%w: message kind %d", errChannelState, m.kind)
 			}
-			if err := fn(int(ch), m, recs); err != nil {
+			if err := fn(origin, m, recs); err != nil {
 				return err
 			}
 		}
@@ -466,7 +503,8 @@ func walkChannelState(src []byte, fn func(ch int, m message, recs []byte) error)
 // decodeChannelState decodes what encodeChannelState wrote into per-channel
 // messages for a gate of n channels.
 func (t *Task) decodeChannelState(src []byte, n int, into [][]message) error {
-	return walkChannelState(src, func(ch int, m message, recs []byte) error {
+	return walkChannelState(src, func(o channelOrigin, m message, recs []byte) error {
+		ch := o.index
 		if ch >= n {
 			return fmt.Errorf("%w: channel %d of %d", errChannelState, ch, n)
 		}
@@ -506,7 +544,7 @@ func (t *Task) restoreChannelState() error {
 		return nil
 	}
 	if st.Parallelism != t.vertex.Parallelism || !t.sameUpstream(md) {
-		return connector.Permanent(fmt.Errorf("checkpoint %d holds records that were in flight into %s (an unaligned checkpoint), and restoring them at a changed parallelism is not supported yet: restore it at the parallelism it was taken with", md.CheckpointID, t.vertex.Name))
+		return t.restoreRescaledChannelState(md, st)
 	}
 	if t.id.Subtask >= len(st.Subtasks) {
 		return nil
@@ -522,6 +560,92 @@ func (t *Task) restoreChannelState() error {
 		}
 		if err := t.decodeChannelState(b, len(t.gate.chans), replay); err != nil {
 			return connector.Permanent(fmt.Errorf("the channel state of checkpoint %d for %s: %w", md.CheckpointID, t.id, err))
+		}
+	}
+	t.gate.replay = replay
+	return nil
+}
+
+// restoreRescaledChannelState loads, at a parallelism (of the subtask's
+// vertex or of one upstream) other than the checkpoint's, the records that
+// were in flight into the vertex and belong to this subtask now: on a hash
+// edge those of its key groups, on a forward, rebalance or rescale edge
+// those of the old subtasks whose index is this one's modulo the
+// parallelism, so that each record is replayed once in all. They are
+// replayed on a channel of the edge they came by, before anything new.
+// Watermarks and idleness in flight are dropped: the sources' watermarks
+// after the restore regenerate event time. Records in flight on a
+// broadcast edge cannot be placed (which old subtask's copy belongs to
+// which new one is not defined), and a checkpoint holding some is refused.
+func (t *Task) restoreRescaledChannelState(md *checkpoint.Metadata, st *checkpoint.OperatorState) error {
+	p, self := t.vertex.Parallelism, t.id.Subtask
+	maxPar := t.vertex.MaxParallelism
+	// The first channel of each edge into the vertex, by producer and input.
+	type edgeKey struct {
+		from  string
+		input int
+	}
+	first := map[edgeKey]int{}
+	for i, e := range t.gate.edges {
+		k := edgeKey{e.From.UID, e.Input}
+		if _, ok := first[k]; !ok {
+			first[k] = i
+		}
+	}
+	replay := make([][]message, len(t.gate.chans))
+	for old, sub := range st.Subtasks {
+		for i, h := range sub.InputChannels {
+			if err := t.fault(t.ctx, FaultSite{Point: FaultRestoreChannels, Operator: t.vertex.UID, Checkpoint: md.CheckpointID, Step: old*len(sub.InputChannels) + i}); err != nil {
+				return fmt.Errorf("restoring the channel state of checkpoint %d: %w", md.CheckpointID, err)
+			}
+			b, err := t.restore.Store.ReadState(t.ctx, h)
+			if err != nil {
+				return fmt.Errorf("reading the channel state of checkpoint %d: %w", md.CheckpointID, err)
+			}
+			err = walkChannelState(b, func(o channelOrigin, m message, recs []byte) error {
+				if o.from == "" {
+					return connector.Permanent(fmt.Errorf("checkpoint %d holds records in flight into %s in a format that does not say where they came from: restore it at the parallelism it was taken with", md.CheckpointID, t.vertex.Name))
+				}
+				ch, ok := first[edgeKey{o.from, o.input}]
+				if !ok {
+					return connector.Permanent(fmt.Errorf("checkpoint %d holds records in flight from %s into input %d of %s, which the job no longer has", md.CheckpointID, o.from, o.input, t.vertex.Name))
+				}
+				if m.kind != msgData {
+					return nil // watermarks are regenerated after the replay
+				}
+				e := t.gate.edges[ch]
+				if e.Partitioner == Broadcast {
+					return connector.Permanent(fmt.Errorf("checkpoint %d holds records in flight on the broadcast edge %s→%s, which cannot be placed at a changed parallelism: restore it at the parallelism it was taken with, or from a savepoint", md.CheckpointID, e.From.Name, e.To.Name))
+				}
+				if e.Partitioner != Hash && old%p != self {
+					return nil
+				}
+				bc, err := t.channelCodec(ch)
+				if err != nil {
+					return err
+				}
+				data, used, err := bc.DecodeBatch(recs, m.n)
+				if err != nil || used != len(recs) {
+					return connector.Permanent(fmt.Errorf("%w: channel state of checkpoint %d for %s[%d]: %v", errChannelState, md.CheckpointID, t.vertex.UID, old, err))
+				}
+				n := m.n
+				if e.Partitioner == Hash {
+					if e.SelectKeyGroups == nil {
+						return fmt.Errorf("runtime: hash edge %s→%s cannot place its records by key group", e.From.Name, e.To.Name)
+					}
+					data, n = e.SelectKeyGroups(data, func(kg int) bool { return kg*p/maxPar == self })
+				}
+				if n > 0 {
+					replay[ch] = append(replay[ch], message{kind: msgData, data: data, n: n})
+				}
+				return nil
+			})
+			if err != nil {
+				if errors.Is(err, errChannelState) {
+					return connector.Permanent(fmt.Errorf("the channel state of checkpoint %d for %s[%d]: %w", md.CheckpointID, t.vertex.UID, old, err))
+				}
+				return err
+			}
 		}
 	}
 	t.gate.replay = replay
@@ -561,7 +685,8 @@ type ChannelStateSummary struct {
 // the records.
 func SummarizeChannelState(b []byte) ([]ChannelStateSummary, error) {
 	var out []ChannelStateSummary
-	err := walkChannelState(b, func(ch int, m message, recs []byte) error {
+	err := walkChannelState(b, func(o channelOrigin, m message, recs []byte) error {
+		ch := o.index
 		if len(out) == 0 || out[len(out)-1].Channel != ch {
 			out = append(out, ChannelStateSummary{Channel: ch})
 		}

@@ -354,6 +354,7 @@ func (w *Worker) Deploy(ctx context.Context, d Deployment) {
 			dst.gate.chans = append(dst.gate.chans, c)
 			dst.gate.logical = append(dst.gate.logical, e.Input)
 			dst.gate.edges = append(dst.gate.edges, e)
+			dst.gate.froms = append(dst.gate.froms, gc.From)
 			src.outChans[e] = append(src.outChans[e], c)
 			continue
 		case !remote || w.opts.Peers == nil:
@@ -373,6 +374,7 @@ func (w *Worker) Deploy(ctx context.Context, d Deployment) {
 			dst.gate.chans = append(dst.gate.chans, c)
 			dst.gate.logical = append(dst.gate.logical, e.Input)
 			dst.gate.edges = append(dst.gate.edges, e)
+			dst.gate.froms = append(dst.gate.froms, gc.From)
 			dst.remoteIn++
 			bridges[dst.id] = append(bridges[dst.id], bridge{key: key, rc: rc, c: c, code: bc})
 		} else {

@@ -1,0 +1,181 @@
+package stream_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weirstream/weir/connector/datagen"
+	"github.com/weirstream/weir/internal/checkpoint"
+	"github.com/weirstream/weir/internal/checkpoint/storage"
+	"github.com/weirstream/weir/stream"
+	"github.com/weirstream/weir/streamtest"
+)
+
+// TestUnalignedCheckpointRescales runs numbers → rebalance → a slow pass →
+// keyBy → a slow running sum at parallelism 2 with unaligned checkpoints,
+// so that both exchanges stay full and the checkpoints persist records in
+// flight on each; cancels it once such a checkpoint is retained; and
+// resumes a new job from that checkpoint at a seeded other parallelism.
+// The records in flight must be placed on the new subtasks — by key
+// group on the hash exchange, by old subtask on the rebalance — and the
+// sink's committed output must hold every record's sum exactly once.
+func TestUnalignedCheckpointRescales(t *testing.T) {
+	const partitions, perPartition = 2, 3000
+	for _, seed := range diffSeedList(3) {
+		r := rand.New(rand.NewPCG(seed, 91))
+		parallelism := []int{1, 3, 4}[r.IntN(3)]
+		backend := []string{"hashmap", "pebble"}[r.IntN(2)]
+		name := fmt.Sprintf("seed=%d resumed-parallelism=%d backend=%s", seed, parallelism, backend)
+		gen := func(p int, seq int64) rec {
+			return rec{Key: fmt.Sprintf("k%d", datagen.Mix(seed, p, seq)%300), Value: int64(p) + 2*seq + 1, P: p, Seq: seq}
+		}
+		dir := t.TempDir()
+		sink := streamtest.NewCollector[KeyedSum](true)
+		start := func(ctx context.Context, jobID string, cost time.Duration, extra ...string) *stream.JobClient {
+			conf := append([]string{"parallelism.default=2", "state.backend.type=" + backend,
+				"execution.checkpointing.interval=30 ms", "execution.checkpointing.dir=" + dir,
+				"execution.checkpointing.unaligned.enabled=true", "execution.checkpointing.num-retained=100",
+				"execution.checkpointing.externalized-checkpoint-retention=RETAIN_ON_CANCELLATION"}, extra...)
+			env, err := stream.NewEnvironment(stream.WithConfig(mustConfig(t, conf...)), stream.WithLogger(quiet), stream.WithJobID(jobID))
+			if err != nil {
+				t.Fatal(err)
+			}
+			src, _ := datagen.New(gen, datagen.Partitions(partitions), datagen.Count(perPartition), datagen.BatchSize(16))
+			in := stream.FromSource(env, src, "numbers", stream.NoWatermarks[rec]())
+			slow := stream.Map(stream.Rebalance(in), slowPass(cost), stream.Uid("slow"), stream.DisableChaining())
+			sums := stream.Process(stream.KeyBy(slow, func(r rec) string { return r.Key }),
+				stream.KeyedProcessFunction[string, rec, KeyedSum](&slowSum{cost: cost}), stream.Uid("sum"))
+			stream.SinkTo(sums, sink, stream.Uid("sink"))
+			c, err := env.ExecuteAsync(ctx, "rescale")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return c
+		}
+
+		// The first job, until a retained checkpoint holds records in
+		// flight into both the slow pass and the sum.
+		st, err := storage.Open(context.Background(), dir, "first")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		first := start(ctx, "first", 40*time.Microsecond)
+		var path string
+		deadline := time.Now().Add(2 * time.Minute)
+		for path == "" {
+			select {
+			case <-first.Done():
+				t.Fatalf("%s: the first job ended (%v) before a checkpoint held records in flight on both exchanges", name, first.Wait())
+			case <-time.After(10 * time.Millisecond):
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: no checkpoint held records in flight on both exchanges within two minutes", name)
+			}
+			md, _, err := st.Latest(context.Background())
+			if err != nil || md == nil {
+				continue
+			}
+			inflight := map[string]bool{}
+			for _, op := range md.Operators {
+				for _, s := range op.Subtasks {
+					if len(s.InputChannels) > 0 {
+						inflight[op.UID] = true
+					}
+				}
+			}
+			if inflight["slow"] && inflight["sum"] {
+				path = st.CheckpointPath(md.CheckpointID)
+			}
+		}
+		cancel()
+		<-first.Done()
+		st.Close()
+
+		ctx2, cancel2 := context.WithCancel(context.Background())
+		second := start(ctx2, "second", 0, "execution.state-recovery.path="+path, fmt.Sprintf("parallelism.default=%d", parallelism),
+			"restart-strategy.type=fixed-delay", "restart-strategy.fixed-delay.attempts=3", "restart-strategy.fixed-delay.delay=10 ms")
+		select {
+		case <-second.Done():
+		case <-time.After(2 * time.Minute):
+			cancel2()
+			t.Fatalf("%s: the job resumed from %s did not finish within two minutes (%v)", name, path, second.Wait())
+		}
+		cancel2()
+		if err := second.Wait(); err != nil {
+			t.Fatalf("%s: the job resumed from %s: %v", name, path, err)
+		}
+		if err := checkRunningSums(sink.Results(), recordsByKey(gen, partitions, perPartition)); err != nil {
+			t.Fatalf("%s: resumed from %s: %v", name, path, err)
+		}
+		t.Logf("%s: resumed exactly from %s", name, path)
+	}
+}
+
+// TestUnalignedCheckpointWithBroadcastInFlight: records in flight on a
+// broadcast exchange cannot be placed at another parallelism (which old
+// subtask's copies a new one should replay is not defined), so a resume
+// from such a checkpoint at parallelism 3 fails saying so, and one at the
+// checkpoint's own parallelism resumes.
+func TestUnalignedCheckpointWithBroadcastInFlight(t *testing.T) {
+	dir := t.TempDir()
+	gen := func(p int, seq int64) rec { return rec{Key: "k", Value: 1, P: p, Seq: seq} }
+	sink := streamtest.NewCollector[rec](true)
+	start := func(ctx context.Context, jobID string, cost time.Duration, extra ...string) *stream.JobClient {
+		conf := append([]string{"parallelism.default=2", "execution.checkpointing.interval=30 ms", "execution.checkpointing.dir=" + dir,
+			"execution.checkpointing.unaligned.enabled=true", "execution.checkpointing.num-retained=100",
+			"execution.checkpointing.externalized-checkpoint-retention=RETAIN_ON_CANCELLATION",
+			"restart-strategy.type=none"}, extra...)
+		env, err := stream.NewEnvironment(stream.WithConfig(mustConfig(t, conf...)), stream.WithLogger(quiet), stream.WithJobID(jobID))
+		if err != nil {
+			t.Fatal(err)
+		}
+		src, _ := datagen.New(gen, datagen.Partitions(2), datagen.Count(3000), datagen.BatchSize(16))
+		in := stream.FromSource(env, src, "numbers", stream.NoWatermarks[rec]())
+		slow := stream.Map(stream.Broadcast(in), slowPass(cost), stream.Uid("slow"), stream.DisableChaining())
+		stream.SinkTo(slow, sink, stream.Uid("sink"))
+		c, err := env.ExecuteAsync(ctx, "broadcast")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	st, err := storage.Open(context.Background(), dir, "first")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	first := start(ctx, "first", 40*time.Microsecond)
+	var path string
+	for deadline := time.Now().Add(2 * time.Minute); path == ""; {
+		select {
+		case <-first.Done():
+			t.Fatalf("the first job ended (%v) before a checkpoint held records in flight", first.Wait())
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no checkpoint held records in flight within two minutes")
+		}
+		if md, _, err := st.Latest(context.Background()); err == nil && md != nil {
+			if op, ok := md.Operator("slow"); ok && slices.ContainsFunc(op.Subtasks, func(s checkpoint.SubtaskState) bool { return len(s.InputChannels) > 0 }) {
+				path = st.CheckpointPath(md.CheckpointID)
+			}
+		}
+	}
+	cancel()
+	<-first.Done()
+
+	err = start(context.Background(), "rescaled", 0, "execution.state-recovery.path="+path, "parallelism.default=3").Wait()
+	if err == nil || !strings.Contains(err.Error(), "broadcast edge") || !strings.Contains(err.Error(), "restore it at the parallelism it was taken with") {
+		t.Fatalf("a resume at parallelism 3 with records in flight on a broadcast edge: %v, want a refusal that says why", err)
+	}
+	if err := start(context.Background(), "same", 0, "execution.state-recovery.path="+path).Wait(); err != nil {
+		t.Fatalf("a resume at the checkpoint's parallelism: %v", err)
+	}
+}
