@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"encoding/binary"
 	"errors"
 	"slices"
 	"testing"
@@ -83,5 +84,29 @@ func TestChannelStateRoundTrip(t *testing.T) {
 	}
 	if empty, err := task.encodeChannelState(&unalignedCheckpoint{chans: []*inputCapture{nil, {}}}); empty != nil || err != nil {
 		t.Errorf("nothing in flight encodes as %v, %v", empty, err)
+	}
+}
+
+// TestChannelStateVersion1 reads a channel state file of version 1, which
+// does not say where its channels come from: at the parallelism it was
+// written with it decodes as before.
+func TestChannelStateVersion1(t *testing.T) {
+	b := []byte{1, 1, 0, 1, byte(msgWatermark)}
+	b = binary.AppendVarint(b, 42)
+	task := &Task{}
+	replay := make([][]message, 1)
+	if err := task.decodeChannelState(b, 1, replay); err != nil {
+		t.Fatal(err)
+	}
+	if len(replay[0]) != 1 || replay[0][0].kind != msgWatermark || replay[0][0].wm != 42 {
+		t.Fatalf("replay %+v", replay)
+	}
+	var origins []channelOrigin
+	_ = walkChannelState(b, func(o channelOrigin, _ message, _ []byte) error { origins = append(origins, o); return nil })
+	if len(origins) != 1 || origins[0] != (channelOrigin{}) {
+		t.Fatalf("origins %+v, want channel 0 of unknown origin", origins)
+	}
+	if err := walkChannelState([]byte{3, 0}, func(channelOrigin, message, []byte) error { return nil }); !errors.Is(err, errChannelState) {
+		t.Fatalf("version 3: %v, want a corrupt channel state", err)
 	}
 }
