@@ -166,7 +166,7 @@ func newOutType[OUT any]() *outType {
 	}
 	t.codec = runtime.BatchCodecFor[OUT]
 	t.selectKeyGroups = func(part any) func(any, func(int) bool) (any, int) {
-		hp, ok := part.(runtime.Partitioner[OUT]).(runtime.HashPartitioner[OUT])
+		hp, ok := part.(runtime.HashPartitioner[OUT])
 		if !ok {
 			return nil
 		}
