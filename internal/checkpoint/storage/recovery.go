@@ -169,7 +169,7 @@ func skippable(err error) bool {
 }
 
 // checkpointIDs returns the ids of the job's checkpoint directories,
-// ascending.
+// ascending: those listed, and the one LatestFile names, listed or not.
 func (s *Storage) checkpointIDs(ctx context.Context) ([]int64, error) {
 	objs, err := s.st.list(ctx, s.jobKey, true)
 	if err != nil {
@@ -186,7 +186,7 @@ func (s *Storage) checkpointIDs(ctx context.Context) ([]int64, error) {
 		}
 	}
 	slices.Sort(ids)
-	return ids, nil
+	return s.withLatest(ctx, ids)
 }
 
 // Latest returns the newest completed checkpoint whose metadata verifies
