@@ -3,7 +3,8 @@
 #
 #   .ci/s3/stop.sh DIR
 #
-# Sends SIGTERM, waits up to WEIR_S3_STOP_TIMEOUT seconds (default 20),
+# Sends SIGTERM, waits up to WEIR_S3_STOP_TIMEOUT seconds (default 5: the
+# data is a test server's),
 # then SIGKILL. It only signals the process whose pid is in DIR/weed.pid,
 # and only if that process is a weed server running on DIR's data, so a
 # stale pid file never hits an unrelated process. Nothing running is not
@@ -50,7 +51,7 @@ if ! running || ! ours; then
 	exit 0
 fi
 
-timeout=${WEIR_S3_STOP_TIMEOUT:-20}
+timeout=${WEIR_S3_STOP_TIMEOUT:-5}
 start=$SECONDS
 kill -TERM "$pid" 2>/dev/null || true
 while running; do
