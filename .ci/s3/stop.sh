@@ -4,8 +4,7 @@
 #   .ci/s3/stop.sh DIR
 #
 # Sends SIGTERM, waits up to WEIR_S3_STOP_TIMEOUT seconds (default 5: the
-# data is a test server's),
-# then SIGKILL. It only signals the process whose pid is in DIR/weed.pid,
+# data is a test server's), then SIGKILL. It only signals the process whose pid is in DIR/weed.pid,
 # and only if that process is a weed server running on DIR's data, so a
 # stale pid file never hits an unrelated process. Nothing running is not
 # an error. DIR (data, weed.log) is left for inspection.
