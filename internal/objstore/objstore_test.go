@@ -5,8 +5,15 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
+
+	"gocloud.dev/blob"
 
 	"github.com/weirstream/weir/config"
 	"github.com/weirstream/weir/internal/objstore"
@@ -113,4 +120,58 @@ func TestS3Credentials(t *testing.T) {
 	if got, err := good.ReadAll(ctx, prefix+"x"); err != nil || string(got) != "x" {
 		t.Fatalf("read back %q, %v", got, err)
 	}
+}
+
+// Transient errors are retried: with every third request answered
+// 503 Slow Down (as S3 answers when throttling), small objects and a
+// multipart upload still go in and come back whole.
+func TestS3RetriesTransientErrors(t *testing.T) {
+	srv := s3test.Env(t)
+	ctx := context.Background()
+	prefix := srv.Prefix(t)
+	target, err := url.Parse(srv.S3.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var requests, refused atomic.Int64
+	rp := httputil.NewSingleHostReverseProxy(target)
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if requests.Add(1)%3 == 0 {
+			refused.Add(1)
+			// The request's body is not read: the client must send it
+			// again.
+			w.Header().Set("Content-Type", "application/xml")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprint(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>`)
+			return
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	defer proxy.Close()
+	s := srv.S3
+	s.Endpoint = proxy.URL
+	b, err := objstore.NewURLMux(s).OpenBucket(ctx, "s3://"+srv.Bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+
+	big := bytes.Repeat([]byte("0123456789abcdef"), (20<<20)/16+3)
+	for i, data := range [][]byte{[]byte("small"), big, []byte("small again")} {
+		key := fmt.Sprintf("%sobj-%d", prefix, i)
+		if err := b.WriteAll(ctx, key, data, &blob.WriterOptions{ContentType: "application/octet-stream"}); err != nil {
+			t.Fatalf("write %s: %v", key, err)
+		}
+		got, err := b.ReadAll(ctx, key)
+		if err != nil {
+			t.Fatalf("read %s: %v", key, err)
+		}
+		if !bytes.Equal(got, data) {
+			t.Fatalf("%s: read %d bytes back, wrote %d", key, len(got), len(data))
+		}
+	}
+	if refused.Load() == 0 {
+		t.Fatal("no request was refused: the test tested nothing")
+	}
+	t.Logf("%d requests, %d answered 503 and retried", requests.Load(), refused.Load())
 }
