@@ -33,7 +33,9 @@ func newCheckpointsCmd() *cobra.Command {
 		Short: "List and inspect the checkpoints in a checkpoint directory",
 		Long: `checkpoints reads a checkpoint directory (execution.checkpointing.dir), laid
 out as <dir>/<job-id>/chk-<n>/ with a _metadata file completing each
-checkpoint. It only reads: nothing is created, changed or deleted.`,
+checkpoint. It only reads: nothing is created, changed or deleted. An
+s3:// directory is reached as -D s3.endpoint, s3.path.style.access and
+--config say, with the AWS SDK's credentials (AWS_ACCESS_KEY_ID, ...).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
