@@ -180,8 +180,10 @@ func (s *Storage) ReadState(ctx context.Context, h checkpoint.StateHandle) ([]by
 
 // WriteMetadata completes checkpoint m.CheckpointID by writing its
 // _metadata, records it in the job's LatestFile and returns the
-// _metadata file's path. An error writing LatestFile is returned too
-// (the checkpoint counts as failed, though its _metadata is there). Call it after every state file of
+// _metadata file's path. Failing to write LatestFile (the job being
+// cancelled in between, storage failing) does not fail the checkpoint,
+// which its _metadata completed: LatestFile then names an older one, and
+// the listing finds this one. Call it after every state file of
 // the checkpoint is closed. The file appears whole or not at all. A zero
 // m.Version is written as checkpoint.MetadataVersion and an empty m.JobID
 // as the storage's job; m itself is not modified. m.Kind must be
@@ -200,9 +202,9 @@ func (s *Storage) WriteMetadata(ctx context.Context, m *checkpoint.Metadata) (st
 	if err != nil {
 		return "", err
 	}
-	if err := s.writeLatest(ctx, m.CheckpointID); err != nil {
-		return "", err
-	}
+	// The checkpoint is complete once its _metadata is there, whatever
+	// becomes of LatestFile, a lower bound that listings complement.
+	_ = s.writeLatest(ctx, m.CheckpointID)
 	return p, nil
 }
 
