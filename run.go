@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
+	"path"
 	"path/filepath"
 	"runtime/debug"
 	"slices"
@@ -297,7 +299,7 @@ func runHere(ctx context.Context, stdout, stderr io.Writer, prog string, job Job
 	}
 	checkpoints := ""
 	if cp.Dir != "" {
-		checkpoints = filepath.Join(cp.Dir, env.JobID())
+		checkpoints = jobCheckpointDir(cp.Dir, env.JobID())
 		where = append(where, "checkpoints in "+checkpoints)
 	}
 	if len(where) > 0 {
@@ -386,10 +388,26 @@ func programName(arg0, pkg, mod string) string {
 	return arg0
 }
 
+// jobCheckpointDir is the directory of job's checkpoints in the
+// checkpoint directory dir, a path or a URL (s3://bucket/path?region=r).
+func jobCheckpointDir(dir, job string) string {
+	if !strings.Contains(dir, "://") {
+		return filepath.Join(dir, job)
+	}
+	u, err := url.Parse(dir)
+	if err != nil {
+		return strings.TrimSuffix(dir, "/") + "/" + job
+	}
+	u.Path = path.Join("/", u.Path, job)
+	return u.String()
+}
+
 // resumeCommand is the command line that resumes the run cmd is about to
 // make, less its --from: the program, run and the job, and every flag the
 // user set except those named in leaveOut (and a -D of
-// execution.state-recovery.path, which --from replaces).
+// execution.state-recovery.path, which --from replaces, and of a
+// sensitive option such as s3.secret-key, which the line would show: the
+// environment gives those, AWS_SECRET_ACCESS_KEY for S3).
 func resumeCommand(prog string, cmd *cobra.Command, leaveOut []string) []string {
 	out := append(strings.Fields(prog), "run", cmd.Name())
 	cmd.Flags().Visit(func(f *pflag.Flag) {
@@ -400,7 +418,7 @@ func resumeCommand(prog string, cmd *cobra.Command, leaveOut []string) []string 
 		}
 		if sv, ok := f.Value.(pflag.SliceValue); ok {
 			for _, v := range sv.GetSlice() {
-				if f.Name == "define" && strings.HasPrefix(strings.TrimSpace(v), config.KeyStateRecoveryPath+"=") {
+				if f.Name == "define" && (strings.HasPrefix(strings.TrimSpace(v), config.KeyStateRecoveryPath+"=") || sensitiveDefine(v)) {
 					continue
 				}
 				out = append(out, "--"+f.Name, v)
@@ -414,6 +432,19 @@ func resumeCommand(prog string, cmd *cobra.Command, leaveOut []string) []string 
 		out = append(out, "--"+f.Name, f.Value.String())
 	})
 	return out
+}
+
+// sensitiveDefine reports whether the -D value key=value sets an option
+// whose value must not be shown.
+func sensitiveDefine(kv string) bool {
+	key, _, _ := strings.Cut(kv, "=")
+	key = strings.TrimSpace(key)
+	for _, o := range config.Options() {
+		if o.Sensitive && (o.Key == key || slices.Contains(o.DeprecatedKeys, key)) {
+			return true
+		}
+	}
+	return false
 }
 
 // shellJoin quotes args for a POSIX shell.

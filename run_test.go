@@ -73,8 +73,8 @@ func testJob() Job {
 }
 
 // TestResumeLine: the printed resume line carries the flags the run was
-// given, run's and the job's, except --from, --fail-after and those the
-// job names in NotResumed.
+// given, run's and the job's, except --from, --fail-after, sensitive
+// options and those the job names in NotResumed.
 func TestResumeLine(t *testing.T) {
 	job := testJob()
 	cmd, _, err := Command("prog", job).Find([]string{"run", "test"})
@@ -82,7 +82,7 @@ func TestResumeLine(t *testing.T) {
 		t.Fatal(err)
 	}
 	args := []string{"--input", "my trace", "--output", "o", "--fail-after", "10", "-D", "rest.port=9000",
-		"-D", "execution.state-recovery.path=x", "--from", "old", "--bounded"}
+		"-D", "execution.state-recovery.path=x", "--from", "old", "--bounded", "-D", "s3.secret-key=hush", "-D", "s3.access-key=me"}
 	if err := cmd.ParseFlags(args); err != nil {
 		t.Fatal(err)
 	}
@@ -90,6 +90,20 @@ func TestResumeLine(t *testing.T) {
 	want := `prog run test --bounded=true --define rest.port=9000 --input 'my trace'`
 	if got != want {
 		t.Fatalf("resume line\n got %s\nwant %s", got, want)
+	}
+}
+
+func TestJobCheckpointDir(t *testing.T) {
+	for _, tc := range []struct{ dir, want string }{
+		{"/data/ckpt", "/data/ckpt/j1"},
+		{"s3://bucket/ckpt", "s3://bucket/ckpt/j1"},
+		{"s3://bucket/ckpt/?region=eu-west-1", "s3://bucket/ckpt/j1?region=eu-west-1"},
+		{"s3://bucket", "s3://bucket/j1"},
+		{"file:///data/ckpt", "file:///data/ckpt/j1"},
+	} {
+		if got := jobCheckpointDir(tc.dir, "j1"); got != tc.want {
+			t.Errorf("jobCheckpointDir(%q) = %q, want %q", tc.dir, got, tc.want)
+		}
 	}
 }
 

@@ -85,6 +85,11 @@ func TestDefaults(t *testing.T) {
 
 		KeySSLInternalEnabled: "false",
 		KeySSLRESTEnabled:     "false",
+
+		KeyS3Endpoint:        "",
+		KeyS3AccessKey:       "",
+		KeyS3SecretKey:       "",
+		KeyS3PathStyleAccess: "false",
 	}
 	opts := Options()
 	if len(opts) != len(want) {
@@ -771,7 +776,7 @@ func TestOptionsListing(t *testing.T) {
 			secret = append(secret, o.Key)
 		}
 	}
-	if !slices.Equal(secret, []string{KeyClusterAuthToken, KeyRESTAuthToken}) {
+	if !slices.Equal(secret, []string{KeyClusterAuthToken, KeyRESTAuthToken, KeyS3AccessKey, KeyS3SecretKey}) {
 		t.Errorf("sensitive options = %q", secret)
 	}
 }

@@ -350,3 +350,31 @@ const (
 	// does not implement TLS yet: true is refused. Default: false.
 	KeySSLRESTEnabled = "security.ssl.rest.enabled"
 )
+
+// Keys of the S3 object store options, which apply to every s3:// URL weir
+// reads or writes (checkpoint and savepoint directories, restore paths).
+// They are the keys of Flink's S3 file systems (flink-s3-fs-hadoop and
+// flink-s3-fs-presto). Unset credentials fall back to the AWS SDK's
+// default chain: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, the shared
+// config and credentials files, web identity, container and instance
+// roles.
+const (
+	// KeyS3Endpoint is the URL of an S3-compatible server (MinIO,
+	// SeaweedFS, Ceph, a cloud's S3 API) to use instead of AWS's,
+	// http://host:port or https://host. Default: unset (AWS).
+	KeyS3Endpoint = "s3.endpoint"
+
+	// KeyS3AccessKey is the access key id. Set together with
+	// KeyS3SecretKey, or neither. Default: unset (the AWS default chain).
+	// The value is sensitive and never printed.
+	KeyS3AccessKey = "s3.access-key"
+
+	// KeyS3SecretKey is the secret access key. Default: unset (the AWS
+	// default chain). The value is sensitive and never printed.
+	KeyS3SecretKey = "s3.secret-key"
+
+	// KeyS3PathStyleAccess addresses buckets as http://endpoint/bucket/key
+	// instead of http://bucket.endpoint/key, as most S3-compatible servers
+	// need. Default: false.
+	KeyS3PathStyleAccess = "s3.path.style.access"
+)

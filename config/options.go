@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -184,6 +185,19 @@ func durationAtLeast(d time.Duration) *constraint {
 	}
 }
 
+// httpURL accepts an absolute http:// or https:// URL with a host and
+// nothing after its path: an endpoint.
+func httpURL() *constraint {
+	return &constraint{
+		desc: "an http:// or https:// URL such as http://127.0.0.1:8333",
+		ok: func(v any) bool {
+			u, err := url.Parse(v.(string))
+			return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" &&
+				u.User == nil && u.RawQuery == "" && u.Fragment == ""
+		},
+	}
+}
+
 // UpperBoundMaxParallelism is the largest maximum parallelism, and so the
 // largest number of key groups, a keyed operator may have: 32768, as in Flink.
 // Package state checks key group assignments and snapshots against it.
@@ -360,6 +374,16 @@ var optionTable = []option{
 		desc: "Number of recent checkpoints whose statistics the REST API keeps."},
 	{key: KeyClusterAuthToken, kind: KindString, sensitive: true,
 		desc: "Secret shared by the job manager, task managers and clients, required of every control and data connection (weir only); unset disables authentication."},
+
+	// S3 object storage (Flink's S3 file systems, flink-s3-fs-hadoop and flink-s3-fs-presto).
+	{key: KeyS3Endpoint, kind: KindString, check: httpURL(),
+		desc: "URL of an S3-compatible server for s3:// paths, such as http://127.0.0.1:8333; unset uses AWS."},
+	{key: KeyS3AccessKey, kind: KindString, sensitive: true,
+		desc: "Access key id for s3:// paths; unset uses the AWS SDK's default credential chain."},
+	{key: KeyS3SecretKey, kind: KindString, sensitive: true,
+		desc: "Secret access key for s3:// paths; unset uses the AWS SDK's default credential chain."},
+	{key: KeyS3PathStyleAccess, kind: KindBool, def: "false",
+		desc: "Address buckets by path (http://endpoint/bucket/key) rather than by host name, as most S3-compatible servers need."},
 
 	// Security (Flink's SecurityOptions).
 	{key: KeySSLInternalEnabled, kind: KindBool, def: "false",

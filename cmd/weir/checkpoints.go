@@ -18,11 +18,13 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"gocloud.dev/blob"
 	"gocloud.dev/blob/memblob"
 
 	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/checkpoint/storage"
 	"github.com/weirstream/weir/internal/clustercli"
+	"github.com/weirstream/weir/internal/objstore"
 )
 
 func newCheckpointsCmd() *cobra.Command {
@@ -31,7 +33,9 @@ func newCheckpointsCmd() *cobra.Command {
 		Short: "List and inspect the checkpoints in a checkpoint directory",
 		Long: `checkpoints reads a checkpoint directory (execution.checkpointing.dir), laid
 out as <dir>/<job-id>/chk-<n>/ with a _metadata file completing each
-checkpoint. It only reads: nothing is created, changed or deleted.`,
+checkpoint. It only reads: nothing is created, changed or deleted. An
+s3:// directory is reached as -D s3.endpoint, s3.path.style.access and
+--config say, with the AWS SDK's credentials (AWS_ACCESS_KEY_ID, ...).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
@@ -42,6 +46,7 @@ checkpoint. It only reads: nothing is created, changed or deleted.`,
 type checkpointsListOptions struct {
 	dir, job string
 	json     bool
+	cfg      clustercli.ConfigFlags
 }
 
 func newCheckpointsListCmd() *cobra.Command {
@@ -57,22 +62,25 @@ completion time; the size of the state it references; and the number of
 files in its directory. Without --job it lists every job directory found
 under --dir, which must then be a local directory.`,
 		Example: `  weir checkpoints list --dir /checkpoints/gatewaymeter
-  weir checkpoints list --dir file:///checkpoints/gatewaymeter --job 3f9c2a71`,
+  weir checkpoints list --dir file:///checkpoints/gatewaymeter --job 3f9c2a71
+  weir checkpoints list --dir s3://bucket/checkpoints --job 3f9c2a71 -D s3.endpoint=http://127.0.0.1:8333 -D s3.path.style.access=true`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runCheckpointsList(cmd.Context(), cmd.OutOrStdout(), o)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.dir, "dir", "", "checkpoint directory: a path or a URL (file://...) (required)")
+	f.StringVar(&o.dir, "dir", "", "checkpoint directory: a path or a URL (file://..., s3://...) (required)")
 	f.StringVar(&o.job, "job", "", "list only this job's checkpoints")
 	f.BoolVar(&o.json, "json", false, "print the list as JSON")
+	o.cfg.AddTo(f)
 	return cmd
 }
 
 type checkpointsShowOptions struct {
 	dir, job string
 	json     bool
+	cfg      clustercli.ConfigFlags
 }
 
 func newCheckpointsShowCmd() *cobra.Command {
@@ -105,6 +113,7 @@ metadata itself as JSON.`,
 	f.StringVar(&o.dir, "dir", "", "checkpoint directory, to look CHECKPOINT up by id")
 	f.StringVar(&o.job, "job", "", "job whose checkpoint CHECKPOINT is, when --dir holds several")
 	f.BoolVar(&o.json, "json", false, "print the metadata as JSON")
+	o.cfg.AddTo(f)
 	return cmd
 }
 
@@ -232,13 +241,18 @@ type listedCheckpoint struct {
 }
 
 func runCheckpointsList(ctx context.Context, w io.Writer, o checkpointsListOptions) error {
+	cfg, err := o.cfg.Config()
+	if err != nil {
+		return err
+	}
+	mux := objstore.URLMux(cfg)
 	jobs, err := findJobs(o.dir, o.job)
 	if err != nil {
 		return err
 	}
 	rows := []listedCheckpoint{}
 	for _, j := range jobs {
-		infos, err := listJob(ctx, j)
+		infos, err := listJob(ctx, j, mux)
 		if err != nil {
 			return err
 		}
@@ -270,8 +284,8 @@ func runCheckpointsList(ctx context.Context, w io.Writer, o checkpointsListOptio
 	return tw.Flush()
 }
 
-func listJob(ctx context.Context, j jobDir) ([]storage.Info, error) {
-	st, err := storage.Open(ctx, j.dir, j.job, storage.VerifyChecksums(true))
+func listJob(ctx context.Context, j jobDir, mux *blob.URLMux) ([]storage.Info, error) {
+	st, err := storage.Open(ctx, j.dir, j.job, storage.VerifyChecksums(true), storage.URLMux(mux))
 	if err != nil {
 		return nil, err
 	}
@@ -339,6 +353,11 @@ func runCheckpointsShow(ctx context.Context, w io.Writer, o checkpointsShowOptio
 // read its state through the storage it was resolved with, so both stay
 // open until closeAll.
 func openCheckpoint(ctx context.Context, o checkpointsShowOptions, arg string) (snap *storage.Snapshot, closeAll func(), err error) {
+	cfg, err := o.cfg.Config()
+	if err != nil {
+		return nil, nil, err
+	}
+	mux := objstore.URLMux(cfg)
 	var st *storage.Storage
 	if id, perr := strconv.ParseInt(arg, 10, 64); perr == nil {
 		if o.dir == "" {
@@ -359,7 +378,7 @@ func openCheckpoint(ctx context.Context, o checkpointsShowOptions, arg string) (
 			}
 			return nil, nil, fmt.Errorf("--dir %s holds several jobs (%s): give --job", o.dir, strings.Join(names, ", "))
 		}
-		if st, err = storage.Open(ctx, jobs[0].dir, jobs[0].job, storage.VerifyChecksums(true)); err != nil {
+		if st, err = storage.Open(ctx, jobs[0].dir, jobs[0].job, storage.VerifyChecksums(true), storage.URLMux(mux)); err != nil {
 			return nil, nil, err
 		}
 		if snap, err = st.Resolve(ctx, st.CheckpointPath(id)); err != nil {
@@ -376,7 +395,7 @@ func openCheckpoint(ctx context.Context, o checkpointsShowOptions, arg string) (
 		}
 		// Resolve opens the bucket a path names by itself; the storage it
 		// is called on only has to exist, so it is an empty in-memory one.
-		if st, err = storage.Open(ctx, "mem://", "show", storage.Bucket(memblob.OpenBucket(nil))); err != nil {
+		if st, err = storage.Open(ctx, "mem://", "show", storage.Bucket(memblob.OpenBucket(nil)), storage.URLMux(mux)); err != nil {
 			return nil, nil, err
 		}
 		if snap, err = st.Resolve(ctx, arg); err != nil {

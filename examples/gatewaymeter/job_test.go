@@ -92,15 +92,22 @@ func (f *faults) report() string {
 
 func runJob(t *testing.T, trace, out string, f *faults, kv ...string) {
 	t.Helper()
+	var opts []stream.Option
+	if f != nil {
+		opts = append(opts, stream.WithFaults(f.fn), stream.WithEvents(f.event))
+	}
+	runJobWith(t, trace, out, opts, kv...)
+}
+
+// runJobWith runs the job as runJob does, with opts added.
+func runJobWith(t *testing.T, trace, out string, extra []stream.Option, kv ...string) {
+	t.Helper()
 	cfg, err := config.ParseDynamic(append([]string{"parallelism.default=4", "execution.checkpointing.interval=20 ms",
 		"restart-strategy.type=fixed-delay", "restart-strategy.fixed-delay.attempts=10", "restart-strategy.fixed-delay.delay=0 ms"}, kv...))
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := []stream.Option{stream.WithConfig(cfg), stream.WithLogger(slog.New(slog.DiscardHandler))}
-	if f != nil {
-		opts = append(opts, stream.WithFaults(f.fn), stream.WithEvents(f.event))
-	}
+	opts := append([]stream.Option{stream.WithConfig(cfg), stream.WithLogger(slog.New(slog.DiscardHandler))}, extra...)
 	env, err := stream.NewEnvironment(opts...)
 	if err != nil {
 		t.Fatal(err)

@@ -31,6 +31,7 @@ import (
 	"github.com/weirstream/weir/internal/cluster"
 	"github.com/weirstream/weir/internal/launch"
 	"github.com/weirstream/weir/internal/netio"
+	"github.com/weirstream/weir/internal/objstore"
 	"github.com/weirstream/weir/internal/runtime"
 	"github.com/weirstream/weir/internal/web"
 	"github.com/weirstream/weir/stream"
@@ -638,7 +639,7 @@ func LogRestored(ctx context.Context, logger *slog.Logger, cfg *config.Configura
 	if err != nil || cp.Dir == "" {
 		return
 	}
-	st, err := storage.Open(ctx, cp.Dir, jobID)
+	st, err := storage.Open(ctx, cp.Dir, jobID, storage.URLMux(objstore.URLMux(cfg)))
 	if err != nil {
 		log.Warn("reading the restored checkpoint", "err", err)
 		return

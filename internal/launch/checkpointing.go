@@ -11,6 +11,7 @@ import (
 	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/checkpoint/coordinator"
 	"github.com/weirstream/weir/internal/checkpoint/storage"
+	"github.com/weirstream/weir/internal/objstore"
 	"github.com/weirstream/weir/internal/ops"
 	"github.com/weirstream/weir/internal/runtime"
 )
@@ -88,11 +89,12 @@ func checkUnclaimed(j Job, cp config.Checkpointing, r *runtime.Restore) error {
 		r.Path, strings.Join(unclaimed, ", "), config.KeyStateRecoveryIgnoreUnclaimedState)
 }
 
-// storageOptions adds to opts the inline threshold of the job's
-// configuration and what routes the storage's operations through the
-// job's StorageFaults, if it has them.
+// storageOptions adds to opts what the job's configuration sets (the s3.*
+// options of s3:// buckets, the inline threshold) and what routes the
+// storage's operations through the job's StorageFaults, if it has them.
 func storageOptions(j Job, opts ...storage.Option) []storage.Option {
-	opts = append(opts, storage.InlineThreshold(int(j.Config.MemorySize(config.KeyCheckpointingInlineThreshold))))
+	opts = append(opts, storage.URLMux(objstore.URLMux(j.Config)),
+		storage.InlineThreshold(int(j.Config.MemorySize(config.KeyCheckpointingInlineThreshold))))
 	if j.StorageFaults == nil {
 		return opts
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/weirstream/weir/config"
 	"github.com/weirstream/weir/internal/checkpoint/coordinator"
 	"github.com/weirstream/weir/internal/checkpoint/storage"
+	"github.com/weirstream/weir/internal/objstore"
 )
 
 // queryTimeout bounds a wait for the job master's statistics.
@@ -54,7 +55,7 @@ func (s *Server) storage(ctx context.Context) (*storage.Storage, error) {
 		return nil, nil
 	}
 	s.storeOnce.Do(func() {
-		s.store, s.storeErr = storage.Open(context.WithoutCancel(ctx), dir, s.jm.JobID())
+		s.store, s.storeErr = storage.Open(context.WithoutCancel(ctx), dir, s.jm.JobID(), storage.URLMux(objstore.URLMux(s.cfg)))
 	})
 	return s.store, s.storeErr
 }

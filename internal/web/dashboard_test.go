@@ -21,10 +21,13 @@ import (
 // that every one of them requires the token.
 func TestDashboardEndpoints(t *testing.T) {
 	const restSecret, clusterSecret = "rest-s3cret-value", "cluster-s3cret-value"
+	const s3Access, s3Secret = "s3-access-key-id", "s3-secret-key-value"
 	f := startJob(t, []string{
 		"execution.checkpointing.interval=50 ms",
 		"rest.auth-token=" + restSecret,
 		"cluster.auth-token=" + clusterSecret,
+		"s3.access-key=" + s3Access,
+		"s3.secret-key=" + s3Secret,
 	})
 	f.serve(web.Job{Master: launch.MasterOf(f.client), Done: f.client.Done(), Err: f.client.Wait, Config: f.env.Config()},
 		web.WithAuthToken(restSecret))
@@ -61,7 +64,8 @@ func TestDashboardEndpoints(t *testing.T) {
 		if code != http.StatusOK {
 			t.Fatalf("/jobmanager/config: %d %s", code, body)
 		}
-		if strings.Contains(string(body), restSecret) || strings.Contains(string(body), clusterSecret) {
+		if strings.Contains(string(body), restSecret) || strings.Contains(string(body), clusterSecret) ||
+			strings.Contains(string(body), s3Access) || strings.Contains(string(body), s3Secret) {
 			t.Fatalf("/jobmanager/config shows a secret: %s", body)
 		}
 		var entries []map[string]any
@@ -73,6 +77,7 @@ func TestDashboardEndpoints(t *testing.T) {
 		}
 		for k, want := range map[string]string{
 			"rest.auth-token": "******", "cluster.auth-token": "******",
+			"s3.access-key": "******", "s3.secret-key": "******",
 			"execution.checkpointing.interval": "50 ms", "parallelism.default": "2",
 		} {
 			if got[k] != want {

@@ -195,8 +195,8 @@ func (s *Storage) readMetadata(ctx context.Context, id int64) (*checkpoint.Metad
 // DiscardAll deletes every checkpoint of the job and its shared state, for
 // DELETE_ON_CANCELLATION, except the checkpoints keep names (one the job
 // restored and does not own) and, if it keeps any, the shared state they
-// may name. It leaves taskowned/ (the tasks' own state) and anything else
-// in the job directory alone, and never touches savepoints. Like Discard
+// may name, and LatestFile. It leaves taskowned/ (the tasks' own state)
+// and anything else in the job directory alone, and never touches savepoints. Like Discard
 // it is tolerant of files already gone.
 func (s *Storage) DiscardAll(ctx context.Context, keep ...int64) error {
 	ids, err := s.checkpointIDs(ctx)
@@ -214,6 +214,9 @@ func (s *Storage) DiscardAll(ctx context.Context, keep ...int64) error {
 	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)
+	}
+	if err := s.st.remove(ctx, s.latestKey()); err != nil {
+		return err
 	}
 	for _, id := range ids {
 		key := s.checkpointKey(id)

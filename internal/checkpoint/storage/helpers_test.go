@@ -17,6 +17,7 @@ import (
 	"gocloud.dev/blob/memblob"
 
 	"github.com/weirstream/weir/internal/checkpoint"
+	"github.com/weirstream/weir/internal/objstore/s3test"
 )
 
 const testJob = "a1b2c3d4e5f60718"
@@ -29,6 +30,9 @@ type backend struct {
 	dir  string       // local directory, for file backends
 	raw  *blob.Bucket // the same objects, bypassing Storage
 	opts []Option     // given to every open
+	// prefix is the key in raw of the checkpoint directory url names,
+	// ending in "/", or "" for the bucket's root.
+	prefix string
 }
 
 func memBackend(t *testing.T) *backend {
@@ -47,10 +51,21 @@ func fileBackend(t *testing.T) *backend {
 	return &backend{name: "file", url: "file://" + filepath.ToSlash(dir), dir: dir, raw: raw}
 }
 
-// forBackends runs fn once on mem:// and once on a local directory.
+// s3Backend is a fresh directory in the bucket of the S3-compatible
+// server the environment names (see package s3test), which skips the
+// test when there is none.
+func s3Backend(t *testing.T) *backend {
+	srv := s3test.Env(t)
+	prefix := srv.Prefix(t)
+	return &backend{name: "s3", url: srv.URL(prefix), raw: srv.OpenBucket(t), opts: []Option{URLMux(srv.Mux())}, prefix: prefix}
+}
+
+// forBackends runs fn once on mem://, once on a local directory and once
+// on an S3-compatible server (skipped without one, see package s3test).
 func forBackends(t *testing.T, fn func(t *testing.T, be *backend)) {
 	t.Run("mem", func(t *testing.T) { fn(t, memBackend(t)) })
 	t.Run("file", func(t *testing.T) { fn(t, fileBackend(t)) })
+	t.Run("s3", func(t *testing.T) { fn(t, s3Backend(t)) })
 }
 
 func (be *backend) open(t *testing.T, opts ...Option) *Storage {
@@ -64,7 +79,7 @@ func (be *backend) open(t *testing.T, opts ...Option) *Storage {
 }
 
 // key returns the raw key of a path relative to the job directory.
-func (be *backend) key(rel string) string { return testJob + "/" + rel }
+func (be *backend) key(rel string) string { return be.prefix + testJob + "/" + rel }
 
 func (be *backend) mutate(t *testing.T, rel string, fn func([]byte) []byte) {
 	t.Helper()
@@ -95,7 +110,7 @@ func (be *backend) keys(t *testing.T, rel string) []string {
 		if err != nil {
 			break
 		}
-		out = append(out, strings.TrimPrefix(o.Key, testJob+"/"))
+		out = append(out, strings.TrimPrefix(o.Key, be.key("")))
 	}
 	return out
 }

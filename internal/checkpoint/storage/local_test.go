@@ -108,6 +108,11 @@ func TestLocalWritesAreDurable(t *testing.T) {
 		}
 		files[p] = fi.Size()
 	}
+	if fi, err := os.Stat(filepath.Join(job, LatestFile)); err != nil {
+		t.Fatal(err)
+	} else {
+		files[filepath.Join(job, LatestFile)] = fi.Size()
+	}
 	all := syncs()
 	fileSyncs := 0
 	for _, e := range all {

@@ -169,7 +169,7 @@ func skippable(err error) bool {
 }
 
 // checkpointIDs returns the ids of the job's checkpoint directories,
-// ascending.
+// ascending: those listed, and the one LatestFile names, listed or not.
 func (s *Storage) checkpointIDs(ctx context.Context) ([]int64, error) {
 	objs, err := s.st.list(ctx, s.jobKey, true)
 	if err != nil {
@@ -186,7 +186,7 @@ func (s *Storage) checkpointIDs(ctx context.Context) ([]int64, error) {
 		}
 	}
 	slices.Sort(ids)
-	return ids, nil
+	return s.withLatest(ctx, ids)
 }
 
 // Latest returns the newest completed checkpoint whose metadata verifies
@@ -267,7 +267,8 @@ type Info struct {
 	ModTime time.Time
 }
 
-// List describes every checkpoint directory of the job, oldest first.
+// List describes every checkpoint directory of the job, oldest first,
+// leaving out directories that hold nothing.
 func (s *Storage) List(ctx context.Context) ([]Info, error) {
 	ids, err := s.checkpointIDs(ctx)
 	if err != nil {
@@ -294,6 +295,12 @@ func (s *Storage) List(ctx context.Context) ([]Info, error) {
 			info.StateSize = m.Size()
 			info.TriggerTime = m.TriggerTime
 			info.CompletionTime = m.CompletionTime
+		case errors.Is(err, ErrIncomplete) && info.Files == 0:
+			// Nothing in it: not a checkpoint. Object stores with
+			// directories (SeaweedFS's filer) list a directory whose
+			// last file was deleted until they clean it up, and
+			// LatestFile may name a discarded checkpoint.
+			continue
 		case errors.Is(err, ErrIncomplete):
 			info.Status, info.Err = Incomplete, err
 		default:

@@ -53,6 +53,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/weirstream/weir/internal/checkpoint"
 )
@@ -97,6 +98,9 @@ type Storage struct {
 	jobID  string
 	st     *store
 	jobKey string // the job directory's key prefix, ending in "/"
+
+	latestMu      sync.Mutex
+	latestWritten int64 // the newest id written to LatestFile, -1 for none
 }
 
 // Open opens the checkpoint storage of job jobID under the checkpoint
@@ -125,7 +129,7 @@ func Open(ctx context.Context, url, jobID string, opts ...Option) (*Storage, err
 	} else if st, err = openStore(ctx, &cfg, loc, true); err != nil {
 		return nil, err
 	}
-	return &Storage{cfg: cfg, jobID: jobID, st: st, jobKey: joinKey(prefix, jobID) + "/"}, nil
+	return &Storage{cfg: cfg, jobID: jobID, st: st, jobKey: joinKey(prefix, jobID) + "/", latestWritten: -1}, nil
 }
 
 // Close closes the bucket, unless it was passed in with the Bucket option.
@@ -175,7 +179,11 @@ func (s *Storage) ReadState(ctx context.Context, h checkpoint.StateHandle) ([]by
 }
 
 // WriteMetadata completes checkpoint m.CheckpointID by writing its
-// _metadata and returns the file's path. Call it after every state file of
+// _metadata, records it in the job's LatestFile and returns the
+// _metadata file's path. Failing to write LatestFile (the job being
+// cancelled in between, storage failing) does not fail the checkpoint,
+// which its _metadata completed: LatestFile then names an older one, and
+// the listing finds this one. Call it after every state file of
 // the checkpoint is closed. The file appears whole or not at all. A zero
 // m.Version is written as checkpoint.MetadataVersion and an empty m.JobID
 // as the storage's job; m itself is not modified. m.Kind must be
@@ -190,7 +198,14 @@ func (s *Storage) WriteMetadata(ctx context.Context, m *checkpoint.Metadata) (st
 	if m.CheckpointID < 0 {
 		return "", fmt.Errorf("storage: negative checkpoint id %d", m.CheckpointID)
 	}
-	return writeMetadata(ctx, s.st, s.checkpointKey(m.CheckpointID), s.fill(m))
+	p, err := writeMetadata(ctx, s.st, s.checkpointKey(m.CheckpointID), s.fill(m))
+	if err != nil {
+		return "", err
+	}
+	// The checkpoint is complete once its _metadata is there, whatever
+	// becomes of LatestFile, a lower bound that listings complement.
+	_ = s.writeLatest(ctx, m.CheckpointID)
+	return p, nil
 }
 
 // fill returns a copy of m with an unset version and job id filled in.

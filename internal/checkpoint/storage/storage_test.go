@@ -99,6 +99,7 @@ func TestLayoutOnDisk(t *testing.T) {
 		return nil
 	})
 	want := []string{
+		testJob + "/" + LatestFile,
 		testJob + "/chk-7/_metadata",
 		testJob + "/chk-7/tenant-cost-0-keyed",
 		testJob + "/chk-7/tenant-cost-1-keyed",

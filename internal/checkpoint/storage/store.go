@@ -211,7 +211,7 @@ func (s *store) newWriter(ctx context.Context, key, contentType string) (objectW
 			cancel()
 			return nil, s.opError("write", key, err)
 		}
-		w = &bucketWriter{w: bw, cancel: cancel}
+		w = &bucketWriter{w: bw, cancel: cancel, ctx: ctx, st: s, key: key}
 	}
 	if f != nil {
 		return &faultWriter{under: w, fault: f}, nil
@@ -222,6 +222,9 @@ func (s *store) newWriter(ctx context.Context, key, contentType string) (objectW
 type bucketWriter struct {
 	w      *blob.Writer
 	cancel context.CancelFunc
+	ctx    context.Context
+	st     *store
+	key    string
 }
 
 func (w *bucketWriter) Write(p []byte) (int, error) { return w.w.Write(p) }
@@ -234,6 +237,7 @@ func (w *bucketWriter) Close() error {
 func (w *bucketWriter) Abort() {
 	w.cancel()
 	_ = w.w.Close()
+	abortUploads(w.ctx, w.st, w.key)
 }
 
 // objectReader reads one object.

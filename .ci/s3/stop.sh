@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Stops the S3 server that .ci/s3/start.sh started in DIR.
+#
+#   .ci/s3/stop.sh DIR
+#
+# Sends SIGTERM, waits up to WEIR_S3_STOP_TIMEOUT seconds (default 5: the
+# data is a test server's), then SIGKILL. It only signals the process whose pid is in DIR/weed.pid,
+# and only if that process is a weed server running on DIR's data, so a
+# stale pid file never hits an unrelated process. Nothing running is not
+# an error. DIR (data, weed.log) is left for inspection.
+set -euo pipefail
+
+say() { echo "s3: $*" >&2; }
+
+if [ $# -ne 1 ] || [ -z "$1" ]; then
+	echo "usage: $0 DIR" >&2
+	exit 2
+fi
+dir=$1
+if [ ! -d "$dir" ]; then
+	say "no directory $dir; nothing to stop"
+	exit 0
+fi
+dir=$(cd "$dir" && pwd)
+pidfile=$dir/weed.pid
+if [ ! -f "$pidfile" ]; then
+	say "no weed.pid in $dir; nothing to stop"
+	exit 0
+fi
+pid=$(cat "$pidfile")
+if ! [[ "$pid" =~ ^[0-9]+$ ]]; then
+	say "error: $pidfile holds '$pid', not a pid"
+	exit 1
+fi
+
+ours() {
+	local cmdline
+	cmdline=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) || return 1
+	[[ "$cmdline" == *" server "* && "$cmdline" == *"-dir=$dir/data "* ]]
+}
+running() {
+	local state
+	state=$(awk '{ print $3 }' "/proc/$pid/stat" 2>/dev/null) || return 1
+	[ "$state" != Z ]
+}
+
+if ! running || ! ours; then
+	say "weed pid $pid from $dir is not running"
+	rm -f "$pidfile"
+	exit 0
+fi
+
+timeout=${WEIR_S3_STOP_TIMEOUT:-5}
+start=$SECONDS
+kill -TERM "$pid" 2>/dev/null || true
+while running; do
+	if [ $((SECONDS - start)) -ge "$timeout" ]; then
+		say "weed pid $pid still running ${timeout}s after SIGTERM; sending SIGKILL"
+		kill -KILL "$pid" 2>/dev/null || true
+		for _ in $(seq 50); do
+			running || break
+			sleep 0.1
+		done
+		break
+	fi
+	sleep 0.2
+done
+if running; then
+	say "error: weed pid $pid did not exit"
+	exit 1
+fi
+rm -f "$pidfile"
+say "stopped weed pid $pid ($((SECONDS - start))s)"
