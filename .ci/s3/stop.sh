@@ -4,10 +4,10 @@
 #   .ci/s3/stop.sh DIR
 #
 # Sends SIGTERM, waits up to WEIR_S3_STOP_TIMEOUT seconds (default 5: the
-# data is a test server's), then SIGKILL. It only signals the process whose pid is in DIR/weed.pid,
-# and only if that process is a weed server running on DIR's data, so a
-# stale pid file never hits an unrelated process. Nothing running is not
-# an error. DIR (data, weed.log) is left for inspection.
+# data is a test server's), then SIGKILL. It only signals the process whose
+# pid is in DIR/server.pid, and only if that process is a versitygw serving
+# DIR's data, so a stale pid file never hits an unrelated process. Nothing
+# running is not an error. DIR (data, server.log) is left for inspection.
 set -euo pipefail
 
 say() { echo "s3: $*" >&2; }
@@ -22,9 +22,9 @@ if [ ! -d "$dir" ]; then
 	exit 0
 fi
 dir=$(cd "$dir" && pwd)
-pidfile=$dir/weed.pid
+pidfile=$dir/server.pid
 if [ ! -f "$pidfile" ]; then
-	say "no weed.pid in $dir; nothing to stop"
+	say "no server.pid in $dir; nothing to stop"
 	exit 0
 fi
 pid=$(cat "$pidfile")
@@ -36,7 +36,7 @@ fi
 ours() {
 	local cmdline
 	cmdline=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) || return 1
-	[[ "$cmdline" == *" server "* && "$cmdline" == *"-dir=$dir/data "* ]]
+	[[ "$cmdline" == *versitygw* && "$cmdline" == *" posix $dir/data "* ]]
 }
 running() {
 	local state
@@ -45,7 +45,7 @@ running() {
 }
 
 if ! running || ! ours; then
-	say "weed pid $pid from $dir is not running"
+	say "versitygw pid $pid from $dir is not running"
 	rm -f "$pidfile"
 	exit 0
 fi
@@ -55,7 +55,7 @@ start=$SECONDS
 kill -TERM "$pid" 2>/dev/null || true
 while running; do
 	if [ $((SECONDS - start)) -ge "$timeout" ]; then
-		say "weed pid $pid still running ${timeout}s after SIGTERM; sending SIGKILL"
+		say "versitygw pid $pid still running ${timeout}s after SIGTERM; sending SIGKILL"
 		kill -KILL "$pid" 2>/dev/null || true
 		for _ in $(seq 50); do
 			running || break
@@ -66,8 +66,8 @@ while running; do
 	sleep 0.2
 done
 if running; then
-	say "error: weed pid $pid did not exit"
+	say "error: versitygw pid $pid did not exit"
 	exit 1
 fi
 rm -f "$pidfile"
-say "stopped weed pid $pid ($((SECONDS - start))s)"
+say "stopped versitygw pid $pid ($((SECONDS - start))s)"

@@ -6,8 +6,8 @@
 // WEIR_S3_SECRET_KEY and WEIR_S3_BUCKET (a bucket that exists). When
 // WEIR_S3_ENDPOINT is unset, Env skips the test, so a plain `go test ./...`
 // passes on a machine without a server; with WEIR_S3_REQUIRED set it fails
-// it instead. CI starts SeaweedFS's S3 gateway with .ci/s3/start.sh and sets
-// all of them.
+// it instead. CI starts the Versity S3 Gateway (versitygw) with
+// .ci/s3/start.sh and sets all of them.
 //
 // To run the suite by hand:
 //
