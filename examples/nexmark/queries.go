@@ -681,12 +681,12 @@ type distinctStats struct {
 	bidders, auctions state.MapState[int64, uint8]
 }
 
-func (d *distinctStats) open(rc *stream.RuntimeContext[string]) (err error) {
-	if d.bidders, err = stream.MapState[int64, uint8](rc, "bidders"); err != nil {
-		return err
+func openDistinct[K comparable](rc *stream.RuntimeContext[K]) (bidders, auctions state.MapState[int64, uint8], err error) {
+	if bidders, err = stream.MapState[int64, uint8](rc, "bidders"); err != nil {
+		return nil, nil, err
 	}
-	d.auctions, err = stream.MapState[int64, uint8](rc, "auctions")
-	return err
+	auctions, err = stream.MapState[int64, uint8](rc, "auctions")
+	return bidders, auctions, err
 }
 
 func addDistinct(m state.MapState[int64, uint8], id int64, r int, counts *[4]int64) {
@@ -715,8 +715,8 @@ func (d *distinctStats) add(s *Stats, b Bid) {
 // bidders and distinct auctions, over all bids and per price rank. It
 // updates with every bid.
 func Q15(events stream.Stream[Event]) stream.Stream[Q15Row] {
-	return stream.Process(stream.KeyBy(bids(events), func(b Bid) string { return dayString(day(b.DateTime)) }),
-		stream.KeyedProcessFunction[string, Bid, Q15Row](&q15Stats{}), stream.Uid("q15"))
+	return stream.Process(stream.KeyBy(bids(events), func(b Bid) int64 { return day(b.DateTime) }),
+		stream.KeyedProcessFunction[int64, Bid, Q15Row](&q15Stats{}), stream.Uid("q15"))
 }
 
 type q15Stats struct {
@@ -724,53 +724,70 @@ type q15Stats struct {
 	row state.ValueState[Q15Row]
 }
 
-func (f *q15Stats) Open(rc *stream.RuntimeContext[string]) (err error) {
-	if err = f.open(rc); err != nil {
+func (f *q15Stats) Open(rc *stream.RuntimeContext[int64]) (err error) {
+	if f.bidders, f.auctions, err = openDistinct(rc); err != nil {
 		return err
 	}
 	f.row, err = stream.ValueState[Q15Row](rc, "row")
 	return err
 }
 
-func (f *q15Stats) ProcessElement(ctx *stream.Context[string, Q15Row], b Bid) error {
-	row, _ := f.row.Value()
-	row.Day = ctx.Key()
+func (f *q15Stats) ProcessElement(ctx *stream.Context[int64, Q15Row], b Bid) error {
+	row, ok := f.row.Value()
+	if !ok {
+		row.Day = dayString(ctx.Key())
+	}
 	row.Version++
 	f.add(&row.Stats, b)
 	f.row.Update(row)
 	return ctx.Emit(row)
+}
+
+// Q16Key is q16's group: a channel and a day.
+type Q16Key struct {
+	Channel string
+	Day     int64
 }
 
 // Q16 is Q15 per channel, with the day's latest minute.
 func Q16(events stream.Stream[Event]) stream.Stream[Q16Row] {
-	return stream.Process(stream.KeyBy(bids(events), func(b Bid) string { return b.Channel + "\x00" + dayString(day(b.DateTime)) }),
-		stream.KeyedProcessFunction[string, Bid, Q16Row](&q16Stats{}), stream.Uid("q16"))
+	return stream.Process(stream.KeyBy(bids(events), func(b Bid) Q16Key { return Q16Key{b.Channel, day(b.DateTime)} }),
+		stream.KeyedProcessFunction[Q16Key, Bid, Q16Row](&q16Stats{}), stream.Uid("q16"))
 }
 
 type q16Stats struct {
 	distinctStats
-	row state.ValueState[Q16Row]
+	row state.ValueState[q16State]
 }
 
-func (f *q16Stats) Open(rc *stream.RuntimeContext[string]) (err error) {
-	if err = f.open(rc); err != nil {
+// q16State is a group's row and its latest minute of the day, which is
+// formatted only when it changes.
+type q16State struct {
+	Row    Q16Row
+	Minute int64
+}
+
+func (f *q16Stats) Open(rc *stream.RuntimeContext[Q16Key]) (err error) {
+	if f.bidders, f.auctions, err = openDistinct(rc); err != nil {
 		return err
 	}
-	f.row, err = stream.ValueState[Q16Row](rc, "row")
+	f.row, err = stream.ValueState[q16State](rc, "row")
 	return err
 }
 
-func (f *q16Stats) ProcessElement(ctx *stream.Context[string, Q16Row], b Bid) error {
-	row, _ := f.row.Value()
-	row.Channel = b.Channel
-	row.Day = dayString(day(b.DateTime))
-	row.Version++
-	if m := FormatTime(b.DateTime)[11:16]; m > row.Minute {
-		row.Minute = m
+func (f *q16Stats) ProcessElement(ctx *stream.Context[Q16Key, Q16Row], b Bid) error {
+	st, ok := f.row.Value()
+	if !ok {
+		st.Row.Channel, st.Row.Day, st.Minute = b.Channel, dayString(ctx.Key().Day), -1
 	}
-	f.add(&row.Stats, b)
-	f.row.Update(row)
-	return ctx.Emit(row)
+	st.Row.Version++
+	if m := mod(b.DateTime, dayMs) / 60_000; m > st.Minute {
+		st.Minute = m
+		st.Row.Minute = fmt.Sprintf("%02d:%02d", m/60, m%60)
+	}
+	f.add(&st.Row.Stats, b)
+	f.row.Update(st)
+	return ctx.Emit(st.Row)
 }
 
 // Q17Key is q17's group: an auction and a day.
