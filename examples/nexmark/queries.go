@@ -354,7 +354,9 @@ type q7Bid struct {
 
 // Q7 emits the bids whose price is the highest of a 10-second tumbling
 // window and whose time lies in the window, its end included (the
-// reference's BETWEEN window_end - 10 s AND window_end).
+// reference's BETWEEN window_end - 10 s AND window_end). The reference's
+// SELECT lists B.price before B.bidder into columns named auction, bidder,
+// price; the rows here keep each value under its own name.
 func Q7(events stream.Stream[Event]) stream.Stream[BidRow] {
 	routed := stream.FlatMap(bids(events), func(b Bid, emit func(q7Bid)) error {
 		row := BidRow{Auction: b.Auction, Bidder: b.Bidder, Price: b.Price, DateTime: b.DateTime, Extra: b.Extra}
