@@ -45,7 +45,7 @@ func drawPlan(test string, seed uint64, vertices []string) plan {
 	pick := func(vs ...int) int { return vs[r.IntN(len(vs))] }
 	cfg := nx.DefaultGenConfig()
 	cfg.Seed = seed
-	cfg.Events = int64(pick(2000, 3000, 4000))
+	cfg.Events = int64(pick(1500, 2000, 3000))
 	cfg.Splits = pick(1, 2, 3, 4)
 	cfg.Rate = float64(pick(20, 50, 200))
 	// Start at midnight, or shortly before the next day (q15–q17 group
