@@ -1,0 +1,158 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/weirstream/weir/examples/nexmark"
+	"github.com/weirstream/weir/internal/bench"
+)
+
+func newBenchNexmarkCmd() *cobra.Command {
+	c := bench.DefaultNexmark()
+	var inProcess, child bool
+	var writeEvents string
+	cmd := &cobra.Command{
+		Use:   "nexmark",
+		Short: "The Nexmark queries over generated events, with checkpoints",
+		Long: `nexmark runs Nexmark queries (--query: a comma-separated list, or all) in
+weir over --events events of the reference generator, generated in-process
+on --splits splits, with checkpoints every --checkpoint, and prints per
+query: events per second, the CPU-seconds of the run (user plus system,
+from the operating system's accounting of the process), events per
+CPU-second, the peak resident set, and the checkpoints' duration p50/p99.
+
+Each query runs in a process of its own (this binary, started again), so
+that its CPU time and peak memory are its alone; --in-process runs them in
+this one instead (CPU per run, peak memory of the whole process).
+
+--write-events DIR writes the same events as JSON lines, one file per
+split in nexmark-flink's row format, and runs nothing: the input another
+system reads to compare.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := c.Gen.Validate(); err != nil {
+				return err
+			}
+			if c.Parallelism < 1 || c.Checkpoint < 0 {
+				return fmt.Errorf("--parallelism must be at least 1 and --checkpoint not negative")
+			}
+			out := cmd.OutOrStdout()
+			if writeEvents != "" {
+				g, err := nexmark.NewGenerator(c.Gen)
+				if err != nil {
+					return err
+				}
+				names, err := g.WriteFiles(writeEvents)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(out, "wrote %d events to %s\n", c.Gen.Events, strings.Join(names, ", "))
+				return nil
+			}
+			queries, err := nexmarkQueries(c.Query)
+			if err != nil {
+				return err
+			}
+			if child {
+				if len(queries) != 1 {
+					return fmt.Errorf("a child run takes one query")
+				}
+				r, err := bench.RunNexmark(cmd.Context(), c)
+				if err != nil {
+					return err
+				}
+				return json.NewEncoder(out).Encode(r)
+			}
+			fmt.Fprintf(out, "nexmark: %d events on %d splits at %.0f events/s of event time, seed %d, parallelism %d, checkpoints every %v\n",
+				c.Gen.Events, c.Gen.Splits, c.Gen.Rate, c.Gen.Seed, c.Parallelism, c.Checkpoint)
+			fmt.Fprintf(out, "  %-5s %12s %9s %14s %11s %6s %10s %10s\n", "query", "events/s", "CPU s", "events/CPU-s", "peak RSS", "ckpts", "ckpt p50", "ckpt p99")
+			for _, q := range queries {
+				qc := c
+				qc.Query = q
+				var r bench.NexmarkResult
+				if inProcess {
+					r, err = bench.RunNexmark(cmd.Context(), qc)
+				} else {
+					r, err = runNexmarkChild(cmd, q)
+				}
+				if err != nil {
+					return fmt.Errorf("%s: %w", q, err)
+				}
+				fmt.Fprintf(out, "  %-5s %12.0f %9.2f %14.0f %11s %6d %10v %10v\n", q, r.PerSecond(), r.CPU.Seconds(), r.PerCPUSecond(), mib(r.PeakRSS),
+					len(r.Checkpoints), r.CheckpointQuantile(0.5).Round(time.Microsecond), r.CheckpointQuantile(0.99).Round(time.Microsecond))
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&c.Query, "query", c.Query, "queries to run: a comma-separated list of q0 … q22, or all")
+	f.Int64Var(&c.Gen.Events, "events", c.Gen.Events, "events to generate, over all splits")
+	f.IntVar(&c.Gen.Splits, "splits", c.Gen.Splits, "source splits (each a slice of the event ids on a timeline of its own)")
+	f.Float64Var(&c.Gen.Rate, "rate", c.Gen.Rate, "events per second of event time on each split (the reference's first-event.rate)")
+	f.Uint64Var(&c.Gen.Seed, "seed", c.Gen.Seed, "the generator's seed")
+	f.IntVar(&c.Parallelism, "parallelism", c.Parallelism, "parallelism of the job")
+	f.DurationVar(&c.Checkpoint, "checkpoint", c.Checkpoint, "checkpoint interval (0: no checkpoints)")
+	f.StringVar(&c.CheckpointDir, "checkpoint-dir", c.CheckpointDir, `where checkpoints go (execution.checkpointing.dir); "" keeps them in memory`)
+	f.BoolVar(&inProcess, "in-process", false, "run every query in this process rather than each in its own")
+	f.StringVar(&writeEvents, "write-events", "", "write the events to this directory as JSON lines and run nothing")
+	f.BoolVar(&child, "child", false, "run one query and print its result as JSON (what the parent process starts)")
+	_ = f.MarkHidden("child")
+	return cmd
+}
+
+// nexmarkQueries resolves --query.
+func nexmarkQueries(list string) ([]string, error) {
+	if list == "all" {
+		var names []string
+		for _, q := range nexmark.Queries() {
+			names = append(names, q.Name)
+		}
+		return names, nil
+	}
+	var names []string
+	for _, q := range strings.Split(list, ",") {
+		q = strings.TrimSpace(q)
+		if _, err := nexmark.QueryByName(q); err != nil {
+			return nil, fmt.Errorf("--query: %w", err)
+		}
+		names = append(names, q)
+	}
+	return names, nil
+}
+
+// runNexmarkChild runs query q in a new process of this binary with the
+// command's flags, and takes its CPU time and peak memory from the
+// operating system's accounting of that process.
+func runNexmarkChild(cmd *cobra.Command, q string) (bench.NexmarkResult, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return bench.NexmarkResult{}, err
+	}
+	args := []string{"bench", "nexmark", "--child", "--query", q}
+	for _, name := range []string{"events", "splits", "rate", "seed", "parallelism", "checkpoint", "checkpoint-dir"} {
+		args = append(args, "--"+name+"="+cmd.Flags().Lookup(name).Value.String())
+	}
+	var stdout bytes.Buffer
+	child := exec.CommandContext(cmd.Context(), self, args...)
+	child.Stdout, child.Stderr = &stdout, cmd.ErrOrStderr()
+	if err := child.Run(); err != nil {
+		return bench.NexmarkResult{}, fmt.Errorf("the child process: %w", err)
+	}
+	var r bench.NexmarkResult
+	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
+		return bench.NexmarkResult{}, fmt.Errorf("the child process's result %q: %w", stdout.String(), err)
+	}
+	if ru, ok := child.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		r.CPU, r.PeakRSS = bench.RusageCPU(ru), bench.RusageMaxRSS(ru)
+	}
+	return r, nil
+}

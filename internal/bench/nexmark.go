@@ -1,0 +1,155 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"slices"
+	"syscall"
+	"time"
+
+	"github.com/weirstream/weir/config"
+	"github.com/weirstream/weir/examples/nexmark"
+	"github.com/weirstream/weir/stream"
+)
+
+// NexmarkConfig configures one Nexmark run.
+type NexmarkConfig struct {
+	Query       string
+	Gen         nexmark.GenConfig
+	Parallelism int
+	Checkpoint  time.Duration // interval; 0 disables checkpoints
+	// CheckpointDir is where checkpoints are written; "" keeps them in
+	// the job master's memory.
+	CheckpointDir string
+}
+
+// DefaultNexmark is what `weir bench nexmark` runs: ten million events
+// on two splits at the nexmark-flink suite's rate of ten million events
+// per second, parallelism 2, a checkpoint every second.
+func DefaultNexmark() NexmarkConfig {
+	g := nexmark.DefaultGenConfig()
+	g.Events, g.Splits, g.Rate = 10_000_000, 2, 10_000_000
+	return NexmarkConfig{Query: "all", Gen: g, Parallelism: 2, Checkpoint: time.Second}
+}
+
+// NexmarkResult is one measured query.
+type NexmarkResult struct {
+	Query   string        `json:"query"`
+	Events  int64         `json:"events"`
+	Elapsed time.Duration `json:"elapsed_ns"`
+	// CPU is user plus system time and PeakRSS the maximum resident set
+	// in bytes, from the process's resource usage (getrusage): the run's
+	// own process when it ran in a child.
+	CPU     time.Duration `json:"cpu_ns"`
+	PeakRSS int64         `json:"peak_rss_bytes"`
+	// Checkpoints are the durations (trigger to completion) of the
+	// checkpoints completed.
+	Checkpoints []time.Duration `json:"checkpoints_ns"`
+}
+
+// PerSecond is events per second of wall time.
+func (r NexmarkResult) PerSecond() float64 { return float64(r.Events) / r.Elapsed.Seconds() }
+
+// PerCPUSecond is events per CPU-second.
+func (r NexmarkResult) PerCPUSecond() float64 { return float64(r.Events) / r.CPU.Seconds() }
+
+// CheckpointQuantile returns the q-quantile of the checkpoint durations
+// (nearest rank), 0 without checkpoints.
+func (r NexmarkResult) CheckpointQuantile(q float64) time.Duration {
+	if len(r.Checkpoints) == 0 {
+		return 0
+	}
+	s := slices.Clone(r.Checkpoints)
+	slices.Sort(s)
+	i := int(q*float64(len(s))+0.999999) - 1
+	return s[min(max(i, 0), len(s)-1)]
+}
+
+// RunNexmark runs one query over the generated events in this process
+// and measures it. CPU and PeakRSS are this process's (its whole life,
+// for the peak): a caller that wants them per query runs each in a
+// process of its own.
+func RunNexmark(ctx context.Context, c NexmarkConfig) (NexmarkResult, error) {
+	q, err := nexmark.QueryByName(c.Query)
+	if err != nil {
+		return NexmarkResult{}, err
+	}
+	gen, err := nexmark.NewGenerator(c.Gen)
+	if err != nil {
+		return NexmarkResult{}, err
+	}
+	src, err := nexmark.NewSource(gen, 1024)
+	if err != nil {
+		return NexmarkResult{}, err
+	}
+	kv := []string{fmt.Sprintf("parallelism.default=%d", c.Parallelism)}
+	if c.Checkpoint > 0 {
+		kv = append(kv, "execution.checkpointing.interval="+c.Checkpoint.String())
+		if c.CheckpointDir != "" {
+			kv = append(kv, "execution.checkpointing.dir="+c.CheckpointDir)
+		}
+	}
+	cfg, err := config.ParseDynamic(kv)
+	if err != nil {
+		return NexmarkResult{}, err
+	}
+	env, err := stream.NewEnvironment(stream.WithConfig(cfg), stream.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		return NexmarkResult{}, err
+	}
+	q.Build(src.Events(env))
+	runtime.GC()
+	cpu0 := cpuTime()
+	start := time.Now()
+	client, err := env.ExecuteAsync(ctx, "nexmark-"+c.Query)
+	if err != nil {
+		return NexmarkResult{}, err
+	}
+	// The job's metrics hold its latest completed checkpoint: polled
+	// often enough, at intervals of a second or more, that is each one.
+	var durations []time.Duration
+	last := int64(0)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	poll := func() {
+		if cp := client.Metrics().LastCheckpoint; cp.ID > last {
+			last = cp.ID
+			durations = append(durations, cp.Duration)
+		}
+	}
+loop:
+	for {
+		select {
+		case <-client.Done():
+			break loop
+		case <-tick.C:
+			poll()
+		}
+	}
+	if err := client.Wait(); err != nil {
+		return NexmarkResult{}, err
+	}
+	elapsed := time.Since(start)
+	poll()
+	return NexmarkResult{Query: c.Query, Events: c.Gen.Events, Elapsed: elapsed, CPU: cpuTime() - cpu0, PeakRSS: peakRSS(), Checkpoints: durations}, nil
+}
+
+// peakRSS is the process's maximum resident set size so far, in bytes.
+func peakRSS() int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return RusageMaxRSS(&ru)
+}
+
+// RusageMaxRSS is ru's maximum resident set in bytes (Linux reports
+// kilobytes).
+func RusageMaxRSS(ru *syscall.Rusage) int64 { return int64(ru.Maxrss) * 1024 }
+
+// RusageCPU is ru's user plus system time.
+func RusageCPU(ru *syscall.Rusage) time.Duration {
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
