@@ -88,9 +88,9 @@ func NewEtcd(endpoints []string, opts ...EtcdOption) (*Etcd, error) {
 // Close implements Services.
 func (e *Etcd) Close() error { return e.cli.Close() }
 
-func (e *Etcd) prefix() string { return "/weir/" + strings.Trim(e.clusterID, "/") + "/" }
-func (e *Etcd) leaderPrefix() string { return e.prefix() + "leader/" }
-func (e *Etcd) jobKey(id string) string { return e.prefix() + "jobs/" + id }
+func (e *Etcd) prefix() string                 { return "/weir/" + strings.Trim(e.clusterID, "/") + "/" }
+func (e *Etcd) leaderPrefix() string           { return e.prefix() + "leader/" }
+func (e *Etcd) jobKey(id string) string        { return e.prefix() + "jobs/" + id }
 func (e *Etcd) checkpointKey(id string) string { return e.prefix() + "checkpoints/" + id }
 
 // Campaign implements Services.
