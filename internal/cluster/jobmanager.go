@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -89,6 +90,12 @@ type JobManager struct {
 	srv        *grpc.Server
 	ctx        context.Context
 	stop       context.CancelFunc
+	// standby, if set, names the leader while this job manager waits
+	// for its leadership (Lead); until then it refuses every call.
+	standby func() string
+	lead    atomic.Pointer[leading]
+	// serving is closed once Serve has set ctx.
+	serving chan struct{}
 
 	mu      sync.Mutex
 	tms     map[string]*tmConn
@@ -111,6 +118,8 @@ type tmConn struct {
 	reports map[string]jobReport
 	slots   []string // job id using each slot, "" if free
 	end     context.CancelCauseFunc
+	// epoch is the job manager's leader epoch, stamped on every message.
+	epoch int64
 
 	qmu    sync.Mutex
 	queue  []*jmMessage
@@ -118,6 +127,7 @@ type tmConn struct {
 }
 
 func (t *tmConn) send(m *jmMessage) {
+	m.Epoch = t.epoch
 	t.qmu.Lock()
 	t.queue = append(t.queue, m)
 	t.qmu.Unlock()
@@ -153,6 +163,7 @@ func NewJobManager(jobs Jobs, opts ...JobManagerOption) *JobManager {
 		tms:        make(map[string]*tmConn),
 		running:    make(map[string]*jobRun),
 		wake:       make(chan struct{}, 1),
+		serving:    make(chan struct{}),
 	}
 	for _, o := range opts {
 		o(m)
@@ -169,12 +180,19 @@ func (m *JobManager) Serve(ctx context.Context, ln net.Listener) error {
 		return fmt.Errorf("cluster: the job manager's listener: %w", err)
 	}
 	m.ctx, m.stop = context.WithCancel(ctx)
+	close(m.serving)
 	opts := []grpc.ServerOption{grpc.ForceServerCodecV2(jsonCodec{}),
 		grpc.MaxRecvMsgSize(maxMessage), grpc.MaxSendMsgSize(maxMessage)}
+	var unary []grpc.UnaryServerInterceptor
+	var streams []grpc.StreamServerInterceptor
 	if m.token != "" {
 		a := newAuthenticator(m.token, m.log)
-		opts = append(opts, grpc.UnaryInterceptor(a.unary), grpc.StreamInterceptor(a.stream))
+		unary, streams = append(unary, a.unary), append(streams, a.stream)
 	}
+	if m.standby != nil {
+		unary, streams = append(unary, m.leaderOnlyUnary), append(streams, m.leaderOnlyStream)
+	}
+	opts = append(opts, grpc.ChainUnaryInterceptor(unary...), grpc.ChainStreamInterceptor(streams...))
 	m.srv = grpc.NewServer(opts...)
 	m.srv.RegisterService(serviceDesc(), m)
 	go m.heartbeats()
@@ -237,10 +255,10 @@ func (m *JobManager) session(stream grpc.ServerStream) error {
 	info := *first.Register
 	ctx, end := context.WithCancelCause(stream.Context())
 	tm := &tmConn{info: info, since: time.Now(), lastHeartbeat: time.Now(), reports: map[string]jobReport{},
-		slots: make([]string, info.Slots), end: end, signal: make(chan struct{}, 1)}
+		slots: make([]string, info.Slots), end: end, signal: make(chan struct{}, 1), epoch: m.epoch()}
 	// Registered goes first: it is queued before anything else can see the
 	// task manager.
-	tm.send(&jmMessage{Registered: &registeredMsg{HeartbeatInterval: m.hbInterval, HeartbeatTimeout: m.hbTimeout}})
+	tm.send(&jmMessage{Registered: &registeredMsg{HeartbeatInterval: m.hbInterval, HeartbeatTimeout: m.hbTimeout, Epoch: tm.epoch}})
 	m.mu.Lock()
 	if old := m.tms[info.ID]; old != nil {
 		m.mu.Unlock()
@@ -376,10 +394,30 @@ func (m *JobManager) handle(tm *tmConn, msg *tmMessage) {
 	}
 }
 
-// submit starts a job.
-func (m *JobManager) submit(_ context.Context, sub *Submission) (*submitResponse, error) {
+// submit starts a job. With high availability the job is recorded in
+// the job graph store first: a successor recovers every job whose
+// submission was acknowledged.
+func (m *JobManager) submit(ctx context.Context, sub *Submission) (*submitResponse, error) {
 	if sub.JobID == "" {
 		return nil, status.Error(codes.InvalidArgument, "a submission needs a job id")
+	}
+	sub.RecoverFrom = ""
+	return m.start(ctx, sub, true)
+}
+
+// start starts sub; record says whether it is recorded in the job graph
+// store first (not when it is recovered from there).
+func (m *JobManager) start(ctx context.Context, sub *Submission, record bool) (*submitResponse, error) {
+	m.mu.Lock()
+	_, dup := m.running[sub.JobID]
+	m.mu.Unlock()
+	if dup {
+		return nil, status.Errorf(codes.AlreadyExists, "job %s exists", sub.JobID)
+	}
+	if record {
+		if err := m.recordJob(ctx, sub); err != nil {
+			return nil, err
+		}
 	}
 	m.mu.Lock()
 	if _, dup := m.running[sub.JobID]; dup {
@@ -403,6 +441,7 @@ func (m *JobManager) submit(_ context.Context, sub *Submission) (*submitResponse
 		delete(m.running, sub.JobID)
 		m.order = slices.DeleteFunc(m.order, func(id string) bool { return id == sub.JobID })
 		m.mu.Unlock()
+		m.forgetJob(sub.JobID)
 		return nil, status.Errorf(codes.InvalidArgument, "starting job %s: %v", sub.Job, err)
 	}
 	m.mu.Lock()
@@ -427,6 +466,7 @@ func (m *JobManager) submit(_ context.Context, sub *Submission) (*submitResponse
 		m.mu.Unlock()
 		cancel()
 		m.log.Info("job ended", "job_id", sub.JobID, "state", r.state, "err", err)
+		m.forgetJob(sub.JobID)
 		m.schedule()
 	}()
 	return &submitResponse{JobID: sub.JobID}, nil

@@ -1,0 +1,200 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/weirstream/weir/internal/ha"
+)
+
+// WithStandby makes the job manager start as a standby of a highly
+// available cluster: until Lead it refuses every call and session with
+// codes.Unavailable and a message naming the leader, which leader
+// returns ("" while none is known).
+func WithStandby(leader func() string) JobManagerOption {
+	return func(m *JobManager) { m.standby = leader }
+}
+
+// leading is the job manager's leadership.
+type leading struct {
+	l ha.Leadership
+	// lost is called once the leadership is found lost.
+	lost func(error)
+	once sync.Once
+}
+
+// epoch returns the leader epoch (0: not highly available).
+func (m *JobManager) epoch() int64 {
+	if ld := m.lead.Load(); ld != nil {
+		return ld.l.Epoch()
+	}
+	return 0
+}
+
+// ErrStandby is the refusal of a standby job manager; its message names
+// the leader.
+var ErrStandby = errors.New("this job manager is a standby")
+
+func (m *JobManager) refuseStandby() error {
+	if m.lead.Load() != nil {
+		return nil
+	}
+	leader := m.standby()
+	if leader == "" {
+		return status.Errorf(codes.Unavailable, "%v; no leader is elected yet", ErrStandby)
+	}
+	return status.Errorf(codes.Unavailable, "%v; the leader is at %s", ErrStandby, leader)
+}
+
+func (m *JobManager) leaderOnlyUnary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	if err := m.refuseStandby(); err != nil {
+		return nil, err
+	}
+	return h(ctx, req)
+}
+
+func (m *JobManager) leaderOnlyStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	if err := m.refuseStandby(); err != nil {
+		return err
+	}
+	return h(srv, ss)
+}
+
+// Lead makes the job manager the cluster's leader under l: it serves
+// calls from now on, stamps l's epoch on every message to task managers,
+// records jobs and completed checkpoints in l's stores before acting on
+// them, and recovers every job of the job graph store from its latest
+// completed checkpoint. It waits for Serve to start. lost is called, once, when a write finds the
+// leadership lost; the job manager must then do nothing more (its
+// process exits), for a successor owns the jobs and their checkpoints.
+func (m *JobManager) Lead(ctx context.Context, l ha.Leadership, lost func(error)) error {
+	select {
+	case <-m.serving:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if m.lead.Load() != nil {
+		return errors.New("cluster: the job manager already leads")
+	}
+	m.lead.Store(&leading{l: l, lost: lost})
+	m.log.Info("leading the cluster", "epoch", l.Epoch())
+	jobs, err := l.Jobs().List(ctx)
+	if err != nil {
+		return fmt.Errorf("cluster: reading the jobs to recover: %w", err)
+	}
+	for id, b := range jobs {
+		var sub Submission
+		if err := json.Unmarshal(b, &sub); err != nil {
+			m.log.Error("cannot recover a job: its record does not decode", "job_id", id, "err", err)
+			continue
+		}
+		cp, ok, err := l.Checkpoints().Latest(ctx, id)
+		if err != nil {
+			return fmt.Errorf("cluster: reading the latest checkpoint of job %s: %w", id, err)
+		}
+		sub.RecoverFrom = ""
+		if ok {
+			sub.RecoverFrom = cp.Path
+		}
+		m.log.Info("recovering job", "job_id", id, "job", sub.Job, "checkpoint", cp.ID, "path", cp.Path)
+		if _, err := m.start(ctx, &sub, false); err != nil {
+			m.log.Error("recovering job", "job_id", id, "err", err)
+		}
+	}
+	return nil
+}
+
+// recordJob records sub in the job graph store, if highly available.
+func (m *JobManager) recordJob(ctx context.Context, sub *Submission) error {
+	ld := m.lead.Load()
+	if ld == nil {
+		return nil
+	}
+	b, err := json.Marshal(sub)
+	if err != nil {
+		return status.Errorf(codes.InvalidArgument, "job %s: %v", sub.JobID, err)
+	}
+	if err := ld.l.Jobs().Put(ctx, sub.JobID, b); err != nil {
+		if errors.Is(err, ha.ErrNotLeader) {
+			m.leadershipLost(err)
+		}
+		return status.Errorf(codes.Unavailable, "recording job %s for high availability: %v", sub.JobID, err)
+	}
+	return nil
+}
+
+// forgetJob removes an ended job from the stores, if highly available.
+func (m *JobManager) forgetJob(id string) {
+	ld := m.lead.Load()
+	if ld == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, err := range []error{ld.l.Jobs().Remove(ctx, id), ld.l.Checkpoints().Remove(ctx, id)} {
+		if errors.Is(err, ha.ErrNotLeader) {
+			m.leadershipLost(err)
+			return
+		}
+		if err != nil {
+			m.log.Warn("forgetting an ended job in the high availability stores", "job_id", id, "err", err)
+		}
+	}
+}
+
+// leadershipLost reports the loss once.
+func (m *JobManager) leadershipLost(err error) {
+	ld := m.lead.Load()
+	ld.once.Do(func() {
+		m.log.Error("leadership lost: this job manager stops acting", "epoch", ld.l.Epoch(), "err", err)
+		ld.lost(err)
+	})
+}
+
+// PublishCheckpoint implements runtime.CheckpointPublisher: with high
+// availability, the checkpoint becomes the job's latest in the
+// completed-checkpoint store before any subtask hears it completed (and
+// a sink commits). A store that does not answer is retried until it does
+// or the leadership is lost; once lost, PublishCheckpoint never returns
+// success, nor an error that would make the job master touch the
+// checkpoint's files: it waits for ctx, as the process stops.
+func (x *clusterExecutor) PublishCheckpoint(ctx context.Context, id int64, path string) error {
+	ld := x.m.lead.Load()
+	if ld == nil {
+		return nil
+	}
+	backoff := 100 * time.Millisecond
+	for {
+		err := ld.l.Checkpoints().Put(ctx, x.sub.JobID, ha.CompletedCheckpoint{ID: id, Path: path})
+		if err == nil {
+			x.m.log.Info("recorded completed checkpoint", "job_id", x.sub.JobID, "checkpoint", id, "epoch", ld.l.Epoch())
+			return nil
+		}
+		select {
+		case <-ld.l.Lost():
+			err = fmt.Errorf("%w: %w", ha.ErrNotLeader, err)
+		default:
+		}
+		if errors.Is(err, ha.ErrNotLeader) {
+			x.m.leadershipLost(err)
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		x.m.log.Warn("recording a completed checkpoint; retrying", "job_id", x.sub.JobID, "checkpoint", id, "err", err, "in", backoff)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ld.l.Lost():
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
