@@ -23,6 +23,13 @@ func WithStandby(leader func() string) JobManagerOption {
 	return func(m *JobManager) { m.standby = leader }
 }
 
+// WithCheckpointRecorded calls f after each completed checkpoint is
+// recorded in the completed-checkpoint store and before any subtask is
+// notified of it (tests stop the process there).
+func WithCheckpointRecorded(f func(jobID string, id int64)) JobManagerOption {
+	return func(m *JobManager) { m.recorded = f }
+}
+
 // leading is the job manager's leadership.
 type leading struct {
 	l ha.Leadership
@@ -176,6 +183,9 @@ func (x *clusterExecutor) PublishCheckpoint(ctx context.Context, id int64, path 
 		err := ld.l.Checkpoints().Put(ctx, x.sub.JobID, ha.CompletedCheckpoint{ID: id, Path: path})
 		if err == nil {
 			x.m.log.Info("recorded completed checkpoint", "job_id", x.sub.JobID, "checkpoint", id, "epoch", ld.l.Epoch())
+			if x.m.recorded != nil {
+				x.m.recorded(x.sub.JobID, id)
+			}
 			return nil
 		}
 		select {

@@ -95,7 +95,8 @@ type JobManager struct {
 	standby func() string
 	lead    atomic.Pointer[leading]
 	// serving is closed once Serve has set ctx.
-	serving chan struct{}
+	serving  chan struct{}
+	recorded func(jobID string, id int64)
 
 	mu      sync.Mutex
 	tms     map[string]*tmConn

@@ -244,6 +244,7 @@ other users of the machine can read on the command line.`
 // JobManagerCommand returns the jobmanager command.
 func JobManagerCommand(newJobs NewJobs) *cobra.Command {
 	var listen, advertise string
+	var exitAfter int64
 	var f ConfigFlags
 	cmd := &cobra.Command{
 		Use:   "jobmanager",
@@ -278,18 +279,29 @@ jobs: they are its successor's.`,
 			if err != nil {
 				return err
 			}
-			return runJobManager(cmd.Context(), cmd.Root().Name(), cmd.ErrOrStderr(), listen, advertise, cfg, newJobs, os.Exit)
+			var opts []cluster.JobManagerOption
+			if exitAfter > 0 {
+				opts = append(opts, cluster.WithCheckpointRecorded(func(jobID string, id int64) {
+					if id >= exitAfter {
+						fmt.Fprintf(cmd.ErrOrStderr(), "%s: exiting at once after recording checkpoint %d of job %s, before any sink commits it (--exit-after-recording)\n", cmd.Root().Name(), id, jobID)
+						os.Exit(3)
+					}
+				}))
+			}
+			return runJobManager(cmd.Context(), cmd.Root().Name(), cmd.ErrOrStderr(), listen, advertise, cfg, newJobs, os.Exit, opts...)
 		},
 	}
 	cmd.Flags().StringVar(&listen, "listen", DefaultJobManager, "address to listen on for task managers and clients")
 	cmd.Flags().StringVar(&advertise, "advertise", "", "with high availability, the address task managers and clients reach this job manager at (default: the address it listens on)")
+	cmd.Flags().Int64Var(&exitAfter, "exit-after-recording", 0, "fault injection: exit at once, as if killed, after recording checkpoint N (or a later one) in etcd, before the sinks commit it")
+	_ = cmd.Flags().MarkHidden("exit-after-recording")
 	f.Add(cmd)
 	return cmd
 }
 
 // runJobManager runs the job manager; exit ends the process (os.Exit)
 // when, highly available, it loses its leadership or is stopped.
-func runJobManager(ctx context.Context, prog string, stderr io.Writer, listen, advertise string, cfg *config.Configuration, newJobs NewJobs, exit func(int)) error {
+func runJobManager(ctx context.Context, prog string, stderr io.Writer, listen, advertise string, cfg *config.Configuration, newJobs NewJobs, exit func(int), extra ...cluster.JobManagerOption) error {
 	cl, err := cfg.Cluster()
 	if err != nil {
 		return err
@@ -333,7 +345,7 @@ func runJobManager(ctx context.Context, prog string, stderr io.Writer, listen, a
 	}
 	defer stopREST()
 	var jm *cluster.JobManager
-	var haOpts []cluster.JobManagerOption
+	haOpts := extra
 	if standby != nil {
 		haOpts = append(haOpts, cluster.WithStandby(standby.rpc))
 	}

@@ -19,10 +19,17 @@ type Server struct {
 	Endpoint string
 }
 
+// ServerOption configures StartServer.
+type ServerOption func(*embed.Config)
+
+// ServerLogLevel sets etcd's log level: debug, info, warn, error (the
+// default), panic or fatal. Tests choose panic: closing etcd logs errors.
+func ServerLogLevel(level string) ServerOption { return func(c *embed.Config) { c.LogLevel = level } }
+
 // StartServer starts a one-member etcd keeping its data in dir, serving
 // clients on clientAddr and its (unused) peer port on peerAddr, both
 // host:port; port 0 picks a free one. It returns once etcd serves.
-func StartServer(dir, clientAddr, peerAddr string) (*Server, error) {
+func StartServer(dir, clientAddr, peerAddr string, opts ...ServerOption) (*Server, error) {
 	var err error
 	if clientAddr, err = freeAddr(clientAddr); err != nil {
 		return nil, err
@@ -39,6 +46,9 @@ func StartServer(dir, clientAddr, peerAddr string) (*Server, error) {
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{pu}, []url.URL{pu}
 	cfg.InitialCluster = cfg.Name + "=" + pu.String()
 	cfg.LogLevel = "error"
+	for _, o := range opts {
+		o(cfg)
+	}
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("ha: starting etcd in %s: %w", dir, err)

@@ -12,7 +12,7 @@ import (
 
 func startEtcd(t *testing.T) *ha.Server {
 	t.Helper()
-	s, err := ha.StartServer(t.TempDir(), "127.0.0.1:0", "127.0.0.1:0")
+	s, err := ha.StartServer(t.TempDir(), "127.0.0.1:0", "127.0.0.1:0", ha.ServerLogLevel("panic"))
 	if err != nil {
 		t.Fatal(err)
 	}
