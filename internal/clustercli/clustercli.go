@@ -477,6 +477,9 @@ func ListCommand() *cobra.Command {
 				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%d\n", j.JobID, j.Job, j.State, j.Started.Format(time.RFC3339), j.Restarts, j.LastCheckpoint)
 			}
 			w.Flush()
+			if hc, _ := cfg.HighAvailability(); hc.Type == config.HAEtcd {
+				fmt.Fprintf(cmd.OutOrStdout(), "\nleading job manager %s (from etcd)\n", jmAddr)
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "\n%d task managers, %d of %d slots in use\n", len(ov.TaskManagers), ov.SlotsOccupied, ov.SlotsTotal)
 			for _, tm := range ov.TaskManagers {
 				fmt.Fprintf(cmd.OutOrStdout(), "  %s  %d slots  data %s\n", tm.ID, tm.Slots, tm.DataAddr)
