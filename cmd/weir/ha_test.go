@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -75,7 +76,11 @@ func startHACluster(t *testing.T, jobManagers, taskManagers int, jmArgs ...[]str
 		if i < len(jmArgs) {
 			extra = jmArgs[i]
 		}
-		c.addJobManager(t, extra...)
+		p := c.addJobManager(t, extra...)
+		if i == 0 {
+			// The first job manager leads: the tests know which.
+			p.waitLog(t, leadingRE, 1)
+		}
 	}
 	for i := range taskManagers {
 		p := startProc(t, c.dir, fmt.Sprintf("taskmanager-%d", i+1), append([]string{"taskmanager", "--slots", "2", "--id", fmt.Sprintf("tm-%02d", i+1),
@@ -478,4 +483,47 @@ func TestHAKafkaLeaderDiesBeforeSinkCommit(t *testing.T) {
 	if err != nil || !strings.Contains(string(vout), "exact match") {
 		t.Fatalf("weir verify --kafka: %v\n%s", err, vout)
 	}
+}
+
+// TestHAKillLeaderMidCheckpoint freezes a task manager (SIGSTOP) so that
+// the next checkpoint cannot complete, waits until the leader reports it
+// in progress, then SIGKILLs the leader and thaws the task manager: the
+// standby recovers the job from the last checkpoint that completed, and
+// the outputs match the oracle exactly.
+func TestHAKillLeaderMidCheckpoint(t *testing.T) {
+	skipClusterUnlessEnabled(t)
+	c := startHACluster(t, 2, 4)
+	j := c.submit(t)
+	old, info := c.leader(t)
+	waitRecorded(t, old, 1)
+	victim := c.tms[2]
+	if err := victim.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now().UnixMilli()
+	jb := &job{id: j.id, rest: info.RESTAddr}
+	var pending int64
+	deadline := time.Now().Add(30 * time.Second)
+	for pending == 0 {
+		for _, h := range jb.checkpoints(t).History {
+			if h.Status == "IN_PROGRESS" && h.TriggerTimestamp > stopped {
+				pending = h.ID
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no checkpoint was triggered while the task manager was frozen")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	old.kill(t)
+	if err := victim.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	c.finish(t, j)
+	rec := c.other(old).waitLog(t, recoveringJobRE, 1)[0]
+	got, _ := strconv.ParseInt(rec[2], 10, 64)
+	if got == 0 || got >= pending {
+		t.Fatalf("the new leader recovered from checkpoint %d; checkpoint %d was in progress at the kill", got, pending)
+	}
+	t.Logf("checkpoint %d in progress at the kill; recovered from checkpoint %d", pending, got)
 }
