@@ -327,6 +327,10 @@ func TestHAKillLeader(t *testing.T) {
 	old, info := c.leader(t)
 	c.checkStandby(t, info)
 	waitRecorded(t, old, 2)
+	reserved, err := c.services.ReservedIDs(context.Background(), j.id)
+	if err != nil || reserved == 0 {
+		t.Fatalf("no checkpoint ids reserved for the job: %d, %v", reserved, err)
+	}
 	old.kill(t)
 	killed := time.Now()
 	next := c.other(old)
@@ -334,6 +338,9 @@ func TestHAKillLeader(t *testing.T) {
 	won := logTime(t, next, leadingRE)
 	restored := logTime(t, next, haRestoredRE)
 	replayed := logTime(t, next, recordedRE)
+	if first, _ := strconv.ParseInt(next.waitLog(t, recordedRE, 1)[0][2], 10, 64); first <= reserved {
+		t.Errorf("the new leader's first checkpoint is %d, within the ids its predecessor reserved (up to %d)", first, reserved)
+	}
 	rec := next.waitLog(t, recoveringJobRE, 1)[0]
 	if rec[1] != j.id || rec[2] == "0" {
 		t.Fatalf("the new leader recovered %q from checkpoint %s, want job %s from a completed checkpoint", rec[1], rec[2], j.id)

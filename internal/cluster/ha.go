@@ -111,6 +111,13 @@ func (m *JobManager) Lead(ctx context.Context, l ha.Leadership, lost func(error)
 		if ok {
 			sub.RecoverFrom = cp.Path
 		}
+		reserved, err := l.Checkpoints().Reserved(ctx, id)
+		if err != nil {
+			return fmt.Errorf("cluster: reading the checkpoint ids of job %s: %w", id, err)
+		}
+		// Above every id the predecessor reserved: a checkpoint it
+		// completes late never shares a directory with a new one.
+		sub.FirstCheckpointID = max(cp.ID, reserved) + 1
 		m.log.Info("recovering job", "job_id", id, "job", sub.Job, "checkpoint", cp.ID, "path", cp.Path)
 		if _, err := m.start(ctx, &sub, false); err != nil {
 			m.log.Error("recovering job", "job_id", id, "err", err)
@@ -166,6 +173,82 @@ func (m *JobManager) leadershipLost(err error) {
 	})
 }
 
+// idBlock is how many checkpoint ids a leader reserves at a time.
+const idBlock = 1000
+
+// fencedRetry runs write until it succeeds, retrying while the store
+// does not answer. It returns ha.ErrNotLeader, having reported the loss,
+// once the leadership is lost, and ctx's error when ctx ends first.
+func (m *JobManager) fencedRetry(ctx context.Context, ld *leading, what string, write func() error) error {
+	backoff := 100 * time.Millisecond
+	for {
+		err := write()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ld.l.Lost():
+			err = fmt.Errorf("%w: %w", ha.ErrNotLeader, err)
+		default:
+		}
+		if errors.Is(err, ha.ErrNotLeader) {
+			m.leadershipLost(err)
+			return err
+		}
+		m.log.Warn(what+"; retrying", "err", err, "in", backoff)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ld.l.Lost():
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+// reserveIDs reserves checkpoint ids up to upTo for the job, unless
+// already reserved.
+func (x *clusterExecutor) reserveIDs(ctx context.Context, ld *leading, upTo int64) error {
+	err := x.m.fencedRetry(ctx, ld, "reserving checkpoint ids", func() error {
+		return ld.l.Checkpoints().Reserve(ctx, x.sub.JobID, upTo)
+	})
+	if err == nil {
+		for {
+			cur := x.reserved.Load()
+			if cur >= upTo || x.reserved.CompareAndSwap(cur, upTo) {
+				break
+			}
+		}
+	}
+	return err
+}
+
+// reservedFor reports whether checkpoint id may be triggered: it is
+// within the ids reserved in the store (ha.CheckpointStore.Reserve), so
+// that a successor starts above it. Past half the block a reservation of
+// the next goes out in the background; beyond the block the trigger
+// waits for it. False means the leadership was lost: nothing may be sent.
+func (x *clusterExecutor) reservedFor(id int64) bool {
+	ld := x.m.lead.Load()
+	if ld == nil {
+		return true
+	}
+	ceiling := x.reserved.Load()
+	switch {
+	case id <= ceiling-idBlock/2:
+		return true
+	case id <= ceiling:
+		if x.reserving.CompareAndSwap(false, true) {
+			go func() {
+				defer x.reserving.Store(false)
+				_ = x.reserveIDs(x.m.ctx, ld, ceiling+idBlock)
+			}()
+		}
+		return true
+	}
+	return x.reserveIDs(x.m.ctx, ld, id+idBlock-1) == nil
+}
+
 // PublishCheckpoint implements runtime.CheckpointPublisher: with high
 // availability, the checkpoint becomes the job's latest in the
 // completed-checkpoint store before any subtask hears it completed (and
@@ -178,33 +261,19 @@ func (x *clusterExecutor) PublishCheckpoint(ctx context.Context, id int64, path 
 	if ld == nil {
 		return nil
 	}
-	backoff := 100 * time.Millisecond
-	for {
-		err := ld.l.Checkpoints().Put(ctx, x.sub.JobID, ha.CompletedCheckpoint{ID: id, Path: path})
-		if err == nil {
-			x.m.log.Info("recorded completed checkpoint", "job_id", x.sub.JobID, "checkpoint", id, "epoch", ld.l.Epoch())
-			if x.m.recorded != nil {
-				x.m.recorded(x.sub.JobID, id)
-			}
-			return nil
-		}
-		select {
-		case <-ld.l.Lost():
-			err = fmt.Errorf("%w: %w", ha.ErrNotLeader, err)
-		default:
-		}
-		if errors.Is(err, ha.ErrNotLeader) {
-			x.m.leadershipLost(err)
-			<-ctx.Done()
-			return ctx.Err()
-		}
-		x.m.log.Warn("recording a completed checkpoint; retrying", "job_id", x.sub.JobID, "checkpoint", id, "err", err, "in", backoff)
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-ld.l.Lost():
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 2*time.Second)
+	err := x.m.fencedRetry(ctx, ld, "recording a completed checkpoint", func() error {
+		return ld.l.Checkpoints().Put(ctx, x.sub.JobID, ha.CompletedCheckpoint{ID: id, Path: path})
+	})
+	if errors.Is(err, ha.ErrNotLeader) {
+		<-ctx.Done()
+		return ctx.Err()
 	}
+	if err != nil {
+		return err
+	}
+	x.m.log.Info("recorded completed checkpoint", "job_id", x.sub.JobID, "checkpoint", id, "epoch", ld.l.Epoch())
+	if x.m.recorded != nil {
+		x.m.recorded(x.sub.JobID, id)
+	}
+	return nil
 }

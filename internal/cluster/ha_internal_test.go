@@ -82,6 +82,10 @@ func (f *fakeLeadership) Latest(context.Context, string) (ha.CompletedCheckpoint
 	return ha.CompletedCheckpoint{}, false, nil
 }
 func (f *fakeLeadership) Remove(context.Context, string) error { return nil }
+func (f *fakeLeadership) Reserve(context.Context, string, int64) error {
+	return f.err
+}
+func (f *fakeLeadership) Reserved(context.Context, string) (int64, error) { return 0, nil }
 
 // A leader whose record of a checkpoint is fenced off reports its
 // leadership lost and never lets the checkpoint complete: the publication
@@ -112,3 +116,23 @@ type discardStream struct{ grpc.ClientStream }
 func (discardStream) SendMsg(any) error            { return nil }
 func (discardStream) Header() (metadata.MD, error) { return nil, nil }
 func (discardStream) Context() context.Context     { return context.Background() }
+
+// A leader that cannot reserve the ids of its next checkpoints (another
+// leads) triggers nothing beyond those it reserved.
+func TestTriggerBeyondReservedIDsIsFenced(t *testing.T) {
+	m := NewJobManager(&countingJobs{}, WithLogger(slog.New(slog.DiscardHandler)))
+	m.ctx = context.Background()
+	lost := make(chan error, 1)
+	m.lead.Store(&leading{l: &fakeLeadership{err: ha.ErrNotLeader, lost: make(chan struct{})}, lost: func(err error) { lost <- err }})
+	x := &clusterExecutor{m: m, sub: Submission{JobID: "j"}}
+	x.reserved.Store(idBlock)
+	if !x.reservedFor(1) {
+		t.Fatal("checkpoint 1, reserved, may not be triggered")
+	}
+	if x.reservedFor(idBlock + 1) {
+		t.Fatal("a checkpoint beyond the reserved ids was triggered by a deposed leader")
+	}
+	if err := <-lost; !errors.Is(err, ha.ErrNotLeader) {
+		t.Fatalf("lost with %v", err)
+	}
+}

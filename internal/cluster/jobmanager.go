@@ -402,7 +402,7 @@ func (m *JobManager) submit(ctx context.Context, sub *Submission) (*submitRespon
 	if sub.JobID == "" {
 		return nil, status.Error(codes.InvalidArgument, "a submission needs a job id")
 	}
-	sub.RecoverFrom = ""
+	sub.RecoverFrom, sub.FirstCheckpointID = "", 0
 	return m.start(ctx, sub, true)
 }
 
@@ -432,10 +432,18 @@ func (m *JobManager) start(ctx context.Context, sub *Submission, record bool) (*
 	m.order = append(m.order, sub.JobID)
 	m.mu.Unlock()
 
-	job, err := m.jobs.Start(ctx, *sub, func(g *runtime.JobGraph, l runtime.Listener) (runtime.Executor, error) {
-		r.exec.g, r.exec.l = g, l
-		return r.exec, nil
-	})
+	var job Job
+	var err error
+	if ld := m.lead.Load(); ld != nil {
+		// The first block of checkpoint ids, before any is used.
+		err = r.exec.reserveIDs(ctx, ld, max(sub.FirstCheckpointID, 1)+idBlock-1)
+	}
+	if err == nil {
+		job, err = m.jobs.Start(ctx, *sub, func(g *runtime.JobGraph, l runtime.Listener) (runtime.Executor, error) {
+			r.exec.g, r.exec.l = g, l
+			return r.exec, nil
+		})
+	}
 	if err != nil {
 		cancel()
 		m.mu.Lock()
@@ -683,6 +691,12 @@ type clusterExecutor struct {
 	l   runtime.Listener
 
 	// guarded by m.mu
+	// reserved is the highest checkpoint id reserved in the
+	// completed-checkpoint store (high availability), reserving whether a
+	// reservation is under way.
+	reserved  atomic.Int64
+	reserving atomic.Bool
+
 	placement map[int]slotRef
 	where     map[runtime.TaskRef]string
 	pending   []runtime.Deployment
@@ -893,6 +907,9 @@ func (x *clusterExecutor) taskMsg(ref runtime.TaskRef) taskMsg {
 // (it waits for a slot) declines at once, which does not count as a
 // failure: the checkpoint would otherwise wait for it until it expires.
 func (x *clusterExecutor) Trigger(ref runtime.TaskRef, b runtime.Barrier) {
+	if !x.reservedFor(b.ID) {
+		return
+	}
 	if !x.route(ref, &jmMessage{Trigger: &triggerMsg{taskMsg: x.taskMsg(ref), Barrier: b}}) {
 		x.l.Decline(ref, b.ID, runtime.DeclineTaskNotReady, fmt.Errorf("%v is not deployed: it waits for a task slot", ref.ID))
 	}

@@ -61,6 +61,9 @@ type Submission struct {
 	// job manager recovers it (high availability); clients leave it
 	// empty. It overrides execution.state-recovery.path.
 	RecoverFrom string `json:"recover_from,omitempty"`
+	// FirstCheckpointID, if above 0, is the least id of the job's next
+	// checkpoint; set by the job manager with high availability.
+	FirstCheckpointID int64 `json:"first_checkpoint_id,omitempty"`
 }
 
 // JobStatus is a job as List reports it.

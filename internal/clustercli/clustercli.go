@@ -812,6 +812,7 @@ func (j EnvJobs) Start(ctx context.Context, sub cluster.Submission, newExec func
 			return nil, err
 		}
 	}
+	job.FirstCheckpointID = sub.FirstCheckpointID
 	job.NewExecutor = newExec
 	h, err := launch.Start(ctx, job)
 	if err != nil {

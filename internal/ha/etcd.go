@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math"
 	"path"
+	"strconv"
 	"strings"
 	"time"
 
@@ -92,6 +93,7 @@ func (e *Etcd) prefix() string                 { return "/weir/" + strings.Trim(
 func (e *Etcd) leaderPrefix() string           { return e.prefix() + "leader/" }
 func (e *Etcd) jobKey(id string) string        { return e.prefix() + "jobs/" + id }
 func (e *Etcd) checkpointKey(id string) string { return e.prefix() + "checkpoints/" + id }
+func (e *Etcd) idsKey(id string) string        { return e.prefix() + "checkpoint-ids/" + id }
 
 // Campaign implements Services.
 func (e *Etcd) Campaign(ctx context.Context, info LeaderInfo) (Leadership, error) {
@@ -339,7 +341,34 @@ func (s checkpointStore) Latest(ctx context.Context, id string) (CompletedCheckp
 }
 
 func (s checkpointStore) Remove(ctx context.Context, id string) error {
-	return s.l.fenced(ctx, "removing the checkpoints of job "+id, nil, clientv3.OpDelete(s.l.e.checkpointKey(id)))
+	return s.l.fenced(ctx, "removing the checkpoints of job "+id, nil,
+		clientv3.OpDelete(s.l.e.checkpointKey(id)), clientv3.OpDelete(s.l.e.idsKey(id)))
+}
+
+func (s checkpointStore) Reserve(ctx context.Context, id string, upTo int64) error {
+	return s.l.fenced(ctx, fmt.Sprintf("reserving checkpoint ids up to %d for job %s", upTo, id), nil,
+		clientv3.OpPut(s.l.e.idsKey(id), strconv.FormatInt(upTo, 10)))
+}
+
+func (s checkpointStore) Reserved(ctx context.Context, id string) (int64, error) {
+	return s.l.e.ReservedIDs(ctx, id)
+}
+
+// ReservedIDs returns the highest checkpoint id reserved for job id (0:
+// none).
+func (e *Etcd) ReservedIDs(ctx context.Context, id string) (int64, error) {
+	resp, err := e.cli.Get(ctx, e.idsKey(id))
+	if err != nil {
+		return 0, fmt.Errorf("ha: reading the checkpoint ids reserved for job %s: %w", id, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(string(resp.Kvs[0].Value), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("ha: the checkpoint ids reserved for job %s: %w", id, err)
+	}
+	return n, nil
 }
 
 // LatestCheckpoint returns job id's latest completed checkpoint, and

@@ -50,6 +50,9 @@ func TestElectionFencesDeposedLeader(t *testing.T) {
 	if err := la.Checkpoints().Put(ctx, "j1", ha.CompletedCheckpoint{ID: 3, Path: "/cp/j1/chk-3"}); err != nil {
 		t.Fatal(err)
 	}
+	if err := la.Checkpoints().Reserve(ctx, "j1", 1000); err != nil {
+		t.Fatal(err)
+	}
 	won := make(chan ha.Leadership, 1)
 	go func() {
 		lb, err := b.Campaign(ctx, ha.LeaderInfo{Addr: "b:1"})
@@ -75,6 +78,12 @@ func TestElectionFencesDeposedLeader(t *testing.T) {
 	}
 	if err := la.Checkpoints().Put(ctx, "j1", ha.CompletedCheckpoint{ID: 4, Path: "/cp/j1/chk-4"}); !errors.Is(err, ha.ErrNotLeader) {
 		t.Errorf("deposed leader's checkpoint write: %v, want ErrNotLeader", err)
+	}
+	if err := la.Checkpoints().Reserve(ctx, "j1", 2000); !errors.Is(err, ha.ErrNotLeader) {
+		t.Errorf("deposed leader's id reservation: %v, want ErrNotLeader", err)
+	}
+	if n, err := lb.Checkpoints().Reserved(ctx, "j1"); err != nil || n != 1000 {
+		t.Errorf("reserved ids after takeover: %d, %v; want the old leader's 1000", n, err)
 	}
 	if err := la.Jobs().Put(ctx, "j2", []byte("x")); !errors.Is(err, ha.ErrNotLeader) {
 		t.Errorf("deposed leader's job write: %v, want ErrNotLeader", err)

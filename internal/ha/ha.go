@@ -90,6 +90,15 @@ type CheckpointStore interface {
 	// Latest returns job id's latest completed checkpoint, and false if
 	// it has none.
 	Latest(ctx context.Context, id string) (CompletedCheckpoint, bool, error)
+	// Reserve records that the leader may use checkpoint ids up to upTo
+	// for job id (Flink's CheckpointIDCounter, by blocks); it fails with
+	// ErrNotLeader unless the caller still leads. A successor starts
+	// above the reserved ids, so that a deposed leader's late writes never
+	// share a checkpoint's directory with its own.
+	Reserve(ctx context.Context, id string, upTo int64) error
+	// Reserved returns the highest checkpoint id reserved for job id (0:
+	// none).
+	Reserved(ctx context.Context, id string) (int64, error)
 	// Remove forgets job id's checkpoints (it ended).
 	Remove(ctx context.Context, id string) error
 }
