@@ -277,3 +277,22 @@ func (x *clusterExecutor) PublishCheckpoint(ctx context.Context, id int64, path 
 	}
 	return nil
 }
+
+// MayDiscard implements runtime.RetentionGate: with high availability,
+// the job's end is recorded first (it leaves the stores), fenced, so that
+// only the leader applies the retention policy to the job's checkpoints.
+func (x *clusterExecutor) MayDiscard(error) bool {
+	ld := x.m.lead.Load()
+	if ld == nil {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := x.m.fencedRetry(ctx, ld, "recording the end of a job", func() error {
+		if err := ld.l.Jobs().Remove(ctx, x.sub.JobID); err != nil {
+			return err
+		}
+		return ld.l.Checkpoints().Remove(ctx, x.sub.JobID)
+	})
+	return err == nil
+}

@@ -72,7 +72,7 @@ type fakeLeadership struct {
 
 func (f *fakeLeadership) Epoch() int64                    { return 5 }
 func (f *fakeLeadership) Lost() <-chan struct{}           { return f.lost }
-func (f *fakeLeadership) Jobs() ha.JobGraphStore          { return nil }
+func (f *fakeLeadership) Jobs() ha.JobGraphStore          { return fakeJobs{f.err} }
 func (f *fakeLeadership) Checkpoints() ha.CheckpointStore { return f }
 func (f *fakeLeadership) Resign(context.Context) error    { return nil }
 func (f *fakeLeadership) Put(context.Context, string, ha.CompletedCheckpoint) error {
@@ -134,5 +134,32 @@ func TestTriggerBeyondReservedIDsIsFenced(t *testing.T) {
 	}
 	if err := <-lost; !errors.Is(err, ha.ErrNotLeader) {
 		t.Fatalf("lost with %v", err)
+	}
+}
+
+// fakeJobs is a job graph store whose every write fails with err.
+type fakeJobs struct{ err error }
+
+func (f fakeJobs) Put(context.Context, string, []byte) error       { return f.err }
+func (f fakeJobs) Remove(context.Context, string) error            { return f.err }
+func (f fakeJobs) List(context.Context) (map[string][]byte, error) { return nil, nil }
+
+// A deposed leader whose job ends leaves the job's checkpoints alone:
+// they are its successor's.
+func TestDeposedLeaderKeepsCheckpointsAtJobEnd(t *testing.T) {
+	m := NewJobManager(&countingJobs{}, WithLogger(slog.New(slog.DiscardHandler)))
+	lost := make(chan error, 1)
+	m.lead.Store(&leading{l: &fakeLeadership{err: ha.ErrNotLeader, lost: make(chan struct{})}, lost: func(err error) { lost <- err }})
+	x := &clusterExecutor{m: m, sub: Submission{JobID: "j"}}
+	if x.MayDiscard(errors.New("restarts exhausted")) {
+		t.Fatal("a deposed leader may discard the checkpoints of a job it lost")
+	}
+	if err := <-lost; !errors.Is(err, ha.ErrNotLeader) {
+		t.Fatalf("lost with %v", err)
+	}
+	m2 := NewJobManager(&countingJobs{}, WithLogger(slog.New(slog.DiscardHandler)))
+	m2.lead.Store(&leading{l: &fakeLeadership{lost: make(chan struct{})}, lost: func(error) { t.Error("lost") }})
+	if !(&clusterExecutor{m: m2, sub: Submission{JobID: "j"}}).MayDiscard(nil) {
+		t.Fatal("the leader may not apply the retention policy")
 	}
 }
