@@ -450,7 +450,10 @@ func (m *JobManager) start(ctx context.Context, sub *Submission, record bool) (*
 		delete(m.running, sub.JobID)
 		m.order = slices.DeleteFunc(m.order, func(id string) bool { return id == sub.JobID })
 		m.mu.Unlock()
-		m.forgetJob(sub.JobID)
+		if record {
+			// A recovered job stays recorded: the next leader tries again.
+			m.forgetJob(sub.JobID)
+		}
 		return nil, status.Errorf(codes.InvalidArgument, "starting job %s: %v", sub.Job, err)
 	}
 	m.mu.Lock()

@@ -372,18 +372,18 @@ func (tm *TaskManager) seeEpoch(epoch int64) bool {
 // subtasks are canceled) before the task manager registers again.
 func (tm *TaskManager) runFollowing(ctx context.Context) error {
 	var (
-		mu      sync.Mutex
-		leader  ha.LeaderInfo
-		known   = make(chan struct{}, 1)
-		endCur  context.CancelCauseFunc
-		curEpch int64
+		mu       sync.Mutex
+		leader   ha.LeaderInfo
+		known    = make(chan struct{}, 1)
+		endCur   context.CancelCauseFunc
+		curEpoch int64
 	)
 	go func() {
 		for info := range tm.leaders(ctx) {
 			tm.seeEpoch(info.Epoch)
 			mu.Lock()
 			leader = info
-			if endCur != nil && curEpch < info.Epoch {
+			if endCur != nil && curEpoch < info.Epoch {
 				endCur(fmt.Errorf("a new leader was elected: %s with epoch %d", info.Addr, info.Epoch))
 			}
 			mu.Unlock()
@@ -426,7 +426,7 @@ func (tm *TaskManager) runFollowing(ctx context.Context) error {
 		}
 		sctx, end := context.WithCancelCause(ctx)
 		mu.Lock()
-		endCur, curEpch = end, target.Epoch
+		endCur, curEpoch = end, target.Epoch
 		mu.Unlock()
 		start := time.Now()
 		err := tm.session(sctx, conn, target.Addr)
