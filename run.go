@@ -243,7 +243,7 @@ func submitJob(ctx context.Context, stdout io.Writer, prog string, job Job, r *R
 		finished = func() { fmt.Fprintf(stdout, "%s: finished; %s\n", prog, r.Finished) }
 	}
 	sub := cluster.Submission{JobID: r.JobID, Job: job.Name, Args: payload}
-	return clustercli.Submit(ctx, stdout, prog, f.jobManager, sub, f.detached, finished, clustercli.DialOptions(r.Config)...)
+	return clustercli.Submit(ctx, stdout, prog, f.jobManager, sub, f.detached, finished, r.Config)
 }
 
 // runHere runs job in this process until it ends or ctx is done, showing

@@ -85,6 +85,11 @@ func TestDefaults(t *testing.T) {
 
 		KeySSLInternalEnabled: "false",
 		KeySSLRESTEnabled:     "false",
+		KeyHAType:             "none",
+		KeyHAEtcdEndpoints:    "",
+		KeyHAStorageDir:       "",
+		KeyHAClusterID:        "default",
+		KeyHAEtcdLeaseTTL:     "15 s",
 
 		KeyS3Endpoint:        "",
 		KeyS3AccessKey:       "",
@@ -809,5 +814,32 @@ func TestRegistryRejectsMalformedTables(t *testing.T) {
 			}()
 			newRegistry(table)
 		}()
+	}
+}
+
+func TestHighAvailability(t *testing.T) {
+	for _, v := range []string{"zookeeper", "kubernetes", "consul"} {
+		_, err := ParseDynamic([]string{KeyHAType + "=" + v})
+		if err == nil || !strings.Contains(err.Error(), KeyHAType) || !strings.Contains(err.Error(), "etcd") {
+			t.Errorf("%s=%s: %v, want an error naming the key and the allowed values", KeyHAType, v, err)
+		}
+	}
+	cfg, err := ParseDynamic([]string{KeyHAType + "=etcd"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cfg.HighAvailability(); err == nil || !strings.Contains(err.Error(), KeyHAEtcdEndpoints) {
+		t.Errorf("etcd without endpoints: %v, want an error naming %s", err, KeyHAEtcdEndpoints)
+	}
+	cfg, err = ParseDynamic([]string{KeyHAType + "=ETCD", KeyHAEtcdEndpoints + "=a:1, b:2", KeyHAEtcdLeaseTTL + "=3s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ha, err := cfg.HighAvailability()
+	if err != nil || ha.Type != HAEtcd || !slices.Equal(ha.EtcdEndpoints, []string{"a:1", "b:2"}) || ha.LeaseTTL != 3*time.Second || ha.ClusterID != "default" {
+		t.Errorf("HighAvailability() = %+v, %v", ha, err)
+	}
+	if _, err := ParseDynamic([]string{KeyHAEtcdLeaseTTL + "=500ms"}); err == nil {
+		t.Errorf("a lease below 1 s was accepted")
 	}
 }

@@ -153,6 +153,10 @@ var (
 	}
 	// metricNamings are the names /metrics may use: weir's own (the
 	// default) or those of Flink's Prometheus reporter.
+	haTypes = []enumValue{
+		{name: string(HANone)},
+		{name: string(HAEtcd)},
+	}
 	metricNamings = []enumValue{
 		{name: "weir"},
 		{name: "flink"},
@@ -161,4 +165,16 @@ var (
 		{name: string(TimersInStore)},
 		{name: string(TimersOnHeap)},
 	}
+)
+
+// HAType is the value of [KeyHAType].
+type HAType string
+
+// High availability types.
+const (
+	// HANone runs one job manager: its jobs stop with it. The default.
+	HANone HAType = "none"
+	// HAEtcd elects a leader among job managers through etcd, which keeps
+	// the submitted jobs and their latest completed checkpoints.
+	HAEtcd HAType = "etcd"
 )

@@ -341,6 +341,34 @@ const (
 	// not be printed.
 	KeyClusterAuthToken = "cluster.auth-token"
 
+	// KeyHAType says how job managers stay available: none (one job
+	// manager; its jobs stop with it) or etcd (job managers elect a
+	// leader through etcd, which keeps the submitted jobs and their latest
+	// completed checkpoints; a standby takes over). Flink's zookeeper and
+	// kubernetes are refused. Default: none.
+	KeyHAType = "high-availability.type"
+
+	// KeyHAEtcdEndpoints are the etcd endpoints (host:port, comma-separated)
+	// that high-availability.type etcd uses; the counterpart of Flink's
+	// high-availability.zookeeper.quorum, named after etcd's own
+	// --endpoints. Required with etcd.
+	KeyHAEtcdEndpoints = "high-availability.etcd.endpoints"
+
+	// KeyHAStorageDir is where high availability keeps what is too big for
+	// etcd (a submitted job larger than its limit), a path or URL, as in
+	// Flink. Default: unset (such a job is refused).
+	KeyHAStorageDir = "high-availability.storageDir"
+
+	// KeyHAClusterID names the cluster in etcd, so that several clusters
+	// can share one etcd. Default: default.
+	KeyHAClusterID = "high-availability.cluster-id"
+
+	// KeyHAEtcdLeaseTTL is the lease of the leader's election key: a
+	// leader that cannot renew it for this long (it died, paused, or lost
+	// etcd) is replaced. Default: 15 s, as Flink's Kubernetes lease. At
+	// least 1 s.
+	KeyHAEtcdLeaseTTL = "high-availability.etcd.lease-ttl"
+
 	// KeySSLInternalEnabled is Flink's switch for TLS on internal
 	// connections (job manager, task managers, data plane). weir does not
 	// implement TLS yet: true is refused. Default: false.

@@ -384,6 +384,18 @@ var optionTable = []option{
 		desc: "Secret access key for s3:// paths; unset uses the AWS SDK's default credential chain."},
 	{key: KeyS3PathStyleAccess, kind: KindBool, def: "false",
 		desc: "Address buckets by path (http://endpoint/bucket/key) rather than by host name, as most S3-compatible servers need."},
+	// High availability (Flink's HighAvailabilityOptions).
+	{key: KeyHAType, kind: KindEnum, def: "none", values: haTypes, unsupported: []string{"zookeeper", "kubernetes"},
+		deprecated: []string{"high-availability"},
+		desc:       "How job managers stay available: none, or etcd (leader election and job and checkpoint pointers in etcd)."},
+	{key: KeyHAEtcdEndpoints, kind: KindString,
+		desc: "etcd endpoints (host:port, comma-separated) for high-availability.type etcd (weir only)."},
+	{key: KeyHAStorageDir, kind: KindString,
+		desc: "Path or URL where high availability keeps submitted jobs too big for etcd."},
+	{key: KeyHAClusterID, kind: KindString, def: "default",
+		desc: "Name of the cluster in etcd, so that clusters can share one etcd."},
+	{key: KeyHAEtcdLeaseTTL, kind: KindDuration, def: "15 s", check: durationAtLeast(time.Second),
+		desc: "Lease of the leader's election key: a leader that cannot renew it this long is replaced (weir only)."},
 
 	// Security (Flink's SecurityOptions).
 	{key: KeySSLInternalEnabled, kind: KindBool, def: "false",

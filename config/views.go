@@ -481,6 +481,44 @@ func (c *Configuration) Cluster() (Cluster, error) {
 	return cl, nil
 }
 
+// HighAvailability is the job managers' high availability (Flink's
+// HighAvailabilityOptions).
+type HighAvailability struct {
+	// Type is none (the default) or etcd.
+	Type HAType
+	// EtcdEndpoints are etcd's client endpoints; required with etcd.
+	EtcdEndpoints []string
+	// StorageDir is where what is too big for etcd goes; "" when unset.
+	StorageDir string
+	// ClusterID names the cluster in etcd. Default: default.
+	ClusterID string
+	// LeaseTTL is the leader's lease. Default: 15 s.
+	LeaseTTL time.Duration
+}
+
+// HighAvailability returns the high availability configuration. It
+// returns a *ConflictError when etcd is chosen without endpoints.
+func (c *Configuration) HighAvailability() (HighAvailability, error) {
+	ha := HighAvailability{
+		Type:       HAType(c.String(KeyHAType)),
+		StorageDir: c.String(KeyHAStorageDir),
+		ClusterID:  c.String(KeyHAClusterID),
+		LeaseTTL:   c.Duration(KeyHAEtcdLeaseTTL),
+	}
+	for _, e := range strings.Split(c.String(KeyHAEtcdEndpoints), ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			ha.EtcdEndpoints = append(ha.EtcdEndpoints, e)
+		}
+	}
+	if ha.Type == HAEtcd && len(ha.EtcdEndpoints) == 0 {
+		return HighAvailability{}, &ConflictError{
+			Keys:   []string{KeyHAEtcdEndpoints, KeyHAType},
+			Reason: fmt.Sprintf("%s etcd needs %s (host:port, comma-separated)", KeyHAType, KeyHAEtcdEndpoints),
+		}
+	}
+	return ha, nil
+}
+
 // Validate checks the rules that involve several keys by building every view
 // (Checkpointing, Restart, Pipeline and Cluster) and returns their errors
 // joined with errors.Join, or nil. Rules on single values are checked
@@ -490,5 +528,6 @@ func (c *Configuration) Validate() error {
 	_, errR := c.Restart()
 	_, errP := c.Pipeline()
 	_, errCl := c.Cluster()
-	return errors.Join(errC, errR, errP, errCl)
+	_, errHA := c.HighAvailability()
+	return errors.Join(errC, errR, errP, errCl, errHA)
 }

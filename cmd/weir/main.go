@@ -18,6 +18,6 @@ func main() { weir.Execute(newRootCmd()) }
 func newRootCmd() *cobra.Command {
 	root := weir.Command("weir", gatewayMeterJob())
 	root.Short = "weir is a stateful stream processor with exactly-once checkpoints"
-	root.AddCommand(newDemoCmd(), newBenchCmd(), newGenCmd(), newVerifyCmd(), newCheckpointsCmd())
+	root.AddCommand(newDemoCmd(), newBenchCmd(), newGenCmd(), newVerifyCmd(), newCheckpointsCmd(), newEtcdCmd())
 	return root
 }

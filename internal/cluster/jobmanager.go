@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -89,6 +90,13 @@ type JobManager struct {
 	srv        *grpc.Server
 	ctx        context.Context
 	stop       context.CancelFunc
+	// standby, if set, names the leader while this job manager waits
+	// for its leadership (Lead); until then it refuses every call.
+	standby func() string
+	lead    atomic.Pointer[leading]
+	// serving is closed once Serve has set ctx.
+	serving  chan struct{}
+	recorded func(jobID string, id int64)
 
 	mu      sync.Mutex
 	tms     map[string]*tmConn
@@ -111,6 +119,8 @@ type tmConn struct {
 	reports map[string]jobReport
 	slots   []string // job id using each slot, "" if free
 	end     context.CancelCauseFunc
+	// epoch is the job manager's leader epoch, stamped on every message.
+	epoch int64
 
 	qmu    sync.Mutex
 	queue  []*jmMessage
@@ -118,6 +128,7 @@ type tmConn struct {
 }
 
 func (t *tmConn) send(m *jmMessage) {
+	m.Epoch = t.epoch
 	t.qmu.Lock()
 	t.queue = append(t.queue, m)
 	t.qmu.Unlock()
@@ -153,6 +164,7 @@ func NewJobManager(jobs Jobs, opts ...JobManagerOption) *JobManager {
 		tms:        make(map[string]*tmConn),
 		running:    make(map[string]*jobRun),
 		wake:       make(chan struct{}, 1),
+		serving:    make(chan struct{}),
 	}
 	for _, o := range opts {
 		o(m)
@@ -169,12 +181,19 @@ func (m *JobManager) Serve(ctx context.Context, ln net.Listener) error {
 		return fmt.Errorf("cluster: the job manager's listener: %w", err)
 	}
 	m.ctx, m.stop = context.WithCancel(ctx)
+	close(m.serving)
 	opts := []grpc.ServerOption{grpc.ForceServerCodecV2(jsonCodec{}),
 		grpc.MaxRecvMsgSize(maxMessage), grpc.MaxSendMsgSize(maxMessage)}
+	var unary []grpc.UnaryServerInterceptor
+	var streams []grpc.StreamServerInterceptor
 	if m.token != "" {
 		a := newAuthenticator(m.token, m.log)
-		opts = append(opts, grpc.UnaryInterceptor(a.unary), grpc.StreamInterceptor(a.stream))
+		unary, streams = append(unary, a.unary), append(streams, a.stream)
 	}
+	if m.standby != nil {
+		unary, streams = append(unary, m.leaderOnlyUnary), append(streams, m.leaderOnlyStream)
+	}
+	opts = append(opts, grpc.ChainUnaryInterceptor(unary...), grpc.ChainStreamInterceptor(streams...))
 	m.srv = grpc.NewServer(opts...)
 	m.srv.RegisterService(serviceDesc(), m)
 	go m.heartbeats()
@@ -237,10 +256,10 @@ func (m *JobManager) session(stream grpc.ServerStream) error {
 	info := *first.Register
 	ctx, end := context.WithCancelCause(stream.Context())
 	tm := &tmConn{info: info, since: time.Now(), lastHeartbeat: time.Now(), reports: map[string]jobReport{},
-		slots: make([]string, info.Slots), end: end, signal: make(chan struct{}, 1)}
+		slots: make([]string, info.Slots), end: end, signal: make(chan struct{}, 1), epoch: m.epoch()}
 	// Registered goes first: it is queued before anything else can see the
 	// task manager.
-	tm.send(&jmMessage{Registered: &registeredMsg{HeartbeatInterval: m.hbInterval, HeartbeatTimeout: m.hbTimeout}})
+	tm.send(&jmMessage{Registered: &registeredMsg{HeartbeatInterval: m.hbInterval, HeartbeatTimeout: m.hbTimeout, Epoch: tm.epoch}})
 	m.mu.Lock()
 	if old := m.tms[info.ID]; old != nil {
 		m.mu.Unlock()
@@ -376,10 +395,30 @@ func (m *JobManager) handle(tm *tmConn, msg *tmMessage) {
 	}
 }
 
-// submit starts a job.
-func (m *JobManager) submit(_ context.Context, sub *Submission) (*submitResponse, error) {
+// submit starts a job. With high availability the job is recorded in
+// the job graph store first: a successor recovers every job whose
+// submission was acknowledged.
+func (m *JobManager) submit(ctx context.Context, sub *Submission) (*submitResponse, error) {
 	if sub.JobID == "" {
 		return nil, status.Error(codes.InvalidArgument, "a submission needs a job id")
+	}
+	sub.RecoverFrom, sub.FirstCheckpointID = "", 0
+	return m.start(ctx, sub, true)
+}
+
+// start starts sub; record says whether it is recorded in the job graph
+// store first (not when it is recovered from there).
+func (m *JobManager) start(ctx context.Context, sub *Submission, record bool) (*submitResponse, error) {
+	m.mu.Lock()
+	_, dup := m.running[sub.JobID]
+	m.mu.Unlock()
+	if dup {
+		return nil, status.Errorf(codes.AlreadyExists, "job %s exists", sub.JobID)
+	}
+	if record {
+		if err := m.recordJob(ctx, sub); err != nil {
+			return nil, err
+		}
 	}
 	m.mu.Lock()
 	if _, dup := m.running[sub.JobID]; dup {
@@ -393,16 +432,28 @@ func (m *JobManager) submit(_ context.Context, sub *Submission) (*submitResponse
 	m.order = append(m.order, sub.JobID)
 	m.mu.Unlock()
 
-	job, err := m.jobs.Start(ctx, *sub, func(g *runtime.JobGraph, l runtime.Listener) (runtime.Executor, error) {
-		r.exec.g, r.exec.l = g, l
-		return r.exec, nil
-	})
+	var job Job
+	var err error
+	if ld := m.lead.Load(); ld != nil {
+		// The first block of checkpoint ids, before any is used.
+		err = r.exec.reserveIDs(ctx, ld, max(sub.FirstCheckpointID, 1)+idBlock-1)
+	}
+	if err == nil {
+		job, err = m.jobs.Start(ctx, *sub, func(g *runtime.JobGraph, l runtime.Listener) (runtime.Executor, error) {
+			r.exec.g, r.exec.l = g, l
+			return r.exec, nil
+		})
+	}
 	if err != nil {
 		cancel()
 		m.mu.Lock()
 		delete(m.running, sub.JobID)
 		m.order = slices.DeleteFunc(m.order, func(id string) bool { return id == sub.JobID })
 		m.mu.Unlock()
+		if record {
+			// A recovered job stays recorded: the next leader tries again.
+			m.forgetJob(sub.JobID)
+		}
 		return nil, status.Errorf(codes.InvalidArgument, "starting job %s: %v", sub.Job, err)
 	}
 	m.mu.Lock()
@@ -427,6 +478,7 @@ func (m *JobManager) submit(_ context.Context, sub *Submission) (*submitResponse
 		m.mu.Unlock()
 		cancel()
 		m.log.Info("job ended", "job_id", sub.JobID, "state", r.state, "err", err)
+		m.forgetJob(sub.JobID)
 		m.schedule()
 	}()
 	return &submitResponse{JobID: sub.JobID}, nil
@@ -642,6 +694,12 @@ type clusterExecutor struct {
 	l   runtime.Listener
 
 	// guarded by m.mu
+	// reserved is the highest checkpoint id reserved in the
+	// completed-checkpoint store (high availability), reserving whether a
+	// reservation is under way.
+	reserved  atomic.Int64
+	reserving atomic.Bool
+
 	placement map[int]slotRef
 	where     map[runtime.TaskRef]string
 	pending   []runtime.Deployment
@@ -852,6 +910,9 @@ func (x *clusterExecutor) taskMsg(ref runtime.TaskRef) taskMsg {
 // (it waits for a slot) declines at once, which does not count as a
 // failure: the checkpoint would otherwise wait for it until it expires.
 func (x *clusterExecutor) Trigger(ref runtime.TaskRef, b runtime.Barrier) {
+	if !x.reservedFor(b.ID) {
+		return
+	}
 	if !x.route(ref, &jmMessage{Trigger: &triggerMsg{taskMsg: x.taskMsg(ref), Barrier: b}}) {
 		x.l.Decline(ref, b.ID, runtime.DeclineTaskNotReady, fmt.Errorf("%v is not deployed: it waits for a task slot", ref.ID))
 	}

@@ -57,6 +57,13 @@ type Submission struct {
 	JobID string          `json:"job_id"`
 	Job   string          `json:"job"`
 	Args  json.RawMessage `json:"args,omitempty"`
+	// RecoverFrom is the checkpoint a job resumes from when a new leading
+	// job manager recovers it (high availability); clients leave it
+	// empty. It overrides execution.state-recovery.path.
+	RecoverFrom string `json:"recover_from,omitempty"`
+	// FirstCheckpointID, if above 0, is the least id of the job's next
+	// checkpoint; set by the job manager with high availability.
+	FirstCheckpointID int64 `json:"first_checkpoint_id,omitempty"`
 }
 
 // JobStatus is a job as List reports it.
@@ -200,6 +207,10 @@ func (e *remoteError) Is(target error) bool {
 // jmMessage is what the job manager sends on a session; exactly one field
 // is set.
 type jmMessage struct {
+	// Epoch is the leading job manager's fencing token (0 without high
+	// availability): a task manager ignores a message whose epoch is
+	// below the newest it has seen.
+	Epoch      int64          `json:"epoch,omitempty"`
 	Registered *registeredMsg `json:"registered,omitempty"`
 	Heartbeat  *struct{}      `json:"heartbeat,omitempty"`
 	Deploy     *deployMsg     `json:"deploy,omitempty"`
@@ -214,6 +225,9 @@ type jmMessage struct {
 type registeredMsg struct {
 	HeartbeatInterval time.Duration `json:"heartbeat_interval"`
 	HeartbeatTimeout  time.Duration `json:"heartbeat_timeout"`
+	// Epoch is the job manager's leader epoch (0 without high
+	// availability).
+	Epoch int64 `json:"epoch,omitempty"`
 }
 
 type deployMsg struct {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -14,6 +15,7 @@ import (
 	"github.com/weirstream/weir/connector"
 	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/checkpoint/storage"
+	"github.com/weirstream/weir/internal/ha"
 	"github.com/weirstream/weir/internal/netio"
 	"github.com/weirstream/weir/internal/procstat"
 	"github.com/weirstream/weir/internal/runtime"
@@ -31,6 +33,22 @@ type TaskManager struct {
 	peers  *netio.Peers
 	log    *slog.Logger
 	dial   []DialOption
+	// leaders, if set, reports the cluster's leading job manager (high
+	// availability): the task manager registers with it, and with each
+	// new one.
+	leaders func(ctx context.Context) <-chan ha.LeaderInfo
+	// epoch is the newest leader epoch seen: messages of an older
+	// leader are ignored.
+	epoch atomic.Int64
+}
+
+// FollowLeader makes the task manager register with the leading job
+// manager that leaders reports, and with each new leader as soon as it
+// is reported, rather than with a fixed address; it must be called before
+// Run. Each new leader's epoch fences the old one: the task manager
+// ignores any command of a job manager with an older epoch.
+func (tm *TaskManager) FollowLeader(leaders func(ctx context.Context) <-chan ha.LeaderInfo) {
+	tm.leaders = leaders
 }
 
 // NewTaskManager returns a task manager with the given id and slots that
@@ -51,6 +69,9 @@ func (tm *TaskManager) ID() string { return tm.id }
 // error wrapping ErrAuth if the job manager refuses its credentials, or
 // cannot prove it shares the token: trying again would not help.
 func (tm *TaskManager) Run(ctx context.Context) error {
+	if tm.leaders != nil {
+		return tm.runFollowing(ctx)
+	}
 	conn, err := dial(tm.jmAddr, tm.dial)
 	if err != nil {
 		return err
@@ -59,7 +80,7 @@ func (tm *TaskManager) Run(ctx context.Context) error {
 	backoff := 100 * time.Millisecond
 	for {
 		start := time.Now()
-		err := tm.session(ctx, conn)
+		err := tm.session(ctx, conn, tm.jmAddr)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -92,6 +113,10 @@ type tmSession struct {
 	mu      sync.Mutex
 	workers map[string]Worker
 	lastJM  time.Time
+	// epoch is the job manager's leader epoch.
+	epoch int64
+	// fenced counts the messages ignored for an older epoch.
+	fenced int
 }
 
 func (s *tmSession) send(m *tmMessage) {
@@ -104,7 +129,7 @@ func (s *tmSession) send(m *tmMessage) {
 	// returns why (a refused registration, say).
 }
 
-func (tm *TaskManager) session(ctx context.Context, conn *grpc.ClientConn) error {
+func (tm *TaskManager) session(ctx context.Context, conn *grpc.ClientConn, jmAddr string) error {
 	sctx, end := context.WithCancelCause(ctx)
 	defer end(nil)
 	stream, err := conn.NewStream(sctx, &sessionDesc, method("Session"), grpc.WaitForReady(false))
@@ -122,13 +147,17 @@ func (tm *TaskManager) session(ctx context.Context, conn *grpc.ClientConn) error
 	s.send(&tmMessage{Register: &TaskManagerInfo{ID: tm.id, DataAddr: tm.peers.Addr(), Slots: tm.slots}})
 	var first jmMessage
 	if err := stream.RecvMsg(&first); err != nil {
-		return fmt.Errorf("registering: %w", authError(tm.jmAddr, err))
+		return fmt.Errorf("registering: %w", authError(jmAddr, err))
 	}
 	if first.Registered == nil {
 		return errors.New("registering: the job manager did not confirm")
 	}
 	hb := *first.Registered
-	tm.log.Info("registered with the job manager", "job_manager", tm.jmAddr, "slots", tm.slots, "data_addr", tm.peers.Addr())
+	if !tm.seeEpoch(hb.Epoch) {
+		return fmt.Errorf("registering: the job manager at %s leads with epoch %d, older than %d: it was deposed", jmAddr, hb.Epoch, tm.epoch.Load())
+	}
+	s.epoch = hb.Epoch
+	tm.log.Info("registered with the job manager", "job_manager", jmAddr, "slots", tm.slots, "data_addr", tm.peers.Addr(), "epoch", hb.Epoch)
 	go s.heartbeats(hb.HeartbeatInterval, hb.HeartbeatTimeout)
 	recvErr := make(chan error, 1)
 	go func() {
@@ -211,6 +240,14 @@ func (s *tmSession) worker(jobID string) Worker {
 }
 
 func (s *tmSession) handle(m *jmMessage) {
+	if newest := s.tm.epoch.Load(); m.Epoch < newest {
+		// A deposed leader: it must not deploy, trigger or commit.
+		if s.fenced++; s.fenced == 1 {
+			s.tm.log.Warn("ignoring the commands of a deposed job manager", "epoch", m.Epoch, "newest_epoch", newest)
+		}
+		s.end(fmt.Errorf("the job manager's epoch %d is older than %d: it was deposed", m.Epoch, newest))
+		return
+	}
 	switch {
 	case m.Heartbeat != nil:
 	case m.Deploy != nil:
@@ -315,4 +352,106 @@ func (l sessionListener) Exited(ref runtime.TaskRef, err error) {
 		m.Permanent, m.Corrupt = connector.IsPermanent(err), errors.Is(err, storage.ErrCorrupt)
 	}
 	l.s.send(&tmMessage{Exited: m})
+}
+
+// seeEpoch records epoch as seen and reports whether it is the newest.
+func (tm *TaskManager) seeEpoch(epoch int64) bool {
+	for {
+		cur := tm.epoch.Load()
+		if epoch < cur {
+			return false
+		}
+		if epoch == cur || tm.epoch.CompareAndSwap(cur, epoch) {
+			return true
+		}
+	}
+}
+
+// runFollowing registers with each leader the leader retrieval reports,
+// until ctx is done. A new leader ends the session with the old one (its
+// subtasks are canceled) before the task manager registers again.
+func (tm *TaskManager) runFollowing(ctx context.Context) error {
+	var (
+		mu       sync.Mutex
+		leader   ha.LeaderInfo
+		known    = make(chan struct{}, 1)
+		endCur   context.CancelCauseFunc
+		curEpoch int64
+	)
+	go func() {
+		for info := range tm.leaders(ctx) {
+			tm.seeEpoch(info.Epoch)
+			mu.Lock()
+			leader = info
+			if endCur != nil && curEpoch < info.Epoch {
+				endCur(fmt.Errorf("a new leader was elected: %s with epoch %d", info.Addr, info.Epoch))
+			}
+			mu.Unlock()
+			tm.log.Info("leading job manager", "job_manager", info.Addr, "epoch", info.Epoch)
+			select {
+			case known <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	var conn *grpc.ClientConn
+	connAddr := ""
+	defer func() {
+		if conn != nil {
+			conn.Close()
+		}
+	}()
+	backoff := 100 * time.Millisecond
+	for {
+		mu.Lock()
+		target := leader
+		mu.Unlock()
+		if target.Addr == "" {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-known:
+				continue
+			}
+		}
+		if conn == nil || connAddr != target.Addr {
+			if conn != nil {
+				conn.Close()
+			}
+			c, err := dial(target.Addr, tm.dial)
+			if err != nil {
+				return err
+			}
+			conn, connAddr = c, target.Addr
+		}
+		sctx, end := context.WithCancelCause(ctx)
+		mu.Lock()
+		endCur, curEpoch = end, target.Epoch
+		mu.Unlock()
+		start := time.Now()
+		err := tm.session(sctx, conn, target.Addr)
+		mu.Lock()
+		endCur = nil
+		changed := leader.Epoch != target.Epoch
+		mu.Unlock()
+		end(nil)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if errors.Is(err, ErrAuth) {
+			tm.log.Error("the job manager refused to register this task manager", "job_manager", target.Addr, "err", err)
+			return err
+		}
+		if changed || time.Since(start) > 10*time.Second {
+			backoff = 100 * time.Millisecond
+		}
+		tm.log.Warn("not registered with the leading job manager; retrying", "job_manager", target.Addr, "err", err, "in", backoff)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-known:
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
 }

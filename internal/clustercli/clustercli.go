@@ -29,6 +29,7 @@ import (
 	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/checkpoint/storage"
 	"github.com/weirstream/weir/internal/cluster"
+	"github.com/weirstream/weir/internal/ha"
 	"github.com/weirstream/weir/internal/launch"
 	"github.com/weirstream/weir/internal/netio"
 	"github.com/weirstream/weir/internal/objstore"
@@ -243,7 +244,8 @@ other users of the machine can read on the command line.`
 
 // JobManagerCommand returns the jobmanager command.
 func JobManagerCommand(newJobs NewJobs) *cobra.Command {
-	var listen string
+	var listen, advertise string
+	var exitAfter int64
 	var f ConfigFlags
 	cmd := &cobra.Command{
 		Use:   "jobmanager",
@@ -261,22 +263,46 @@ replacement task manager if too few are left.
 
 If the job manager itself stops, its jobs stop with it: task managers cancel
 their subtasks and wait for a job manager to register with again. Resume a
-job from its retained checkpoints with "run -m ADDR JOB --from DIR".`,
+job from its retained checkpoints with "run -m ADDR JOB --from DIR".
+
+With high-availability.type etcd, run several job managers: one is elected
+leader through etcd (high-availability.etcd.endpoints) and publishes its
+--advertise address there; the others wait as standbys, answering clients
+with the leader's address. The leader records each submitted job and each
+completed checkpoint in etcd before acting on it. When its lease
+(high-availability.etcd.lease-ttl) expires, a standby takes over and
+recovers every job from its latest completed checkpoint. A job manager
+that loses its leadership, or is stopped, exits without canceling its
+jobs: they are its successor's.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := f.Config()
 			if err != nil {
 				return err
 			}
-			return runJobManager(cmd.Context(), cmd.Root().Name(), cmd.ErrOrStderr(), listen, cfg, newJobs)
+			var opts []cluster.JobManagerOption
+			if exitAfter > 0 {
+				opts = append(opts, cluster.WithCheckpointRecorded(func(jobID string, id int64) {
+					if id >= exitAfter {
+						fmt.Fprintf(cmd.ErrOrStderr(), "%s: exiting at once after recording checkpoint %d of job %s, before any sink commits it (--exit-after-recording)\n", cmd.Root().Name(), id, jobID)
+						os.Exit(3)
+					}
+				}))
+			}
+			return runJobManager(cmd.Context(), cmd.Root().Name(), cmd.ErrOrStderr(), listen, advertise, cfg, newJobs, os.Exit, opts...)
 		},
 	}
 	cmd.Flags().StringVar(&listen, "listen", DefaultJobManager, "address to listen on for task managers and clients")
+	cmd.Flags().StringVar(&advertise, "advertise", "", "with high availability, the address task managers and clients reach this job manager at (default: the address it listens on)")
+	cmd.Flags().Int64Var(&exitAfter, "exit-after-recording", 0, "fault injection: exit at once, as if killed, after recording checkpoint N (or a later one) in etcd, before the sinks commit it")
+	_ = cmd.Flags().MarkHidden("exit-after-recording")
 	f.Add(cmd)
 	return cmd
 }
 
-func runJobManager(ctx context.Context, prog string, stderr io.Writer, listen string, cfg *config.Configuration, newJobs NewJobs) error {
+// runJobManager runs the job manager; exit ends the process (os.Exit)
+// when, highly available, it loses its leadership or is stopped.
+func runJobManager(ctx context.Context, prog string, stderr io.Writer, listen, advertise string, cfg *config.Configuration, newJobs NewJobs, exit func(int), extra ...cluster.JobManagerOption) error {
 	cl, err := cfg.Cluster()
 	if err != nil {
 		return err
@@ -286,6 +312,18 @@ func runJobManager(ctx context.Context, prog string, stderr io.Writer, listen st
 	ln, err := listenOn("--listen", listen, cl.AuthToken)
 	if err != nil {
 		return err
+	}
+	svc, err := openHA(cfg, logger)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	var standby *standbyState
+	var restExtra []web.Option
+	if svc != nil {
+		defer svc.Close()
+		standby = watchLeader(ctx, svc)
+		restExtra = append(restExtra, web.WithStandby(standby.rest))
 	}
 	// The REST directory starts first and may be asked about the cluster
 	// before the job manager exists.
@@ -301,14 +339,18 @@ func runJobManager(ctx context.Context, prog string, stderr io.Writer, listen st
 			info.Registered = append(info.Registered, web.TaskManager{ID: tm.ID, DataAddr: tm.DataAddr, Jobs: tm.Jobs, LastHeartbeat: tm.LastHeartbeat, Process: tm.Process})
 		}
 		return info
-	})
+	}, restExtra...)
 	if err != nil {
 		ln.Close()
 		return err
 	}
 	defer stopREST()
 	var jm *cluster.JobManager
-	jm = cluster.NewJobManager(newJobs(logger),
+	haOpts := extra
+	if standby != nil {
+		haOpts = append(haOpts, cluster.WithStandby(standby.rpc))
+	}
+	jm = cluster.NewJobManager(newJobs(logger), append(haOpts,
 		cluster.WithLogger(logger),
 		cluster.WithAuthToken(cl.AuthToken),
 		cluster.WithHeartbeat(cl.HeartbeatInterval, cl.HeartbeatTimeout),
@@ -322,14 +364,24 @@ func runJobManager(ctx context.Context, prog string, stderr io.Writer, listen st
 				return
 			}
 			logger.Info("REST API serves job", "job_id", sub.JobID, "addr", restAddr)
-		}))
+		}))...)
 	current.Store(jm)
 	same := ""
 	if cl.AuthToken != "" {
 		same = " (and the same " + config.KeyClusterAuthToken + ")"
 	}
-	fmt.Fprintf(stderr, "%s: job manager listening on %s; start task managers with: %s taskmanager --jobmanager %s%s\n", prog, ln.Addr(), prog, ln.Addr(), same)
-	return jm.Serve(ctx, ln)
+	if svc == nil {
+		fmt.Fprintf(stderr, "%s: job manager listening on %s; start task managers with: %s taskmanager --jobmanager %s%s\n", prog, ln.Addr(), prog, ln.Addr(), same)
+		return jm.Serve(ctx, ln)
+	}
+	if advertise == "" {
+		advertise = ln.Addr().String()
+	}
+	fmt.Fprintf(stderr, "%s: job manager listening on %s (advertised as %s), a standby until etcd elects it; start task managers with: %s taskmanager -D %s=etcd -D %s=%s%s\n",
+		prog, ln.Addr(), advertise, prog, config.KeyHAType, config.KeyHAEtcdEndpoints, cfg.String(config.KeyHAEtcdEndpoints), same)
+	served := make(chan error, 1)
+	go func() { served <- jm.Serve(ctx, ln) }()
+	return leadWhenElected(ctx, logger, svc, jm, standby, ha.LeaderInfo{Addr: advertise, RESTAddr: restAddr}, served, exit)
 }
 
 // TaskManagerCommand returns the taskmanager command.
@@ -389,6 +441,15 @@ func runTaskManager(ctx context.Context, prog string, stderr io.Writer, id, jmAd
 	peers := netio.NewPeers(id, ln, logger, netio.AuthToken(token), netio.AdvertiseHost(host))
 	defer peers.Close()
 	tm := cluster.NewTaskManager(id, jmAddr, slots, newJobs(logger), peers, logger, DialOptions(cfg)...)
+	svc, err := openHA(cfg, logger)
+	if err != nil {
+		return err
+	}
+	if svc != nil {
+		defer svc.Close()
+		tm.FollowLeader(svc.WatchLeader)
+		jmAddr = "the leading job manager (etcd " + cfg.String(config.KeyHAEtcdEndpoints) + ")"
+	}
 	fmt.Fprintf(stderr, "%s: task manager %s with %d slots; data plane on %s; registering with %s\n", prog, id, slots, peers.Addr(), jmAddr)
 	return tm.Run(ctx)
 }
@@ -407,11 +468,11 @@ func ListCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			c, err := cluster.Dial(jmAddr, DialOptions(cfg)...)
+			c, jmAddr, closeFn, err := dialJobManager(cmd.Context(), cfg, jmAddr)
 			if err != nil {
 				return err
 			}
-			defer c.Close()
+			defer closeFn()
 			ov, err := c.List(cmd.Context())
 			if err != nil {
 				return authHint(fmt.Errorf("listing %s: %w", jmAddr, err))
@@ -422,6 +483,9 @@ func ListCommand() *cobra.Command {
 				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%d\n", j.JobID, j.Job, j.State, j.Started.Format(time.RFC3339), j.Restarts, j.LastCheckpoint)
 			}
 			w.Flush()
+			if hc, _ := cfg.HighAvailability(); hc.Type == config.HAEtcd {
+				fmt.Fprintf(cmd.OutOrStdout(), "\nleading job manager %s (from etcd)\n", jmAddr)
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "\n%d task managers, %d of %d slots in use\n", len(ov.TaskManagers), ov.SlotsOccupied, ov.SlotsTotal)
 			for _, tm := range ov.TaskManagers {
 				fmt.Fprintf(cmd.OutOrStdout(), "  %s  %d slots  data %s\n", tm.ID, tm.Slots, tm.DataAddr)
@@ -448,11 +512,11 @@ func CancelCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			c, err := cluster.Dial(jmAddr, DialOptions(cfg)...)
+			c, _, closeFn, err := dialJobManager(cmd.Context(), cfg, jmAddr)
 			if err != nil {
 				return err
 			}
-			defer c.Close()
+			defer closeFn()
 			if err := c.Cancel(cmd.Context(), args[0]); err != nil {
 				if st, ok := status.FromError(err); ok && st.Code() == codes.FailedPrecondition {
 					return fmt.Errorf("canceling %s: %s", args[0], st.Message())
@@ -553,12 +617,32 @@ func withClient(f ConfigFlags, jmAddr string, do func(c *cluster.Client) error) 
 	if err != nil {
 		return err
 	}
-	c, err := cluster.Dial(jmAddr, DialOptions(cfg)...)
+	c, _, closeFn, err := dialJobManager(context.Background(), cfg, jmAddr)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
+	defer closeFn()
 	return do(c)
+}
+
+// dialJobManager connects to the job manager at jmAddr, or, with high
+// availability, to the leader etcd names, as cfg says; it returns the
+// address it dialed.
+func dialJobManager(ctx context.Context, cfg *config.Configuration, jmAddr string) (*cluster.Client, string, func(), error) {
+	resolve, closeHA, err := resolver(cfg, jmAddr)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	defer closeHA()
+	addr, err := resolve(ctx)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	c, err := cluster.Dial(addr, DialOptions(cfg)...)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	return c, addr, func() { c.Close() }, nil
 }
 
 // clientError is the error of a call about a job, what: the job manager's
@@ -571,16 +655,26 @@ func clientError(what string, err error) error {
 	return authHint(fmt.Errorf("%s: %w", what, err))
 }
 
-// Submit sends a job to the job manager at jmAddr, connecting with opts
-// (DialOptions), and, unless detached, follows it until it ends: a FAILED
-// job is an error. Ctrl-C (ctx) while following detaches; the job keeps
-// running. finished, if set, runs when the job has finished.
-func Submit(ctx context.Context, stdout io.Writer, prog, jmAddr string, sub cluster.Submission, detached bool, finished func(), opts ...cluster.DialOption) error {
-	c, err := cluster.Dial(jmAddr, opts...)
+// Submit sends a job to the job manager at jmAddr, or, with high
+// availability, to the leader, connecting as cfg says (DialOptions), and,
+// unless detached, follows it until it ends: a FAILED job is an error.
+// While it follows, a new leader is followed too. Ctrl-C (ctx) while
+// following detaches; the job keeps running. finished, if set, runs when
+// the job has finished.
+func Submit(ctx context.Context, stdout io.Writer, prog, jmAddr string, sub cluster.Submission, detached bool, finished func(), cfg *config.Configuration) error {
+	resolve, closeHA, err := resolver(cfg, jmAddr)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
+	defer closeHA()
+	if jmAddr, err = resolve(ctx); err != nil {
+		return err
+	}
+	c, err := cluster.Dial(jmAddr, DialOptions(cfg)...)
+	if err != nil {
+		return err
+	}
+	defer func() { c.Close() }()
 	id, err := c.Submit(ctx, sub)
 	if err != nil {
 		return authHint(fmt.Errorf("submitting to %s: %w", jmAddr, err))
@@ -589,6 +683,9 @@ func Submit(ctx context.Context, stdout io.Writer, prog, jmAddr string, sub clus
 	if detached {
 		return nil
 	}
+	hc, _ := cfg.HighAvailability()
+	highlyAvailable := hc.Type == config.HAEtcd
+	var failing time.Time
 	last := ""
 	for {
 		ov, err := c.List(ctx)
@@ -597,8 +694,31 @@ func Submit(ctx context.Context, stdout io.Writer, prog, jmAddr string, sub clus
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("following job %s: %w", id, err)
+			// With high availability, a new leader takes over once the
+			// old one's lease expires: follow it there.
+			if !highlyAvailable {
+				return fmt.Errorf("following job %s: %w", id, err)
+			}
+			if failing.IsZero() {
+				failing = time.Now()
+			}
+			if time.Since(failing) > 2*leaderWait {
+				return fmt.Errorf("following job %s: %w", id, err)
+			}
+			if addr, rerr := resolve(ctx); rerr == nil && addr != jmAddr {
+				if nc, derr := cluster.Dial(addr, DialOptions(cfg)...); derr == nil {
+					c.Close()
+					c, jmAddr = nc, addr
+					fmt.Fprintf(stdout, "%s: following job %s on the new leader %s\n", prog, id, addr)
+				}
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+			continue
 		}
+		failing = time.Time{}
 		for _, js := range ov.Jobs {
 			if js.JobID != id {
 				continue
@@ -691,6 +811,14 @@ func (j EnvJobs) Start(ctx context.Context, sub cluster.Submission, newExec func
 	if err != nil {
 		return nil, err
 	}
+	if sub.RecoverFrom != "" {
+		// A new leader resumes the job from its latest completed
+		// checkpoint, whatever it was first submitted with.
+		if err := job.Config.Set(config.KeyStateRecoveryPath, sub.RecoverFrom); err != nil {
+			return nil, err
+		}
+	}
+	job.FirstCheckpointID = sub.FirstCheckpointID
 	job.NewExecutor = newExec
 	h, err := launch.Start(ctx, job)
 	if err != nil {

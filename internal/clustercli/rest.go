@@ -58,7 +58,7 @@ func StartREST(ctx context.Context, client *stream.JobClient, cancel func(), job
 // StartDirectory serves the REST API and web UI of every job of a job
 // manager, as restCfg says (see StartREST); add registers a job, which
 // its cancel (if not nil) cancels.
-func StartDirectory(ctx context.Context, restCfg *config.Configuration, logger *slog.Logger, info func() web.ClusterInfo) (addr string, add func(h *launch.Handle, jobCfg *config.Configuration, cancel func()) error, stop func(), err error) {
+func StartDirectory(ctx context.Context, restCfg *config.Configuration, logger *slog.Logger, info func() web.ClusterInfo, extra ...web.Option) (addr string, add func(h *launch.Handle, jobCfg *config.Configuration, cancel func()) error, stop func(), err error) {
 	cl, err := restCfg.Cluster()
 	if err != nil {
 		return "", nil, nil, err
@@ -70,7 +70,7 @@ func StartDirectory(ctx context.Context, restCfg *config.Configuration, logger *
 	if err != nil {
 		return "", nil, nil, err
 	}
-	dir := web.NewDirectory(info, append(opts, web.WithConfig(restCfg))...)
+	dir := web.NewDirectory(info, append(append(opts, web.WithConfig(restCfg)), extra...)...)
 	addr, stopListening, err := dir.Listen(ctx, cl.RESTBindAddress, cl.RESTPort)
 	if err != nil {
 		return "", nil, nil, err

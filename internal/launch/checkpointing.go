@@ -25,7 +25,11 @@ func checkpointing(ctx context.Context, j Job, cp config.Checkpointing) (*runtim
 		AlignedTimeout: cp.AlignedTimeout,
 		SavepointDir:   cp.SavepointDir,
 		NewCoordinator: func(g *runtime.JobGraph, sources, all []checkpoint.TaskID) (*coordinator.Coordinator, error) {
-			return runtime.NewCoordinator(cp, j.JobID, j.Config.Int(config.KeyCheckpointHistory), g, sources, all)
+			c, err := runtime.NewCoordinator(cp, j.JobID, j.Config.Int(config.KeyCheckpointHistory), g, sources, all)
+			if err == nil && j.FirstCheckpointID > 0 {
+				c.SkipTo(j.FirstCheckpointID)
+			}
+			return c, err
 		},
 	}
 	closer := func() error { return nil }

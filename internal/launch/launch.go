@@ -55,6 +55,10 @@ type Job struct {
 	// not verify while it has one, unless duplicates are allowed
 	// (state-recovery.allow-duplicate-output).
 	Unreconciled []string
+	// FirstCheckpointID, if above 0, is the least id of the job's next
+	// checkpoint (high availability: above every id a deposed leader
+	// reserved).
+	FirstCheckpointID int64
 	// NewExecutor, if set, makes the executor of the job's subtasks (a
 	// cluster's task managers); by default they run in this process.
 	NewExecutor func(g *runtime.JobGraph, l runtime.Listener) (runtime.Executor, error)

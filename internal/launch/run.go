@@ -23,6 +23,14 @@ type Handle struct {
 // it ends, its checkpoints are kept or discarded as
 // execution.checkpointing.externalized-checkpoint-retention says.
 func Start(ctx context.Context, j Job) (*Handle, error) {
+	var exec runtime.Executor
+	if inner := j.NewExecutor; inner != nil {
+		j.NewExecutor = func(g *runtime.JobGraph, l runtime.Listener) (runtime.Executor, error) {
+			e, err := inner(g, l)
+			exec = e
+			return e, err
+		}
+	}
 	jm, st, closer, err := prepare(ctx, j)
 	if err != nil {
 		return nil, err
@@ -32,6 +40,10 @@ func Start(ctx context.Context, j Job) (*Handle, error) {
 		defer close(h.done)
 		defer closer()
 		h.err = jm.Run(ctx)
+		if g, ok := exec.(runtime.RetentionGate); ok && st != nil && !g.MayDiscard(h.err) {
+			j.Logger.Warn("leaving the job's checkpoints as they are: they are another job manager's now")
+			st = nil
+		}
 		if st != nil {
 			retain(ctx, st.cp, st.storage, st.restored, h.err, ctx.Err() != nil, j.Logger)
 		}

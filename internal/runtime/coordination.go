@@ -172,6 +172,11 @@ func (jm *JobMaster) perform(ctx context.Context, out []coordinator.Output) erro
 			}
 			jm.store.post(storageOp{ctx: ctx, write: func(ctx context.Context) {
 				path, err := jm.storage.WriteMetadata(ctx, &md)
+				if p, ok := jm.exec.(CheckpointPublisher); ok && err == nil {
+					// Recorded before any subtask hears of it: a sink
+					// commits only a checkpoint a successor restores.
+					err = p.PublishCheckpoint(ctx, md.CheckpointID, path)
+				}
 				jm.busy.Add(1)
 				jm.written.post(func() error { return jm.perform(jm.ctx, jm.metadataWritten(&md, path, err)) })
 			}})

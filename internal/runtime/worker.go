@@ -76,6 +76,26 @@ func (a *SplitAssignment) ListErr() error {
 	return nil
 }
 
+// CheckpointPublisher is implemented by an Executor whose job manager
+// records each completed checkpoint elsewhere (high availability's
+// completed-checkpoint store) before the subtasks are notified of it, so
+// that no sink commits the transactions of a checkpoint that a successor
+// job manager would not restore. PublishCheckpoint returns once
+// checkpoint id, whose metadata is at path, is recorded; an error aborts
+// the checkpoint.
+type CheckpointPublisher interface {
+	PublishCheckpoint(ctx context.Context, id int64, path string) error
+}
+
+// RetentionGate is implemented by an Executor whose job manager may have
+// lost the job to a successor (high availability): when the job ends,
+// MayDiscard reports whether the job's checkpoints are still its own to
+// keep or discard as the retention policy says. A deposed job manager's
+// are its successor's.
+type RetentionGate interface {
+	MayDiscard(runErr error) bool
+}
+
 // Executor runs subtasks on behalf of a JobMaster: a Worker in the same
 // process, or task managers over the network. Its methods do not block on
 // the subtasks; what they report comes back through a Listener.

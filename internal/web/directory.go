@@ -149,7 +149,7 @@ func (d *Directory) overview() overviewInfo {
 // ServeHTTP implements http.Handler. /taskmanagers needs the cluster's
 // Registered task managers, /jobmanager/config WithConfig.
 func (d *Directory) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !d.opts.gate.check(w, r) || d.opts.flink.serve(w, r) {
+	if !d.opts.gate.check(w, r) || d.serveStandby(w, r) || d.opts.flink.serve(w, r) {
 		return
 	}
 	p := r.URL.Path
@@ -297,4 +297,32 @@ func (d *Directory) serveTaskManagers(w http.ResponseWriter, r *http.Request, se
 	default:
 		notFound(w, r)
 	}
+}
+
+// WithStandby makes a Directory answer, while standby reports that its
+// job manager is a standby, with the leader's REST address: a redirect
+// there (307, same path and query) with an error naming it in Flink's
+// shape, or, while no leader is known, 503 and Flink's message.
+func WithStandby(standby func() (leaderREST string, isStandby bool)) Option {
+	return func(o *options) { o.standby = standby }
+}
+
+// serveStandby answers r if the job manager is a standby.
+func (d *Directory) serveStandby(w http.ResponseWriter, r *http.Request) bool {
+	if d.opts.standby == nil {
+		return false
+	}
+	leader, standby := d.opts.standby()
+	if !standby {
+		return false
+	}
+	if leader == "" {
+		writeError(w, http.StatusServiceUnavailable, "Service temporarily unavailable due to an ongoing leader election. Please refresh.")
+		return true
+	}
+	u := *r.URL
+	u.Scheme, u.Host = "http", leader
+	w.Header().Set("Location", u.String())
+	writeError(w, http.StatusTemporaryRedirect, "this job manager is a standby; the leader's REST API is at http://"+leader)
+	return true
 }

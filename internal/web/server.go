@@ -74,6 +74,9 @@ type Job struct {
 type Option func(*options)
 
 type options struct {
+	// standby, if set, reports whether this job manager is a standby
+	// and the leader's REST address ("" if unknown).
+	standby  func() (leaderREST string, isStandby bool)
 	token    string
 	interval time.Duration
 	logger   *slog.Logger

@@ -363,6 +363,15 @@ func (c *Coordinator) Restored(now time.Time, id int64, external string) []Outpu
 	return nil
 }
 
+// SkipTo makes the next checkpoint's id at least id: a job recovered by a
+// new leading job manager starts above every id its predecessor may have
+// used, so that no two checkpoints share a directory.
+func (c *Coordinator) SkipTo(id int64) {
+	if id > c.nextID {
+		c.nextID = id
+	}
+}
+
 // Invalid records that retained checkpoint id was found damaged (a state
 // file does not verify) when the job tried to restore it: it is no longer
 // retained, nor counted among the num-retained, and its files are
