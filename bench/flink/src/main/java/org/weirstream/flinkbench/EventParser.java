@@ -26,13 +26,14 @@ final class EventParser {
     }
 
     private byte[] b;
-    private int i, end;
+    private int i, end, from;
     private final byte[] scratch = new byte[256];
 
     /** Parses b[from, to) into e, or fills e as a dead letter. */
     void parse(byte[] b, int from, int to, Event e, int partition, long offset) {
         this.b = b;
         this.i = from;
+        this.from = from;
         this.end = to;
         try {
             event(e);
@@ -65,7 +66,7 @@ final class EventParser {
         } else {
             for (;;) {
                 if (i >= end || b[i] != '"') {
-                    throw new Reject("want a field name at byte " + i);
+                    throw new Reject("want a field name at byte " + (i - from));
                 }
                 int f = fieldName();
                 ws();
@@ -91,7 +92,7 @@ final class EventParser {
                     i++;
                     break;
                 }
-                throw new Reject("want ',' or '}' at byte " + i);
+                throw new Reject("want ',' or '}' at byte " + (i - from));
             }
         }
         ws();
@@ -233,7 +234,7 @@ final class EventParser {
 
     private void expect(char c) throws Reject {
         if (i >= end || b[i] != c) {
-            throw new Reject("want '" + c + "' at byte " + i);
+            throw new Reject("want '" + c + "' at byte " + (i - from));
         }
         i++;
     }
@@ -241,7 +242,7 @@ final class EventParser {
     /** Reads a JSON string into scratch (unescaped, as UTF-8) and returns its length. */
     private int string() throws Reject {
         if (i >= end || b[i] != '"') {
-            throw new Reject("want a string at byte " + i);
+            throw new Reject("want a string at byte " + (i - from));
         }
         i++;
         int n = 0;
@@ -306,7 +307,7 @@ final class EventParser {
             i++;
         }
         if (i >= end || b[i] < '0' || b[i] > '9') {
-            throw new Reject("want an integer at byte " + start);
+            throw new Reject("want an integer at byte " + (start - from));
         }
         if (b[i] == '0' && i + 1 < end && b[i + 1] >= '0' && b[i + 1] <= '9') {
             throw new Reject("leading zero");
@@ -367,7 +368,7 @@ final class EventParser {
                         i++;
                         return;
                     }
-                    throw new Reject("want ',' at byte " + i);
+                    throw new Reject("want ',' at byte " + (i - from));
                 }
             }
             case 't':
@@ -404,7 +405,7 @@ final class EventParser {
             digits++;
         }
         if (digits == 0) {
-            throw new Reject("invalid value at byte " + start);
+            throw new Reject("invalid value at byte " + (start - from));
         }
     }
 }
