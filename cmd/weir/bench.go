@@ -56,7 +56,7 @@ synchronous part of a snapshot of --snapshot-keys keys.`,
 	keyedSumFlags(ks.Flags(), &c)
 	f := ks.Flags()
 	f.IntVar(&snapshotKeys, "snapshot-keys", 1_000_000, "keys in the snapshot measured")
-	cmd.AddCommand(ks, newBenchBackpressureCmd(), newBenchStateCmd(), newBenchNexmarkCmd())
+	cmd.AddCommand(ks, newBenchBackpressureCmd(), newBenchStateCmd(), newBenchNexmarkCmd(), newBenchGatewayMeterCmd())
 	return cmd
 }
 

@@ -1,0 +1,60 @@
+package bench
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	gm "github.com/weirstream/weir/examples/gatewaymeter"
+)
+
+// TestGatewayMeterSameCatchesADifference gives the GatewayMeter workload's
+// check the oracle's own outputs for one side and the same outputs with one
+// tenant-cost minute off by a micro-dollar for the other: it must pass the
+// first and name the second.
+func TestGatewayMeterSameCatchesADifference(t *testing.T) {
+	c := DefaultGatewayMeterBench()
+	c.Lines, c.TraceDir, c.FlinkJar = 4000, t.TempDir(), "flink.jar"
+	w, err := c.Workload(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := gm.OracleFiles(w.Input)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(want.TenantCost) == 0 {
+		t.Fatal("the oracle has no tenant-cost minute to change")
+	}
+	good, bad := filepath.Join(t.TempDir(), "good"), filepath.Join(t.TempDir(), "bad")
+	if err := gm.WriteOutputs(good, want); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Same([]string{good, good}); err != nil {
+		t.Fatalf("the oracle's outputs on both sides: %v", err)
+	}
+	want.TenantCost[len(want.TenantCost)/2].CostMicros++
+	if err := gm.WriteOutputs(bad, want); err != nil {
+		t.Fatal(err)
+	}
+	err = w.Same([]string{good, bad})
+	if err == nil || !strings.Contains(err.Error(), "flink's outputs are not the oracle's") || strings.Contains(err.Error(), "weir's") {
+		t.Fatalf("one changed minute on Flink's side: got %v", err)
+	}
+}
+
+// TestSpreadOf checks the median of odd and even counts, and the bounds.
+func TestSpreadOf(t *testing.T) {
+	for _, c := range []struct {
+		in   []float64
+		want Spread
+	}{
+		{[]float64{3, 1, 2}, Spread{2, 1, 3}},
+		{[]float64{4, 1, 3, 2}, Spread{2.5, 1, 4}},
+		{[]float64{5}, Spread{5, 5, 5}},
+	} {
+		if got := SpreadOf(c.in); got != c.want {
+			t.Errorf("SpreadOf(%v) = %+v, want %+v", c.in, got, c.want)
+		}
+	}
+}
