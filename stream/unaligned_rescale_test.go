@@ -60,42 +60,11 @@ func TestUnalignedCheckpointRescales(t *testing.T) {
 
 		// The first job, until a retained checkpoint holds records in
 		// flight into both the slow pass and the sum.
-		st, err := storage.Open(context.Background(), dir, "first")
-		if err != nil {
-			t.Fatal(err)
-		}
 		ctx, cancel := context.WithCancel(context.Background())
 		first := start(ctx, "first", 40*time.Microsecond)
-		var path string
-		deadline := time.Now().Add(2 * time.Minute)
-		for path == "" {
-			select {
-			case <-first.Done():
-				t.Fatalf("%s: the first job ended (%v) before a checkpoint held records in flight on both exchanges", name, first.Wait())
-			case <-time.After(10 * time.Millisecond):
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: no checkpoint held records in flight on both exchanges within two minutes", name)
-			}
-			md, _, err := st.Latest(context.Background())
-			if err != nil || md == nil {
-				continue
-			}
-			inflight := map[string]bool{}
-			for _, op := range md.Operators {
-				for _, s := range op.Subtasks {
-					if len(s.InputChannels) > 0 {
-						inflight[op.UID] = true
-					}
-				}
-			}
-			if inflight["slow"] && inflight["sum"] {
-				path = st.CheckpointPath(md.CheckpointID)
-			}
-		}
+		path := checkpointWithInFlight(t, name, dir, "first", first, "slow", "sum")
 		cancel()
 		<-first.Done()
-		st.Close()
 
 		ctx2, cancel2 := context.WithCancel(context.Background())
 		second := start(ctx2, "second", 0, "execution.state-recovery.path="+path, fmt.Sprintf("parallelism.default=%d", parallelism),
@@ -145,37 +114,49 @@ func TestUnalignedCheckpointWithBroadcastInFlight(t *testing.T) {
 		}
 		return c
 	}
-	st, err := storage.Open(context.Background(), dir, "first")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	first := start(ctx, "first", 40*time.Microsecond)
-	var path string
-	for deadline := time.Now().Add(2 * time.Minute); path == ""; {
-		select {
-		case <-first.Done():
-			t.Fatalf("the first job ended (%v) before a checkpoint held records in flight", first.Wait())
-		case <-time.After(10 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no checkpoint held records in flight within two minutes")
-		}
-		if md, _, err := st.Latest(context.Background()); err == nil && md != nil {
-			if op, ok := md.Operator("slow"); ok && slices.ContainsFunc(op.Subtasks, func(s checkpoint.SubtaskState) bool { return len(s.InputChannels) > 0 }) {
-				path = st.CheckpointPath(md.CheckpointID)
-			}
-		}
-	}
+	path := checkpointWithInFlight(t, "broadcast", dir, "first", first, "slow")
 	cancel()
 	<-first.Done()
 
-	err = start(context.Background(), "rescaled", 0, "execution.state-recovery.path="+path, "parallelism.default=3").Wait()
+	err := start(context.Background(), "rescaled", 0, "execution.state-recovery.path="+path, "parallelism.default=3").Wait()
 	if err == nil || !strings.Contains(err.Error(), "broadcast edge") || !strings.Contains(err.Error(), "restore it at the parallelism it was taken with") {
 		t.Fatalf("a resume at parallelism 3 with records in flight on a broadcast edge: %v, want a refusal that says why", err)
 	}
 	if err := start(context.Background(), "same", 0, "execution.state-recovery.path="+path).Wait(); err != nil {
 		t.Fatalf("a resume at the checkpoint's parallelism: %v", err)
+	}
+}
+
+// checkpointWithInFlight waits until job jobID, running as client c with
+// checkpoints in dir, has retained a checkpoint that holds records in
+// flight into every one of the operators uids, and returns its path.
+func checkpointWithInFlight(t *testing.T, name, dir, jobID string, c *stream.JobClient, uids ...string) string {
+	t.Helper()
+	st, err := storage.Open(context.Background(), dir, jobID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for deadline := time.Now().Add(2 * time.Minute); ; {
+		select {
+		case <-c.Done():
+			t.Fatalf("%s: the job ended (%v) before a checkpoint held records in flight into %v", name, c.Wait(), uids)
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: no checkpoint held records in flight into %v within two minutes", name, uids)
+		}
+		md, _, err := st.Latest(context.Background())
+		if err != nil || md == nil {
+			continue
+		}
+		if !slices.ContainsFunc(uids, func(uid string) bool {
+			op, ok := md.Operator(uid)
+			return !ok || !slices.ContainsFunc(op.Subtasks, func(s checkpoint.SubtaskState) bool { return len(s.InputChannels) > 0 })
+		}) {
+			return st.CheckpointPath(md.CheckpointID)
+		}
 	}
 }

@@ -344,19 +344,7 @@ func waitJob(t *testing.T, c *cluster.Client, jobID string) cluster.JobStatus {
 // managers (so most channels cross processes' sockets) with checkpoints,
 // and checks the output is exactly the oracle.
 func TestClusterRunsAJobAcrossTaskManagers(t *testing.T) {
-	ev := newEvents()
-	sj := &sumJobs{sink: streamtest.NewCollector[keyedSum](true),
-		cfg: []string{"parallelism.default=4", "execution.checkpointing.interval=50 ms"}}
-	jobs := sj.jobs(ev.Record)
-	_, addr := startJobManager(t, jobs)
-	for i := range 3 {
-		startTaskManager(t, fmt.Sprintf("tm-%d", i), addr, 2, jobs)
-	}
-	c, err := cluster.Dial(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	sj, _, c := startSumCluster(t, 3)
 	args, _ := json.Marshal(sumArgs{Rate: 20_000})
 	id, err := c.Submit(context.Background(), cluster.Submission{JobID: "job-a", Job: "sum", Args: args})
 	if err != nil {
@@ -370,6 +358,26 @@ func TestClusterRunsAJobAcrossTaskManagers(t *testing.T) {
 		t.Fatal("no checkpoint completed")
 	}
 	check(t, sj.sink.Results())
+}
+
+// startSumCluster starts a job manager and taskManagers task managers of
+// two slots for the keyed sum at parallelism 4, checkpointing every 50 ms,
+// and returns the jobs and a client of the job manager.
+func startSumCluster(t *testing.T, taskManagers int) (*sumJobs, *envJobs, *cluster.Client) {
+	t.Helper()
+	sj := &sumJobs{sink: streamtest.NewCollector[keyedSum](true),
+		cfg: []string{"parallelism.default=4", "execution.checkpointing.interval=50 ms"}}
+	jobs := sj.jobs(newEvents().Record)
+	_, addr := startJobManager(t, jobs)
+	for i := range taskManagers {
+		startTaskManager(t, fmt.Sprintf("tm-%d", i), addr, 2, jobs)
+	}
+	c, err := cluster.Dial(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return sj, jobs, c
 }
 
 // TestClusterRecoversFromALostTaskManager stops a task manager after the

@@ -3,13 +3,11 @@ package cluster_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"testing"
 	"time"
 
 	"github.com/weirstream/weir/internal/cluster"
 	"github.com/weirstream/weir/internal/runtime"
-	"github.com/weirstream/weir/streamtest"
 )
 
 // TestClusterCountsNetworkBytes runs the keyed sum at parallelism 4 on two
@@ -18,19 +16,7 @@ import (
 // the network. Every subtask reports the bytes of its channels to other
 // processes, and whether those are all of its channels.
 func TestClusterCountsNetworkBytes(t *testing.T) {
-	ev := newEvents()
-	sj := &sumJobs{sink: streamtest.NewCollector[keyedSum](true),
-		cfg: []string{"parallelism.default=4", "execution.checkpointing.interval=50 ms"}}
-	jobs := sj.jobs(ev.Record)
-	_, addr := startJobManager(t, jobs)
-	for i := range 2 {
-		startTaskManager(t, fmt.Sprintf("tm-%d", i), addr, 2, jobs)
-	}
-	c, err := cluster.Dial(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	sj, jobs, c := startSumCluster(t, 2)
 	waitTaskManagers(t, c, 2)
 	args, _ := json.Marshal(sumArgs{Rate: 5_000})
 	id, err := c.Submit(context.Background(), cluster.Submission{JobID: "job-bytes", Job: "sum", Args: args})
