@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/weirstream/weir/connector/datagen"
+	"github.com/weirstream/weir/internal/checkpoint/storage"
 	"github.com/weirstream/weir/stream"
 	"github.com/weirstream/weir/streamtest"
 )
@@ -34,7 +36,9 @@ type stateReads struct {
 }
 
 func (r *stateReads) inject(ctx context.Context, site stream.FaultSite) error {
-	if site.Point == stream.FaultStorageRead && !strings.HasSuffix(site.Path, "_metadata") {
+	// Checkpoints' _metadata and the job's _latest (the newest
+	// checkpoint's id) are read from checkpoint storage: not state.
+	if site.Point == stream.FaultStorageRead && path.Base(site.Path) != storage.MetadataFile && path.Base(site.Path) != storage.LatestFile {
 		r.mu.Lock()
 		r.keys = append(r.keys, site.Path)
 		r.mu.Unlock()
