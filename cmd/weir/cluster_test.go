@@ -189,9 +189,15 @@ func (c *testCluster) addTaskManager(t *testing.T) *proc {
 
 func (c *testCluster) waitTaskManagers(t *testing.T, n int) {
 	t.Helper()
+	waitForTaskManagers(t, n, func() (cluster.Overview, error) { return c.client.List(context.Background()) })
+}
+
+// waitForTaskManagers waits up to 60 s until list reports n task managers.
+func waitForTaskManagers(t *testing.T, n int, list func() (cluster.Overview, error)) {
+	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		ov, err := c.client.List(context.Background())
+		ov, err := list()
 		if err == nil && len(ov.TaskManagers) == n {
 			return
 		}

@@ -149,17 +149,7 @@ func (c *haCluster) list(t *testing.T) (cluster.Overview, error) {
 
 func (c *haCluster) waitTaskManagers(t *testing.T, n int) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		ov, err := c.list(t)
-		if err == nil && len(ov.TaskManagers) == n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d task managers registered within 60 s, want %d (%v)", len(ov.TaskManagers), n, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitForTaskManagers(t, n, func() (cluster.Overview, error) { return c.list(t) })
 }
 
 // haJob is GatewayMeter submitted to the cluster.
