@@ -42,6 +42,13 @@ type ReaderInfo struct {
 }
 
 // StartDefault as a SplitStart offset means "no checkpointed position".
+//
+// A reader that resolves StartDefault to a position that moves (the end of
+// a partition, a consumer group's committed offset) records the position
+// it resolved in the split's state (SplitStateReader), and starts there
+// when that state comes back: a checkpoint taken before the split's first
+// record was read must restore to the same position, or the records read
+// after it and rolled back would not be read again.
 const StartDefault int64 = -1
 
 // SplitStart is a split, the offset of the first record to read, and the
@@ -53,6 +60,12 @@ type SplitStart struct {
 	// in the checkpoint the reader restores from, with Offset. It is nil
 	// on a fresh start, and for readers that keep no split state.
 	State []byte
+	// Late is set on a split the source's first listing did not have (a
+	// partition added to a topic after the job started): with Offset
+	// StartDefault and no State, the reader starts it at its beginning,
+	// whatever the source's configured starting position, since every
+	// record in it was written after the job chose where to start.
+	Late bool
 }
 
 // Reader reads records from its splits. Fetch is called from one goroutine
@@ -135,7 +148,8 @@ type SplitStateReader interface {
 // SplitDiscoverer is implemented by sources whose splits can grow while a
 // job runs (partitions added to a Kafka topic): the job lists the splits
 // again every SplitDiscoveryInterval (0: never), and hands the new ones
-// to running subtasks, which read them from StartDefault. A split
+// to running subtasks, which read them from StartDefault, as late splits
+// (SplitStart.Late). A split
 // discovered after checkpoint n and read by a subtask that then restores
 // from n is read again from StartDefault, by the same subtask, once.
 type SplitDiscoverer interface {

@@ -15,8 +15,13 @@
 // the offset after its last record, the engine stores it in every
 // checkpoint, and a restore seeks each partition exactly there. A
 // partition without a checkpointed offset starts where StartingOffsets
-// says (Earliest by default, Latest, Committed or Timestamp). Record
-// timestamps become the fetch's timestamps (Unix milliseconds).
+// says (Earliest by default, Latest, Committed or Timestamp), resolved
+// once, when a reader first opens it: the resolved offset is part of every
+// checkpoint until the partition's first record is read, so a restore from
+// a checkpoint taken before that starts at the same offset and reads again
+// what the failed run read after it (not the partition's end at the time
+// of the restore). Record timestamps become the fetch's timestamps (Unix
+// milliseconds).
 //
 // Transaction markers (control records) are never returned, but a Fetch
 // moves Next past them, so a restore does not read them again and a
@@ -42,11 +47,12 @@
 // consuming it without a restart. A partition keeps its subtask: a
 // subtask that restarts, alone or with its failover region, gets back the
 // partitions it had, and the assignment is part of every checkpoint, so
-// no partition is read by two subtasks or by none. A new partition starts
-// where StartingOffsets says; a restore from a checkpoint taken before it
-// was assigned starts it there again. With Latest, records written to it
-// before it is discovered are skipped, so topics that grow want Earliest
-// or Committed(Earliest()).
+// no partition is read by two subtasks or by none. A partition the job's
+// first listing did not have (added while the job ran, or while it was
+// down before it resumed from a checkpoint) starts at its beginning,
+// whatever StartingOffsets says, as in Flink's KafkaSource: every record
+// in it was written after the job chose where to start, and none is
+// skipped because discovery came later than the records.
 //
 // A missing topic, or brokers that refuse connections or do not answer
 // within RequestTimeout, fail the source's start with an error that names

@@ -58,8 +58,10 @@ func GroupID(id string) SourceOption {
 	return sourceOptionFunc(func(c *sourceConfig) { c.group = id })
 }
 
-// StartingOffsets sets where a partition without a checkpointed offset
-// starts (Flink's setStartingOffsets). Default Earliest().
+// StartingOffsets sets where a partition of the job's first listing
+// without a checkpointed offset starts (Flink's setStartingOffsets);
+// partitions discovered later start at their beginning. Default
+// Earliest().
 func StartingOffsets(o Offsets) SourceOption {
 	return sourceOptionFunc(func(c *sourceConfig) { c.start = o })
 }
@@ -91,8 +93,8 @@ func MaxPollRecords(n int) SourceOption {
 // PartitionDiscoveryInterval sets how often a running job lists the
 // topics' partitions again, to read those added since (Flink's
 // partition.discovery.interval.ms). A new partition goes to the source
-// subtask with the fewest, which reads it from where StartingOffsets
-// says, without a restart. Default DefaultPartitionDiscoveryInterval (5
+// subtask with the fewest, which reads it from its beginning, without a
+// restart. Default DefaultPartitionDiscoveryInterval (5
 // minutes); 0 or less disables discovery, and a Bounded source never
 // discovers (as in Flink): its partitions are those of its first listing.
 // A running reader consumes an added partition from its next fetch
@@ -434,7 +436,7 @@ func (r *reader[T]) AddSplits(ctx context.Context, splits []connector.SplitStart
 func (r *reader[T]) prepare(ctx context.Context, cl *client, splits []connector.SplitStart) (map[string]map[int32]kgo.Offset, error) {
 	s := r.src
 	parts := make(map[topicPartition]*partState, len(splits))
-	var all, unset, unstopped []topicPartition
+	var all, unset, late, unstopped []topicPartition
 	for _, sp := range splits {
 		tp, err := parseSplit(sp.Split)
 		if err != nil {
@@ -446,25 +448,34 @@ func (r *reader[T]) prepare(ctx context.Context, cl *client, splits []connector.
 		if _, dup := parts[tp]; dup || r.has(tp) {
 			return nil, fmt.Errorf("kafka: split %q given twice", sp.Split)
 		}
+		var ss splitState
+		if sp.State != nil {
+			if err := json.Unmarshal(sp.State, &ss); err != nil {
+				return nil, fmt.Errorf("kafka: split %q: decoding its checkpointed state: %w", sp.Split, err)
+			}
+			if ss.End != nil && *ss.End < 0 || ss.Start != nil && *ss.Start < 0 {
+				return nil, fmt.Errorf("kafka: split %q has invalid checkpointed state %s", sp.Split, sp.State)
+			}
+		}
+		st := &partState{split: sp.Split, next: sp.Offset, stop: -1, start: -1}
+		if ss.Start != nil {
+			st.start = *ss.Start // kept in the state, whatever the offset
+		}
 		switch {
+		case sp.Offset == connector.StartDefault && ss.Start != nil:
+			st.next = *ss.Start
+		case sp.Offset == connector.StartDefault && sp.Late:
+			late = append(late, tp)
 		case sp.Offset == connector.StartDefault:
 			unset = append(unset, tp)
 		case sp.Offset < 0:
 			return nil, fmt.Errorf("kafka: split %q has invalid offset %d", sp.Split, sp.Offset)
 		}
-		st := &partState{split: sp.Split, next: sp.Offset, stop: -1}
 		if s.cfg.bounded {
-			if sp.State == nil {
+			if ss.End == nil {
 				unstopped = append(unstopped, tp)
 			} else {
-				var ss splitState
-				if err := json.Unmarshal(sp.State, &ss); err != nil {
-					return nil, fmt.Errorf("kafka: split %q: decoding its checkpointed state: %w", sp.Split, err)
-				}
-				if ss.End < 0 {
-					return nil, fmt.Errorf("kafka: split %q has invalid checkpointed end offset %d", sp.Split, ss.End)
-				}
-				st.stop = ss.End
+				st.stop = *ss.End
 			}
 		}
 		parts[tp] = st
@@ -476,7 +487,16 @@ func (r *reader[T]) prepare(ctx context.Context, cl *client, splits []connector.
 			return nil, err
 		}
 		for tp, off := range starts {
-			parts[tp].next = off
+			parts[tp].next, parts[tp].start = off, off
+		}
+	}
+	if len(late) > 0 {
+		starts, err := listOffsets(ctx, cl, Earliest(), s.cfg.readCommitted, late)
+		if err != nil {
+			return nil, err
+		}
+		for tp, off := range starts {
+			parts[tp].next, parts[tp].start = off, off
 		}
 	}
 	if len(unstopped) > 0 {
@@ -550,13 +570,21 @@ func (s *Source[T]) startOffsets(ctx context.Context, cl *client, parts []topicP
 	return out, nil
 }
 
-// splitState is what a bounded reader keeps per split in the engine's
-// checkpoints, besides the offset (connector.SplitStateReader): the end
-// offset fixed when the job first listed the partition. A restore — in a
-// new process, or a job resumed from the checkpoint — stops there, not at
-// the partition's end at the time of the restore.
+// splitState is what a reader keeps per split in the engine's
+// checkpoints, besides the offset (connector.SplitStateReader). Start is
+// the offset the reader resolved for a split without a checkpointed one
+// (StartingOffsets, or the beginning of a late split): a restore from a
+// checkpoint taken before the split's first record starts there again,
+// not at the partition's end or committed offset of the time of the
+// restore, so that what it read after the checkpoint is read again. End,
+// for a bounded reader, is the end offset fixed when the job first listed
+// the partition: a restore — in a new process, or a job resumed from the
+// checkpoint — stops there, not at the partition's end at the time of the
+// restore. Either is nil when unknown (a state written before Start was
+// recorded, or by an unbounded reader).
 type splitState struct {
-	End int64 `json:"end"`
+	End   *int64 `json:"end,omitempty"`
+	Start *int64 `json:"start,omitempty"`
 }
 
 // partState is a reader's position in one partition.
@@ -564,6 +592,7 @@ type partState struct {
 	split string
 	next  int64 // offset of the next record to return
 	stop  int64 // bounded: the offset to stop at; -1: unbounded
+	start int64 // where the reader started a split without an offset; -1: it had one
 	ended bool
 }
 
@@ -683,17 +712,25 @@ func (r *reader[T]) add(p kgo.FetchTopicPartition) error {
 	return nil
 }
 
-// SplitStates implements connector.SplitStateReader: a bounded reader's
-// end offsets. An unbounded reader has none.
+// SplitStates implements connector.SplitStateReader: where the reader
+// started each split that had no checkpointed offset, and a bounded
+// reader's end offsets (see splitState).
 func (r *reader[T]) SplitStates() map[string][]byte {
-	if !r.src.cfg.bounded {
-		return nil
-	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	m := make(map[string][]byte, len(r.parts))
 	for _, st := range r.parts {
-		b, _ := json.Marshal(splitState{End: st.stop}) // cannot fail
+		var ss splitState
+		if r.src.cfg.bounded {
+			ss.End = &st.stop
+		}
+		if st.start >= 0 {
+			ss.Start = &st.start
+		}
+		if ss.End == nil && ss.Start == nil {
+			continue
+		}
+		b, _ := json.Marshal(ss) // cannot fail
 		m[st.split] = b
 	}
 	return m

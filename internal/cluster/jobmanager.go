@@ -930,16 +930,17 @@ func (x *clusterExecutor) NotifyAbort(ref runtime.TaskRef, id int64, reason stri
 
 // AssignSplits implements runtime.Executor. The splits of a subtask whose
 // deployment waits for a slot join its deployment.
-func (x *clusterExecutor) AssignSplits(ref runtime.TaskRef, splits []string) {
+func (x *clusterExecutor) AssignSplits(ref runtime.TaskRef, splits, late []string) {
 	x.m.mu.Lock()
 	defer x.m.mu.Unlock()
 	if tm := x.m.tms[x.where[ref]]; tm != nil {
-		tm.send(&jmMessage{Assign: &assignMsg{taskMsg: x.taskMsg(ref), Splits: splits}})
+		tm.send(&jmMessage{Assign: &assignMsg{taskMsg: x.taskMsg(ref), Splits: splits, Late: late}})
 		return
 	}
 	for _, d := range x.pending {
 		if a := d.Splits[ref.ID]; a != nil && d.Attempt == ref.Attempt && slices.Contains(d.Tasks, ref.ID) {
 			a.Splits = append(a.Splits, splits...)
+			a.Late = append(a.Late, late...)
 			return
 		}
 	}

@@ -274,6 +274,7 @@ type notifyMsg struct {
 type assignMsg struct {
 	taskMsg
 	Splits []string `json:"splits"`
+	Late   []string `json:"late,omitempty"`
 }
 
 // releaseMsg: the job ended; the task manager drops what it holds for it.

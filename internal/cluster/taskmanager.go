@@ -270,7 +270,7 @@ func (s *tmSession) handle(m *jmMessage) {
 		}
 	case m.Assign != nil:
 		if w := s.worker(m.Assign.JobID); w != nil {
-			w.AssignSplits(m.Assign.Ref, m.Assign.Splits)
+			w.AssignSplits(m.Assign.Ref, m.Assign.Splits, m.Assign.Late)
 		}
 	case m.Release != nil:
 		s.mu.Lock()

@@ -42,6 +42,10 @@ type splitState struct {
 	// any): its watermark state, so that a restored split's watermark goes
 	// on from where it was instead of starting again from the minimum.
 	MaxTs *int64
+	// late: the source's first listing did not have the split (see
+	// connector.SplitStart.Late). Not checkpointed: once a reader opened
+	// the split, its state says where it started.
+	late bool
 }
 
 // Source is the head of a source vertex: it reads its splits through a
@@ -76,6 +80,9 @@ type Source[T any] struct {
 	done    chan struct{}
 }
 
+// A source takes the splits the job master discovers while it runs.
+var _ runtime.SplitReceiver = (*Source[struct{}])(nil)
+
 // NewSource returns the source operator for src.
 func NewSource[T any](src connector.Source[T], wm Watermarks[T], out runtime.Output[T]) *Source[T] {
 	return &Source[T]{src: src, wm: wm, out: out, emitted: runtime.MinWatermark}
@@ -101,7 +108,7 @@ func (s *Source[T]) publish() {
 
 func (s *Source[T]) Open(ctx *runtime.OperatorContext) error {
 	s.ctx = ctx
-	ids, err := s.assigned(ctx)
+	ids, late, err := s.assigned(ctx)
 	if err != nil {
 		return err
 	}
@@ -115,7 +122,7 @@ func (s *Source[T]) Open(ctx *runtime.OperatorContext) error {
 	s.pending = make(map[int64]map[string]int64)
 	var starts []connector.SplitStart
 	for _, id := range ids {
-		if st, ok := s.addSplit(id); ok {
+		if st, ok := s.addSplit(id, slices.Contains(late, id)); ok {
 			starts = append(starts, st)
 		}
 	}
@@ -149,16 +156,16 @@ func (s *Source[T]) Open(ctx *runtime.OperatorContext) error {
 // assigned returns the splits the subtask reads: those the job master
 // assigned it, or, for a vertex whose splits the job master does not
 // list, every Parallelism-th split of its own listing.
-func (s *Source[T]) assigned(ctx *runtime.OperatorContext) ([]string, error) {
+func (s *Source[T]) assigned(ctx *runtime.OperatorContext) (ids, late []string, err error) {
 	if a := ctx.Splits; a != nil {
 		if err := a.ListErr(); err != nil {
-			return nil, fmt.Errorf("listing splits: %w", err)
+			return nil, nil, fmt.Errorf("listing splits: %w", err)
 		}
-		return a.Splits, nil
+		return a.Splits, a.Late, nil
 	}
 	all, err := s.src.Splits(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("listing splits: %w", err)
+		return nil, nil, fmt.Errorf("listing splits: %w", err)
 	}
 	var mine []string
 	for i, id := range all {
@@ -166,18 +173,18 @@ func (s *Source[T]) assigned(ctx *runtime.OperatorContext) ([]string, error) {
 			mine = append(mine, id)
 		}
 	}
-	return mine, nil
+	return mine, nil, nil
 }
 
 // addSplit makes split id one of the subtask's, at its position in the
 // restored checkpoint if it has one. It returns where the reader starts
 // the split, and false if the split has ended or was the subtask's
 // already.
-func (s *Source[T]) addSplit(id string) (connector.SplitStart, bool) {
+func (s *Source[T]) addSplit(id string, late bool) (connector.SplitStart, bool) {
 	if _, ok := s.splits[id]; ok {
 		return connector.SplitStart{}, false
 	}
-	st := splitState{Offset: connector.StartDefault}
+	st := splitState{Offset: connector.StartDefault, late: late}
 	if r, ok := s.restored[id]; ok {
 		st = r
 	}
@@ -190,7 +197,14 @@ func (s *Source[T]) addSplit(id string) (connector.SplitStart, bool) {
 	if st.Ended {
 		return connector.SplitStart{}, false
 	}
-	return connector.SplitStart{Split: id, Offset: st.Offset, State: st.State}, true
+	return st.start(id), true
+}
+
+// start returns where a reader starts the split: at its offset with its
+// state, as a late split if it has neither.
+func (st *splitState) start(id string) connector.SplitStart {
+	return connector.SplitStart{Split: id, Offset: st.Offset, State: st.State,
+		Late: st.late && st.Offset == connector.StartDefault && st.State == nil}
 }
 
 // openReader opens a reader of starts and starts fetching.
@@ -232,14 +246,15 @@ func (s *Source[T]) takeSplitStates(only map[string]bool) error {
 
 // AddSplits implements runtime.SplitReceiver: the job master assigned the
 // subtask splits it discovered after the subtask opened. Each starts where
-// the restored checkpoint has it, or at StartDefault. A reader that is a
+// the restored checkpoint has it, or at StartDefault (late if it is one of
+// late). A reader that is a
 // connector.SplitAdder takes them as it reads; any other is replaced by
 // one that reads every split from its current offset.
-func (s *Source[T]) AddSplits(ids []string) error {
+func (s *Source[T]) AddSplits(ids, late []string) error {
 	var starts []connector.SplitStart
 	added := make(map[string]bool, len(ids))
 	for _, id := range ids {
-		if st, ok := s.addSplit(id); ok {
+		if st, ok := s.addSplit(id, slices.Contains(late, id)); ok {
 			starts = append(starts, st)
 			added[id] = true
 		}
@@ -276,7 +291,7 @@ func (s *Source[T]) reopen() error {
 	var starts []connector.SplitStart
 	for _, id := range s.SplitIDs() {
 		if st := s.splits[id]; !st.Ended {
-			starts = append(starts, connector.SplitStart{Split: id, Offset: st.Offset, State: st.State})
+			starts = append(starts, st.start(id))
 		}
 	}
 	return s.openReader(starts)

@@ -27,6 +27,14 @@ import (
 // exactly the splits the assignment of n gives it. A job that starts from
 // a checkpoint at the parallelism it was taken with keeps its assignment
 // (Restore); at another parallelism the first listing is assigned anew.
+//
+// A split is late if the source's first listing did not have it: it was
+// discovered by a later listing, or by the first listing of a job that
+// restored an assignment without it (a partition added to a topic while
+// the job was down). A reader starts a late split at its beginning,
+// whatever the source's starting position says (Flink's KafkaSource does
+// the same): its records were written after the job chose where to
+// start, so they are all the job's to read.
 type SplitEnumerator struct {
 	parallelism int
 	splits      []enumeratedSplit // in discovery order
@@ -46,13 +54,16 @@ type enumeratedSplit struct {
 	// first is the first checkpoint whose assignment holds the split: the
 	// split is in every checkpoint from first on (0: none yet).
 	first int64
+	// late: the source's first listing did not have the split.
+	late bool
 }
 
 // SplitsAssigned is an enumerator's output: Splits, in discovery order,
-// go to Subtask.
+// go to Subtask; Late are those of them that are late.
 type SplitsAssigned struct {
 	Subtask int
 	Splits  []string
+	Late    []string
 }
 
 // NewSplitEnumerator returns the enumerator of a source vertex of the
@@ -90,7 +101,7 @@ func (e *SplitEnumerator) Discovered(ids []string) []SplitsAssigned {
 		if e.restoredPar == e.parallelism {
 			for _, a := range e.restored {
 				if listed[a.Split] && a.Subtask >= 0 && a.Subtask < e.parallelism {
-					e.add(a.Split, a.Subtask, e.restoredID)
+					e.add(a.Split, a.Subtask, e.restoredID, false)
 				}
 			}
 		}
@@ -102,25 +113,27 @@ func (e *SplitEnumerator) Discovered(ids []string) []SplitsAssigned {
 			if inRestored[id] {
 				first = e.restoredID
 			}
-			e.add(id, e.next(), first)
+			// A restored assignment is the first listing of the job
+			// the checkpoint was taken in: what it lacks came later.
+			e.add(id, e.next(), first, len(e.restored) > 0 && !inRestored[id])
 		}
 		e.restored = nil
 	} else {
 		for _, id := range ids {
 			if _, ok := e.index[id]; !ok {
-				e.add(id, e.next(), 0)
+				e.add(id, e.next(), 0, true)
 			}
 		}
 	}
 	return e.group(e.splits[start:])
 }
 
-func (e *SplitEnumerator) add(id string, subtask int, first int64) {
+func (e *SplitEnumerator) add(id string, subtask int, first int64, late bool) {
 	if _, ok := e.index[id]; ok {
 		return
 	}
 	e.index[id] = len(e.splits)
-	e.splits = append(e.splits, enumeratedSplit{id: id, subtask: subtask, first: first})
+	e.splits = append(e.splits, enumeratedSplit{id: id, subtask: subtask, first: first, late: late})
 	e.count[subtask]++
 }
 
@@ -138,14 +151,30 @@ func (e *SplitEnumerator) next() int {
 
 // group returns splits by subtask, subtasks in order.
 func (e *SplitEnumerator) group(splits []enumeratedSplit) []SplitsAssigned {
-	by := make([][]string, e.parallelism)
+	by := make([]SplitsAssigned, e.parallelism)
 	for _, s := range splits {
-		by[s.subtask] = append(by[s.subtask], s.id)
+		a := &by[s.subtask]
+		a.Splits = append(a.Splits, s.id)
+		if s.late {
+			a.Late = append(a.Late, s.id)
+		}
 	}
 	var out []SplitsAssigned
-	for k, ids := range by {
-		if len(ids) > 0 {
-			out = append(out, SplitsAssigned{Subtask: k, Splits: ids})
+	for k, a := range by {
+		if len(a.Splits) > 0 {
+			a.Subtask = k
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// Late returns the splits of subtask k that are late, in discovery order.
+func (e *SplitEnumerator) Late(k int) []string {
+	var out []string
+	for _, s := range e.splits {
+		if s.subtask == k && s.late {
+			out = append(out, s.id)
 		}
 	}
 	return out

@@ -20,7 +20,7 @@ import (
 //	checkpoint id=                 checkpoint id is triggered
 //	state id=                      the assignment checkpoint id records
 //	restart subtask= [from=]       the subtask is redeployed from checkpoint from
-//	owned                          every subtask's splits
+//	owned                          every subtask's splits, and which are late
 //
 // After every command the harness checks that each discovered split is
 // owned by exactly one subtask.
@@ -109,7 +109,11 @@ func run(t *testing.T, d *datadriven.TestData, e **SplitEnumerator, par *int, se
 	case "owned":
 		var lines []string
 		for k := range *par {
-			lines = append(lines, fmt.Sprintf("subtask %d: [%s]", k, strings.Join((*e).Owned(k), " ")))
+			line := fmt.Sprintf("subtask %d: [%s]", k, strings.Join((*e).Owned(k), " "))
+			if late := (*e).Late(k); len(late) > 0 {
+				line += fmt.Sprintf(", late [%s]", strings.Join(late, " "))
+			}
+			lines = append(lines, line)
 		}
 		return strings.Join(lines, "\n")
 	}
@@ -124,6 +128,9 @@ func formatAssigned(as []SplitsAssigned) string {
 	lines := make([]string, len(as))
 	for i, a := range as {
 		lines[i] = fmt.Sprintf("assign [%s] to subtask %d", strings.Join(a.Splits, " "), a.Subtask)
+		if len(a.Late) > 0 {
+			lines[i] += fmt.Sprintf(", late [%s]", strings.Join(a.Late, " "))
+		}
 	}
 	return strings.Join(lines, "\n")
 }

@@ -193,8 +193,12 @@ func (e *fakeExecutor) NotifyComplete(ref TaskRef, id int64) {
 func (e *fakeExecutor) NotifyAbort(ref TaskRef, id int64, reason string) {
 	e.call(ref, fmt.Sprintf("notify-abort %d to", id), ": "+reason)
 }
-func (e *fakeExecutor) AssignSplits(ref TaskRef, splits []string) {
-	e.call(ref, fmt.Sprintf("assign %v to", splits), "")
+func (e *fakeExecutor) AssignSplits(ref TaskRef, splits, late []string) {
+	what := fmt.Sprintf("assign %v", splits)
+	if len(late) > 0 {
+		what += fmt.Sprintf(" (late %v)", late)
+	}
+	e.call(ref, what+" to", "")
 }
 func (e *fakeExecutor) SubtaskMetrics() []SubtaskMetrics                        { return nil }
 func (e *fakeExecutor) SourcePositions() map[checkpoint.TaskID]map[string]int64 { return nil }

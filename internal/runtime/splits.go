@@ -77,7 +77,7 @@ func (jm *JobMaster) assignSplits(ctx context.Context, d *Deployment) {
 			}
 			restored, fresh := s.enum.Restart(id.Subtask, from)
 			jm.log.Info("source subtask splits", "task", id.String(), "checkpoint", from, "restored", restored, "from_start", fresh)
-			d.Splits[id] = &SplitAssignment{Splits: s.enum.Owned(id.Subtask)}
+			d.Splits[id] = &SplitAssignment{Splits: s.enum.Owned(id.Subtask), Late: s.enum.Late(id.Subtask)}
 		}
 	}
 }
@@ -112,7 +112,7 @@ func (jm *JobMaster) splitsListed(s *sourceSplits, ids []string, deploying map[c
 		case jm.finished[id]:
 			jm.log.Warn("splits assigned to a finished source subtask are read when it restarts", "task", id.String(), "splits", a.Splits)
 		default:
-			jm.exec.AssignSplits(r.ref, a.Splits)
+			jm.exec.AssignSplits(r.ref, a.Splits, a.Late)
 		}
 	}
 	jm.scheduleDiscovery(s)

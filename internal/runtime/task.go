@@ -1089,12 +1089,14 @@ func (t *Task) runSource(src SourceDriver) error {
 // SplitReceiver is implemented by source drivers that take splits the
 // job master assigns them while they run.
 type SplitReceiver interface {
-	AddSplits(splits []string) error
+	// AddSplits takes splits, late those of them the source's first
+	// listing did not have (see SplitAssignment.Late).
+	AddSplits(splits, late []string) error
 }
 
 // assignSplits is the job master's assignment of splits discovered since
 // the subtask was deployed, as a mail.
-func (t *Task) assignSplits(splits []string) error {
+func (t *Task) assignSplits(splits, late []string) error {
 	r, ok := t.chain.Source.(SplitReceiver)
 	switch {
 	case !ok:
@@ -1103,7 +1105,7 @@ func (t *Task) assignSplits(splits []string) error {
 		// Its reader is gone: fail, and the redeploy reads the splits.
 		return fmt.Errorf("%s was assigned the splits %v after its input ended", t.id, splits)
 	}
-	if err := r.AddSplits(splits); err != nil {
+	if err := r.AddSplits(splits, late); err != nil {
 		return fmt.Errorf("adding splits %v: %w", splits, err)
 	}
 	return nil

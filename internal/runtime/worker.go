@@ -56,6 +56,10 @@ type Deployment struct {
 // deploys it: the splits it reads, or why they could not be listed.
 type SplitAssignment struct {
 	Splits []string `json:"splits"`
+	// Late are the splits of Splits the source's first listing did not
+	// have (see SplitEnumerator): the reader starts those without a
+	// checkpointed position at their beginning.
+	Late []string `json:"late,omitempty"`
 	// Err, if not empty, is why the job master could not list the
 	// source's splits: the subtask fails with it when it opens, and the
 	// restart strategy decides what happens next.
@@ -111,10 +115,11 @@ type Executor interface {
 	NotifyComplete(ref TaskRef, checkpointID int64)
 	NotifyAbort(ref TaskRef, checkpointID int64, reason string)
 	// AssignSplits gives a running source subtask more splits to read:
-	// splits the job master discovered after it deployed the subtask.
+	// splits the job master discovered after it deployed the subtask,
+	// late those of them the source's first listing did not have.
 	// Messages to one subtask keep their order: a split assigned before
 	// a checkpoint's trigger reaches the subtask before the trigger.
-	AssignSplits(ref TaskRef, splits []string)
+	AssignSplits(ref TaskRef, splits, late []string)
 	// SubtaskMetrics returns the counters of the latest deployment of
 	// every subtask it runs.
 	SubtaskMetrics() []SubtaskMetrics
@@ -583,8 +588,8 @@ func (w *Worker) NotifyAbort(ref TaskRef, id int64, reason string) {
 }
 
 // AssignSplits implements Executor.
-func (w *Worker) AssignSplits(ref TaskRef, splits []string) {
-	w.post(ref, func(t *Task) error { return t.assignSplits(splits) })
+func (w *Worker) AssignSplits(ref TaskRef, splits, late []string) {
+	w.post(ref, func(t *Task) error { return t.assignSplits(splits, late) })
 }
 
 func (w *Worker) latestTasks() []*Task {
