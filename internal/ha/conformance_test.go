@@ -255,4 +255,3 @@ func TestLargeJobGoesToStorageDir(t *testing.T) {
 		}
 	})
 }
-
