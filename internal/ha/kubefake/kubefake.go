@@ -18,13 +18,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 )
 
-// New returns a fake clientset that enforces resourceVersions.
-func New() kubernetes.Interface {
+// New returns a fake clientset that enforces resourceVersions; its
+// Actions are the calls made, as with client-go's.
+func New() *fake.Clientset {
 	cs := fake.NewClientset()
 	tracker := cs.Tracker()
 	var mu sync.Mutex
