@@ -365,9 +365,15 @@ func (k *Kubernetes) WatchLeader(ctx context.Context) <-chan LeaderInfo {
 				if err != nil {
 					break
 				}
-				if _, open := <-w.ResultChan(); !open {
-					break
+				// A fake API's watch outlives ctx: wait for either.
+				select {
+				case _, open := <-w.ResultChan():
+					if open {
+						continue
+					}
+				case <-ctx.Done():
 				}
+				break
 			}
 			w.Stop()
 			sleep(ctx, 500*time.Millisecond)
