@@ -60,7 +60,6 @@ func TestEveryOptionIsReadOrRefused(t *testing.T) {
 		config.KeyCheckpointingCreateSubdir: {"false"},
 		config.KeyAutoWatermarkInterval:     {"1 s", "0"},
 		config.KeyBufferTimeout:             {"5 ms", "0", "-1"},
-		config.KeyRESTAddress:               {"10.0.0.1"},
 		config.KeySSLInternalEnabled:        {"true"},
 		config.KeySSLRESTEnabled:            {"true"},
 		config.KeyRocksDBWriteBufferRatio:   {"0.5", "0.25"},

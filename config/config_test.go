@@ -83,13 +83,19 @@ func TestDefaults(t *testing.T) {
 		KeyCheckpointHistory:      "10",
 		KeyClusterAuthToken:       "",
 
-		KeySSLInternalEnabled: "false",
-		KeySSLRESTEnabled:     "false",
-		KeyHAType:             "none",
-		KeyHAEtcdEndpoints:    "",
-		KeyHAStorageDir:       "",
-		KeyHAClusterID:        "default",
-		KeyHAEtcdLeaseTTL:     "15 s",
+		KeySSLInternalEnabled:        "false",
+		KeySSLRESTEnabled:            "false",
+		KeyHAType:                    "none",
+		KeyHAEtcdEndpoints:           "",
+		KeyHAStorageDir:              "",
+		KeyHAClusterID:               "default",
+		KeyHAEtcdLeaseTTL:            "15 s",
+		KeyHAKubernetesLeaseDuration: "15 s",
+		KeyHAKubernetesRenewDeadline: "15 s",
+		KeyHAKubernetesRetryPeriod:   "5 s",
+		KeyKubernetesClusterID:       "",
+		KeyKubernetesNamespace:       "",
+		KeyKubernetesConfigFile:      "",
 
 		KeyS3Endpoint:        "",
 		KeyS3AccessKey:       "",
@@ -281,7 +287,6 @@ func TestSetInvalidValue(t *testing.T) {
 		{KeyCheckpointingAlignedTimeout, "-1 s", []string{"at least 0"}},
 		{KeyBufferTimeout, "5 ms", []string{"allowed: 100 ms"}},
 		{KeyAutoWatermarkInterval, "1 s", []string{"after every batch"}},
-		{KeyRESTAddress, "10.0.0.1", []string{"rest.bind-address"}},
 		{KeyCheckpointingCreateSubdir, "false", []string{"allowed: true"}},
 		{KeyCheckpointingIncremental, "1", []string{"true or false"}},
 		{KeyCheckpointingInterval, "10 sex", []string{`unknown unit "sex"`, "a duration such as", "a bare number is milliseconds"}},
@@ -818,7 +823,7 @@ func TestRegistryRejectsMalformedTables(t *testing.T) {
 }
 
 func TestHighAvailability(t *testing.T) {
-	for _, v := range []string{"zookeeper", "kubernetes", "consul"} {
+	for _, v := range []string{"zookeeper", "consul"} {
 		_, err := ParseDynamic([]string{KeyHAType + "=" + v})
 		if err == nil || !strings.Contains(err.Error(), KeyHAType) || !strings.Contains(err.Error(), "etcd") {
 			t.Errorf("%s=%s: %v, want an error naming the key and the allowed values", KeyHAType, v, err)
@@ -838,6 +843,39 @@ func TestHighAvailability(t *testing.T) {
 	ha, err := cfg.HighAvailability()
 	if err != nil || ha.Type != HAEtcd || !slices.Equal(ha.EtcdEndpoints, []string{"a:1", "b:2"}) || ha.LeaseTTL != 3*time.Second || ha.ClusterID != "default" {
 		t.Errorf("HighAvailability() = %+v, %v", ha, err)
+	}
+	cfg, err = ParseDynamic([]string{KeyHAType + "=kubernetes", KeyHAKubernetesRetryPeriod + "=2s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ha, err = cfg.HighAvailability()
+	if want := (KubernetesHA{ClusterID: "default", LeaseDuration: 15 * time.Second, RenewDeadline: 15 * time.Second, RetryPeriod: 2 * time.Second}); err != nil || ha.Type != HAKubernetes || ha.Kubernetes != want || !ha.Enabled() {
+		t.Errorf("kubernetes: HighAvailability() = %+v, %v; want %+v", ha, err, want)
+	}
+	for _, bad := range [][]string{
+		{KeyHAKubernetesRenewDeadline + "=20s"},                                        // above the lease duration
+		{KeyHAKubernetesRetryPeriod + "=13s"},                                          // 13 s * 1.2 is not below 15 s
+		{KeyHAClusterID + "=Prod_1"},                                                   // not a DNS label, and no kubernetes.cluster-id
+		{KeyHAClusterID + "=a-cluster-id-that-is-far-too-long-for-the-names-it-makes"}, // above 40
+	} {
+		cfg, err := ParseDynamic(append([]string{KeyHAType + "=kubernetes"}, bad...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ce *ConflictError
+		if _, err := cfg.HighAvailability(); !errors.As(err, &ce) || !strings.Contains(err.Error(), strings.SplitN(bad[0], "=", 2)[0]) {
+			t.Errorf("%s kubernetes with %s: %v, want a conflict naming the key", KeyHAType, bad, err)
+		}
+	}
+	if cfg, err := ParseDynamic([]string{KeyHAType + "=kubernetes", KeyHAClusterID + "=Prod_1", KeyKubernetesClusterID + "=prod-1"}); err != nil {
+		t.Fatal(err)
+	} else if ha, err := cfg.HighAvailability(); err != nil || ha.Kubernetes.ClusterID != "prod-1" {
+		t.Errorf("kubernetes.cluster-id over high-availability.cluster-id: %+v, %v", ha.Kubernetes, err)
+	}
+	for _, v := range []string{KeyKubernetesClusterID + "=Prod", KeyKubernetesNamespace + "=a_b", KeyKubernetesClusterID + "=" + strings.Repeat("a", 41)} {
+		if _, err := ParseDynamic([]string{v}); err == nil || !strings.Contains(err.Error(), "DNS label") {
+			t.Errorf("%s: %v, want a refusal naming a DNS label", v, err)
+		}
 	}
 	if _, err := ParseDynamic([]string{KeyHAEtcdLeaseTTL + "=500ms"}); err == nil {
 		t.Errorf("a lease below 1 s was accepted")

@@ -156,6 +156,7 @@ var (
 	haTypes = []enumValue{
 		{name: string(HANone)},
 		{name: string(HAEtcd)},
+		{name: string(HAKubernetes)},
 	}
 	metricNamings = []enumValue{
 		{name: "weir"},
@@ -177,4 +178,7 @@ const (
 	// HAEtcd elects a leader among job managers through etcd, which keeps
 	// the submitted jobs and their latest completed checkpoints.
 	HAEtcd HAType = "etcd"
+	// HAKubernetes elects a leader on a Kubernetes Lease and keeps the
+	// submitted jobs and their latest completed checkpoints in ConfigMaps.
+	HAKubernetes HAType = "kubernetes"
 )

@@ -293,8 +293,12 @@ const (
 	// wildcard (0.0.0.0, ::). In Kubernetes, the pod's IP.
 	KeyTaskManagerHost = "taskmanager.host"
 
-	// KeyRESTAddress is the address clients use to reach the REST API.
-	// Default: unset (clients use the bind address).
+	// KeyRESTAddress is the host (name or address) clients reach this job
+	// manager's REST API at, with its port; with high availability the
+	// leader publishes it, and a standby's REST API redirects there.
+	// Default: unset, the address the REST API listens on, which must
+	// then not be a wildcard (0.0.0.0, ::) for a highly available job
+	// manager. In Kubernetes, the pod's IP.
 	KeyRESTAddress = "rest.address"
 
 	// KeyRESTBindAddress is the address the REST server listens on. Default:
@@ -342,10 +346,11 @@ const (
 	KeyClusterAuthToken = "cluster.auth-token"
 
 	// KeyHAType says how job managers stay available: none (one job
-	// manager; its jobs stop with it) or etcd (job managers elect a
-	// leader through etcd, which keeps the submitted jobs and their latest
-	// completed checkpoints; a standby takes over). Flink's zookeeper and
-	// kubernetes are refused. Default: none.
+	// manager; its jobs stop with it), etcd (job managers elect a leader
+	// through etcd, which keeps the submitted jobs and their latest
+	// completed checkpoints; a standby takes over) or kubernetes (the same
+	// on a Lease and ConfigMaps of the Kubernetes API). Flink's zookeeper
+	// is refused. Default: none.
 	KeyHAType = "high-availability.type"
 
 	// KeyHAEtcdEndpoints are the etcd endpoints (host:port, comma-separated)
@@ -368,6 +373,40 @@ const (
 	// etcd) is replaced. Default: 15 s, as Flink's Kubernetes lease. At
 	// least 1 s.
 	KeyHAEtcdLeaseTTL = "high-availability.etcd.lease-ttl"
+
+	// KeyHAKubernetesLeaseDuration is, with high-availability.type
+	// kubernetes, how long a standby waits after it last saw the leader's
+	// Lease renewed before it takes over. Default: 15 s, as in Flink. At
+	// least 1 s.
+	KeyHAKubernetesLeaseDuration = "high-availability.kubernetes.leader-election.lease-duration"
+
+	// KeyHAKubernetesRenewDeadline is how long the leader keeps trying to
+	// renew its Lease before it gives the leadership up (and its process
+	// exits). Default: 15 s, as in Flink. At most the lease duration.
+	KeyHAKubernetesRenewDeadline = "high-availability.kubernetes.leader-election.renew-deadline"
+
+	// KeyHAKubernetesRetryPeriod is how often the leader renews its Lease
+	// and a standby tries to take it. Default: 5 s, as in Flink. Below
+	// the renew deadline (by more than a fifth: each wait is stretched by
+	// up to a fifth at random).
+	KeyHAKubernetesRetryPeriod = "high-availability.kubernetes.leader-election.retry-period"
+
+	// KeyKubernetesClusterID names the cluster's Kubernetes objects with
+	// high-availability.type kubernetes: the Lease weir-<id>-leader and the
+	// ConfigMaps weir-<id>-ha and weir-<id>-job-.... A DNS label of at
+	// most 40 characters. Default: unset, high-availability.cluster-id.
+	KeyKubernetesClusterID = "kubernetes.cluster-id"
+
+	// KeyKubernetesNamespace is the namespace of those objects. Default:
+	// unset, the pod's own namespace (in a pod), else the kubeconfig
+	// context's, else default.
+	KeyKubernetesNamespace = "kubernetes.namespace"
+
+	// KeyKubernetesConfigFile is the kubeconfig file a process outside the
+	// cluster (a client, a job manager on a machine) reaches the
+	// Kubernetes API with. Default: unset, the pod's service account (the
+	// process runs in a pod).
+	KeyKubernetesConfigFile = "kubernetes.config.file"
 
 	// KeySSLInternalEnabled is Flink's switch for TLS on internal
 	// connections (job manager, task managers, data plane). weir does not

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -185,6 +186,19 @@ func durationAtLeast(d time.Duration) *constraint {
 	}
 }
 
+// dnsLabel accepts a DNS label (RFC 1123) of at most n characters, as
+// Kubernetes names and namespaces are made of.
+func dnsLabel(n int) *constraint {
+	return &constraint{
+		desc: fmt.Sprintf("a DNS label: lower-case letters, digits and '-', starting and ending with a letter or digit, at most %d characters", n),
+		ok: func(v any) bool {
+			return len(v.(string)) <= n && dnsLabelRE.MatchString(v.(string))
+		},
+	}
+}
+
+var dnsLabelRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+
 // httpURL accepts an absolute http:// or https:// URL with a host and
 // nothing after its path: an endpoint.
 func httpURL() *constraint {
@@ -358,8 +372,7 @@ var optionTable = []option{
 	{key: KeyTaskManagerHost, kind: KindString,
 		desc: "Host name or address other task managers reach this one's data plane at; unset: the address it listens on (--data-listen), which must then not be a wildcard."},
 	{key: KeyRESTAddress, kind: KindString,
-		check: unset("weir's clients reach a cluster through its job manager (-m ADDR), not through the REST address; use rest.bind-address and rest.port for where the REST API listens"),
-		desc:  "Address clients use to reach the REST API."},
+		desc: "Host clients reach the job manager's REST API at; a highly available leader publishes it and standbys redirect there (unset: the bind address)."},
 	{key: KeyRESTBindAddress, kind: KindString, def: "localhost",
 		desc: "Address the REST server listens on; the default reaches only the local machine."},
 	{key: KeyRESTPort, kind: KindInt, def: "8081", check: intBetween(0, 65535),
@@ -385,9 +398,9 @@ var optionTable = []option{
 	{key: KeyS3PathStyleAccess, kind: KindBool, def: "false",
 		desc: "Address buckets by path (http://endpoint/bucket/key) rather than by host name, as most S3-compatible servers need."},
 	// High availability (Flink's HighAvailabilityOptions).
-	{key: KeyHAType, kind: KindEnum, def: "none", values: haTypes, unsupported: []string{"zookeeper", "kubernetes"},
+	{key: KeyHAType, kind: KindEnum, def: "none", values: haTypes, unsupported: []string{"zookeeper"},
 		deprecated: []string{"high-availability"},
-		desc:       "How job managers stay available: none, or etcd (leader election and job and checkpoint pointers in etcd)."},
+		desc:       "How job managers stay available: none, etcd (leader election and job and checkpoint pointers in etcd) or kubernetes (the same on a Lease and ConfigMaps)."},
 	{key: KeyHAEtcdEndpoints, kind: KindString,
 		desc: "etcd endpoints (host:port, comma-separated) for high-availability.type etcd (weir only)."},
 	{key: KeyHAStorageDir, kind: KindString,
@@ -396,6 +409,20 @@ var optionTable = []option{
 		desc: "Name of the cluster in etcd, so that clusters can share one etcd."},
 	{key: KeyHAEtcdLeaseTTL, kind: KindDuration, def: "15 s", check: durationAtLeast(time.Second),
 		desc: "Lease of the leader's election key: a leader that cannot renew it this long is replaced (weir only)."},
+	{key: KeyHAKubernetesLeaseDuration, kind: KindDuration, def: "15 s", check: durationAtLeast(time.Second),
+		desc: "With high-availability.type kubernetes: how long a standby waits after the leader's Lease was last renewed before it takes over."},
+	{key: KeyHAKubernetesRenewDeadline, kind: KindDuration, def: "15 s", check: durationAtLeast(time.Millisecond),
+		desc: "How long the leader keeps trying to renew its Lease before it gives the leadership up; at most the lease duration."},
+	{key: KeyHAKubernetesRetryPeriod, kind: KindDuration, def: "5 s", check: durationAtLeast(time.Millisecond),
+		desc: "How often the leader renews its Lease and standbys try to take it; below the renew deadline."},
+
+	// Kubernetes (Flink's KubernetesConfigOptions).
+	{key: KeyKubernetesClusterID, kind: KindString, check: dnsLabel(40),
+		desc: "Name of the cluster's Lease and ConfigMaps with high-availability.type kubernetes; unset: high-availability.cluster-id."},
+	{key: KeyKubernetesNamespace, kind: KindString, check: dnsLabel(63),
+		desc: "Namespace of the cluster's Lease and ConfigMaps; unset: the pod's, else the kubeconfig context's."},
+	{key: KeyKubernetesConfigFile, kind: KindString,
+		desc: "kubeconfig file for reaching the Kubernetes API from outside a pod; unset: the pod's service account."},
 
 	// Security (Flink's SecurityOptions).
 	{key: KeySSLInternalEnabled, kind: KindBool, def: "false",

@@ -494,6 +494,31 @@ type HighAvailability struct {
 	ClusterID string
 	// LeaseTTL is the leader's lease. Default: 15 s.
 	LeaseTTL time.Duration
+	// Kubernetes is the configuration of high-availability.type
+	// kubernetes.
+	Kubernetes KubernetesHA
+}
+
+// Enabled reports whether job managers are highly available (any type but
+// none).
+func (h HighAvailability) Enabled() bool { return h.Type != "" && h.Type != HANone }
+
+// KubernetesHA is where and how high-availability.type kubernetes keeps
+// the leadership and the jobs (Flink's KubernetesConfigOptions and
+// KubernetesLeaderElectionConfiguration).
+type KubernetesHA struct {
+	// ClusterID names the Lease and ConfigMaps; default: the
+	// high-availability.cluster-id.
+	ClusterID string
+	// Namespace holds them; "": the pod's, else the kubeconfig context's.
+	Namespace string
+	// ConfigFile is a kubeconfig; "": the pod's service account.
+	ConfigFile string
+	// LeaseDuration, RenewDeadline and RetryPeriod time the election.
+	// Defaults: 15 s, 15 s, 5 s.
+	LeaseDuration time.Duration
+	RenewDeadline time.Duration
+	RetryPeriod   time.Duration
 }
 
 // HighAvailability returns the high availability configuration. It
@@ -504,6 +529,17 @@ func (c *Configuration) HighAvailability() (HighAvailability, error) {
 		StorageDir: c.String(KeyHAStorageDir),
 		ClusterID:  c.String(KeyHAClusterID),
 		LeaseTTL:   c.Duration(KeyHAEtcdLeaseTTL),
+		Kubernetes: KubernetesHA{
+			ClusterID:     c.String(KeyKubernetesClusterID),
+			Namespace:     c.String(KeyKubernetesNamespace),
+			ConfigFile:    c.String(KeyKubernetesConfigFile),
+			LeaseDuration: c.Duration(KeyHAKubernetesLeaseDuration),
+			RenewDeadline: c.Duration(KeyHAKubernetesRenewDeadline),
+			RetryPeriod:   c.Duration(KeyHAKubernetesRetryPeriod),
+		},
+	}
+	if ha.Kubernetes.ClusterID == "" {
+		ha.Kubernetes.ClusterID = ha.ClusterID
 	}
 	for _, e := range strings.Split(c.String(KeyHAEtcdEndpoints), ",") {
 		if e = strings.TrimSpace(e); e != "" {
@@ -514,6 +550,27 @@ func (c *Configuration) HighAvailability() (HighAvailability, error) {
 		return HighAvailability{}, &ConflictError{
 			Keys:   []string{KeyHAEtcdEndpoints, KeyHAType},
 			Reason: fmt.Sprintf("%s etcd needs %s (host:port, comma-separated)", KeyHAType, KeyHAEtcdEndpoints),
+		}
+	}
+	if ha.Type == HAKubernetes {
+		k := ha.Kubernetes
+		if k.ClusterID != "" && (len(k.ClusterID) > 40 || !dnsLabelRE.MatchString(k.ClusterID)) {
+			return HighAvailability{}, &ConflictError{
+				Keys:   []string{KeyHAClusterID, KeyKubernetesClusterID, KeyHAType},
+				Reason: fmt.Sprintf("%s kubernetes names its objects after %s, else %s %q, which is not a DNS label of at most 40 characters (lower-case letters, digits and '-'): set %s", KeyHAType, KeyKubernetesClusterID, KeyHAClusterID, k.ClusterID, KeyKubernetesClusterID),
+			}
+		}
+		if k.RenewDeadline > k.LeaseDuration {
+			return HighAvailability{}, &ConflictError{
+				Keys:   []string{KeyHAKubernetesRenewDeadline, KeyHAKubernetesLeaseDuration},
+				Reason: fmt.Sprintf("%s %s is above %s %s: a standby could take over while the leader still acts", KeyHAKubernetesRenewDeadline, FormatDuration(k.RenewDeadline), KeyHAKubernetesLeaseDuration, FormatDuration(k.LeaseDuration)),
+			}
+		}
+		if k.RetryPeriod*6/5 >= k.RenewDeadline {
+			return HighAvailability{}, &ConflictError{
+				Keys:   []string{KeyHAKubernetesRetryPeriod, KeyHAKubernetesRenewDeadline},
+				Reason: fmt.Sprintf("%s %s, stretched by up to a fifth, must stay below %s %s", KeyHAKubernetesRetryPeriod, FormatDuration(k.RetryPeriod), KeyHAKubernetesRenewDeadline, FormatDuration(k.RenewDeadline)),
+			}
 		}
 	}
 	return ha, nil

@@ -12,6 +12,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
@@ -28,6 +29,9 @@ type objects struct {
 	services    map[string]*corev1.Service
 	configMaps  map[string]*corev1.ConfigMap
 	claims      map[string]*corev1.PersistentVolumeClaim
+	accounts    map[string]*corev1.ServiceAccount
+	roles       map[string]*rbacv1.Role
+	bindings    map[string]*rbacv1.RoleBinding
 }
 
 // strict decodes one rendered object's YAML into v, refusing any field v's
@@ -52,7 +56,8 @@ func render(t *testing.T, dir string) objects {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := objects{map[string]*appsv1.Deployment{}, map[string]*corev1.Service{}, map[string]*corev1.ConfigMap{}, map[string]*corev1.PersistentVolumeClaim{}}
+	o := objects{map[string]*appsv1.Deployment{}, map[string]*corev1.Service{}, map[string]*corev1.ConfigMap{}, map[string]*corev1.PersistentVolumeClaim{},
+		map[string]*corev1.ServiceAccount{}, map[string]*rbacv1.Role{}, map[string]*rbacv1.RoleBinding{}}
 	for _, r := range rm.Resources() {
 		doc, err := r.AsYAML()
 		if err != nil {
@@ -75,6 +80,18 @@ func render(t *testing.T, dir string) objects {
 			v := &corev1.PersistentVolumeClaim{}
 			strict(t, doc, v)
 			o.claims[v.Name] = v
+		case "ServiceAccount":
+			v := &corev1.ServiceAccount{}
+			strict(t, doc, v)
+			o.accounts[v.Name] = v
+		case "Role":
+			v := &rbacv1.Role{}
+			strict(t, doc, v)
+			o.roles[v.Name] = v
+		case "RoleBinding":
+			v := &rbacv1.RoleBinding{}
+			strict(t, doc, v)
+			o.bindings[v.Name] = v
 		default:
 			t.Errorf("the base renders a %s (%s) this test does not check", k, r.GetName())
 		}

@@ -265,12 +265,16 @@ If the job manager itself stops, its jobs stop with it: task managers cancel
 their subtasks and wait for a job manager to register with again. Resume a
 job from its retained checkpoints with "run -m ADDR JOB --from DIR".
 
-With high-availability.type etcd, run several job managers: one is elected
-leader through etcd (high-availability.etcd.endpoints) and publishes its
---advertise address there; the others wait as standbys, answering clients
-with the leader's address. The leader records each submitted job and each
-completed checkpoint in etcd before acting on it. When its lease
-(high-availability.etcd.lease-ttl) expires, a standby takes over and
+With high-availability.type etcd or kubernetes, run several job managers:
+one is elected leader through etcd (high-availability.etcd.endpoints) or a
+Kubernetes Lease (kubernetes.cluster-id, kubernetes.namespace) and
+publishes its --advertise address and its REST address (rest.address)
+there; the others wait as standbys, answering clients with the leader's
+address. The leader records each submitted job and each completed
+checkpoint in etcd or ConfigMaps before acting on it. When its lease
+(high-availability.etcd.lease-ttl, or
+high-availability.kubernetes.leader-election.lease-duration) expires, a
+standby takes over and
 recovers every job from its latest completed checkpoint. A job manager
 that loses its leadership, or is stopped, exits without canceling its
 jobs: they are its successor's.`,
@@ -294,7 +298,7 @@ jobs: they are its successor's.`,
 	}
 	cmd.Flags().StringVar(&listen, "listen", DefaultJobManager, "address to listen on for task managers and clients")
 	cmd.Flags().StringVar(&advertise, "advertise", "", "with high availability, the address task managers and clients reach this job manager at (default: the address it listens on)")
-	cmd.Flags().Int64Var(&exitAfter, "exit-after-recording", 0, "fault injection: exit at once, as if killed, after recording checkpoint N (or a later one) in etcd, before the sinks commit it")
+	cmd.Flags().Int64Var(&exitAfter, "exit-after-recording", 0, "fault injection: exit at once, as if killed, after recording checkpoint N (or a later one) in the HA store, before the sinks commit it")
 	_ = cmd.Flags().MarkHidden("exit-after-recording")
 	f.Add(cmd)
 	return cmd
@@ -313,10 +317,15 @@ func runJobManager(ctx context.Context, prog string, stderr io.Writer, listen, a
 	if err != nil {
 		return err
 	}
-	svc, err := openHA(cfg, logger)
+	svc, err := openHA(ctx, cfg, logger)
 	if err != nil {
 		ln.Close()
 		return err
+	}
+	if svc != nil && advertise == "" && ln.Addr().(*net.TCPAddr).IP.IsUnspecified() {
+		svc.Close()
+		ln.Close()
+		return fmt.Errorf("--listen %s listens on every interface, which no task manager or client can dial: set --advertise to the address they reach this job manager at (in Kubernetes, the pod's IP)", listen)
 	}
 	var standby *standbyState
 	var restExtra []web.Option
@@ -377,11 +386,21 @@ func runJobManager(ctx context.Context, prog string, stderr io.Writer, listen, a
 	if advertise == "" {
 		advertise = ln.Addr().String()
 	}
-	fmt.Fprintf(stderr, "%s: job manager listening on %s (advertised as %s), a standby until etcd elects it; start task managers with: %s taskmanager -D %s=etcd -D %s=%s%s\n",
-		prog, ln.Addr(), advertise, prog, config.KeyHAType, config.KeyHAEtcdEndpoints, cfg.String(config.KeyHAEtcdEndpoints), same)
+	restAdvertised, err := advertisedREST(restAddr, cl.RESTAddress)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	hc, _ := cfg.HighAvailability()
+	find := "-D " + config.KeyHAEtcdEndpoints + "=" + cfg.String(config.KeyHAEtcdEndpoints)
+	if hc.Type == config.HAKubernetes {
+		find = "-D " + config.KeyKubernetesClusterID + "=" + hc.Kubernetes.ClusterID
+	}
+	fmt.Fprintf(stderr, "%s: job manager listening on %s (advertised as %s), a standby until elected through %s; start task managers with: %s taskmanager -D %s=%s %s%s\n",
+		prog, ln.Addr(), advertise, haWhere(cfg), prog, config.KeyHAType, hc.Type, find, same)
 	served := make(chan error, 1)
 	go func() { served <- jm.Serve(ctx, ln) }()
-	return leadWhenElected(ctx, logger, svc, jm, standby, ha.LeaderInfo{Addr: advertise, RESTAddr: restAddr}, served, exit)
+	return leadWhenElected(ctx, logger, svc, jm, standby, ha.LeaderInfo{Addr: advertise, RESTAddr: restAdvertised}, served, exit)
 }
 
 // TaskManagerCommand returns the taskmanager command.
@@ -441,14 +460,14 @@ func runTaskManager(ctx context.Context, prog string, stderr io.Writer, id, jmAd
 	peers := netio.NewPeers(id, ln, logger, netio.AuthToken(token), netio.AdvertiseHost(host))
 	defer peers.Close()
 	tm := cluster.NewTaskManager(id, jmAddr, slots, newJobs(logger), peers, logger, DialOptions(cfg)...)
-	svc, err := openHA(cfg, logger)
+	svc, err := openHA(ctx, cfg, logger)
 	if err != nil {
 		return err
 	}
 	if svc != nil {
 		defer svc.Close()
 		tm.FollowLeader(svc.WatchLeader)
-		jmAddr = "the leading job manager (etcd " + cfg.String(config.KeyHAEtcdEndpoints) + ")"
+		jmAddr = "the leading job manager (" + haWhere(cfg) + ")"
 	}
 	fmt.Fprintf(stderr, "%s: task manager %s with %d slots; data plane on %s; registering with %s\n", prog, id, slots, peers.Addr(), jmAddr)
 	return tm.Run(ctx)
@@ -483,8 +502,8 @@ func ListCommand() *cobra.Command {
 				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%d\n", j.JobID, j.Job, j.State, j.Started.Format(time.RFC3339), j.Restarts, j.LastCheckpoint)
 			}
 			w.Flush()
-			if hc, _ := cfg.HighAvailability(); hc.Type == config.HAEtcd {
-				fmt.Fprintf(cmd.OutOrStdout(), "\nleading job manager %s (from etcd)\n", jmAddr)
+			if hc, _ := cfg.HighAvailability(); hc.Enabled() {
+				fmt.Fprintf(cmd.OutOrStdout(), "\nleading job manager %s (from %s)\n", jmAddr, haWhere(cfg))
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "\n%d task managers, %d of %d slots in use\n", len(ov.TaskManagers), ov.SlotsOccupied, ov.SlotsTotal)
 			for _, tm := range ov.TaskManagers {
@@ -626,10 +645,10 @@ func withClient(f ConfigFlags, jmAddr string, do func(c *cluster.Client) error) 
 }
 
 // dialJobManager connects to the job manager at jmAddr, or, with high
-// availability, to the leader etcd names, as cfg says; it returns the
+// availability, to the elected leader, as cfg says; it returns the
 // address it dialed.
 func dialJobManager(ctx context.Context, cfg *config.Configuration, jmAddr string) (*cluster.Client, string, func(), error) {
-	resolve, closeHA, err := resolver(cfg, jmAddr)
+	resolve, closeHA, err := resolver(ctx, cfg, jmAddr)
 	if err != nil {
 		return nil, "", nil, err
 	}
@@ -662,7 +681,7 @@ func clientError(what string, err error) error {
 // following detaches; the job keeps running. finished, if set, runs when
 // the job has finished.
 func Submit(ctx context.Context, stdout io.Writer, prog, jmAddr string, sub cluster.Submission, detached bool, finished func(), cfg *config.Configuration) error {
-	resolve, closeHA, err := resolver(cfg, jmAddr)
+	resolve, closeHA, err := resolver(ctx, cfg, jmAddr)
 	if err != nil {
 		return err
 	}
@@ -684,7 +703,7 @@ func Submit(ctx context.Context, stdout io.Writer, prog, jmAddr string, sub clus
 		return nil
 	}
 	hc, _ := cfg.HighAvailability()
-	highlyAvailable := hc.Type == config.HAEtcd
+	highlyAvailable := hc.Enabled()
 	var failing time.Time
 	last := ""
 	for {

@@ -15,8 +15,6 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
-	"gocloud.dev/blob"
-	"gocloud.dev/blob/fileblob"
 )
 
 // EtcdOption configures Etcd.
@@ -268,7 +266,7 @@ func (s jobStore) Put(ctx context.Context, id string, job []byte) error {
 			return fmt.Errorf("ha: job %s takes %d bytes, more than etcd keeps (%d); set high-availability.storageDir", id, len(job), maxInline)
 		}
 		key := path.Join(strings.Trim(e.clusterID, "/"), "jobs", fmt.Sprintf("%s-%d", id, s.l.rev))
-		if err := e.writeBlob(ctx, key, job); err != nil {
+		if err := (blobDir(e.storageDir)).write(ctx, key, job); err != nil {
 			return err
 		}
 		rec = append([]byte{tagBlob}, key...)
@@ -298,7 +296,7 @@ func (e *Etcd) Jobs(ctx context.Context) (map[string][]byte, error) {
 		case tagInline:
 			out[id] = bytes.Clone(kv.Value[1:])
 		case tagBlob:
-			b, err := e.readBlob(ctx, string(kv.Value[1:]))
+			b, err := blobDir(e.storageDir).read(ctx, string(kv.Value[1:]))
 			if err != nil {
 				return nil, fmt.Errorf("ha: job %s: %w", id, err)
 			}
@@ -386,38 +384,4 @@ func (e *Etcd) LatestCheckpoint(ctx context.Context, id string) (CompletedCheckp
 		return CompletedCheckpoint{}, false, fmt.Errorf("ha: the latest checkpoint of job %s: %w", id, err)
 	}
 	return cp, true, nil
-}
-
-// bucket opens the storage directory: a local path, or a URL that
-// gocloud.dev/blob opens.
-func (e *Etcd) bucket(ctx context.Context) (*blob.Bucket, error) {
-	if strings.Contains(e.storageDir, "://") {
-		return blob.OpenBucket(ctx, e.storageDir)
-	}
-	return fileblob.OpenBucket(e.storageDir, &fileblob.Options{CreateDir: true, NoTempDir: true})
-}
-
-func (e *Etcd) writeBlob(ctx context.Context, key string, data []byte) error {
-	b, err := e.bucket(ctx)
-	if err != nil {
-		return fmt.Errorf("ha: opening high-availability.storageDir %s: %w", e.storageDir, err)
-	}
-	defer b.Close()
-	if err := b.WriteAll(ctx, key, data, nil); err != nil {
-		return fmt.Errorf("ha: writing %s to high-availability.storageDir: %w", key, err)
-	}
-	return nil
-}
-
-func (e *Etcd) readBlob(ctx context.Context, key string) ([]byte, error) {
-	b, err := e.bucket(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("opening high-availability.storageDir %s: %w", e.storageDir, err)
-	}
-	defer b.Close()
-	data, err := b.ReadAll(ctx, key)
-	if err != nil {
-		return nil, fmt.Errorf("reading %s from high-availability.storageDir: %w", key, err)
-	}
-	return data, nil
 }
