@@ -338,7 +338,9 @@ func (k *Kubernetes) Leader(ctx context.Context) (LeaderInfo, bool, error) {
 }
 
 // WatchLeader implements Services: each change of the Lease sends the
-// leader again if it changed; a broken watch is reopened.
+// leader again if it changed; a broken watch is reopened. The Lease is
+// also read every retry period, so that a watch that stalls without
+// closing (a connection that died quietly) cannot hide a new leader.
 func (k *Kubernetes) WatchLeader(ctx context.Context) <-chan LeaderInfo {
 	ch := make(chan LeaderInfo, 1)
 	go func() {
@@ -366,12 +368,17 @@ func (k *Kubernetes) WatchLeader(ctx context.Context) <-chan LeaderInfo {
 					break
 				}
 				// A fake API's watch outlives ctx: wait for either.
+				t := time.NewTimer(k.retryPeriod)
 				select {
 				case _, open := <-w.ResultChan():
+					t.Stop()
 					if open {
 						continue
 					}
+				case <-t.C:
+					continue
 				case <-ctx.Done():
+					t.Stop()
 				}
 				break
 			}
