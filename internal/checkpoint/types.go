@@ -130,6 +130,11 @@ type SubtaskState struct {
 	// in the order the subtask indexes them, on the first operator of its
 	// chain only.
 	InputWatermarks []int64 `json:"input_watermarks,omitempty"`
+	// TimersPending says the snapshot was taken in the middle of firing
+	// the event-time timers up to Watermark (an unaligned barrier
+	// interrupted the burst): those still registered at or before it
+	// fire first when the subtask is restored.
+	TimersPending bool `json:"timers_pending,omitempty"`
 	// InputChannels is the channel state of an unaligned checkpoint, on
 	// the first operator of a chain: the records and watermarks that were
 	// in flight on the subtask's input channels, replayed into them before

@@ -31,7 +31,13 @@ import (
 // work in progress (a batch, a fetched item, a watermark, a mail) returns,
 // and until then the output channels take what the subtask sends without
 // waiting, as channel state. A record that emits many others, a burst of
-// timers or a window's large result does not hold the barrier up.
+// timers or a window's large result does not hold the barrier up. A batch
+// stops between two records (the rest is channel state, read after the
+// snapshot); a burst of event-time timers stops between two timers
+// (ErrInterrupted): the snapshot records that timers up to the watermark
+// are still due, they fire right after it, and a subtask restored from it
+// fires them before reading anything. One record's or one timer's output
+// is never split: it goes out without waiting, as channel state.
 
 // deferredSnapshot is an unaligned snapshot whose barrier has gone out,
 // to take when the unit of work in progress returns.
