@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -73,6 +74,7 @@ func TestUnalignedCheckpointsUnderBackpressure(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			jm := launch.MasterOf(client)
 			const want = 4
 			var durations []time.Duration
 			last := int64(0)
@@ -87,9 +89,34 @@ func TestUnalignedCheckpointsUnderBackpressure(t *testing.T) {
 				}
 				time.Sleep(5 * time.Millisecond)
 			}
+			stats, _, err := jm.CheckpointStats(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
 			cancel()
 			client.Wait()
 			t.Logf("%s: checkpoint durations %v, %d checkpoints failed", mode.name, durations, ev.Count(stream.EventCheckpointFailed))
+			// Processed data is what the subtasks processed between their
+			// first barrier and their snapshot: under backpressure aligned
+			// subtasks go on reading the inputs whose barrier has not come,
+			// and unaligned ones snapshot at the first barrier.
+			var processed []int64
+			for _, h := range stats.History {
+				if h.Class == "completed" {
+					processed = append(processed, h.ProcessedData)
+				}
+			}
+			t.Logf("%s: processed data per completed checkpoint %v", mode.name, processed)
+			switch mode.name {
+			case "aligned":
+				if !slices.ContainsFunc(processed, func(n int64) bool { return n > 0 }) {
+					t.Errorf("no aligned checkpoint processed data while aligning: %v", processed)
+				}
+			case "unaligned":
+				if slices.ContainsFunc(processed, func(n int64) bool { return n != 0 }) {
+					t.Errorf("unaligned checkpoints processed data while aligning: %v", processed)
+				}
+			}
 
 			st, err := storage.Open(context.Background(), dir, "backpressure")
 			if err != nil {

@@ -174,7 +174,12 @@ type SubtaskStats struct {
 	// StartDelay is the time from the checkpoint's trigger to the first
 	// barrier reaching the subtask.
 	StartDelay time.Duration
-	// ProcessedBytes is the data processed during alignment.
+	// ProcessedBytes is the data processed during alignment (Flink's
+	// processed_data): the records the subtask processed between its
+	// first barrier of the checkpoint and its snapshot, at their size as
+	// their channel's codec encodes them (records of edges without a
+	// codec count nothing). 0 for sources, for one input, and for a
+	// snapshot taken unaligned at the first barrier.
 	ProcessedBytes int64
 	// PersistedBytes is in-flight data persisted (unaligned checkpoints).
 	PersistedBytes int64

@@ -161,6 +161,14 @@ type Task struct {
 	// resumeTimers says the restored checkpoint was taken in the middle
 	// of such a burst: the restored subtask fires the rest first.
 	resumeTimers bool
+
+	// Processed data (Flink's processed_data): the bytes of the records
+	// the subtask processed while it aligned on checkpoint alignID (from
+	// its first barrier to its snapshot; 0: not aligning), as the input
+	// channel's codec encodes them.
+	alignID    int64
+	alignBytes int64
+	sizeBuf    []byte
 }
 
 func (t *Task) head() Operator { return t.chain.Operators[0].Op }
@@ -496,6 +504,9 @@ func (t *Task) onMessage(ch int, m message) error {
 	switch m.kind {
 	case msgData:
 		t.recordsIn.Add(int64(m.n))
+		if t.alignID != 0 {
+			t.countProcessed(ch, &m)
+		}
 		if err := t.fault(t.ctx, FaultSite{Point: FaultBatch}); err != nil {
 			return err
 		}
@@ -630,6 +641,9 @@ func (t *Task) onBarrierEvents(events []BarrierEvent, ch int, att *inflight) err
 				t.uc = nil
 			}
 		case Abort:
+			if t.alignID == ev.Checkpoint {
+				t.alignID = 0
+			}
 			if t.uc != nil && t.uc.id == ev.Checkpoint {
 				close(t.uc.abort)
 				t.uc = nil
@@ -751,6 +765,7 @@ func (t *Task) checkpoint(b Barrier, startDelay, alignment time.Duration) error 
 		SyncDuration:      t.clock.Now().Sub(start),
 		AlignmentDuration: alignment,
 		StartDelay:        startDelay,
+		ProcessedBytes:    t.endAlignment(b.ID),
 	}
 	if err := t.startWrite(b, snaps, stats, nil); err != nil {
 		return err
@@ -1173,4 +1188,36 @@ func (t *Task) endSource() error {
 		t.master.reachedEndOfData(t.id)
 	}
 	return t.maybeEnd()
+}
+
+// countProcessed adds the encoded size of batch m, read from input ch
+// while the subtask aligns, to the checkpoint's processed data. Edges
+// without a codec (records that never leave the process) count nothing.
+func (t *Task) countProcessed(ch int, m *message) {
+	if t.codecs[ch] == nil && t.gate.edges[ch].Codec == nil {
+		return
+	}
+	bc, err := t.channelCodec(ch)
+	if err != nil {
+		return
+	}
+	t.sizeBuf = bc.AppendBatch(t.sizeBuf[:0], m.data, m.from)
+	t.alignBytes += int64(len(t.sizeBuf))
+}
+
+// startAlignment notes the first barrier of checkpoint id on any input.
+func (t *Task) startAlignment(id int64) {
+	if id > t.alignID {
+		t.alignID, t.alignBytes = id, 0
+	}
+}
+
+// endAlignment returns the data processed while aligning on checkpoint
+// id, whose snapshot is being taken, and ends the alignment.
+func (t *Task) endAlignment(id int64) int64 {
+	if t.alignID != id {
+		return 0
+	}
+	t.alignID = 0
+	return t.alignBytes
 }

@@ -42,8 +42,9 @@ import (
 // deferredSnapshot is an unaligned snapshot whose barrier has gone out,
 // to take when the unit of work in progress returns.
 type deferredSnapshot struct {
-	ev TakeSnapshot
-	uc *unalignedCheckpoint
+	ev        TakeSnapshot
+	uc        *unalignedCheckpoint
+	processed int64 // bytes processed while aligning before it switched
 }
 
 // unalignedCheckpoint is a consumer's channel state for one unaligned
@@ -109,6 +110,7 @@ func (t *Task) takeUrgentBarriers() error {
 // onBarrier hands barrier message m read from input ch to the handler.
 func (t *Task) onBarrier(ch int, m message) error {
 	b := m.barrier
+	t.startAlignment(b.ID)
 	if b.AlignedTimeout > 0 && b.ID > t.timeoutArmed {
 		t.armAlignedTimeout(b)
 	}
@@ -203,7 +205,7 @@ func (t *Task) startUnaligned(ev TakeSnapshot, ch int, att *inflight) error {
 			close(uc.done)
 		}
 	}
-	t.deferred = &deferredSnapshot{ev: ev, uc: uc}
+	t.deferred = &deferredSnapshot{ev: ev, uc: uc, processed: t.endAlignment(b.ID)}
 	t.interrupt = true
 	return nil
 }
@@ -273,6 +275,7 @@ func (t *Task) completeDeferred() error {
 		SyncDuration:      t.clock.Now().Sub(start),
 		AlignmentDuration: d.ev.Alignment,
 		StartDelay:        d.ev.StartDelay,
+		ProcessedBytes:    d.processed,
 		Unaligned:         true,
 	}, d.uc)
 }
