@@ -873,8 +873,9 @@ func TestClusterRescaleThroughSavepoints(t *testing.T) {
 
 // TestClusterKillTaskManagerInEveryAlignment is
 // TestClusterKillTaskManagerBetweenCheckpoints with unaligned checkpoints
-// and with aligned ones that switch after a timeout of 0 and of a few
-// milliseconds: SIGKILL a task manager once checkpoint 2 has completed,
+// and with aligned ones that switch after a timeout of a few milliseconds
+// (a timeout of 0, unaligned from the trigger on, runs in GatewayMeter's
+// one-process exactly-once test, to keep this package's time in bounds): SIGKILL a task manager once checkpoint 2 has completed,
 // start a replacement; the job restores a completed checkpoint, records in
 // flight between the processes included, and weir verify finds the
 // outputs exactly equal to the oracle's.
@@ -885,7 +886,6 @@ func TestClusterKillTaskManagerInEveryAlignment(t *testing.T) {
 		cfg  []string
 	}{
 		{"unaligned", []string{"-D", "execution.checkpointing.unaligned.enabled=true"}},
-		{"timeout-0", []string{"-D", "execution.checkpointing.unaligned.enabled=true", "-D", "execution.checkpointing.aligned-checkpoint-timeout=0 ms"}},
 		{"timeout-5ms", []string{"-D", "execution.checkpointing.unaligned.enabled=true", "-D", "execution.checkpointing.aligned-checkpoint-timeout=5 ms"}},
 	} {
 		t.Run(mode.name, func(t *testing.T) {
