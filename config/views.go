@@ -129,7 +129,7 @@ func (c *Configuration) Checkpointing() (Checkpointing, error) {
 	if cp.Unaligned && cp.MaxConcurrent > 1 {
 		errs = append(errs, &ConflictError{
 			Keys:   []string{KeyCheckpointingUnaligned, KeyCheckpointingMaxConcurrent},
-			Reason: fmt.Sprintf("weir takes one unaligned checkpoint at a time: with %s=true set %s to 1 (it is %d)", KeyCheckpointingUnaligned, KeyCheckpointingMaxConcurrent, cp.MaxConcurrent),
+			Reason: fmt.Sprintf("weir takes one unaligned checkpoint at a time (a subtask collects the channel state of one checkpoint, and each channel carries one barrier's in-flight records, so a newer barrier would subsume the older checkpoint rather than run beside it): with %s=true set %s to 1 (it is %d)", KeyCheckpointingUnaligned, KeyCheckpointingMaxConcurrent, cp.MaxConcurrent),
 		})
 	}
 	if cp.Storage == "" {

@@ -258,6 +258,14 @@ func TestConflicts(t *testing.T) {
 			wantInMsg: []string{"no total memory", KeyRocksDBMemoryFixedPerSlot, KeyPebbleMemory},
 		},
 		{
+			name:     "unaligned with two concurrent checkpoints",
+			kv:       []string{KeyCheckpointingUnaligned, "true", KeyCheckpointingMaxConcurrent, "2"},
+			view:     func(c *Configuration) error { _, err := c.Checkpointing(); return err },
+			wantKeys: []string{KeyCheckpointingUnaligned, KeyCheckpointingMaxConcurrent},
+			wantInMsg: []string{"one unaligned checkpoint at a time", "a newer barrier would subsume the older checkpoint",
+				"set execution.checkpointing.max-concurrent-checkpoints to 1 (it is 2)"},
+		},
+		{
 			name:      "heartbeat timeout below interval",
 			kv:        []string{KeyHeartbeatInterval, "10 s", KeyHeartbeatTimeout, "5 s"},
 			view:      func(c *Configuration) error { _, err := c.Cluster(); return err },

@@ -20,7 +20,8 @@ import (
 // keyBy → a slow running sum at parallelism 2 with unaligned checkpoints,
 // so that both exchanges stay full and the checkpoints persist records in
 // flight on each; cancels it once such a checkpoint is retained; and
-// resumes a new job from that checkpoint at a seeded other parallelism.
+// resumes a new job from that checkpoint at a seeded other parallelism,
+// one of whose subtasks fails its first read of the channel state.
 // The records in flight must be placed on the new subtasks — by key
 // group on the hash exchange, by old subtask on the rebalance — and the
 // sink's committed output must hold every record's sum exactly once.
@@ -36,12 +37,13 @@ func TestUnalignedCheckpointRescales(t *testing.T) {
 		}
 		dir := t.TempDir()
 		sink := streamtest.NewCollector[KeyedSum](true)
+		var jobOpts []stream.Option
 		start := func(ctx context.Context, jobID string, cost time.Duration, extra ...string) *stream.JobClient {
 			conf := append([]string{"parallelism.default=2", "state.backend.type=" + backend,
 				"execution.checkpointing.interval=30 ms", "execution.checkpointing.dir=" + dir,
 				"execution.checkpointing.unaligned.enabled=true", "execution.checkpointing.num-retained=100",
 				"execution.checkpointing.externalized-checkpoint-retention=RETAIN_ON_CANCELLATION"}, extra...)
-			env, err := stream.NewEnvironment(stream.WithConfig(mustConfig(t, conf...)), stream.WithLogger(quiet), stream.WithJobID(jobID))
+			env, err := stream.NewEnvironment(append([]stream.Option{stream.WithConfig(mustConfig(t, conf...)), stream.WithLogger(quiet), stream.WithJobID(jobID)}, jobOpts...)...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -66,6 +68,13 @@ func TestUnalignedCheckpointRescales(t *testing.T) {
 		cancel()
 		<-first.Done()
 
+		// The first read of the checkpoint's channel state by one subtask
+		// of the resumed job fails: its restore is retried, and the
+		// records in flight are still placed once.
+		faults := streamtest.NewFaults()
+		broken := faults.Add(stream.FaultRestoreChannels, streamtest.Fail(nil),
+			streamtest.OnVertex([]string{"slow", "sum"}[r.IntN(2)]), streamtest.OnSubtask(r.IntN(parallelism)), streamtest.InAttempt(0))
+		jobOpts = []stream.Option{faults.Option()}
 		ctx2, cancel2 := context.WithCancel(context.Background())
 		second := start(ctx2, "second", 0, "execution.state-recovery.path="+path, fmt.Sprintf("parallelism.default=%d", parallelism),
 			"restart-strategy.type=fixed-delay", "restart-strategy.fixed-delay.attempts=3", "restart-strategy.fixed-delay.delay=10 ms")
@@ -79,10 +88,13 @@ func TestUnalignedCheckpointRescales(t *testing.T) {
 		if err := second.Wait(); err != nil {
 			t.Fatalf("%s: the job resumed from %s: %v", name, path, err)
 		}
+		if !broken.Fired() {
+			t.Fatalf("%s: no read of channel state failed (%s): the restore read none on that subtask", name, broken)
+		}
 		if err := checkRunningSums(sink.Results(), recordsByKey(gen, partitions, perPartition)); err != nil {
 			t.Fatalf("%s: resumed from %s: %v", name, path, err)
 		}
-		t.Logf("%s: resumed exactly from %s", name, path)
+		t.Logf("%s: resumed exactly from %s, past a failed read of its channel state", name, path)
 	}
 }
 

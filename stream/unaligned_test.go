@@ -3,6 +3,9 @@ package stream_test
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -71,6 +74,7 @@ func TestUnalignedCheckpointsUnderBackpressure(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			jm := launch.MasterOf(client)
 			const want = 4
 			var durations []time.Duration
 			last := int64(0)
@@ -85,9 +89,34 @@ func TestUnalignedCheckpointsUnderBackpressure(t *testing.T) {
 				}
 				time.Sleep(5 * time.Millisecond)
 			}
+			stats, _, err := jm.CheckpointStats(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
 			cancel()
 			client.Wait()
 			t.Logf("%s: checkpoint durations %v, %d checkpoints failed", mode.name, durations, ev.Count(stream.EventCheckpointFailed))
+			// Processed data is what the subtasks processed between their
+			// first barrier and their snapshot: under backpressure aligned
+			// subtasks go on reading the inputs whose barrier has not come,
+			// and unaligned ones snapshot at the first barrier.
+			var processed []int64
+			for _, h := range stats.History {
+				if h.Class == "completed" {
+					processed = append(processed, h.ProcessedData)
+				}
+			}
+			t.Logf("%s: processed data per completed checkpoint %v", mode.name, processed)
+			switch mode.name {
+			case "aligned":
+				if !slices.ContainsFunc(processed, func(n int64) bool { return n > 0 }) {
+					t.Errorf("no aligned checkpoint processed data while aligning: %v", processed)
+				}
+			case "unaligned":
+				if slices.ContainsFunc(processed, func(n int64) bool { return n != 0 }) {
+					t.Errorf("unaligned checkpoints processed data while aligning: %v", processed)
+				}
+			}
 
 			st, err := storage.Open(context.Background(), dir, "backpressure")
 			if err != nil {
@@ -227,5 +256,73 @@ func TestUnalignedCheckpointsOnEveryExchange(t *testing.T) {
 				t.Fatalf("%d distinct records at the sink, want %d", len(count), partitions*sources*perPartition)
 			}
 		})
+	}
+}
+
+// TestUnalignedCheckpointFailsWhileWritingChannelState fails the write of
+// a sum subtask's channel state file for an unaligned checkpoint once a
+// checkpoint has completed (no checkpoint failure is tolerated, so the
+// job fails over at once, as when the process dies mid-write): that
+// checkpoint never completes, the job restores the previous completed
+// one, and every record's sum reaches the sink exactly once. Seeds draw
+// the subtask and the backend.
+func TestUnalignedCheckpointFailsWhileWritingChannelState(t *testing.T) {
+	const partitions, perPartition = 2, 8000
+	for _, seed := range diffSeedList(3) {
+		r := rand.New(rand.NewPCG(seed, 17))
+		sub := int(seed % 2)
+		backend := []string{"hashmap", "pebble"}[r.IntN(2)]
+		name := fmt.Sprintf("seed=%d subtask=%d backend=%s", seed, sub, backend)
+		gen := func(p int, seq int64) rec {
+			return rec{Key: fmt.Sprintf("k%d", datagen.Mix(seed, p, seq)%50), Value: int64(p) + 2*seq + 1, P: p, Seq: seq}
+		}
+		ev := streamtest.NewEvents()
+		faults := streamtest.NewFaults()
+		var failing atomic.Int64
+		// The channel state file's write fails, and so does the subtask.
+		torn := faults.Add(stream.FaultStorageWrite, streamtest.Fail(nil), streamtest.OnPath(fmt.Sprintf("*/sum-%d-channels", sub)),
+			streamtest.When(func(site stream.FaultSite) bool {
+				if ev.Count(stream.EventCheckpointCompleted) < 1 {
+					return false
+				}
+				failing.CompareAndSwap(0, site.Checkpoint)
+				return true
+			}))
+		env, err := stream.NewEnvironment(stream.WithConfig(mustConfig(t, "parallelism.default=2", "state.backend.type="+backend,
+			"execution.checkpointing.interval=10 ms", "execution.checkpointing.unaligned.enabled=true",
+			"execution.checkpointing.dir="+t.TempDir(), "execution.checkpointing.data-inline-threshold=0 b",
+			"restart-strategy.type=fixed-delay", "restart-strategy.fixed-delay.attempts=3", "restart-strategy.fixed-delay.delay=0 ms")),
+			stream.WithLogger(quiet), stream.WithEvents(ev.Record), stream.WithBatchSize(16), faults.Option())
+		if err != nil {
+			t.Fatal(err)
+		}
+		src, err := datagen.New(gen, datagen.Partitions(partitions), datagen.Count(perPartition), datagen.BatchSize(16))
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := stream.FromSource(env, src, "numbers", stream.NoWatermarks[rec]())
+		sums := stream.Process(stream.KeyBy(in, func(r rec) string { return r.Key }),
+			stream.KeyedProcessFunction[string, rec, KeyedSum](&slowSum{cost: 40 * time.Microsecond}), stream.Uid("sum"))
+		sink := streamtest.NewCollector[KeyedSum](true)
+		stream.SinkTo(sums, sink, stream.Uid("sink"))
+		if err := env.Execute(context.Background(), "torn"); err != nil {
+			t.Fatalf("%s: %v\n%s", name, err, ev)
+		}
+		if !torn.Fired() {
+			t.Fatalf("%s: no channel state write failed\n%s", name, ev)
+		}
+		rs := ev.Restores()
+		if len(rs) == 0 || rs[0].Checkpoint >= failing.Load() {
+			t.Fatalf("%s: checkpoint %d failed while writing channel state; the job restored %v\n%s", name, failing.Load(), rs, ev)
+		}
+		for _, c := range ev.Of(stream.EventCheckpointCompleted) {
+			if c.Checkpoint == failing.Load() {
+				t.Fatalf("%s: checkpoint %d completed although its channel state was never written", name, c.Checkpoint)
+			}
+		}
+		if err := checkRunningSums(sink.Results(), recordsByKey(gen, partitions, perPartition)); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		t.Logf("%s: checkpoint %d failed while writing channel state; restored %d; sums exact", name, failing.Load(), rs[0].Checkpoint)
 	}
 }

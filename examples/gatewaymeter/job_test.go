@@ -37,6 +37,9 @@ type faults struct {
 	// restored lists the checkpoint each restart restored (0: none, the
 	// job started over).
 	restored []int64
+	// channelState counts the channel state files restores read (records
+	// in flight persisted by unaligned checkpoints).
+	channelState int
 }
 
 type fault struct {
@@ -47,6 +50,12 @@ type fault struct {
 }
 
 func (f *faults) fn(_ context.Context, site stream.FaultSite) error {
+	if site.Point == stream.FaultRestoreChannels {
+		f.mu.Lock()
+		f.channelState++
+		f.mu.Unlock()
+		return nil
+	}
 	if site.Point != stream.FaultBatch {
 		return nil
 	}
@@ -87,7 +96,7 @@ func (f *faults) event(e stream.JobEvent) {
 func (f *faults) report() string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return fmt.Sprintf("%d of %d failures struck: %v (plan %v); restored checkpoints %v", f.struck, len(f.plan), f.log, f.plan, f.restored)
+	return fmt.Sprintf("%d of %d failures struck: %v (plan %v); restored checkpoints %v, reading %d channel state files", f.struck, len(f.plan), f.log, f.plan, f.restored, f.channelState)
 }
 
 func runJob(t *testing.T, trace, out string, f *faults, kv ...string) {
@@ -143,7 +152,7 @@ func runJobWith(t *testing.T, trace, out string, extra []stream.Option, kv ...st
 // counts are logged.
 func TestGatewayMeterExactlyOnce(t *testing.T) {
 	seeds := testSeeds(t, []uint64{1, 2, 3, 4}, 8)
-	struck, planned, restarts, fromCheckpoint := 0, 0, 0, 0
+	struck, planned, restarts, fromCheckpoint, channelState := 0, 0, 0, 0, 0
 	for _, seed := range seeds {
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
 			r := rand.New(rand.NewPCG(seed, 5))
@@ -189,10 +198,15 @@ func TestGatewayMeterExactlyOnce(t *testing.T) {
 				}
 				f.plan = append(f.plan, fault{vertex: v.uid, subtask: -1, records: 1 + r.Int64N(bound), afterCheckpoint: i > 0 && r.IntN(4) > 0})
 			}
-			t.Logf("%s\ntrace %+v, parallelism %d, checkpoints every %d ms", reproduce("TestGatewayMeterExactlyOnce", seed), cfg, parallelism, interval)
-			runJob(t, trace, out, f, fmt.Sprint("parallelism.default=", parallelism), fmt.Sprintf("execution.checkpointing.interval=%d ms", interval))
+			// How barriers align, by seed, so that four seeds run all
+			// four: aligned, unaligned, aligned until a timeout of 0
+			// (unaligned from the first barrier on, but triggered
+			// aligned) and of a few milliseconds.
+			mode := alignments[seed%uint64(len(alignments))]
+			t.Logf("%s\ntrace %+v, parallelism %d, checkpoints every %d ms, %s", reproduce("TestGatewayMeterExactlyOnce", seed), cfg, parallelism, interval, mode.name)
+			runJob(t, trace, out, f, append([]string{fmt.Sprint("parallelism.default=", parallelism), fmt.Sprintf("execution.checkpointing.interval=%d ms", interval)}, mode.cfg...)...)
 			t.Log(f.report())
-			struck, planned, restarts = struck+f.struck, planned+len(f.plan), restarts+len(f.restored)
+			struck, planned, restarts, channelState = struck+f.struck, planned+len(f.plan), restarts+len(f.restored), channelState+f.channelState
 			for _, id := range f.restored {
 				if id != 0 {
 					fromCheckpoint++
@@ -204,10 +218,25 @@ func TestGatewayMeterExactlyOnce(t *testing.T) {
 			}
 		})
 	}
-	t.Logf("%d of %d planned failures struck over %d seeds; %d of %d restarts restored a checkpoint", struck, planned, len(seeds), fromCheckpoint, restarts)
+	t.Logf("%d of %d planned failures struck over %d seeds; %d of %d restarts restored a checkpoint, reading %d channel state files", struck, planned, len(seeds), fromCheckpoint, restarts, channelState)
 	if len(seeds) >= 4 && fromCheckpoint == 0 {
 		t.Fatal("no restart restored a checkpoint: the runs test recovery from the beginning only")
 	}
+	if len(seeds) >= 4 && channelState == 0 {
+		t.Fatal("no restore read channel state: the unaligned runs test no replay of records in flight")
+	}
+}
+
+// alignments are the ways barriers align that the exactly-once tests
+// run.
+var alignments = []struct {
+	name string
+	cfg  []string
+}{
+	{"aligned checkpoints", nil},
+	{"unaligned checkpoints", []string{"execution.checkpointing.unaligned.enabled=true"}},
+	{"aligned-checkpoint-timeout 0", []string{"execution.checkpointing.unaligned.enabled=true", "execution.checkpointing.aligned-checkpoint-timeout=0 ms"}},
+	{"aligned-checkpoint-timeout 3 ms", []string{"execution.checkpointing.unaligned.enabled=true", "execution.checkpointing.aligned-checkpoint-timeout=3 ms"}},
 }
 
 // TestGatewayMeterNoFailures is the same without failures.

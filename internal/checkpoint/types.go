@@ -130,6 +130,11 @@ type SubtaskState struct {
 	// in the order the subtask indexes them, on the first operator of its
 	// chain only.
 	InputWatermarks []int64 `json:"input_watermarks,omitempty"`
+	// TimersPending says the snapshot was taken in the middle of firing
+	// the event-time timers up to Watermark (an unaligned barrier
+	// interrupted the burst): those still registered at or before it
+	// fire first when the subtask is restored.
+	TimersPending bool `json:"timers_pending,omitempty"`
 	// InputChannels is the channel state of an unaligned checkpoint, on
 	// the first operator of a chain: the records and watermarks that were
 	// in flight on the subtask's input channels, replayed into them before
@@ -169,7 +174,12 @@ type SubtaskStats struct {
 	// StartDelay is the time from the checkpoint's trigger to the first
 	// barrier reaching the subtask.
 	StartDelay time.Duration
-	// ProcessedBytes is the data processed during alignment.
+	// ProcessedBytes is the data processed during alignment (Flink's
+	// processed_data): the records the subtask processed between its
+	// first barrier of the checkpoint and its snapshot, at their size as
+	// their channel's codec encodes them (records of edges without a
+	// codec count nothing). 0 for sources, for one input, and for a
+	// snapshot taken unaligned at the first barrier.
 	ProcessedBytes int64
 	// PersistedBytes is in-flight data persisted (unaligned checkpoints).
 	PersistedBytes int64

@@ -529,6 +529,21 @@ func TestJobManagerCancelJobAndTaskManagers(t *testing.T) {
 // flight across the network, the restore replays them, and the output is
 // exactly once.
 func TestClusterUnalignedCheckpointsAcrossTaskManagers(t *testing.T) {
+	for _, mode := range []struct {
+		name string
+		cfg  []string
+	}{
+		{"unaligned", nil},
+		// Barriers start aligned and cross the network behind records;
+		// when the timeout passes, the receiving subtask moves them to
+		// the front of its inputs.
+		{"aligned-timeout", []string{"execution.checkpointing.aligned-checkpoint-timeout=5 ms"}},
+	} {
+		t.Run(mode.name, func(t *testing.T) { testClusterUnaligned(t, mode.cfg) })
+	}
+}
+
+func testClusterUnaligned(t *testing.T, extra []string) {
 	ev := newEvents()
 	faults := streamtest.NewFaults()
 	crash := faults.Add(stream.FaultBatch, streamtest.Fail(nil), streamtest.OnVertex("sum"), streamtest.OnSubtask(1),
@@ -536,8 +551,8 @@ func TestClusterUnalignedCheckpointsAcrossTaskManagers(t *testing.T) {
 	slow := faults.Add(stream.FaultBatch, streamtest.Delay(5*time.Millisecond), streamtest.OnVertex("sum"), streamtest.Always())
 	replay := faults.Add(stream.FaultRestoreChannels, streamtest.Delay(0), streamtest.Always())
 	sj := &sumJobs{sink: streamtest.NewCollector[keyedSum](true),
-		cfg: []string{"parallelism.default=4", "execution.checkpointing.interval=20 ms", "execution.checkpointing.unaligned.enabled=true",
-			"restart-strategy.type=fixed-delay", "restart-strategy.fixed-delay.attempts=5", "restart-strategy.fixed-delay.delay=0 ms"}}
+		cfg: append([]string{"parallelism.default=4", "execution.checkpointing.interval=20 ms", "execution.checkpointing.unaligned.enabled=true",
+			"restart-strategy.type=fixed-delay", "restart-strategy.fixed-delay.attempts=5", "restart-strategy.fixed-delay.delay=0 ms"}, extra...)}
 	jobs := newEnvJobs(sj.env, stream.WithEvents(ev.Record), faults.Option())
 	_, addr := startJobManager(t, jobs)
 	for i := range 2 {

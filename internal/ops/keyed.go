@@ -233,10 +233,17 @@ func (k *Keyed[K, N]) RegisterProcessingTimer(ns N, ts int64) {
 // DeleteProcessingTimer removes a processing-time timer of the current key.
 func (k *Keyed[K, N]) DeleteProcessingTimer(ns N, ts int64) { k.proc.Delete(ns, ts) }
 
-// AdvanceWatermark fires the event-time timers up to wm.
+// AdvanceWatermark fires the event-time timers up to wm. When an
+// unaligned snapshot waits (runtime.OperatorContext.Interrupted) it stops
+// between two timers and returns runtime.ErrInterrupted: the caller
+// returns it without forwarding wm, and is called again with wm after the
+// snapshot, when it fires the rest.
 func (k *Keyed[K, N]) AdvanceWatermark(wm int64) error {
 	k.watermark = wm
 	for {
+		if k.Ctx.Interrupted() {
+			return runtime.ErrInterrupted
+		}
 		t, ok := k.event.Pop(wm)
 		if !ok {
 			return nil
@@ -260,6 +267,11 @@ func (k *Keyed[K, N]) scheduleProcessing() {
 		k.procPending = false
 		now := k.Ctx.Now().UnixMilli()
 		for {
+			if k.Ctx.Interrupted() {
+				// A snapshot waits: the timers still due fire in a
+				// wake-up of their own, after it.
+				break
+			}
 			tm, ok := k.proc.Pop(now)
 			if !ok {
 				break

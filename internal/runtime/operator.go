@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"time"
@@ -198,6 +199,25 @@ func (c *OperatorContext) SnapshottingNative() bool {
 	b := c.task.snapshotting
 	return b.Savepoint && b.Native
 }
+
+// ErrInterrupted is returned (possibly wrapped) by an operator's
+// ProcessWatermark that stopped firing its event-time timers because
+// Interrupted said so, without forwarding the watermark. The subtask takes
+// its snapshot, then calls ProcessWatermark with the same watermark
+// again, which fires the timers still due and forwards it: the burst goes
+// on where it stopped. A snapshot taken so records that timers are still
+// due, and a subtask restored from it fires them before anything else.
+var ErrInterrupted = errors.New("runtime: interrupted by a snapshot")
+
+// Interrupted reports whether an unaligned barrier has gone out and the
+// subtask's snapshot waits for the operator to return. An operator in a
+// burst of work made of independent steps (timers firing, say) checks it
+// between steps and returns, so the snapshot need not wait for the whole
+// burst: ProcessWatermark with ErrInterrupted, a processing-time callback
+// by scheduling the rest anew. A single step (one record, one timer)
+// is never split: what it emits meanwhile goes out without waiting, as
+// channel state.
+func (c *OperatorContext) Interrupted() bool { return c.task != nil && c.task.interrupt }
 
 // AtProcessingTime runs f on the subtask's goroutine at or after t.
 func (c *OperatorContext) AtProcessingTime(t time.Time, f func() error) {

@@ -154,6 +154,21 @@ type Task struct {
 	timeoutArmed int64                // newest checkpoint whose timeout is scheduled
 	started      int64                // newest checkpoint triggered here
 	trigger      Barrier              // newest trigger with a timeout, maybe still waiting
+	// firing is set while a snapshot is taken in the middle of a burst of
+	// event-time timers: some of those up to the valve's watermark have
+	// not fired yet.
+	firing bool
+	// resumeTimers says the restored checkpoint was taken in the middle
+	// of such a burst: the restored subtask fires the rest first.
+	resumeTimers bool
+
+	// Processed data (Flink's processed_data): the bytes of the records
+	// the subtask processed while it aligned on checkpoint alignID (from
+	// its first barrier to its snapshot; 0: not aligning), as the input
+	// channel's codec encodes them.
+	alignID    int64
+	alignBytes int64
+	sizeBuf    []byte
 }
 
 func (t *Task) head() Operator { return t.chain.Operators[0].Op }
@@ -261,6 +276,17 @@ func (t *Task) run() (err error) {
 		}
 	}
 	t.reportRestore()
+	if t.resumeTimers && chain.Source == nil {
+		// The checkpoint came in the middle of a burst of timers: the
+		// rest fire now, as they did after the snapshot, before the
+		// channel state and anything new.
+		if err := t.advanceWatermark(t.startWatermark); err != nil {
+			return err
+		}
+		if err := t.afterUnit(); err != nil {
+			return err
+		}
+	}
 	if chain.Source != nil {
 		if pr, ok := chain.Source.(PositionReporter); ok {
 			t.positions.Store(&pr)
@@ -317,6 +343,7 @@ func (t *Task) restoreEventTime() {
 	if !found {
 		return
 	}
+	t.resumeTimers = restoredTimersPending(md, t.chain.Operators, t.id.Subtask, t.vertex.Parallelism, t.vertex.MaxParallelism)
 	t.valve.Restore(wm, inputs)
 	t.watermark.Store(wm)
 	t.startWatermark = wm
@@ -477,6 +504,9 @@ func (t *Task) onMessage(ch int, m message) error {
 	switch m.kind {
 	case msgData:
 		t.recordsIn.Add(int64(m.n))
+		if t.alignID != 0 {
+			t.countProcessed(ch, &m)
+		}
 		if err := t.fault(t.ctx, FaultSite{Point: FaultBatch}); err != nil {
 			return err
 		}
@@ -558,9 +588,28 @@ func (t *Task) onMessage(ch int, m message) error {
 	return nil
 }
 
+// advanceWatermark advances the chain's event time to wm. An operator
+// that stops firing its timers because an unaligned snapshot waits
+// (ErrInterrupted) gets the snapshot now, recorded with its timers up to
+// wm still to fire, and then the same watermark again, which goes on
+// where it stopped.
 func (t *Task) advanceWatermark(wm int64) error {
 	t.watermark.Store(wm)
-	return t.head().ProcessWatermark(wm)
+	for {
+		err := t.head().ProcessWatermark(wm)
+		if !errors.Is(err, ErrInterrupted) {
+			return err
+		}
+		if t.deferred == nil {
+			return fmt.Errorf("%s: an operator stopped firing timers at watermark %d with no snapshot waiting", t.id, wm)
+		}
+		t.firing = true
+		err = t.completeDeferred()
+		t.firing = false
+		if err != nil {
+			return err
+		}
+	}
 }
 
 // onBarrierEvents acts on the handler's events; ch is the input whose
@@ -592,6 +641,9 @@ func (t *Task) onBarrierEvents(events []BarrierEvent, ch int, att *inflight) err
 				t.uc = nil
 			}
 		case Abort:
+			if t.alignID == ev.Checkpoint {
+				t.alignID = 0
+			}
 			if t.uc != nil && t.uc.id == ev.Checkpoint {
 				close(t.uc.abort)
 				t.uc = nil
@@ -713,6 +765,7 @@ func (t *Task) checkpoint(b Barrier, startDelay, alignment time.Duration) error 
 		SyncDuration:      t.clock.Now().Sub(start),
 		AlignmentDuration: alignment,
 		StartDelay:        startDelay,
+		ProcessedBytes:    t.endAlignment(b.ID),
 	}
 	if err := t.startWrite(b, snaps, stats, nil); err != nil {
 		return err
@@ -764,18 +817,16 @@ func (t *Task) startWrite(b Barrier, snaps []Snapshot, stats checkpoint.SubtaskS
 	}
 	// The event time of a subtask with inputs goes into the checkpoint
 	// with its state; a source's splits record their own.
-	var wm *int64
-	var inputs []int64
+	var et *eventTime
 	if t.valve != nil {
-		w := t.valve.Current()
-		wm, inputs = &w, t.valve.Inputs()
+		et = &eventTime{wm: t.valve.Current(), inputs: t.valve.Inputs(), firing: t.firing}
 	}
 	t.lastCkptAt.Store(b.ID)
 	ops := t.chain.Operators
 	t.snapshots.Add(1)
 	go func() {
 		defer t.snapshots.Done()
-		t.writeSnapshot(b.ID, b.Target, ops, snaps, stats, wm, inputs, uc)
+		t.writeSnapshot(b.ID, b.Target, ops, snaps, stats, et, uc)
 	}()
 	return nil
 }
@@ -832,9 +883,19 @@ func copyFile(path string) func(io.Writer) error {
 	}
 }
 
+// eventTime is a subtask's event time when it took a snapshot: its
+// watermark, its input channels' watermarks, and whether the snapshot
+// came in the middle of firing the timers up to the watermark.
+type eventTime struct {
+	wm     int64
+	inputs []int64
+	firing bool
+}
+
 // writeSnapshot writes the state of checkpoint id (of the savepoint in
-// directory target, if it is not ""), then acknowledges it.
-func (t *Task) writeSnapshot(id int64, target string, ops []ChainedOperator, snaps []Snapshot, stats checkpoint.SubtaskStats, wm *int64, inputs []int64, uc *unalignedCheckpoint) {
+// directory target, if it is not ""), then acknowledges it. et is nil for
+// a source subtask, whose splits record their event time.
+func (t *Task) writeSnapshot(id int64, target string, ops []ChainedOperator, snaps []Snapshot, stats checkpoint.SubtaskStats, et *eventTime, uc *unalignedCheckpoint) {
 	start := time.Now()
 	release := func() error {
 		for _, s := range snaps {
@@ -865,9 +926,12 @@ func (t *Task) writeSnapshot(id int64, target string, ops []ChainedOperator, sna
 	states := make(map[string]checkpoint.SubtaskState, len(ops))
 	var err, ferr error
 	for i, s := range snaps {
-		st := checkpoint.SubtaskState{Watermark: wm}
-		if i == 0 {
-			st.InputWatermarks = inputs
+		var st checkpoint.SubtaskState
+		if et != nil {
+			st.Watermark, st.TimersPending = &et.wm, et.firing
+			if i == 0 {
+				st.InputWatermarks = et.inputs
+			}
 		}
 		uid := ops[i].UID
 		if s.Keyed != nil {
@@ -1126,4 +1190,36 @@ func (t *Task) endSource() error {
 		t.master.reachedEndOfData(t.id)
 	}
 	return t.maybeEnd()
+}
+
+// countProcessed adds the encoded size of batch m, read from input ch
+// while the subtask aligns, to the checkpoint's processed data. Edges
+// without a codec (records that never leave the process) count nothing.
+func (t *Task) countProcessed(ch int, m *message) {
+	if t.codecs[ch] == nil && t.gate.edges[ch].Codec == nil {
+		return
+	}
+	bc, err := t.channelCodec(ch)
+	if err != nil {
+		return
+	}
+	t.sizeBuf = bc.AppendBatch(t.sizeBuf[:0], m.data, m.from)
+	t.alignBytes += int64(len(t.sizeBuf))
+}
+
+// startAlignment notes the first barrier of checkpoint id on any input.
+func (t *Task) startAlignment(id int64) {
+	if id > t.alignID {
+		t.alignID, t.alignBytes = id, 0
+	}
+}
+
+// endAlignment returns the data processed while aligning on checkpoint
+// id, whose snapshot is being taken, and ends the alignment.
+func (t *Task) endAlignment(id int64) int64 {
+	if t.alignID != id {
+		return 0
+	}
+	t.alignID = 0
+	return t.alignBytes
 }

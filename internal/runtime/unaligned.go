@@ -31,13 +31,20 @@ import (
 // work in progress (a batch, a fetched item, a watermark, a mail) returns,
 // and until then the output channels take what the subtask sends without
 // waiting, as channel state. A record that emits many others, a burst of
-// timers or a window's large result does not hold the barrier up.
+// timers or a window's large result does not hold the barrier up. A batch
+// stops between two records (the rest is channel state, read after the
+// snapshot); a burst of event-time timers stops between two timers
+// (ErrInterrupted): the snapshot records that timers up to the watermark
+// are still due, they fire right after it, and a subtask restored from it
+// fires them before reading anything. One record's or one timer's output
+// is never split: it goes out without waiting, as channel state.
 
 // deferredSnapshot is an unaligned snapshot whose barrier has gone out,
 // to take when the unit of work in progress returns.
 type deferredSnapshot struct {
-	ev TakeSnapshot
-	uc *unalignedCheckpoint
+	ev        TakeSnapshot
+	uc        *unalignedCheckpoint
+	processed int64 // bytes processed while aligning before it switched
 }
 
 // unalignedCheckpoint is a consumer's channel state for one unaligned
@@ -103,6 +110,7 @@ func (t *Task) takeUrgentBarriers() error {
 // onBarrier hands barrier message m read from input ch to the handler.
 func (t *Task) onBarrier(ch int, m message) error {
 	b := m.barrier
+	t.startAlignment(b.ID)
 	if b.AlignedTimeout > 0 && b.ID > t.timeoutArmed {
 		t.armAlignedTimeout(b)
 	}
@@ -197,7 +205,7 @@ func (t *Task) startUnaligned(ev TakeSnapshot, ch int, att *inflight) error {
 			close(uc.done)
 		}
 	}
-	t.deferred = &deferredSnapshot{ev: ev, uc: uc}
+	t.deferred = &deferredSnapshot{ev: ev, uc: uc, processed: t.endAlignment(b.ID)}
 	t.interrupt = true
 	return nil
 }
@@ -267,6 +275,7 @@ func (t *Task) completeDeferred() error {
 		SyncDuration:      t.clock.Now().Sub(start),
 		AlignmentDuration: d.ev.Alignment,
 		StartDelay:        d.ev.StartDelay,
+		ProcessedBytes:    d.processed,
 		Unaligned:         true,
 	}, d.uc)
 }

@@ -178,3 +178,37 @@ func restoredWatermark(st *checkpoint.OperatorState, index, parallelism, maxPara
 	}
 	return wm, nil
 }
+
+// restoredTimersPending reports whether the checkpoint md was taken while
+// a subtask whose state subtask index of the chain ops restores was in the
+// middle of firing its event-time timers (SubtaskState.TimersPending): at
+// the same parallelism that subtask's, at another any old subtask whose
+// key groups overlap index's (or any, for operators without keyed state).
+func restoredTimersPending(md *checkpoint.Metadata, ops []ChainedOperator, index, parallelism, maxParallelism int) bool {
+	own := KeyGroupsFor(maxParallelism, parallelism, index)
+	for _, op := range ops {
+		st, ok := md.Operator(op.UID)
+		if !ok {
+			continue
+		}
+		if st.Parallelism == parallelism {
+			if index < len(st.Subtasks) && st.Subtasks[index].TimersPending {
+				return true
+			}
+			continue
+		}
+		for i, s := range st.Subtasks {
+			if !s.TimersPending {
+				continue
+			}
+			if len(s.Keyed) > 0 {
+				old := KeyGroupsFor(st.MaxParallelism, st.Parallelism, i)
+				if old.End < own.Start || old.Start > own.End {
+					continue
+				}
+			}
+			return true
+		}
+	}
+	return false
+}
