@@ -24,12 +24,21 @@ type Side struct {
 	// writes its outputs under r.Output, checkpoints into r.Checkpoints and
 	// serves a Flink-compatible REST API on r.RESTPort.
 	Command func(ctx context.Context, r SideRun) *exec.Cmd
+	// Checkpoints, if set, returns the durations of the checkpoints a
+	// finished run completed, from what the run wrote (its REST API is
+	// not asked).
+	Checkpoints func(r SideRun) ([]time.Duration, error)
 }
 
 // SideRun is where one run of a side reads, writes and answers.
 type SideRun struct {
 	Input, Output, Checkpoints string
 	RESTPort                   int
+	// Dir is the run's own directory, which holds the others.
+	Dir string
+	// Discard says the run writes its results nowhere (a sink that
+	// discards them), as a timed run does; Output is then unused.
+	Discard bool
 }
 
 // Workload is one job that every side runs over identical input: a row of
@@ -42,9 +51,13 @@ type Workload struct {
 	// Empty is an input of the same shape with no events: a run over it
 	// measures a side's start-up and shut-down.
 	Empty string
-	Sides []Side
+	// StartupRounds is in how many of the first rounds the sides run over
+	// Empty; 0: in every round.
+	StartupRounds int
+	Sides         []Side
 	// Same fails unless the outputs in dirs (one per side, in the order of
-	// Sides) hold the same records.
+	// Sides) hold the same records. Nil: the runs discard their results
+	// (SideRun.Discard) and the outputs are checked apart (RunSide).
 	Same func(dirs []string) error
 }
 
@@ -91,12 +104,15 @@ func RunSideBySide(ctx context.Context, w Workload, rounds int, work string, log
 		dir := filepath.Join(work, fmt.Sprintf("round-%d", round))
 		outs := make([]string, len(w.Sides))
 		for pass, input := range []string{w.Empty, w.Input} {
+			if pass == 0 && w.StartupRounds > 0 && round > w.StartupRounds {
+				continue
+			}
 			for i, s := range w.Sides {
 				name := s.Name
 				if pass == 0 {
 					name += "-empty"
 				}
-				r, err := runSide(ctx, s, input, filepath.Join(dir, name))
+				r, err := RunSide(ctx, s, input, filepath.Join(dir, name), w.Same == nil)
 				if err != nil {
 					return res, fmt.Errorf("%s, round %d, %s: %w", w.Name, round, name, err)
 				}
@@ -110,8 +126,10 @@ func RunSideBySide(ctx context.Context, w Workload, rounds int, work string, log
 				}
 			}
 		}
-		if err := w.Same(outs); err != nil {
-			return res, fmt.Errorf("%s, round %d: the outputs differ (kept in %s): %w", w.Name, round, dir, err)
+		if w.Same != nil {
+			if err := w.Same(outs); err != nil {
+				return res, fmt.Errorf("%s, round %d: the outputs differ (kept in %s): %w", w.Name, round, dir, err)
+			}
 		}
 		if err := os.RemoveAll(dir); err != nil {
 			return res, err
@@ -120,9 +138,11 @@ func RunSideBySide(ctx context.Context, w Workload, rounds int, work string, log
 	return res, nil
 }
 
-// runSide runs one side over input in a fresh directory dir, polling its
-// REST API for checkpoint statistics until it exits.
-func runSide(ctx context.Context, s Side, input, dir string) (ProcessRun, error) {
+// RunSide runs one side over input in a fresh directory dir, polling its
+// REST API for checkpoint statistics until it exits (unless the side
+// reports them itself: Side.Checkpoints). Its outputs, unless discard,
+// are in dir/out.
+func RunSide(ctx context.Context, s Side, input, dir string, discard bool) (ProcessRun, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return ProcessRun{}, err
 	}
@@ -130,7 +150,9 @@ func runSide(ctx context.Context, s Side, input, dir string) (ProcessRun, error)
 	if err != nil {
 		return ProcessRun{}, err
 	}
-	cmd := s.Command(ctx, SideRun{Input: input, Output: filepath.Join(dir, "out"), Checkpoints: filepath.Join(dir, "checkpoints"), RESTPort: port})
+	sr := SideRun{Input: input, Output: filepath.Join(dir, "out"), Checkpoints: filepath.Join(dir, "checkpoints"), RESTPort: port,
+		Dir: dir, Discard: discard}
+	cmd := s.Command(ctx, sr)
 	logPath := filepath.Join(dir, "log")
 	logf, err := os.Create(logPath)
 	if err != nil {
@@ -171,8 +193,14 @@ poll:
 		}
 		return run, fmt.Errorf("%v: %w\n%s", cmd.Args, waitErr, tail)
 	}
-	for _, d := range ckpts {
-		run.Checkpoints = append(run.Checkpoints, d)
+	if s.Checkpoints != nil {
+		if run.Checkpoints, err = s.Checkpoints(sr); err != nil {
+			return run, fmt.Errorf("%v: its checkpoints: %w", cmd.Args, err)
+		}
+	} else {
+		for _, d := range ckpts {
+			run.Checkpoints = append(run.Checkpoints, d)
+		}
 	}
 	slices.Sort(run.Checkpoints)
 	return run, nil
