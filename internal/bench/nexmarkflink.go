@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -46,6 +47,22 @@ type NexmarkQueryResult struct {
 	Check string
 	Equal bool
 	SideBySide
+	// Loop are the runs of the query's hand-written loop (RunLoopQuery),
+	// one per round, if it has one.
+	Loop []LoopResult
+}
+
+// LoopPerCPU is the median events per CPU-second of r's loop runs, 0
+// without any.
+func (r NexmarkQueryResult) LoopPerCPU() float64 {
+	if len(r.Loop) == 0 {
+		return 0
+	}
+	v := make([]float64, len(r.Loop))
+	for i, l := range r.Loop {
+		v[i] = l.PerCPUSecond()
+	}
+	return SpreadOf(v).Median
 }
 
 // EventFiles returns the directory of c's events as JSON lines (one file
@@ -252,7 +269,18 @@ func RunNexmarkVsFlink(ctx context.Context, c NexmarkVsFlink, work string, log i
 		if err != nil {
 			return out, err
 		}
-		out = append(out, NexmarkQueryResult{Query: q, Check: verdict, Equal: equal, SideBySide: r})
+		res := NexmarkQueryResult{Query: q, Check: verdict, Equal: equal, SideBySide: r}
+		if slices.Contains(LoopQueries(), q) {
+			for range c.Rounds {
+				l, err := RunLoopQuery(q, c.Nexmark.Gen)
+				if err != nil {
+					return out, err
+				}
+				fmt.Fprintf(log, "  hand-written loop (1 goroutine) %.2f CPU-s, %.0f events per CPU-second\n", l.CPU.Seconds(), l.PerCPUSecond())
+				res.Loop = append(res.Loop, l)
+			}
+		}
+		out = append(out, res)
 	}
 	return out, nil
 }

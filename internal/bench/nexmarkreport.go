@@ -100,6 +100,13 @@ func FormatNexmarkVsFlink(out io.Writer, results []NexmarkQueryResult) {
 			fmt.Fprintf(out, "  %-5s %s/%s per round, median [min–max]: events/s %s, events per CPU-second %s; peak RSS %s/%s %s\n", "",
 				a.Name, b.Name, times(RatioOf(a.Rate, b.Rate)), times(RatioOf(a.PerCPU, b.PerCPU)), b.Name, a.Name, times(RatioOf(b.RSS, a.RSS)))
 		}
+		if l := r.LoopPerCPU(); l > 0 {
+			fmt.Fprintf(out, "  %-5s hand-written loop (1 goroutine): %.0f events per CPU-second;", "", l)
+			for _, f := range figs {
+				fmt.Fprintf(out, " %s %.2f of it", f.Name, median(f.PerCPU)/l)
+			}
+			fmt.Fprintln(out)
+		}
 		fmt.Fprintf(out, "  %-5s results: %s\n", "", r.Check)
 	}
 }
@@ -160,6 +167,25 @@ func WriteNexmarkMarkdown(out io.Writer, rep NexmarkReport, results []NexmarkQue
 			r.Query, median(a.Rate), median(b.Rate), times(RatioOf(a.Rate, b.Rate)), median(a.PerCPU), median(b.PerCPU),
 			times(RatioOf(a.PerCPU, b.PerCPU)), mibOf(median(a.RSS)), mibOf(median(b.RSS)), ms(a.CkptP50), ms(a.CkptP99), ms(b.CkptP50), ms(b.CkptP99),
 			a.StartWall.Seconds(), a.StartCPU.Seconds(), b.StartWall.Seconds(), b.StartCPU.Seconds(), strings.ReplaceAll(firstLine(r.Check), "|", "\\|"))
+	}
+	var loops bool
+	for _, r := range results {
+		loops = loops || r.LoopPerCPU() > 0
+	}
+	if loops {
+		p("\n### Next to a hand-written loop\n\n")
+		p("The same query as a single-goroutine Go loop over the same events, generated the same way in the same order, with the same watermark ")
+		p("(internal/bench's RunLoopQuery): the practical limit of one core. Each side's events per CPU-second as a fraction of the loop's ")
+		p("(median over the rounds; the loop's CPU time is its thread's).\n\n")
+		p("| query | loop events/CPU-s | weir / loop | Flink / loop |\n|---|---:|---:|---:|\n")
+		for _, r := range results {
+			l := r.LoopPerCPU()
+			figs := FiguresOf(r.SideBySide)
+			if l == 0 || len(figs) != 2 {
+				continue
+			}
+			p("| %s | %.0f | %.2f | %.2f |\n", r.Query, l, median(figs[0].PerCPU)/l, median(figs[1].PerCPU)/l)
+		}
 	}
 	if rep.ChartPerCPU != "" {
 		p("\n![events per CPU-second per query, weir and Flink](%s)\n", rep.ChartPerCPU)
