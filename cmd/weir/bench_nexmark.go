@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -21,7 +22,7 @@ func newBenchNexmarkCmd() *cobra.Command {
 	c := bench.DefaultNexmark()
 	var inProcess, child bool
 	var writeEvents, result string
-	vs := vsFlinkFlags{rounds: 3, backend: "hashmap", flinkJar: defaultFlinkJar, java: "java",
+	vs := vsFlinkFlags{rounds: 3, flinkJar: defaultFlinkJar, java: "java",
 		eventsDir: filepath.Join(os.TempDir(), "weir-bench")}
 	cmd := &cobra.Command{
 		Use:   "nexmark",
@@ -67,9 +68,20 @@ charts drawn here, in FILE's directory under bench/charts.`,
 			if c.Parallelism < 1 || c.Checkpoint < 0 {
 				return fmt.Errorf("--parallelism must be at least 1 and --checkpoint not negative")
 			}
+			if c.Backend != "" && !slices.Contains(bench.SideBackends(), c.Backend) {
+				return fmt.Errorf("--backend %q: want one of %v", c.Backend, bench.SideBackends())
+			}
 			out := cmd.OutOrStdout()
 			if vs.on {
 				return runNexmarkVsFlink(cmd, c, vs)
+			}
+			for _, name := range vsFlinkOnly {
+				if cmd.Flags().Changed(name) {
+					return fmt.Errorf("--%s goes with --vs-flink", name)
+				}
+			}
+			if !child && (result != "" || c.Output != "") {
+				return fmt.Errorf("--result and --output go with --child")
 			}
 			if writeEvents != "" {
 				g, err := nexmark.NewGenerator(c.Gen)
@@ -176,7 +188,7 @@ func runNexmarkChild(cmd *cobra.Command, q string) (bench.NexmarkResult, error) 
 		return bench.NexmarkResult{}, err
 	}
 	args := []string{"bench", "nexmark", "--child", "--query", q}
-	for _, name := range []string{"events", "splits", "rate", "seed", "parallelism", "checkpoint", "checkpoint-dir"} {
+	for _, name := range []string{"events", "splits", "rate", "seed", "parallelism", "checkpoint", "checkpoint-dir", "backend"} {
 		args = append(args, "--"+name+"="+cmd.Flags().Lookup(name).Value.String())
 	}
 	var stdout bytes.Buffer
