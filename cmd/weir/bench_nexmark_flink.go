@@ -222,6 +222,17 @@ func machineLines(cmd *cobra.Command, v vsFlinkFlags) []string {
 			rev += " (with uncommitted changes)"
 		}
 	}
+	if rev == "unknown" {
+		// Built without VCS stamps (-buildvcs=false): ask git about the
+		// working directory, which is the repository's when the command
+		// runs from its root as documented.
+		if out, err := exec.CommandContext(cmd.Context(), "git", "rev-parse", "--short=12", "HEAD").Output(); err == nil {
+			rev = strings.TrimSpace(string(out)) + " (the working directory's, by git)"
+			if st, err := exec.CommandContext(cmd.Context(), "git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(st) > 0 {
+				rev += " with uncommitted changes"
+			}
+		}
+	}
 	lines = append(lines, fmt.Sprintf("weir: commit %s, built with %s", rev, runtime.Version()))
 	if out, err := exec.CommandContext(cmd.Context(), v.java, "-version").CombinedOutput(); err == nil {
 		l, _, _ := strings.Cut(string(out), "\n")
