@@ -12,7 +12,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -66,7 +68,11 @@ type ProcessRun struct {
 	Wall time.Duration
 	// CPU is the child's user and system time (its rusage).
 	CPU time.Duration
-	// MaxRSS is the child's peak resident set (rusage ru_maxrss), in bytes.
+	// MaxRSS is the child's peak resident set in bytes: its VmHWM
+	// (/proc/PID/status), read every 50 ms while it runs. Not ru_maxrss:
+	// Linux carries the high-water mark of the memory a process had
+	// before exec into it, and a child forked from a parent that is
+	// larger would report the parent's.
 	MaxRSS int64
 	// Checkpoints are the end-to-end durations of the checkpoints the
 	// child's REST API reported completed while it ran.
@@ -166,6 +172,25 @@ func RunSide(ctx context.Context, s Side, input, dir string, discard bool) (Proc
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
+	// Start returns once the child has exec'd, so every read is of the
+	// child's own memory.
+	var peak atomic.Int64
+	stopHWM, hwmDone := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(hwmDone)
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		for {
+			if v, ok := vmHWM(cmd.Process.Pid); ok && v > peak.Load() {
+				peak.Store(v)
+			}
+			select {
+			case <-stopHWM:
+				return
+			case <-t.C:
+			}
+		}
+	}()
 	ckpts := map[int64]time.Duration{}
 	client := &http.Client{Timeout: time.Second}
 	tick := time.NewTicker(500 * time.Millisecond)
@@ -182,9 +207,14 @@ poll:
 	}
 	var run ProcessRun
 	run.Wall = time.Since(start)
+	close(stopHWM)
+	<-hwmDone
+	run.MaxRSS = peak.Load()
 	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
 		run.CPU = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-		run.MaxRSS = ru.Maxrss * 1024 // kilobytes on Linux
+		if run.MaxRSS == 0 { // it ended before the first read
+			run.MaxRSS = ru.Maxrss * 1024 // kilobytes on Linux
+		}
 	}
 	if waitErr != nil {
 		tail, _ := os.ReadFile(logPath)
@@ -250,6 +280,26 @@ func getJSON(c *http.Client, url string, v any) error {
 		return errors.New(resp.Status)
 	}
 	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+// vmHWM returns process pid's peak resident set in bytes (VmHWM in
+// /proc/PID/status), false once it is gone.
+func vmHWM(pid int) (int64, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0, false
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+			f := strings.Fields(v) // "1234 kB"
+			if len(f) == 2 && f[1] == "kB" {
+				if kb, err := strconv.ParseInt(f[0], 10, 64); err == nil {
+					return kb * 1024, true
+				}
+			}
+		}
+	}
+	return 0, false
 }
 
 // freePort returns a TCP port free on localhost a moment ago.
