@@ -154,7 +154,7 @@ func WriteNexmarkMarkdown(out io.Writer, rep NexmarkReport, results []NexmarkQue
 	p("\n## Results\n\n")
 	p("Medians over the rounds; ratios weir/Flink as median [min–max] of the per-round ratios. events/s and events/CPU-s leave each side's start-up out ")
 	p("(the run's wall and CPU time less the side's median run over no events); CPU-seconds are the child process's user + system time as the kernel ")
-	p("accounts it (rusage), peak RSS its ru_maxrss.\n\n")
+	p("accounts it (rusage), peak RSS its VmHWM (/proc/PID/status, read every 50 ms).\n\n")
 	p("| query | weir events/s | Flink events/s | weir/Flink events/s | weir events/CPU-s | Flink events/CPU-s | weir/Flink events/CPU-s | peak RSS weir / Flink | checkpoint p50 / p99 weir | checkpoint p50 / p99 Flink | start-up weir / Flink (wall, CPU) | results |\n")
 	p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, r := range results {
