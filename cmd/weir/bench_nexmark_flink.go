@@ -117,8 +117,7 @@ func writeNexmarkReport(cmd *cobra.Command, cfg bench.NexmarkVsFlink, v vsFlinkF
 		LoadBefore: loadBefore, LoadAfter: loadAfter, Output: printed,
 		Machine: machineLines(cmd, v),
 	}
-	args := append([]string{"weir"}, os.Args[1:]...)
-	rep.Commands = append(rep.Commands, "go build -o weir ./cmd/weir", "mvn -q -f bench/flink/pom.xml package", strings.Join(args, " "))
+	rep.Commands = append(rep.Commands, "go build -o weir ./cmd/weir", "mvn -q -f bench/flink/pom.xml package", shellJoin(append([]string{"./weir"}, os.Args[1:]...)))
 	input, empty, err := cfg.EventFiles(nil)
 	if err != nil {
 		return err
@@ -130,7 +129,11 @@ func writeNexmarkReport(cmd *cobra.Command, cfg bench.NexmarkVsFlink, v vsFlinkF
 	rep.Commands = append(rep.Commands, "", "# each timed run, a child process (QUERY, RUN and PORT vary):")
 	for _, s := range w.Sides {
 		c := s.Command(cmd.Context(), bench.SideRun{Input: input, Checkpoints: "RUN/checkpoints", RESTPort: 0, Dir: "RUN", Discard: true})
-		line := strings.Join(append([]string{filepath.Base(c.Path)}, c.Args[1:]...), " ")
+		name := filepath.Base(c.Path)
+		if s.Name == "weir" {
+			name = "./weir"
+		}
+		line := shellJoin(append([]string{name}, c.Args[1:]...))
 		line = strings.ReplaceAll(strings.ReplaceAll(line, "--rest-port 0", "--rest-port PORT"), input, "EVENTS")
 		rep.Commands = append(rep.Commands, line)
 	}
@@ -162,6 +165,19 @@ func writeNexmarkReport(cmd *cobra.Command, cfg bench.NexmarkVsFlink, v vsFlinkF
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "wrote %s and its charts in %s\n", v.write, charts)
 	return nil
+}
+
+// shellJoin joins args as a shell would read them back, quoting those
+// with spaces or quotes.
+func shellJoin(args []string) string {
+	q := make([]string, len(args))
+	for i, a := range args {
+		if a == "" || strings.ContainsAny(a, " \t'\"$;&|<>()*?`\\") {
+			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+		q[i] = a
+	}
+	return strings.Join(q, " ")
 }
 
 func backendText(b string) string {

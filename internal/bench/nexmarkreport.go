@@ -31,8 +31,15 @@ func FiguresOf(r SideBySide) []SideFigures {
 	for si, s := range r.Sides {
 		f := &out[si]
 		f.Name = s.Name
+		startWall := medianOf(s.Startup, func(p ProcessRun) time.Duration { return p.Wall })
 		for i, run := range s.Runs {
-			f.Rate = append(f.Rate, float64(r.Events)/s.ProcessingWall(i).Seconds())
+			// A run no longer than the side's start-up has no processing
+			// time to speak of (the machine's load decided it): no rate.
+			rate := math.NaN()
+			if run.Wall > startWall {
+				rate = float64(r.Events) / s.ProcessingWall(i).Seconds()
+			}
+			f.Rate = append(f.Rate, rate)
 			f.PerCPU = append(f.PerCPU, float64(r.Events)/s.ProcessingCPU(i).Seconds())
 			f.CPU = append(f.CPU, run.CPU.Seconds())
 			f.RSS = append(f.RSS, float64(run.MaxRSS))
@@ -49,9 +56,11 @@ func FiguresOf(r SideBySide) []SideFigures {
 // RatioOf is the spread of a[i]/b[i] over the rounds: each round's ratio
 // taken within its pair.
 func RatioOf(a, b []float64) Spread {
-	v := make([]float64, min(len(a), len(b)))
-	for i := range v {
-		v[i] = a[i] / b[i]
+	var v []float64
+	for i := range min(len(a), len(b)) {
+		if r := a[i] / b[i]; !math.IsNaN(r) {
+			v = append(v, r)
+		}
 	}
 	if len(v) == 0 {
 		return Spread{Median: math.NaN(), Min: math.NaN(), Max: math.NaN()}
@@ -59,11 +68,18 @@ func RatioOf(a, b []float64) Spread {
 	return SpreadOf(v)
 }
 
+// median is the median of v's numbers (NaN: none).
 func median(v []float64) float64 {
-	if len(v) == 0 {
+	var n []float64
+	for _, x := range v {
+		if !math.IsNaN(x) {
+			n = append(n, x)
+		}
+	}
+	if len(n) == 0 {
 		return math.NaN()
 	}
-	return SpreadOf(v).Median
+	return SpreadOf(n).Median
 }
 
 func times(s Spread) string { return fmt.Sprintf("%.2f× [%.2f–%.2f]", s.Median, s.Min, s.Max) }
