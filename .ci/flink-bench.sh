@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the Flink side of the side-by-side benchmarks (bench/flink) for
-# TestBenchGatewayMeterVsFlink, installing Debian's Java 17 and Maven unless
+# TestBenchGatewayMeterVsFlink and TestBenchNexmarkVsFlink, installing Debian's Java 17 and Maven unless
 # java and mvn are already on PATH. Maven keeps its downloads in ~/.m2, so
 # later builds are offline. Prints WEIR_FLINK_JAR=<path>.
 set -euo pipefail

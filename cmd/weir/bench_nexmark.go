@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -19,7 +21,9 @@ import (
 func newBenchNexmarkCmd() *cobra.Command {
 	c := bench.DefaultNexmark()
 	var inProcess, child bool
-	var writeEvents string
+	var writeEvents, result string
+	vs := vsFlinkFlags{rounds: 3, flinkJar: defaultFlinkJar, java: "java",
+		eventsDir: filepath.Join(os.TempDir(), "weir-bench")}
 	cmd := &cobra.Command{
 		Use:   "nexmark",
 		Short: "The Nexmark queries over generated events, with checkpoints",
@@ -36,7 +40,26 @@ this one instead (CPU per run, peak memory of the whole process).
 
 --write-events DIR writes the same events as JSON lines, one file per
 split in nexmark-flink's row format, and runs nothing: the input another
-system reads to compare.`,
+system reads to compare.
+
+--vs-flink runs each query on weir and as Flink SQL (bench/flink: the
+reference suite's SQL, its source table and views over the same events
+written as JSON lines to --events-dir, read by Flink's filesystem
+connector with the reference's watermark, in a local MiniCluster), in
+turn over --rounds rounds, each run a fresh child process, with the same
+parallelism, checkpoint interval and --backend on both sides. Per query it
+first runs each side once writing its rows to files and compares the
+final content of the query's table (for an updating query, once every
+update and retraction applied): a difference is reported, not hidden.
+The timed runs write to a sink that discards the rows (Flink: blackhole).
+It prints per side events/s and events per CPU-second of processing (the
+run less the side's start-up: a run over no events), CPU-seconds and peak
+RSS of the child as the kernel accounts them, checkpoint p50/p99 and the
+start-up, and the ratios weir/Flink within each round, median and
+min–max. --write FILE writes that as Markdown (BENCHMARKS.md) with SVG
+charts drawn here, in FILE's directory under bench/charts.`,
+		Example: `  weir bench nexmark --query q0,q5 --events 2000000
+  weir bench nexmark --vs-flink --query q0,q1,q5,q7 --events 2000000 --rounds 3 --write BENCHMARKS.md`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := c.Gen.Validate(); err != nil {
@@ -45,7 +68,21 @@ system reads to compare.`,
 			if c.Parallelism < 1 || c.Checkpoint < 0 {
 				return fmt.Errorf("--parallelism must be at least 1 and --checkpoint not negative")
 			}
+			if c.Backend != "" && !slices.Contains(bench.SideBackends(), c.Backend) {
+				return fmt.Errorf("--backend %q: want one of %v", c.Backend, bench.SideBackends())
+			}
 			out := cmd.OutOrStdout()
+			if vs.on {
+				return runNexmarkVsFlink(cmd, c, vs)
+			}
+			for _, name := range vsFlinkOnly {
+				if cmd.Flags().Changed(name) {
+					return fmt.Errorf("--%s goes with --vs-flink", name)
+				}
+			}
+			if !child && (result != "" || c.Output != "") {
+				return fmt.Errorf("--result and --output go with --child")
+			}
 			if writeEvents != "" {
 				g, err := nexmark.NewGenerator(c.Gen)
 				if err != nil {
@@ -69,6 +106,13 @@ system reads to compare.`,
 				r, err := bench.RunNexmark(cmd.Context(), c)
 				if err != nil {
 					return err
+				}
+				if result != "" {
+					b, err := json.Marshal(r)
+					if err != nil {
+						return err
+					}
+					return os.WriteFile(result, b, 0o644)
 				}
 				return json.NewEncoder(out).Encode(r)
 			}
@@ -104,8 +148,14 @@ system reads to compare.`,
 	f.StringVar(&c.CheckpointDir, "checkpoint-dir", c.CheckpointDir, `where checkpoints go (execution.checkpointing.dir); "" keeps them in memory`)
 	f.BoolVar(&inProcess, "in-process", false, "run every query in this process rather than each in its own")
 	f.StringVar(&writeEvents, "write-events", "", "write the events to this directory as JSON lines and run nothing")
+	f.StringVar(&c.Backend, "backend", "", "state backend: hashmap, or rocksdb (weir: pebble, incremental checkpoints); default: weir's default")
 	f.BoolVar(&child, "child", false, "run one query and print its result as JSON (what the parent process starts)")
-	_ = f.MarkHidden("child")
+	f.StringVar(&result, "result", "", "with --child: write the result to this file instead")
+	f.StringVar(&c.Output, "output", "", "with --child: write the query's rows as canonical lines to exactly-once files in this directory")
+	for _, name := range []string{"child", "result", "output"} {
+		_ = f.MarkHidden(name)
+	}
+	vs.register(f)
 	return cmd
 }
 
@@ -138,7 +188,7 @@ func runNexmarkChild(cmd *cobra.Command, q string) (bench.NexmarkResult, error) 
 		return bench.NexmarkResult{}, err
 	}
 	args := []string{"bench", "nexmark", "--child", "--query", q}
-	for _, name := range []string{"events", "splits", "rate", "seed", "parallelism", "checkpoint", "checkpoint-dir"} {
+	for _, name := range []string{"events", "splits", "rate", "seed", "parallelism", "checkpoint", "checkpoint-dir", "backend"} {
 		args = append(args, "--"+name+"="+cmd.Flags().Lookup(name).Value.String())
 	}
 	var stdout bytes.Buffer

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -69,5 +70,54 @@ func TestBenchGatewayMeterVsFlink(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestBenchNexmarkVsFlink runs `weir bench nexmark --vs-flink` over a few
+// thousand events for q0, q1, q5 and q7, one round: each query runs on
+// weir and as the reference suite's Flink SQL (bench/flink), once writing
+// its rows, compared, and once timed, and the command writes its report.
+// It asserts that every query ran on both sides, that their results were
+// equal, and that the report and its charts were written, never a time.
+func TestBenchNexmarkVsFlink(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a JVM per run")
+	}
+	jar := flinkJar(t)
+	bin := weirBinary(t)
+	dir := t.TempDir()
+	report := filepath.Join(dir, "BENCHMARKS.md")
+	cmd := exec.Command(bin, "bench", "nexmark", "--vs-flink", "--flink-jar", jar, "--query", "q0,q1,q5,q7",
+		"--events", "4000", "--rate", "200", "--rounds", "1", "--events-dir", filepath.Join(dir, "events"),
+		"--work-dir", filepath.Join(dir, "work"), "--write", report, "--note", "A test run.")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %v\n%s", cmd.Args, err, out)
+	}
+	text := string(out)
+	for _, q := range []string{"q0", "q1", "q5", "q7"} {
+		if !regexp.MustCompile(`(?m)^  ` + q + `: equal \([1-9][0-9]* rows\)$`).MatchString(text) {
+			t.Errorf("%s: no line saying its results were equal:\n%s", q, text)
+		}
+	}
+	for _, want := range []string{"results equal on every query compared", "\n        flink ", "weir/flink per round"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the output lacks %q:\n%s", want, text)
+		}
+	}
+	md, err := os.ReadFile(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"A test run.", "| q0 |", "| q7 |", "bench/charts/nexmark-ratio.svg", "Apache Flink: 2."} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("the report lacks %q:\n%s", want, md)
+		}
+	}
+	for _, chart := range []string{"nexmark-events-per-cpu-second.svg", "nexmark-ratio.svg"} {
+		b, err := os.ReadFile(filepath.Join(dir, "bench", "charts", chart))
+		if err != nil || !strings.HasPrefix(string(b), "<svg") || !strings.Contains(string(b), ">q7<") {
+			t.Errorf("%s: %v\n%.300s", chart, err, b)
+		}
 	}
 }

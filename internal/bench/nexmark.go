@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/weirstream/weir/config"
+	"github.com/weirstream/weir/connector/file"
 	"github.com/weirstream/weir/examples/nexmark"
 	"github.com/weirstream/weir/stream"
 )
@@ -23,6 +24,13 @@ type NexmarkConfig struct {
 	// CheckpointDir is where checkpoints are written; "" keeps them in
 	// the job master's memory.
 	CheckpointDir string
+	// Output, if set, is a directory where the query's rows go, as lines
+	// of canonical rows (nexmark.Lines) in exactly-once files, instead
+	// of being discarded.
+	Output string
+	// Backend is a side-by-side backend (SideBackends); "" is weir's
+	// default.
+	Backend string
 }
 
 // DefaultNexmark is what `weir bench nexmark` runs: ten million events
@@ -91,6 +99,13 @@ func RunNexmark(ctx context.Context, c NexmarkConfig) (NexmarkResult, error) {
 			kv = append(kv, "execution.checkpointing.dir="+c.CheckpointDir)
 		}
 	}
+	if c.Backend != "" {
+		be, err := WeirBackendOptions(c.Backend)
+		if err != nil {
+			return NexmarkResult{}, err
+		}
+		kv = append(kv, be...)
+	}
 	cfg, err := config.ParseDynamic(kv)
 	if err != nil {
 		return NexmarkResult{}, err
@@ -99,7 +114,19 @@ func RunNexmark(ctx context.Context, c NexmarkConfig) (NexmarkResult, error) {
 	if err != nil {
 		return NexmarkResult{}, err
 	}
-	q.Build(src.Events(env))
+	if c.Output == "" {
+		q.Build(src.Events(env))
+	} else {
+		rows, err := nexmark.Lines(c.Query, src.Events(env))
+		if err != nil {
+			return NexmarkResult{}, err
+		}
+		sink, err := file.NewSink(c.Output, func(l string) ([]byte, error) { return []byte(l), nil })
+		if err != nil {
+			return NexmarkResult{}, err
+		}
+		stream.SinkTo(rows, sink, stream.Uid("sink"))
+	}
 	runtime.GC()
 	cpu0 := cpuTime()
 	start := time.Now()

@@ -12,7 +12,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -24,12 +26,21 @@ type Side struct {
 	// writes its outputs under r.Output, checkpoints into r.Checkpoints and
 	// serves a Flink-compatible REST API on r.RESTPort.
 	Command func(ctx context.Context, r SideRun) *exec.Cmd
+	// Checkpoints, if set, returns the durations of the checkpoints a
+	// finished run completed, from what the run wrote (its REST API is
+	// not asked).
+	Checkpoints func(r SideRun) ([]time.Duration, error)
 }
 
 // SideRun is where one run of a side reads, writes and answers.
 type SideRun struct {
 	Input, Output, Checkpoints string
 	RESTPort                   int
+	// Dir is the run's own directory, which holds the others.
+	Dir string
+	// Discard says the run writes its results nowhere (a sink that
+	// discards them), as a timed run does; Output is then unused.
+	Discard bool
 }
 
 // Workload is one job that every side runs over identical input: a row of
@@ -42,9 +53,13 @@ type Workload struct {
 	// Empty is an input of the same shape with no events: a run over it
 	// measures a side's start-up and shut-down.
 	Empty string
-	Sides []Side
+	// StartupRounds is in how many of the first rounds the sides run over
+	// Empty; 0: in every round.
+	StartupRounds int
+	Sides         []Side
 	// Same fails unless the outputs in dirs (one per side, in the order of
-	// Sides) hold the same records.
+	// Sides) hold the same records. Nil: the runs discard their results
+	// (SideRun.Discard) and the outputs are checked apart (RunSide).
 	Same func(dirs []string) error
 }
 
@@ -53,7 +68,11 @@ type ProcessRun struct {
 	Wall time.Duration
 	// CPU is the child's user and system time (its rusage).
 	CPU time.Duration
-	// MaxRSS is the child's peak resident set (rusage ru_maxrss), in bytes.
+	// MaxRSS is the child's peak resident set in bytes: its VmHWM
+	// (/proc/PID/status), read every 50 ms while it runs. Not ru_maxrss:
+	// Linux carries the high-water mark of the memory a process had
+	// before exec into it, and a child forked from a parent that is
+	// larger would report the parent's.
 	MaxRSS int64
 	// Checkpoints are the end-to-end durations of the checkpoints the
 	// child's REST API reported completed while it ran.
@@ -91,12 +110,15 @@ func RunSideBySide(ctx context.Context, w Workload, rounds int, work string, log
 		dir := filepath.Join(work, fmt.Sprintf("round-%d", round))
 		outs := make([]string, len(w.Sides))
 		for pass, input := range []string{w.Empty, w.Input} {
+			if pass == 0 && w.StartupRounds > 0 && round > w.StartupRounds {
+				continue
+			}
 			for i, s := range w.Sides {
 				name := s.Name
 				if pass == 0 {
 					name += "-empty"
 				}
-				r, err := runSide(ctx, s, input, filepath.Join(dir, name))
+				r, err := RunSide(ctx, s, input, filepath.Join(dir, name), w.Same == nil)
 				if err != nil {
 					return res, fmt.Errorf("%s, round %d, %s: %w", w.Name, round, name, err)
 				}
@@ -110,8 +132,10 @@ func RunSideBySide(ctx context.Context, w Workload, rounds int, work string, log
 				}
 			}
 		}
-		if err := w.Same(outs); err != nil {
-			return res, fmt.Errorf("%s, round %d: the outputs differ (kept in %s): %w", w.Name, round, dir, err)
+		if w.Same != nil {
+			if err := w.Same(outs); err != nil {
+				return res, fmt.Errorf("%s, round %d: the outputs differ (kept in %s): %w", w.Name, round, dir, err)
+			}
 		}
 		if err := os.RemoveAll(dir); err != nil {
 			return res, err
@@ -120,9 +144,11 @@ func RunSideBySide(ctx context.Context, w Workload, rounds int, work string, log
 	return res, nil
 }
 
-// runSide runs one side over input in a fresh directory dir, polling its
-// REST API for checkpoint statistics until it exits.
-func runSide(ctx context.Context, s Side, input, dir string) (ProcessRun, error) {
+// RunSide runs one side over input in a fresh directory dir, polling its
+// REST API for checkpoint statistics until it exits (unless the side
+// reports them itself: Side.Checkpoints). Its outputs, unless discard,
+// are in dir/out.
+func RunSide(ctx context.Context, s Side, input, dir string, discard bool) (ProcessRun, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return ProcessRun{}, err
 	}
@@ -130,7 +156,9 @@ func runSide(ctx context.Context, s Side, input, dir string) (ProcessRun, error)
 	if err != nil {
 		return ProcessRun{}, err
 	}
-	cmd := s.Command(ctx, SideRun{Input: input, Output: filepath.Join(dir, "out"), Checkpoints: filepath.Join(dir, "checkpoints"), RESTPort: port})
+	sr := SideRun{Input: input, Output: filepath.Join(dir, "out"), Checkpoints: filepath.Join(dir, "checkpoints"), RESTPort: port,
+		Dir: dir, Discard: discard}
+	cmd := s.Command(ctx, sr)
 	logPath := filepath.Join(dir, "log")
 	logf, err := os.Create(logPath)
 	if err != nil {
@@ -144,6 +172,25 @@ func runSide(ctx context.Context, s Side, input, dir string) (ProcessRun, error)
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
+	// Start returns once the child has exec'd, so every read is of the
+	// child's own memory.
+	var peak atomic.Int64
+	stopHWM, hwmDone := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(hwmDone)
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		for {
+			if v, ok := vmHWM(cmd.Process.Pid); ok && v > peak.Load() {
+				peak.Store(v)
+			}
+			select {
+			case <-stopHWM:
+				return
+			case <-t.C:
+			}
+		}
+	}()
 	ckpts := map[int64]time.Duration{}
 	client := &http.Client{Timeout: time.Second}
 	tick := time.NewTicker(500 * time.Millisecond)
@@ -160,9 +207,14 @@ poll:
 	}
 	var run ProcessRun
 	run.Wall = time.Since(start)
+	close(stopHWM)
+	<-hwmDone
+	run.MaxRSS = peak.Load()
 	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
 		run.CPU = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-		run.MaxRSS = ru.Maxrss * 1024 // kilobytes on Linux
+		if run.MaxRSS == 0 { // it ended before the first read
+			run.MaxRSS = ru.Maxrss * 1024 // kilobytes on Linux
+		}
 	}
 	if waitErr != nil {
 		tail, _ := os.ReadFile(logPath)
@@ -171,8 +223,14 @@ poll:
 		}
 		return run, fmt.Errorf("%v: %w\n%s", cmd.Args, waitErr, tail)
 	}
-	for _, d := range ckpts {
-		run.Checkpoints = append(run.Checkpoints, d)
+	if s.Checkpoints != nil {
+		if run.Checkpoints, err = s.Checkpoints(sr); err != nil {
+			return run, fmt.Errorf("%v: its checkpoints: %w", cmd.Args, err)
+		}
+	} else {
+		for _, d := range ckpts {
+			run.Checkpoints = append(run.Checkpoints, d)
+		}
 	}
 	slices.Sort(run.Checkpoints)
 	return run, nil
@@ -222,6 +280,26 @@ func getJSON(c *http.Client, url string, v any) error {
 		return errors.New(resp.Status)
 	}
 	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+// vmHWM returns process pid's peak resident set in bytes (VmHWM in
+// /proc/PID/status), false once it is gone.
+func vmHWM(pid int) (int64, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0, false
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+			f := strings.Fields(v) // "1234 kB"
+			if len(f) == 2 && f[1] == "kB" {
+				if kb, err := strconv.ParseInt(f[0], 10, 64); err == nil {
+					return kb * 1024, true
+				}
+			}
+		}
+	}
+	return 0, false
 }
 
 // freePort returns a TCP port free on localhost a moment ago.

@@ -1,7 +1,10 @@
 package bench
 
 import (
+	"context"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -57,4 +60,25 @@ func TestSpreadOf(t *testing.T) {
 			t.Errorf("SpreadOf(%v) = %+v, want %+v", c.in, got, c.want)
 		}
 	}
+}
+
+// TestRunSideRSS runs a child that holds little memory from a parent that
+// has touched much more: the child's peak RSS must be its own, not the
+// parent's high-water mark that ru_maxrss carries across exec.
+func TestRunSideRSS(t *testing.T) {
+	big := make([]byte, 256<<20)
+	for i := range big {
+		big[i] = byte(i)
+	}
+	s := Side{Name: "sleep", Command: func(ctx context.Context, _ SideRun) *exec.Cmd {
+		return exec.CommandContext(ctx, "sleep", "0.3")
+	}}
+	r, err := RunSide(context.Background(), s, "", t.TempDir(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.MaxRSS <= 0 || r.MaxRSS >= 128<<20 {
+		t.Errorf("peak RSS of sleep: %d bytes, want more than 0 and far below the parent's %d", r.MaxRSS, len(big))
+	}
+	runtime.KeepAlive(big)
 }

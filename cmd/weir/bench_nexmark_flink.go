@@ -1,0 +1,261 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/weirstream/weir/internal/bench"
+)
+
+// vsFlinkFlags are the flags of `weir bench nexmark --vs-flink`.
+type vsFlinkFlags struct {
+	on                        bool
+	rounds, startupRounds     int
+	flinkJar, java, eventsDir string
+	work, write, note         string
+}
+
+// vsFlinkOnly are the flags that mean something only with --vs-flink.
+var vsFlinkOnly = []string{"rounds", "startup-rounds", "flink-jar", "java", "events-dir", "work-dir", "write", "note"}
+
+func (v *vsFlinkFlags) register(f *pflag.FlagSet) {
+	f.BoolVar(&v.on, "vs-flink", false, "run each query on weir and as Flink SQL, interleaved, and compare their results")
+	f.IntVar(&v.rounds, "rounds", v.rounds, "with --vs-flink: rounds, each running every side once per query")
+	f.IntVar(&v.startupRounds, "startup-rounds", 0, "with --vs-flink: measure each side's start-up (a run over no events) in this many of the first rounds; 0: every round")
+	f.StringVar(&v.flinkJar, "flink-jar", v.flinkJar, "with --vs-flink: the Flink side's jar (bench/flink)")
+	f.StringVar(&v.java, "java", v.java, "with --vs-flink: the java binary that runs the Flink side")
+	f.StringVar(&v.eventsDir, "events-dir", v.eventsDir, "with --vs-flink: where the events are written as files and reused")
+	f.StringVar(&v.work, "work-dir", "", "with --vs-flink: where the runs write rows and checkpoints (default: a temporary directory, removed)")
+	f.StringVar(&v.write, "write", "", "with --vs-flink: write the results as Markdown to this file (BENCHMARKS.md), charts in its directory's bench/charts")
+	f.StringVar(&v.note, "note", "", "with --write: a sentence for the report's header (e.g. what else ran on the machine)")
+}
+
+// runNexmarkVsFlink is `weir bench nexmark --vs-flink`.
+func runNexmarkVsFlink(cmd *cobra.Command, c bench.NexmarkConfig, v vsFlinkFlags) error {
+	if v.rounds < 1 || v.startupRounds < 0 || c.Checkpoint <= 0 {
+		return fmt.Errorf("--vs-flink needs --rounds of at least 1, --startup-rounds not negative and a positive --checkpoint")
+	}
+	if v.note != "" && v.write == "" {
+		return fmt.Errorf("--note goes with --write")
+	}
+	queries, err := nexmarkQueries(c.Query)
+	if err != nil {
+		return err
+	}
+	if err := ensureFlinkJar(cmd, v.flinkJar); err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	backend := c.Backend
+	if backend == "" {
+		backend = "hashmap"
+	}
+	cfg := bench.NexmarkVsFlink{Nexmark: c, Queries: queries, Backend: backend, Rounds: v.rounds, StartupRounds: v.startupRounds, EventsDir: v.eventsDir,
+		Weir: self, Java: v.java, FlinkJar: v.flinkJar}
+	work := v.work
+	if work == "" {
+		if work, err = os.MkdirTemp("", "weir-bench-nexmark-"); err != nil {
+			return err
+		}
+		defer os.RemoveAll(work)
+	}
+	// What the command prints goes to the terminal and, for the report,
+	// into a buffer.
+	var printed bytes.Buffer
+	out := io.MultiWriter(cmd.OutOrStdout(), &printed)
+	loadBefore := loadAvg()
+	start := time.Now()
+	fmt.Fprintf(out, "nexmark --vs-flink: %d events on %d splits at %.0f events/s of event time, seed %d, parallelism %d, checkpoints every %v to files, backend %s, %d rounds, load %s\n",
+		c.Gen.Events, c.Gen.Splits, c.Gen.Rate, c.Gen.Seed, c.Parallelism, c.Checkpoint, backend, v.rounds, loadBefore)
+	results, err := bench.RunNexmarkVsFlink(cmd.Context(), cfg, work, out)
+	if err != nil {
+		return err
+	}
+	bench.FormatNexmarkVsFlink(out, results)
+	loadAfter := loadAvg()
+	fmt.Fprintf(out, "took %v, load %s\n", time.Since(start).Round(time.Second), loadAfter)
+	var differ []string
+	for _, r := range results {
+		if !r.Equal && !strings.HasPrefix(r.Check, "not compared") {
+			differ = append(differ, r.Query)
+		}
+	}
+	if len(differ) > 0 {
+		fmt.Fprintf(out, "results differ on %s (see above)\n", strings.Join(differ, ", "))
+	} else {
+		fmt.Fprintf(out, "results equal on every query compared\n")
+	}
+	if v.write == "" {
+		return nil
+	}
+	return writeNexmarkReport(cmd, cfg, v, results, printed.String(), start, loadBefore, loadAfter)
+}
+
+// writeNexmarkReport writes v.write and its charts.
+func writeNexmarkReport(cmd *cobra.Command, cfg bench.NexmarkVsFlink, v vsFlinkFlags, results []bench.NexmarkQueryResult,
+	printed string, start time.Time, loadBefore, loadAfter string) error {
+	charts := filepath.Join(filepath.Dir(v.write), "bench", "charts")
+	if err := os.MkdirAll(charts, 0o755); err != nil {
+		return err
+	}
+	rep := bench.NexmarkReport{
+		Title: "Benchmarks: weir and Apache Flink on Nexmark", When: start, Note: v.note,
+		LoadBefore: loadBefore, LoadAfter: loadAfter, Output: printed,
+		Machine: machineLines(cmd, v),
+	}
+	rep.Commands = append(rep.Commands, "go build -o weir ./cmd/weir", "mvn -q -f bench/flink/pom.xml package", shellJoin(append([]string{"./weir"}, os.Args[1:]...)))
+	input, empty, err := cfg.EventFiles(nil)
+	if err != nil {
+		return err
+	}
+	w, err := cfg.Workload("QUERY", input, empty)
+	if err != nil {
+		return err
+	}
+	rep.Commands = append(rep.Commands, "", "# each timed run, a child process (QUERY, RUN and PORT vary):")
+	for _, s := range w.Sides {
+		c := s.Command(cmd.Context(), bench.SideRun{Input: input, Checkpoints: "RUN/checkpoints", RESTPort: 0, Dir: "RUN", Discard: true})
+		name := filepath.Base(c.Path)
+		if s.Name == "weir" {
+			name = "./weir"
+		}
+		line := shellJoin(append([]string{name}, c.Args[1:]...))
+		line = strings.ReplaceAll(strings.ReplaceAll(line, "--rest-port 0", "--rest-port PORT"), input, "EVENTS")
+		rep.Commands = append(rep.Commands, line)
+	}
+	g := cfg.Nexmark.Gen
+	rep.Config = []string{
+		fmt.Sprintf("Events: %d from weir's port of the reference generator (seed %d, %d splits at %.0f events/s of event time each, persons/auctions/bids 1/3/46); EVENTS is a directory of one JSON-lines file per split in the row type of nexmark-flink's datagen table.", g.Events, g.Seed, g.Splits, g.Rate),
+		"weir generates the same events in its process (the generator's cost is in weir's CPU time); Flink reads and parses the files (the JSON format's cost is in Flink's).",
+		fmt.Sprintf("Both sides: parallelism %d, checkpoints every %v to a local directory, backend %s (weir: %s).", cfg.Nexmark.Parallelism, cfg.Nexmark.Checkpoint, cfg.Backend, backendText(cfg.Backend)),
+		"Flink: the reference suite's table options (mini-batch 50,000 rows or 2 s, split distinct aggregates), local MiniCluster, OpenJDK defaults (G1, heap a quarter of RAM).",
+		"Results: before its timed rounds each query ran once per side writing its rows (weir: exactly-once files; Flink: the filesystem sink in Debezium JSON, a changelog), and the final contents of its table were compared as multisets of rows; an updating query's final content is, for weir, each key's latest version and, for Flink, its inserts less its retractions.",
+	}
+	per, ratio := bench.PerCPUChartSVG(results), bench.RatioChartSVG(results)
+	if per != "" {
+		if err := os.WriteFile(filepath.Join(charts, "nexmark-events-per-cpu-second.svg"), []byte(per), 0o644); err != nil {
+			return err
+		}
+		rep.ChartPerCPU = "bench/charts/nexmark-events-per-cpu-second.svg"
+	}
+	if ratio != "" {
+		if err := os.WriteFile(filepath.Join(charts, "nexmark-ratio.svg"), []byte(ratio), 0o644); err != nil {
+			return err
+		}
+		rep.ChartRatio = "bench/charts/nexmark-ratio.svg"
+	}
+	var md bytes.Buffer
+	bench.WriteNexmarkMarkdown(&md, rep, results)
+	if err := os.WriteFile(v.write, md.Bytes(), 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "wrote %s and its charts in %s\n", v.write, charts)
+	return nil
+}
+
+// shellJoin joins args as a shell would read them back, quoting those
+// with spaces or quotes.
+func shellJoin(args []string) string {
+	q := make([]string, len(args))
+	for i, a := range args {
+		if a == "" || strings.ContainsAny(a, " \t'\"$;&|<>()*?`\\") {
+			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+		q[i] = a
+	}
+	return strings.Join(q, " ")
+}
+
+func backendText(b string) string {
+	if o, err := bench.WeirBackendOptions(b); err == nil {
+		return strings.Join(o, ", ")
+	}
+	return b
+}
+
+// loadAvg is /proc/loadavg's three load averages, or "unknown".
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+// machineLines describes the machine and the versions of both sides.
+func machineLines(cmd *cobra.Command, v vsFlinkFlags) []string {
+	var lines []string
+	cpu := "unknown"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if k, val, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+				cpu = strings.TrimSpace(val)
+				break
+			}
+		}
+	}
+	lines = append(lines, fmt.Sprintf("CPU: %d × %s (runtime.NumCPU)", runtime.NumCPU(), cpu))
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		l, _, _ := strings.Cut(string(b), "\n")
+		lines = append(lines, "Memory: "+strings.Join(strings.Fields(l)[1:], " "))
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		lines = append(lines, "Linux "+strings.TrimSpace(string(b)))
+	}
+	rev := "unknown"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		var modified bool
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.modified":
+				modified = s.Value == "true"
+			}
+		}
+		if len(rev) > 12 {
+			rev = rev[:12]
+		}
+		if modified {
+			rev += " (with uncommitted changes)"
+		}
+	}
+	if rev == "unknown" {
+		// Built without VCS stamps (-buildvcs=false): ask git about the
+		// working directory, which is the repository's when the command
+		// runs from its root as documented.
+		if out, err := exec.CommandContext(cmd.Context(), "git", "rev-parse", "--short=12", "HEAD").Output(); err == nil {
+			rev = strings.TrimSpace(string(out)) + " (the working directory's, by git)"
+			if st, err := exec.CommandContext(cmd.Context(), "git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(st) > 0 {
+				rev += " with uncommitted changes"
+			}
+		}
+	}
+	lines = append(lines, fmt.Sprintf("weir: commit %s, built with %s", rev, runtime.Version()))
+	if out, err := exec.CommandContext(cmd.Context(), v.java, "-version").CombinedOutput(); err == nil {
+		l, _, _ := strings.Cut(string(out), "\n")
+		lines = append(lines, "Java: "+strings.TrimSpace(l))
+	}
+	if out, err := exec.CommandContext(cmd.Context(), v.java, "-cp", v.flinkJar, "org.weirstream.flinkbench.NexmarkSql", "--version").Output(); err == nil {
+		lines = append(lines, "Apache Flink: "+strings.TrimSpace(string(out))+" (bench/flink, local MiniCluster)")
+	}
+	return lines
+}

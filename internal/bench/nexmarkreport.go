@@ -1,0 +1,348 @@
+package bench
+
+import (
+	"fmt"
+	"html"
+	"io"
+	"math"
+	"strings"
+	"time"
+)
+
+// SideFigures are one side's figures over the rounds of a side-by-side
+// run: per round (in order) and summarised.
+type SideFigures struct {
+	Name string
+	// Per round: events per second and per CPU-second of processing (the
+	// run less the side's median start-up), CPU-seconds, peak RSS in
+	// bytes and wall seconds of the whole run.
+	Rate, PerCPU, CPU, RSS, Wall []float64
+	// Over every run's checkpoints.
+	CkptP50, CkptP99 time.Duration
+	Ckpts            int
+	// StartWall and StartCPU are the median start-up (a run over no
+	// events): process, job and shut-down.
+	StartWall, StartCPU time.Duration
+}
+
+// FiguresOf returns each side's figures of r.
+func FiguresOf(r SideBySide) []SideFigures {
+	out := make([]SideFigures, len(r.Sides))
+	for si, s := range r.Sides {
+		f := &out[si]
+		f.Name = s.Name
+		startWall := medianOf(s.Startup, func(p ProcessRun) time.Duration { return p.Wall })
+		for i, run := range s.Runs {
+			// A run no longer than the side's start-up has no processing
+			// time to speak of (the machine's load decided it): no rate.
+			rate := math.NaN()
+			if run.Wall > startWall {
+				rate = float64(r.Events) / s.ProcessingWall(i).Seconds()
+			}
+			f.Rate = append(f.Rate, rate)
+			f.PerCPU = append(f.PerCPU, float64(r.Events)/s.ProcessingCPU(i).Seconds())
+			f.CPU = append(f.CPU, run.CPU.Seconds())
+			f.RSS = append(f.RSS, float64(run.MaxRSS))
+			f.Wall = append(f.Wall, run.Wall.Seconds())
+		}
+		ck := s.Checkpoints()
+		f.CkptP50, f.CkptP99, f.Ckpts = Quantile(ck, 0.5), Quantile(ck, 0.99), len(ck)
+		f.StartWall = medianOf(s.Startup, func(p ProcessRun) time.Duration { return p.Wall })
+		f.StartCPU = medianOf(s.Startup, func(p ProcessRun) time.Duration { return p.CPU })
+	}
+	return out
+}
+
+// RatioOf is the spread of a[i]/b[i] over the rounds: each round's ratio
+// taken within its pair.
+func RatioOf(a, b []float64) Spread {
+	var v []float64
+	for i := range min(len(a), len(b)) {
+		if r := a[i] / b[i]; !math.IsNaN(r) {
+			v = append(v, r)
+		}
+	}
+	if len(v) == 0 {
+		return Spread{Median: math.NaN(), Min: math.NaN(), Max: math.NaN()}
+	}
+	return SpreadOf(v)
+}
+
+// median is the median of v's numbers (NaN: none).
+func median(v []float64) float64 {
+	var n []float64
+	for _, x := range v {
+		if !math.IsNaN(x) {
+			n = append(n, x)
+		}
+	}
+	if len(n) == 0 {
+		return math.NaN()
+	}
+	return SpreadOf(n).Median
+}
+
+func times(s Spread) string { return fmt.Sprintf("%.2f× [%.2f–%.2f]", s.Median, s.Min, s.Max) }
+
+func mibOf(b float64) string { return fmt.Sprintf("%.0f MiB", b/(1<<20)) }
+
+func ms(d time.Duration) string {
+	if d < time.Second {
+		return fmt.Sprintf("%d ms", d.Milliseconds())
+	}
+	return fmt.Sprintf("%.2f s", d.Seconds())
+}
+
+// FormatNexmarkVsFlink writes the per-query table of a side-by-side
+// Nexmark run: per side the medians over the rounds, then the ratios of
+// the first side to the second with their min–max over the rounds, and
+// whether the results agreed.
+func FormatNexmarkVsFlink(out io.Writer, results []NexmarkQueryResult) {
+	fmt.Fprintf(out, "  %-5s %-6s %12s %13s %8s %10s %17s %9s %9s %6s\n",
+		"query", "side", "events/s", "events/CPU-s", "CPU s", "peak RSS", "start-up wall,CPU", "ckpt p50", "ckpt p99", "ckpts")
+	for _, r := range results {
+		figs := FiguresOf(r.SideBySide)
+		for i, f := range figs {
+			q := ""
+			if i == 0 {
+				q = r.Query
+			}
+			fmt.Fprintf(out, "  %-5s %-6s %12.0f %13.0f %8.2f %10s %8.2fs,%6.2fs %9s %9s %6d\n", q, f.Name,
+				median(f.Rate), median(f.PerCPU), median(f.CPU), mibOf(median(f.RSS)), f.StartWall.Seconds(), f.StartCPU.Seconds(),
+				ms(f.CkptP50), ms(f.CkptP99), f.Ckpts)
+		}
+		if len(figs) == 2 && len(figs[0].Rate) > 0 {
+			a, b := figs[0], figs[1]
+			fmt.Fprintf(out, "  %-5s %s/%s per round, median [min–max]: events/s %s, events per CPU-second %s; peak RSS %s/%s %s\n", "",
+				a.Name, b.Name, times(RatioOf(a.Rate, b.Rate)), times(RatioOf(a.PerCPU, b.PerCPU)), b.Name, a.Name, times(RatioOf(b.RSS, a.RSS)))
+		}
+		if l := r.LoopPerCPU(); l > 0 {
+			fmt.Fprintf(out, "  %-5s hand-written loop (1 goroutine): %.0f events per CPU-second;", "", l)
+			for _, f := range figs {
+				fmt.Fprintf(out, " %s %.2f of it", f.Name, median(f.PerCPU)/l)
+			}
+			fmt.Fprintln(out)
+		}
+		fmt.Fprintf(out, "  %-5s results: %s\n", "", r.Check)
+	}
+}
+
+// NexmarkReport is what BENCHMARKS.md says around the figures.
+type NexmarkReport struct {
+	Title   string
+	When    time.Time
+	Machine []string // lines describing the machine and the versions
+	Note    string   // said in the header as given (e.g. that the machine was shared)
+	// LoadBefore and LoadAfter are /proc/loadavg at the start and end.
+	LoadBefore, LoadAfter string
+	Commands              []string // the command run, and each side's child command
+	Config                []string // the run's configuration, a line each
+	Output                string   // the command's own output
+	ChartPerCPU           string   // the charts' paths relative to the report
+	ChartRatio            string
+}
+
+// WriteNexmarkMarkdown writes BENCHMARKS.md: the header, the machine and
+// versions, the commands, the table, the charts and the raw output.
+func WriteNexmarkMarkdown(out io.Writer, rep NexmarkReport, results []NexmarkQueryResult) {
+	p := func(format string, args ...any) { fmt.Fprintf(out, format, args...) }
+	p("# %s\n\n", rep.Title)
+	p("Written by `weir bench nexmark --vs-flink --write`, on %s; not edited by hand. ", rep.When.UTC().Format("2006-01-02 15:04 MST"))
+	if rep.Note != "" {
+		p("%s ", rep.Note)
+	}
+	p("Load average (1, 5, 15 min) at the start: %s; at the end: %s.\n\n", rep.LoadBefore, rep.LoadAfter)
+	p("Each query ran on weir and on Apache Flink in turn (weir, Flink, weir, Flink, …), each run a fresh child process over identical input; ")
+	p("the ratios are taken within each round's pair, so what the machine's other work did to both sides cancels out as far as it can: ")
+	p("the ratios, not the absolute rates, are the figures to read.\n\n")
+	p("## Machine and versions\n\n")
+	for _, m := range rep.Machine {
+		p("* %s\n", m)
+	}
+	p("\n## Commands\n\n```sh\n")
+	for _, c := range rep.Commands {
+		p("%s\n", c)
+	}
+	p("```\n\n")
+	for _, c := range rep.Config {
+		p("* %s\n", c)
+	}
+	p("\n## Results\n\n")
+	p("Medians over the rounds; ratios weir/Flink as median [min–max] of the per-round ratios. events/s and events/CPU-s leave each side's start-up out ")
+	p("(the run's wall and CPU time less the side's median run over no events); CPU-seconds are the child process's user + system time as the kernel ")
+	p("accounts it (rusage), peak RSS its VmHWM (/proc/PID/status, read every 50 ms).\n\n")
+	p("| query | weir events/s | Flink events/s | weir/Flink events/s | weir events/CPU-s | Flink events/CPU-s | weir/Flink events/CPU-s | peak RSS weir / Flink | checkpoint p50 / p99 weir | checkpoint p50 / p99 Flink | start-up weir / Flink (wall, CPU) | results |\n")
+	p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	for _, r := range results {
+		figs := FiguresOf(r.SideBySide)
+		if len(figs) != 2 || len(figs[0].Rate) == 0 {
+			continue
+		}
+		a, b := figs[0], figs[1]
+		p("| %s | %.0f | %.0f | %s | %.0f | %.0f | **%s** | %s / %s | %s / %s | %s / %s | %.2f s, %.2f s / %.2f s, %.2f s | %s |\n",
+			r.Query, median(a.Rate), median(b.Rate), times(RatioOf(a.Rate, b.Rate)), median(a.PerCPU), median(b.PerCPU),
+			times(RatioOf(a.PerCPU, b.PerCPU)), mibOf(median(a.RSS)), mibOf(median(b.RSS)), ms(a.CkptP50), ms(a.CkptP99), ms(b.CkptP50), ms(b.CkptP99),
+			a.StartWall.Seconds(), a.StartCPU.Seconds(), b.StartWall.Seconds(), b.StartCPU.Seconds(), strings.ReplaceAll(firstLine(r.Check), "|", "\\|"))
+	}
+	var loops bool
+	for _, r := range results {
+		loops = loops || r.LoopPerCPU() > 0
+	}
+	if loops {
+		p("\n### Next to a hand-written loop\n\n")
+		p("The same query as a single-goroutine Go loop over the same events, generated the same way in the same order, with the same watermark ")
+		p("(internal/bench's RunLoopQuery): the practical limit of one core. Each side's events per CPU-second as a fraction of the loop's ")
+		p("(median over the rounds; the loop's CPU time is its thread's).\n\n")
+		p("| query | loop events/CPU-s | weir / loop | Flink / loop |\n|---|---:|---:|---:|\n")
+		for _, r := range results {
+			l := r.LoopPerCPU()
+			figs := FiguresOf(r.SideBySide)
+			if l == 0 || len(figs) != 2 {
+				continue
+			}
+			p("| %s | %.0f | %.2f | %.2f |\n", r.Query, l, median(figs[0].PerCPU)/l, median(figs[1].PerCPU)/l)
+		}
+	}
+	if rep.ChartPerCPU != "" {
+		p("\n![events per CPU-second per query, weir and Flink](%s)\n", rep.ChartPerCPU)
+	}
+	if rep.ChartRatio != "" {
+		p("\n![weir/Flink events per CPU-second per query, median and min–max over the rounds](%s)\n", rep.ChartRatio)
+	}
+	p("\n## The command's output\n\n```\n%s```\n", rep.Output)
+}
+
+func firstLine(s string) string {
+	l, _, _ := strings.Cut(s, "\n")
+	return l
+}
+
+// Chart geometry.
+const (
+	chartLeft   = 60.0
+	chartRight  = 30.0
+	chartTop    = 40.0
+	chartBottom = 40.0
+	chartWidth  = 760.0
+	rowHeight   = 34.0
+)
+
+// PerCPUChartSVG draws, per query, the two sides' median events per
+// CPU-second as horizontal bars on a logarithmic axis.
+func PerCPUChartSVG(results []NexmarkQueryResult) string {
+	type row struct {
+		q      string
+		a, b   float64
+		na, nb string
+	}
+	var rows []row
+	lo, hi := math.Inf(1), 0.0
+	for _, r := range results {
+		figs := FiguresOf(r.SideBySide)
+		if len(figs) != 2 || len(figs[0].PerCPU) == 0 {
+			continue
+		}
+		a, b := median(figs[0].PerCPU), median(figs[1].PerCPU)
+		rows = append(rows, row{r.Query, a, b, figs[0].Name, figs[1].Name})
+		lo, hi = min(lo, a, b), max(hi, a, b)
+	}
+	if len(rows) == 0 {
+		return ""
+	}
+	d0, d1 := math.Floor(math.Log10(lo)), math.Ceil(math.Log10(hi))
+	if d1 <= d0 {
+		d1 = d0 + 1
+	}
+	plotW := chartWidth - chartLeft - chartRight
+	x := func(v float64) float64 { return chartLeft + (math.Log10(v)-d0)/(d1-d0)*plotW }
+	height := chartTop + chartBottom + rowHeight*float64(len(rows))
+	var s strings.Builder
+	fmt.Fprintf(&s, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" font-family="sans-serif" font-size="12">`+"\n", chartWidth, height)
+	fmt.Fprintf(&s, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
+	fmt.Fprintf(&s, `<text x="%.0f" y="20" font-size="14">Events per CPU-second (log scale): %s (blue) and %s (orange)</text>`+"\n",
+		chartLeft, html.EscapeString(rows[0].na), html.EscapeString(rows[0].nb))
+	for d := d0; d <= d1; d++ {
+		xx := x(math.Pow(10, d))
+		fmt.Fprintf(&s, `<line x1="%.1f" y1="%.0f" x2="%.1f" y2="%.0f" stroke="#ccc"/>`+"\n", xx, chartTop-5, xx, height-chartBottom+5)
+		fmt.Fprintf(&s, `<text x="%.1f" y="%.0f" text-anchor="middle">%s</text>`+"\n", xx, height-chartBottom+20, siCount(math.Pow(10, d)))
+	}
+	for i, r := range rows {
+		y := chartTop + rowHeight*float64(i)
+		fmt.Fprintf(&s, `<text x="%.0f" y="%.1f" text-anchor="end">%s</text>`+"\n", chartLeft-8, y+rowHeight/2+4, html.EscapeString(r.q))
+		for j, v := range []float64{r.a, r.b} {
+			color := []string{"#1f77b4", "#ff7f0e"}[j]
+			by := y + 3 + float64(j)*13
+			fmt.Fprintf(&s, `<rect x="%.0f" y="%.1f" width="%.1f" height="12" fill="%s"/>`+"\n", chartLeft, by, max(x(v)-chartLeft, 1), color)
+			fmt.Fprintf(&s, `<text x="%.1f" y="%.1f" font-size="10">%s</text>`+"\n", max(x(v), chartLeft)+4, by+10, siCount(v))
+		}
+	}
+	s.WriteString("</svg>\n")
+	return s.String()
+}
+
+// RatioChartSVG draws, per query, the median ratio of the first side's
+// events per CPU-second to the second's, with its min–max over the
+// rounds, on a logarithmic axis with 1× marked.
+func RatioChartSVG(results []NexmarkQueryResult) string {
+	type row struct {
+		q string
+		s Spread
+	}
+	var rows []row
+	var na, nb string
+	lo, hi := 1.0, 1.0
+	for _, r := range results {
+		figs := FiguresOf(r.SideBySide)
+		if len(figs) != 2 || len(figs[0].PerCPU) == 0 {
+			continue
+		}
+		na, nb = figs[0].Name, figs[1].Name
+		sp := RatioOf(figs[0].PerCPU, figs[1].PerCPU)
+		rows = append(rows, row{r.Query, sp})
+		lo, hi = min(lo, sp.Min), max(hi, sp.Max)
+	}
+	if len(rows) == 0 {
+		return ""
+	}
+	l0, l1 := math.Floor(math.Log2(lo)), math.Ceil(math.Log2(hi))
+	if l1 <= l0 {
+		l1 = l0 + 1
+	}
+	plotW := chartWidth - chartLeft - chartRight
+	x := func(v float64) float64 { return chartLeft + (math.Log2(v)-l0)/(l1-l0)*plotW }
+	height := chartTop + chartBottom + rowHeight*float64(len(rows))
+	var s strings.Builder
+	fmt.Fprintf(&s, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" font-family="sans-serif" font-size="12">`+"\n", chartWidth, height)
+	fmt.Fprintf(&s, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
+	fmt.Fprintf(&s, `<text x="%.0f" y="20" font-size="14">%s/%s events per CPU-second (log scale): median, min–max over the rounds</text>`+"\n",
+		chartLeft, html.EscapeString(na), html.EscapeString(nb))
+	for l := l0; l <= l1; l++ {
+		xx := x(math.Pow(2, l))
+		stroke := "#ccc"
+		if l == 0 {
+			stroke = "#000"
+		}
+		fmt.Fprintf(&s, `<line x1="%.1f" y1="%.0f" x2="%.1f" y2="%.0f" stroke="%s"/>`+"\n", xx, chartTop-5, xx, height-chartBottom+5, stroke)
+		fmt.Fprintf(&s, `<text x="%.1f" y="%.0f" text-anchor="middle">%g×</text>`+"\n", xx, height-chartBottom+20, math.Pow(2, l))
+	}
+	for i, r := range rows {
+		y := chartTop + rowHeight*float64(i) + rowHeight/2
+		fmt.Fprintf(&s, `<text x="%.0f" y="%.1f" text-anchor="end">%s</text>`+"\n", chartLeft-8, y+4, html.EscapeString(r.q))
+		fmt.Fprintf(&s, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#1f77b4" stroke-width="2"/>`+"\n", x(r.s.Min), y, x(r.s.Max), y)
+		fmt.Fprintf(&s, `<circle cx="%.1f" cy="%.1f" r="5" fill="#1f77b4"/>`+"\n", x(r.s.Median), y)
+		fmt.Fprintf(&s, `<text x="%.1f" y="%.1f" font-size="10">%.2f×</text>`+"\n", x(r.s.Max)+8, y+4, r.s.Median)
+	}
+	s.WriteString("</svg>\n")
+	return s.String()
+}
+
+// siCount formats a count with k or M.
+func siCount(v float64) string {
+	switch {
+	case v >= 1e6:
+		return fmt.Sprintf("%.3gM", v/1e6)
+	case v >= 1e3:
+		return fmt.Sprintf("%.3gk", v/1e3)
+	}
+	return fmt.Sprintf("%.3g", v)
+}
