@@ -94,7 +94,7 @@ type lsm struct {
 
 	// The write-back caches of the states that have one (lsmcache.go),
 	// their budget in bytes and what they use.
-	caches      []*rowCache
+	caches      []rowCache
 	cacheBudget int64
 	cacheUsed   int64
 	// heapTimers keeps timers on the heap instead of in the store.

@@ -1,132 +1,404 @@
 package state
 
 import (
-	"bytes"
+	"encoding/binary"
+	"errors"
 	"fmt"
+	"unsafe"
 
 	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/weirstream/weir/codec"
 )
 
 // The write-back cache of a Pebble backend. Value, reducing and
 // aggregating states (one row per key and namespace: what running sums,
 // window accumulators and most process functions hold) keep their
-// recently used rows in a Go map in front of the store, encoded: a read
-// that hits takes no lock and makes no call into Pebble, a write only
-// marks the row dirty. Dirty rows go to the store in one batch when the
-// cache is full (and the cache is emptied), before a snapshot (so the
-// store holds everything a checkpoint must), and before anything that
-// scans the store. The cache's share of the backend's memory bounds it;
-// a row absent from the store is cached too, so a miss is paid once.
+// recently used rows in front of the store, decoded, in a Go map keyed by
+// the key and namespace themselves (not their encodings): a read that hits
+// costs one map lookup and decodes nothing, a write replaces the value and
+// marks the row dirty, and a read followed by a write of the same key (a
+// running sum, a reduce, an aggregate) looks the key up once. Nothing on
+// that path makes a system call, takes a lock or allocates.
+//
+// Dirty rows are encoded and written to the store in one batch before a
+// snapshot (so the store holds everything a checkpoint must), before
+// anything that scans the store, and when the caches exceed their share of
+// the backend's memory: then each cache writes and drops rows, in the
+// order of a clock (a row used since the hand last passed it is kept one
+// more round), until the caches use three quarters of their budget. A row
+// absent from the store is cached too (as absent), so a miss is paid once;
+// a deletion is such a row, dirty, written as a deletion.
+//
+// A row is charged its entry's size, an estimate of the map's share, the
+// key's encoding and its value's encoding, measured when the row enters
+// the cache, when it turns dirty and when it is written: a value that
+// grows in place between two of those is charged its older size until the
+// next.
 
-// cacheEntryOverhead estimates what a cached row costs beyond its key's
-// and value's bytes: the map's slot, the entry and the string header.
-const cacheEntryOverhead = 96
-
-// rowCache is one state's cache.
-type rowCache struct {
-	l    *lsm
-	rows map[string]*cachedRow
+// rowCache is what the store sees of a state's cache.
+type rowCache interface {
+	// flush writes the dirty rows to batch and marks them clean; if evict,
+	// it drops every row.
+	flush(batch *pebble.Batch, evict bool) error
+	// evict writes dirty rows to batch and drops rows until the cache
+	// uses at most goal bytes.
+	evict(batch *pebble.Batch, goal int64) error
+	// used returns the bytes the cache is charged.
+	used() int64
+	// len returns the number of cached rows.
+	len() int
+	// judge decides row k (a row key of the cache's state) for a sweep of
+	// expired values if the cache holds it: it reports whether it does,
+	// and if the cached value has expired at cutoff (by prune), makes the
+	// row a dirty deletion.
+	judge(k []byte, prune rowPrune, cutoff int64) (cached bool, err error)
 }
 
-type cachedRow struct {
-	val     []byte
-	absent  bool // the row does not exist (deleted, or never written)
-	dirty   bool // differs from the store
+// cacheKey is a cached row's key and namespace, the namespace first so
+// that a zero-size namespace adds no padding.
+type cacheKey[K, N comparable] struct {
+	ns  N
+	key K
+}
+
+// cacheEntry is a cached row, held in the cache's map itself so that a
+// lookup touches no other memory, and small, so that more of the map
+// stays in the processor's caches.
+type cacheEntry[T any] struct {
+	val T
+	// meta is the bytes the entry counts against the budget (above
+	// metaShift) and its flags.
+	meta uint32
+}
+
+const (
+	metaAbsent = 1 << iota // the row does not exist (deleted, or never written)
+	metaDirty              // differs from the store
+	metaRef                // written since the clock's hand last passed
+	metaShift  = iota
+)
+
+func (e *cacheEntry[T]) absent() bool   { return e.meta&metaAbsent != 0 }
+func (e *cacheEntry[T]) dirty() bool    { return e.meta&metaDirty != 0 }
+func (e *cacheEntry[T]) ref() bool      { return e.meta&metaRef != 0 }
+func (e *cacheEntry[T]) charged() int   { return int(e.meta >> metaShift) }
+func (e *cacheEntry[T]) set(f uint32)   { e.meta |= f }
+func (e *cacheEntry[T]) unset(f uint32) { e.meta &^= f }
+
+// setAbsent sets or clears the entry's absent flag.
+func (e *cacheEntry[T]) setAbsent(absent bool) {
+	if absent {
+		e.set(metaAbsent)
+	} else {
+		e.unset(metaAbsent)
+	}
+}
+
+// valueCache is the cache of one state of one row per key and namespace,
+// its values of type T.
+type valueCache[K, N comparable, T any] struct {
+	l  *lsm
+	st *lsmState[K]
+	nc codec.Codec[N] // nil: the void namespace
+	// enc encodes the values as the store's rows hold them.
+	enc valueEncoding[T]
+
+	rows map[cacheKey[K, N]]cacheEntry[T]
+	// dirty lists the rows that turned dirty since the last flush (some
+	// may have been written by an eviction since, or listed twice), so
+	// that a flush costs what changed, not what is cached.
+	dirty   []cacheKey[K, N]
 	charged int64
+	// overhead is what an entry costs beside its encodings: its share of
+	// the map at its lowest load, and of the dirty list.
+	overhead int32
+
+	buf, row []byte // scratch encodings
 }
 
-func newRowCache(l *lsm) *rowCache {
-	c := &rowCache{l: l, rows: map[string]*cachedRow{}}
-	l.caches = append(l.caches, c)
+func newValueCache[K, N comparable, T any](st *lsmState[K], nc codec.Codec[N], enc valueEncoding[T]) *valueCache[K, N, T] {
+	var (
+		k cacheKey[K, N]
+		e cacheEntry[T]
+	)
+	c := &valueCache[K, N, T]{
+		l: st.b.lsm, st: st, nc: nc, enc: enc,
+		rows:     map[cacheKey[K, N]]cacheEntry[T]{},
+		overhead: 2*int32(unsafe.Sizeof(k)+unsafe.Sizeof(e)+1) + int32(unsafe.Sizeof(k)),
+	}
+	st.b.lsm.caches = append(st.b.lsm.caches, c)
 	return c
 }
 
-// get returns row k's value as the cache knows it: ok is false if the
-// cache does not hold the row, absent true if the row does not exist.
-func (c *rowCache) get(k []byte) (val []byte, absent, ok bool) {
-	r, ok := c.rows[string(k)]
-	if !ok {
-		return nil, false, false
+// current returns the cache key of the current key in namespace ns.
+func (c *valueCache[K, N, T]) current(ns N) cacheKey[K, N] {
+	b := c.st.b
+	if b.kgIdx < 0 {
+		panic("state: keyed state accessed before SetCurrentKey")
 	}
-	return r.val, r.absent, true
+	return cacheKey[K, N]{ns, b.key}
 }
 
-// put caches row k, dirty if it changed rather than was read.
-func (c *rowCache) put(k, v []byte, absent, dirty bool) {
-	r, ok := c.rows[string(k)]
+// get returns the current key's value in namespace ns, and false if it
+// has none, reading the row from the store into the cache if the cache
+// does not hold it. h builds the row's key.
+func (c *valueCache[K, N, T]) get(h *lsmHandle[K, N], ns N) (T, bool) {
+	ck := c.current(ns)
+	if e, ok := c.rows[ck]; ok {
+		return e.val, !e.absent()
+	}
+	var zero T
+	k := h.appendRow(h.key[:0], ns)
+	h.key = k
+	v, closer, err := h.db().Get(k)
+	if errors.Is(err, pebble.ErrNotFound) {
+		c.insert(ck, cacheEntry[T]{meta: metaAbsent}, len(k))
+		return zero, false
+	}
+	if err != nil {
+		fail(err)
+	}
+	t, err := c.enc.decode(v)
+	size := len(k) + len(v)
+	_ = closer.Close()
+	if err != nil {
+		fail(err)
+	}
+	c.insert(ck, cacheEntry[T]{val: t}, size)
+	return t, true
+}
+
+// set makes v the current key's value in namespace ns, or deletes the row
+// if absent, without reading the store.
+func (c *valueCache[K, N, T]) set(ns N, v T, absent bool) {
+	ck := c.current(ns)
+	e, ok := c.rows[ck]
 	if !ok {
-		if c.l.cacheUsed >= c.l.cacheBudget {
-			c.l.evict()
+		e = cacheEntry[T]{val: v, meta: metaDirty | metaRef}
+		e.setAbsent(absent)
+		c.insert(ck, e, len(c.st.b.encodedKey())+2)
+		return
+	}
+	e.val = v
+	e.setAbsent(absent)
+	e.set(metaRef)
+	if !e.dirty() {
+		e.set(metaDirty)
+		c.dirty = append(c.dirty, ck)
+		c.measure(&e, len(c.st.b.encodedKey())+2)
+	}
+	c.rows[ck] = e
+}
+
+// measure charges e its current size, with keyLen bytes of its row key.
+func (c *valueCache[K, N, T]) measure(e *cacheEntry[T], keyLen int) {
+	n := 0
+	if !e.absent() {
+		c.buf = c.enc.append(c.buf[:0], e.val)
+		n = len(c.buf)
+	}
+	c.recharge(e, int(c.overhead)+keyLen+n)
+}
+
+func (c *valueCache[K, N, T]) recharge(e *cacheEntry[T], size int) {
+	size = min(size, 1<<(32-metaShift)-1)
+	c.charged += int64(size - e.charged())
+	c.l.cacheUsed += int64(size - e.charged())
+	e.meta = uint32(size)<<metaShift | e.meta&(1<<metaShift-1)
+}
+
+// insert adds the current key's row ck, of keyLen bytes of row key (and
+// of the value's encoding, if not dirty), making room first if the
+// caches are full.
+func (c *valueCache[K, N, T]) insert(ck cacheKey[K, N], e cacheEntry[T], size int) {
+	if c.l.cacheUsed >= c.l.cacheBudget {
+		c.l.evict()
+	}
+	if e.dirty() {
+		c.dirty = append(c.dirty, ck)
+		c.measure(&e, size)
+		if len(c.dirty) > 2*len(c.rows)+1024 {
+			c.compactDirty()
 		}
-		r = &cachedRow{}
-		c.rows[string(k)] = r
-		r.charged = int64(len(k)) + cacheEntryOverhead
-		c.l.cacheUsed += r.charged
+	} else {
+		c.recharge(&e, int(c.overhead)+size)
 	}
-	c.l.cacheUsed -= int64(cap(r.val))
-	r.val = append(r.val[:0], v...)
-	c.l.cacheUsed += int64(cap(r.val))
-	r.absent, r.dirty = absent, r.dirty || dirty
+	c.rows[ck] = e
 }
 
-// write adds row k to batch if it is dirty, and marks it clean.
-func (r *cachedRow) write(batch *pebble.Batch, k string) error {
-	if !r.dirty {
+// compactDirty lists each dirty row once: rows evicted or listed twice
+// since the last flush make the list longer than what is dirty.
+func (c *valueCache[K, N, T]) compactDirty() {
+	c.dirty = c.dirty[:0]
+	for ck, e := range c.rows {
+		if e.dirty() {
+			c.dirty = append(c.dirty, ck)
+		}
+	}
+}
+
+// remove drops row ck.
+func (c *valueCache[K, N, T]) remove(ck cacheKey[K, N], e *cacheEntry[T]) {
+	delete(c.rows, ck)
+	c.charged -= int64(e.charged())
+	c.l.cacheUsed -= int64(e.charged())
+}
+
+// write adds row ck to batch if it is dirty, and marks it clean.
+func (c *valueCache[K, N, T]) write(batch *pebble.Batch, ck cacheKey[K, N], e *cacheEntry[T]) error {
+	if !e.dirty() {
 		return nil
 	}
-	var err error
-	if r.absent {
-		err = batch.Delete([]byte(k), nil)
+	b := c.st.b
+	kg := KeyGroupFor(b.hasher(ck.key), b.maxP)
+	c.row = appendPrefixed(appendRowPrefix(c.row[:0], kg, c.st.id), b.keyCodec, ck.key)
+	if c.nc == nil {
+		c.row = append(c.row, 0)
 	} else {
-		err = batch.Set([]byte(k), r.val, nil)
+		c.row = appendPrefixed(c.row, c.nc, ck.ns)
 	}
-	r.dirty = err != nil
-	return err
+	var err error
+	if e.absent() {
+		err = batch.Delete(c.row, nil)
+		c.recharge(e, int(c.overhead)+len(c.row))
+	} else {
+		c.buf = c.enc.append(c.buf[:0], e.val)
+		err = batch.Set(c.row, c.buf, nil)
+		c.recharge(e, int(c.overhead)+len(c.row)+len(c.buf))
+	}
+	if err != nil {
+		return err
+	}
+	e.unset(metaDirty)
+	return nil
 }
 
-// flush writes the dirty rows to batch and, if evict, empties the cache.
-func (c *rowCache) flush(batch *pebble.Batch, evict bool) error {
-	for k, r := range c.rows {
-		if err := r.write(batch, k); err != nil {
+func (c *valueCache[K, N, T]) flush(batch *pebble.Batch, evict bool) error {
+	for _, ck := range c.dirty {
+		e, ok := c.rows[ck]
+		if !ok || !e.dirty() {
+			continue
+		}
+		if err := c.write(batch, ck, &e); err != nil {
 			return err
 		}
-		if evict {
-			c.l.cacheUsed -= r.charged + int64(cap(r.val))
-			delete(c.rows, k)
+		c.rows[ck] = e
+	}
+	c.dirty = c.dirty[:0]
+	if evict {
+		c.l.cacheUsed -= c.charged
+		c.charged = 0
+		clear(c.rows)
+	}
+	return nil
+}
+
+func (c *valueCache[K, N, T]) evict(batch *pebble.Batch, goal int64) error {
+	// The map's order is the clock's (each range starts at a random
+	// place); two rounds clear every mark, so they drop whatever must go.
+	for round := 0; round < 2 && c.charged > goal; round++ {
+		for ck, e := range c.rows {
+			if c.charged <= goal {
+				break
+			}
+			if e.ref() {
+				e.unset(metaRef)
+				c.rows[ck] = e
+				continue
+			}
+			if err := c.write(batch, ck, &e); err != nil {
+				return err
+			}
+			c.remove(ck, &e)
 		}
 	}
 	return nil
 }
 
-// dropPrefix forgets the cached rows whose keys start with p (the store's
-// rows are being deleted by range).
-func (c *rowCache) dropPrefix(p []byte) {
-	for k, r := range c.rows {
-		if bytes.HasPrefix([]byte(k), p) {
-			c.l.cacheUsed -= r.charged + int64(cap(r.val))
-			delete(c.rows, k)
+func (c *valueCache[K, N, T]) used() int64 { return c.charged }
+func (c *valueCache[K, N, T]) len() int    { return len(c.rows) }
+
+func (c *valueCache[K, N, T]) judge(k []byte, prune rowPrune, cutoff int64) (bool, error) {
+	if len(k) < 4 {
+		return false, corrupt("row key of %d bytes", len(k))
+	}
+	rest := k[4:]
+	kl, n := binary.Uvarint(rest)
+	if n <= 0 || uint64(len(rest)-n) < kl {
+		return false, corrupt("row key of %d bytes", len(k))
+	}
+	key, err := decodeExactly(c.st.b.keyCodec, rest[n:n+int(kl)], "key")
+	if err != nil {
+		return false, err
+	}
+	nsb, err := entryNamespace(rest[n+int(kl):])
+	if err != nil {
+		return false, err
+	}
+	var ns N
+	if c.nc != nil {
+		if ns, err = decodeExactly(c.nc, nsb, "namespace"); err != nil {
+			return false, err
+		}
+	}
+	ck := cacheKey[K, N]{ns, key}
+	e, ok := c.rows[ck]
+	if !ok {
+		return false, nil
+	}
+	if e.absent() {
+		return true, nil
+	}
+	c.buf = c.enc.append(c.buf[:0], e.val)
+	_, kp, err := prune(nil, c.buf, cutoff)
+	if err == nil && kp == keepNone {
+		var zero T
+		e.val = zero
+		e.set(metaAbsent)
+		if !e.dirty() {
+			e.set(metaDirty)
+			c.dirty = append(c.dirty, ck)
+		}
+		c.recharge(&e, int(c.overhead)+len(k))
+		c.rows[ck] = e
+	}
+	return true, err
+}
+
+// dropKey forgets the cached rows of the current key in every namespace
+// (their rows in the store are being deleted by range).
+func (c *valueCache[K, N, T]) dropKey() {
+	var ns N
+	ck := c.current(ns)
+	if unsafe.Sizeof(ns) == 0 {
+		if e, ok := c.rows[ck]; ok {
+			c.remove(ck, &e)
+		}
+		return
+	}
+	for k, e := range c.rows {
+		if k.key == ck.key {
+			c.remove(k, &e)
 		}
 	}
 }
 
-// evict makes room in the caches: it drops rows, in the maps' random
-// order, until they use three quarters of their budget, writing the dirty
-// ones among them to the store in one batch.
+// evict makes room in the caches: each writes and drops rows until the
+// caches use three quarters of their budget (each its share of that, in
+// proportion to what it uses), the dirty rows in one batch.
 func (l *lsm) evict() {
 	batch := l.store().NewBatch()
 	defer batch.Close()
-	goal := l.cacheBudget * 3 / 4
+	goal := float64(l.cacheBudget) * 3 / 4
+	total := float64(l.cacheUsed)
 	for _, c := range l.caches {
-		for k, r := range c.rows {
-			if l.cacheUsed <= goal {
-				break
-			}
-			if err := r.write(batch, k); err != nil {
-				fail(err)
-			}
-			l.cacheUsed -= r.charged + int64(cap(r.val))
-			delete(c.rows, k)
+		if err := c.evict(batch, int64(float64(c.used())*goal/total)); err != nil {
+			fail(err)
 		}
+	}
+	if batch.Empty() {
+		return
 	}
 	if err := batch.Commit(pebble.NoSync); err != nil {
 		fail(fmt.Errorf("writing the cache's rows: %w", err))

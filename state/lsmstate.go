@@ -23,8 +23,10 @@ type lsmState[K comparable] struct {
 	id    uint16
 	isMap bool
 	// cache is the write-back cache of a state of one row per key and
-	// namespace (value, reducing, aggregating); nil for lists and maps.
-	cache *rowCache
+	// namespace (value, reducing, aggregating; see lsmcache.go), a
+	// *valueCache of the handles' namespace and value types; nil for
+	// lists and maps.
+	cache rowCache
 	// types names the handle's type parameters, so that registering the
 	// name again with other types fails as it does on the heap.
 	types reflect.Type
@@ -129,8 +131,10 @@ func (s *lsmState[K]) evolveRows(ev *evolution) error {
 // registerLSM returns the Pebble state named inf.name, creating it if
 // needed; H is the handle type, whose type parameters the state's
 // registrations must agree on.
+//
+// newCache, if not nil, makes the write-back cache of a new state.
 func registerLSM[K comparable, H any](b *KeyedBackend[K], inf stateInfo, lay layout, isMap bool,
-	restoreEntry func(key, ns, val []byte, put func(suffix, value []byte)) (uint32, error)) (*lsmState[K], error) {
+	restoreEntry func(key, ns, val []byte, put func(suffix, value []byte)) (uint32, error), newCache func(*lsmState[K]) rowCache) (*lsmState[K], error) {
 	types := reflect.TypeFor[H]()
 	// A state's id is its index in the backend, as in a snapshot's
 	// header, so that a native snapshot's rows restore under the same
@@ -144,8 +148,8 @@ func registerLSM[K comparable, H any](b *KeyedBackend[K], inf stateInfo, lay lay
 	}
 	st, err := register(b, inf, lay, func() *lsmState[K] {
 		s := &lsmState[K]{b: b, inf: inf, id: uint16(idx), isMap: isMap, types: types, restoreEntry: restoreEntry}
-		if k := inf.kind; k == kindValue || k == kindReducing || k == kindAggregating {
-			s.cache = newRowCache(b.lsm)
+		if newCache != nil {
+			s.cache = newCache(s)
 		}
 		return s
 	})
@@ -495,29 +499,18 @@ func (h *lsmHandle[K, N]) scan(p []byte, fn func(k, v []byte)) {
 }
 
 func (h *lsmHandle[K, N]) deletePrefix(p []byte) {
-	if h.st.cache != nil {
-		h.st.cache.dropPrefix(p)
-	}
 	if err := h.db().DeleteRange(p, prefixEnd(p), pebble.NoSync); err != nil {
 		fail(err)
 	}
 }
 
 func (h *lsmHandle[K, N]) set(k, v []byte) {
-	if c := h.st.cache; c != nil {
-		c.put(k, v, false, true)
-		return
-	}
 	if err := h.db().Set(k, v, pebble.NoSync); err != nil {
 		fail(err)
 	}
 }
 
 func (h *lsmHandle[K, N]) delete(k []byte) {
-	if c := h.st.cache; c != nil {
-		c.put(k, nil, true, true)
-		return
-	}
 	if err := h.db().Delete(k, pebble.NoSync); err != nil {
 		fail(err)
 	}
@@ -530,24 +523,14 @@ func (h *lsmHandle[K, N]) merge(k, v []byte) {
 }
 
 // getRaw returns a copy of row k's value, and false if there is none.
+// It reads the store: the state must have no cache.
 func (h *lsmHandle[K, N]) getRaw(k []byte) ([]byte, bool) {
-	if c := h.st.cache; c != nil {
-		if v, absent, ok := c.get(k); ok {
-			return append([]byte(nil), v...), !absent
-		}
-	}
 	v, closer, err := h.db().Get(k)
 	if errors.Is(err, pebble.ErrNotFound) {
-		if c := h.st.cache; c != nil {
-			c.put(k, nil, true, false)
-		}
 		return nil, false
 	}
 	if err != nil {
 		fail(err)
-	}
-	if c := h.st.cache; c != nil {
-		c.put(k, v, false, false)
 	}
 	v = append([]byte(nil), v...)
 	_ = closer.Close()
@@ -555,34 +538,15 @@ func (h *lsmHandle[K, N]) getRaw(k []byte) ([]byte, bool) {
 }
 
 // lsmGet returns row k's value decoded with dec, and false if there is
-// none.
+// none. It reads the store: the state must have no cache.
 func lsmGet[K, N comparable, T any](h *lsmHandle[K, N], k []byte, dec func([]byte) (T, error)) (T, bool) {
 	var zero T
-	c := h.st.cache
-	if c != nil {
-		if v, absent, ok := c.get(k); ok {
-			if absent {
-				return zero, false
-			}
-			t, err := dec(v)
-			if err != nil {
-				fail(err)
-			}
-			return t, true
-		}
-	}
 	v, closer, err := h.db().Get(k)
 	if errors.Is(err, pebble.ErrNotFound) {
-		if c != nil {
-			c.put(k, nil, true, false)
-		}
 		return zero, false
 	}
 	if err != nil {
 		fail(err)
-	}
-	if c != nil {
-		c.put(k, v, false, false)
 	}
 	t, err := dec(v)
 	_ = closer.Close()
@@ -597,18 +561,22 @@ func lsmGet[K, N comparable, T any](h *lsmHandle[K, N], k []byte, dec func([]byt
 
 type lsmValue[K, N comparable, T any] struct {
 	lsmHandle[K, N]
-	enc valueEncoding[T]
-	buf []byte
+	c *valueCache[K, N, T]
 }
 
-func (s *lsmValue[K, N, T]) Value() (T, bool) { return lsmGet(&s.lsmHandle, s.row(), s.enc.decode) }
+func (s *lsmValue[K, N, T]) Value() (T, bool) { return s.c.get(&s.lsmHandle, s.ns) }
 
-func (s *lsmValue[K, N, T]) Update(v T) {
-	s.buf = s.enc.append(s.buf[:0], v)
-	s.set(s.row(), s.buf)
+func (s *lsmValue[K, N, T]) Update(v T) { s.c.set(s.ns, v, false) }
+
+func (s *lsmValue[K, N, T]) Clear() {
+	var zero T
+	s.c.set(s.ns, zero, true)
 }
 
-func (s *lsmValue[K, N, T]) Clear() { s.delete(s.row()) }
+func (s *lsmValue[K, N, T]) ClearAllNamespaces() {
+	s.c.dropKey()
+	s.lsmHandle.ClearAllNamespaces()
+}
 
 type lsmList[K, N comparable, T any] struct {
 	lsmHandle[K, N]
@@ -747,53 +715,55 @@ func (s *lsmMap[K, N, UK, UV]) Clear() { s.deletePrefix(s.row()) }
 
 type lsmReducing[K, N comparable, T any] struct {
 	lsmHandle[K, N]
-	enc    valueEncoding[T]
+	c      *valueCache[K, N, T]
 	reduce func(acc, v T) T
-	buf    []byte
 }
 
-func (s *lsmReducing[K, N, T]) Get() (T, bool) { return lsmGet(&s.lsmHandle, s.row(), s.enc.decode) }
+func (s *lsmReducing[K, N, T]) Get() (T, bool) { return s.c.get(&s.lsmHandle, s.ns) }
 
 func (s *lsmReducing[K, N, T]) Add(v T) {
-	k := s.row()
-	if cur, ok := lsmGet(&s.lsmHandle, k, s.enc.decode); ok {
+	if cur, ok := s.c.get(&s.lsmHandle, s.ns); ok {
 		v = s.reduce(cur, v)
 	}
-	s.buf = s.enc.append(s.buf[:0], v)
-	s.set(k, s.buf)
+	s.c.set(s.ns, v, false)
 }
 
-func (s *lsmReducing[K, N, T]) Clear() { s.delete(s.row()) }
+func (s *lsmReducing[K, N, T]) Clear() {
+	var zero T
+	s.c.set(s.ns, zero, true)
+}
+
+func (s *lsmReducing[K, N, T]) ClearAllNamespaces() {
+	s.c.dropKey()
+	s.lsmHandle.ClearAllNamespaces()
+}
 
 func (s *lsmReducing[K, N, T]) MergeNamespaces(target N, sources ...N) {
-	s.key2 = s.appendRow(s.key2[:0], target)
+	var zero T
 	for _, src := range sources {
 		if src == target {
 			continue
 		}
-		s.key = s.appendRow(s.key[:0], src)
-		v, ok := lsmGet(&s.lsmHandle, s.key, s.enc.decode)
+		v, ok := s.c.get(&s.lsmHandle, src)
 		if !ok {
 			continue
 		}
-		s.delete(s.key)
-		if cur, ok := lsmGet(&s.lsmHandle, s.key2, s.enc.decode); ok {
+		s.c.set(src, zero, true)
+		if cur, ok := s.c.get(&s.lsmHandle, target); ok {
 			v = s.reduce(cur, v)
 		}
-		s.buf = s.enc.append(s.buf[:0], v)
-		s.set(s.key2, s.buf)
+		s.c.set(target, v, false)
 	}
 }
 
 type lsmAggregating[K, N comparable, IN, ACC, OUT any] struct {
 	lsmHandle[K, N]
-	enc valueEncoding[ACC]
-	fn  AggregateFunction[IN, ACC, OUT]
-	buf []byte
+	c  *valueCache[K, N, ACC]
+	fn AggregateFunction[IN, ACC, OUT]
 }
 
 func (s *lsmAggregating[K, N, IN, ACC, OUT]) Get() (OUT, bool) {
-	acc, ok := lsmGet(&s.lsmHandle, s.row(), s.enc.decode)
+	acc, ok := s.c.get(&s.lsmHandle, s.ns)
 	if !ok {
 		var zero OUT
 		return zero, false
@@ -802,34 +772,38 @@ func (s *lsmAggregating[K, N, IN, ACC, OUT]) Get() (OUT, bool) {
 }
 
 func (s *lsmAggregating[K, N, IN, ACC, OUT]) Add(v IN) {
-	k := s.row()
-	acc, ok := lsmGet(&s.lsmHandle, k, s.enc.decode)
+	acc, ok := s.c.get(&s.lsmHandle, s.ns)
 	if !ok {
 		acc = s.fn.CreateAccumulator()
 	}
-	s.buf = s.enc.append(s.buf[:0], s.fn.Add(v, acc))
-	s.set(k, s.buf)
+	s.c.set(s.ns, s.fn.Add(v, acc), false)
 }
 
-func (s *lsmAggregating[K, N, IN, ACC, OUT]) Clear() { s.delete(s.row()) }
+func (s *lsmAggregating[K, N, IN, ACC, OUT]) Clear() {
+	var zero ACC
+	s.c.set(s.ns, zero, true)
+}
+
+func (s *lsmAggregating[K, N, IN, ACC, OUT]) ClearAllNamespaces() {
+	s.c.dropKey()
+	s.lsmHandle.ClearAllNamespaces()
+}
 
 func (s *lsmAggregating[K, N, IN, ACC, OUT]) MergeNamespaces(target N, sources ...N) {
-	s.key2 = s.appendRow(s.key2[:0], target)
+	var zero ACC
 	for _, src := range sources {
 		if src == target {
 			continue
 		}
-		s.key = s.appendRow(s.key[:0], src)
-		acc, ok := lsmGet(&s.lsmHandle, s.key, s.enc.decode)
+		acc, ok := s.c.get(&s.lsmHandle, src)
 		if !ok {
 			continue
 		}
-		s.delete(s.key)
-		if cur, ok := lsmGet(&s.lsmHandle, s.key2, s.enc.decode); ok {
+		s.c.set(src, zero, true)
+		if cur, ok := s.c.get(&s.lsmHandle, target); ok {
 			acc = s.fn.Merge(cur, acc)
 		}
-		s.buf = s.enc.append(s.buf[:0], acc)
-		s.set(s.key2, s.buf)
+		s.c.set(target, acc, false)
 	}
 }
 
@@ -839,16 +813,16 @@ func (s *lsmAggregating[K, N, IN, ACC, OUT]) MergeNamespaces(target N, sources .
 
 func lsmValueOf[K, N comparable, T any](b *KeyedBackend[K], inf stateInfo, nc codec.Codec[N], c codec.Codec[T]) (*lsmValue[K, N, T], error) {
 	enc := valueEnc(c)
-	st, err := registerLSM[K, *lsmValue[K, N, T]](b, inf, valueLayout(c), false, restoreOne(b, nc, enc.decode))
+	st, err := registerLSM[K, *lsmValue[K, N, T]](b, inf, valueLayout(c), false, restoreOne(b, nc, enc.decode), cacheOf[K](nc, enc))
 	if err != nil {
 		return nil, err
 	}
-	return &lsmValue[K, N, T]{lsmHandle: lsmHandle[K, N]{st: st, nc: nc}, enc: enc}, nil
+	return &lsmValue[K, N, T]{lsmHandle: lsmHandle[K, N]{st: st, nc: nc}, c: st.cache.(*valueCache[K, N, T])}, nil
 }
 
 func lsmListOf[K, N comparable, T any](b *KeyedBackend[K], inf stateInfo, nc codec.Codec[N], c codec.Codec[T]) (*lsmList[K, N, T], error) {
 	enc := listEnc(c)
-	st, err := registerLSM[K, *lsmList[K, N, T]](b, inf, valueLayout(c), false, restoreOne(b, nc, enc.decode))
+	st, err := registerLSM[K, *lsmList[K, N, T]](b, inf, valueLayout(c), false, restoreOne(b, nc, enc.decode), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -856,7 +830,7 @@ func lsmListOf[K, N comparable, T any](b *KeyedBackend[K], inf stateInfo, nc cod
 }
 
 func lsmMapOf[K, N, UK comparable, UV any](b *KeyedBackend[K], inf stateInfo, nc codec.Codec[N], kc codec.Codec[UK], vc codec.Codec[UV]) (*lsmMap[K, N, UK, UV], error) {
-	st, err := registerLSM[K, *lsmMap[K, N, UK, UV]](b, inf, mapLayout(kc, vc), true, restoreMap(b, nc, kc, vc))
+	st, err := registerLSM[K, *lsmMap[K, N, UK, UV]](b, inf, mapLayout(kc, vc), true, restoreMap(b, nc, kc, vc), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -865,18 +839,24 @@ func lsmMapOf[K, N, UK comparable, UV any](b *KeyedBackend[K], inf stateInfo, nc
 
 func lsmReducingOf[K, N comparable, T any](b *KeyedBackend[K], inf stateInfo, nc codec.Codec[N], c codec.Codec[T], reduce func(acc, v T) T) (*lsmReducing[K, N, T], error) {
 	enc := valueEnc(c)
-	st, err := registerLSM[K, *lsmReducing[K, N, T]](b, inf, valueLayout(c), false, restoreOne(b, nc, enc.decode))
+	st, err := registerLSM[K, *lsmReducing[K, N, T]](b, inf, valueLayout(c), false, restoreOne(b, nc, enc.decode), cacheOf[K](nc, enc))
 	if err != nil {
 		return nil, err
 	}
-	return &lsmReducing[K, N, T]{lsmHandle: lsmHandle[K, N]{st: st, nc: nc}, enc: enc, reduce: reduce}, nil
+	return &lsmReducing[K, N, T]{lsmHandle: lsmHandle[K, N]{st: st, nc: nc}, c: st.cache.(*valueCache[K, N, T]), reduce: reduce}, nil
 }
 
 func lsmAggregatingOf[K, N comparable, IN, ACC, OUT any](b *KeyedBackend[K], inf stateInfo, nc codec.Codec[N], c codec.Codec[ACC], fn AggregateFunction[IN, ACC, OUT]) (*lsmAggregating[K, N, IN, ACC, OUT], error) {
 	enc := valueEnc(c)
-	st, err := registerLSM[K, *lsmAggregating[K, N, IN, ACC, OUT]](b, inf, valueLayout(c), false, restoreOne(b, nc, enc.decode))
+	st, err := registerLSM[K, *lsmAggregating[K, N, IN, ACC, OUT]](b, inf, valueLayout(c), false, restoreOne(b, nc, enc.decode), cacheOf[K](nc, enc))
 	if err != nil {
 		return nil, err
 	}
-	return &lsmAggregating[K, N, IN, ACC, OUT]{lsmHandle: lsmHandle[K, N]{st: st, nc: nc}, enc: enc, fn: fn}, nil
+	return &lsmAggregating[K, N, IN, ACC, OUT]{lsmHandle: lsmHandle[K, N]{st: st, nc: nc}, c: st.cache.(*valueCache[K, N, ACC]), fn: fn}, nil
+}
+
+// cacheOf returns the constructor of the write-back cache of a state of
+// one row per key and namespace, its values encoded by enc.
+func cacheOf[K, N comparable, T any](nc codec.Codec[N], enc valueEncoding[T]) func(*lsmState[K]) rowCache {
+	return func(st *lsmState[K]) rowCache { return newValueCache(st, nc, enc) }
 }

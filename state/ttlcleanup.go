@@ -369,7 +369,7 @@ func (w *lsmSweeper[K]) sweep() error {
 		w.resume = !done
 		if done {
 			w.kgIdx = (w.kgIdx + 1) % st.b.kgs.Len()
-			if c := st.cache; c != nil && w.kgIdx == 0 && w.sinceFlush >= len(c.rows) {
+			if c := st.cache; c != nil && w.kgIdx == 0 && w.sinceFlush >= c.len() {
 				if err := c.flush(batch, false); err != nil {
 					return err
 				}
@@ -387,14 +387,7 @@ func (w *lsmSweeper[K]) sweep() error {
 func (w *lsmSweeper[K]) judge(batch *pebble.Batch, it *pebble.Iterator, cutoff int64) error {
 	k := it.Key()
 	if c := w.st.cache; c != nil {
-		if cv, absent, ok := c.get(k); ok {
-			if absent {
-				return nil
-			}
-			_, kp, err := w.prune(nil, cv, cutoff)
-			if err == nil && kp == keepNone {
-				c.put(k, nil, true, true)
-			}
+		if cached, err := c.judge(k, w.prune, cutoff); cached || err != nil {
 			return err
 		}
 	}

@@ -100,3 +100,23 @@ func TestStateRescaleRuns(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkStateBackends runs `weir bench state`'s keyed sum on each
+// backend, for profiles (-cpuprofile) of a backend's record path.
+func BenchmarkStateBackends(b *testing.B) {
+	for _, be := range StateBackends {
+		b.Run(be.Name, func(b *testing.B) {
+			c := DefaultState()
+			var total Result
+			for range b.N {
+				r, err := RunState(b.Context(), c, be.Config)
+				if err != nil {
+					b.Fatal(err)
+				}
+				total.Records += r.Records
+				total.Elapsed += r.Elapsed
+			}
+			b.ReportMetric(total.PerSecond(), "records/s")
+		})
+	}
+}
