@@ -107,15 +107,12 @@ func TestUnalignedCheckpointsUnderBackpressure(t *testing.T) {
 				}
 			}
 			t.Logf("%s: processed data per completed checkpoint %v", mode.name, processed)
-			switch mode.name {
-			case "aligned":
-				if !slices.ContainsFunc(processed, func(n int64) bool { return n > 0 }) {
-					t.Errorf("no aligned checkpoint processed data while aligning: %v", processed)
-				}
-			case "unaligned":
-				if slices.ContainsFunc(processed, func(n int64) bool { return n != 0 }) {
-					t.Errorf("unaligned checkpoints processed data while aligning: %v", processed)
-				}
+			// Whether an aligned checkpoint processes anything while it
+			// aligns depends on how far apart its barriers arrive, which
+			// the machine's timing decides: only the unaligned side is
+			// asserted.
+			if mode.name == "unaligned" && slices.ContainsFunc(processed, func(n int64) bool { return n != 0 }) {
+				t.Errorf("unaligned checkpoints processed data while aligning: %v", processed)
 			}
 
 			st, err := storage.Open(context.Background(), dir, "backpressure")
