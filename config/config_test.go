@@ -101,6 +101,9 @@ func TestDefaults(t *testing.T) {
 		KeyS3AccessKey:       "",
 		KeyS3SecretKey:       "",
 		KeyS3PathStyleAccess: "false",
+
+		KeyGSStorageRootURL:        "",
+		KeyGSServiceAccountKeyFile: "",
 	}
 	opts := Options()
 	if len(opts) != len(want) {

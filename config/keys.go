@@ -445,3 +445,21 @@ const (
 	// need. Default: false.
 	KeyS3PathStyleAccess = "s3.path.style.access"
 )
+
+// Keys of the Google Cloud Storage options, which apply to every gs:// URL
+// weir reads or writes. They are the keys Flink's gs file system
+// (flink-gs-fs-hadoop) passes on to the GCS connector as fs.gs.*. Without
+// a key file, credentials are Google's Application Default Credentials:
+// GOOGLE_APPLICATION_CREDENTIALS, gcloud's, or the metadata server's.
+const (
+	// KeyGSStorageRootURL is the root URL of the Cloud Storage JSON API,
+	// such as http://127.0.0.1:4443/ for an emulator. Default: unset
+	// (Google's). With a root URL set, no key file and no
+	// GOOGLE_APPLICATION_CREDENTIALS, requests carry no credentials, as
+	// emulators expect.
+	KeyGSStorageRootURL = "gs.storage.root.url"
+
+	// KeyGSServiceAccountKeyFile is the path of a service account's JSON
+	// key. Default: unset (Application Default Credentials).
+	KeyGSServiceAccountKeyFile = "gs.auth.service.account.json.keyfile"
+)

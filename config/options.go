@@ -397,6 +397,11 @@ var optionTable = []option{
 		desc: "Secret access key for s3:// paths; unset uses the AWS SDK's default credential chain."},
 	{key: KeyS3PathStyleAccess, kind: KindBool, def: "false",
 		desc: "Address buckets by path (http://endpoint/bucket/key) rather than by host name, as most S3-compatible servers need."},
+	// Google Cloud Storage (Flink's gs file system, flink-gs-fs-hadoop).
+	{key: KeyGSStorageRootURL, kind: KindString, check: httpURL(),
+		desc: "Root URL of the Cloud Storage JSON API for gs:// paths, such as an emulator's http://127.0.0.1:4443/; unset uses Google's."},
+	{key: KeyGSServiceAccountKeyFile, kind: KindString,
+		desc: "Path of a service account JSON key for gs:// paths; unset uses Application Default Credentials (GOOGLE_APPLICATION_CREDENTIALS, gcloud, the metadata server)."},
 	// High availability (Flink's HighAvailabilityOptions).
 	{key: KeyHAType, kind: KindEnum, def: "none", values: haTypes, unsupported: []string{"zookeeper"},
 		deprecated: []string{"high-availability"},

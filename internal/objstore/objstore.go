@@ -1,25 +1,40 @@
 // Package objstore opens the buckets that checkpoint storage reads and
 // writes through gocloud.dev/blob, configured with Flink's option names.
 //
-// URLMux returns a mux with file://, mem:// and s3:// registered. s3://
-// goes through gocloud.dev/blob/s3blob (the AWS SDK for Go v2) with the
-// endpoint, credentials and addressing style of the s3.* options. gs://
-// and azblob:// are refused with an error that says so, instead of being
-// accepted and failing later.
+// URLMux returns a mux with file://, mem://, s3://, gs:// and azblob://
+// registered:
+//   - s3:// goes through gocloud.dev/blob/s3blob (the AWS SDK for Go v2)
+//     with the endpoint, credentials and addressing style of the s3.*
+//     options.
+//   - gs:// goes through gocloud.dev/blob/gcsblob (cloud.google.com/go/storage)
+//     with the root URL and key file of the gs.* options, else Google's
+//     Application Default Credentials.
+//   - azblob:// goes through gocloud.dev/blob/azureblob (the Azure SDK for
+//     Go) configured as every Go CDK program is: the account and
+//     credentials from AZURE_STORAGE_ACCOUNT with AZURE_STORAGE_KEY,
+//     AZURE_STORAGE_SAS_TOKEN or AZURE_STORAGE_CONNECTION_STRING, else
+//     Azure's default credential chain; the URL's storage_account, domain,
+//     protocol and localemu parameters override the service address.
 //
-// What the AWS SDK already does is not done again here:
-//   - Retries: every request goes through the SDK's standard retryer, 3
-//     attempts with exponential back-off and jitter, on throttling, 5xx
-//     answers, timeouts and connection errors (a server that is briefly
-//     down). AWS_MAX_ATTEMPTS and AWS_RETRY_MODE change it, as for any
-//     program built on the SDK. A failure past the retries fails the
-//     checkpoint (or the restore), which the job's tolerable checkpoint
-//     failures and restart strategy then handle.
-//   - Multipart upload: s3blob writes through the SDK's transfer manager,
+// What the clouds' SDKs already do is not done again here:
+//   - Retries: every S3 request goes through the AWS SDK's standard
+//     retryer, 3 attempts with exponential back-off and jitter, on
+//     throttling, 5xx answers, timeouts and connection errors (a server
+//     that is briefly down); AWS_MAX_ATTEMPTS and AWS_RETRY_MODE change it.
+//     The GCS client retries with exponential back-off on the same errors;
+//     weir lets it retry uploads too (storage.RetryAlways), which is safe
+//     because checkpoint storage writes every object once, under a name of
+//     its own, and reads its checksum back. The Azure SDK's retry policy
+//     (3 retries, exponential back-off) covers azblob://. A failure past
+//     the retries fails the checkpoint (or the restore), which the job's
+//     tolerable checkpoint failures and restart strategy then handle.
+//   - Large objects: s3blob writes through the SDK's transfer manager,
 //     which sends an object larger than one part (8 MiB) as a multipart
 //     upload of 8 MiB parts, uploaded concurrently and retried per part,
-//     and aborts the upload when the write is cancelled, so a state file
-//     appears whole or not at all.
+//     and aborts the upload when the write is cancelled; gcsblob uploads
+//     a large object as a resumable upload in chunks; azureblob stages a
+//     block blob's blocks and commits the list at the end. In each, an
+//     object appears whole or not at all.
 package objstore
 
 import (
@@ -34,7 +49,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"gocloud.dev/blob"
+	"gocloud.dev/blob/azureblob"
 	"gocloud.dev/blob/fileblob"
+	"gocloud.dev/blob/gcsblob"
 	"gocloud.dev/blob/memblob"
 	"gocloud.dev/blob/s3blob"
 
@@ -92,32 +109,43 @@ func (s S3) LogValue() slog.Value {
 	)
 }
 
-// URLMux returns a mux that opens file:// and mem:// buckets and s3://
-// buckets configured by c's s3.* options, for storage.URLMux.
+// URLMux returns a mux that opens file://, mem://, s3://, gs:// and
+// azblob:// buckets configured by c's s3.* and gs.* options, for
+// storage.URLMux.
 func URLMux(c *config.Configuration) *blob.URLMux {
-	return NewURLMux(S3FromConfig(c))
+	return NewURLMux(WithS3(S3FromConfig(c)), WithGCS(GCSFromConfig(c)))
 }
 
-// NewURLMux returns a mux that opens file:// and mem:// buckets, s3://
-// buckets as s says, and refuses gs:// and azblob://.
-func NewURLMux(s S3) *blob.URLMux {
+// An Option configures the buckets a mux opens.
+type Option func(*muxConfig)
+
+type muxConfig struct {
+	s3  S3
+	gcs GCS
+}
+
+// WithS3 configures s3:// buckets; without it they use AWS and the AWS
+// SDK's default credential chain.
+func WithS3(s S3) Option { return func(c *muxConfig) { c.s3 = s } }
+
+// WithGCS configures gs:// buckets; without it they use Google's API and
+// Application Default Credentials.
+func WithGCS(g GCS) Option { return func(c *muxConfig) { c.gcs = g } }
+
+// NewURLMux returns a mux that opens file://, mem://, s3://, gs:// and
+// azblob:// buckets as opts say.
+func NewURLMux(opts ...Option) *blob.URLMux {
+	var c muxConfig
+	for _, o := range opts {
+		o(&c)
+	}
 	m := new(blob.URLMux)
 	m.RegisterBucket(fileblob.Scheme, &fileblob.URLOpener{})
 	m.RegisterBucket(memblob.Scheme, &memblob.URLOpener{})
-	m.RegisterBucket(s3blob.Scheme, &s3Opener{cfg: s})
-	for _, scheme := range []string{"gs", "azblob"} {
-		m.RegisterBucket(scheme, unsupported(scheme))
-	}
+	m.RegisterBucket(s3blob.Scheme, &s3Opener{cfg: c.s3})
+	m.RegisterBucket(gcsblob.Scheme, &gcsOpener{cfg: c.gcs})
+	m.RegisterBucket(azureblob.Scheme, azureOpener{})
 	return m
-}
-
-// unsupported refuses a scheme gocloud has a driver for that weir does
-// not build in.
-type unsupported string
-
-func (u unsupported) OpenBucketURL(context.Context, *url.URL) (*blob.Bucket, error) {
-	return nil, fmt.Errorf("%s:// is not supported: weir stores checkpoints in local directories (or file://) and in S3 or S3-compatible stores (s3://); "+
-		"for Google Cloud Storage use s3:// with %s=https://storage.googleapis.com and an HMAC key", string(u), config.KeyS3Endpoint)
 }
 
 // urlParams are the query parameters an s3:// URL may carry.

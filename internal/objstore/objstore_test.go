@@ -68,11 +68,15 @@ func TestS3HidesCredentials(t *testing.T) {
 
 func TestURLMuxRefuses(t *testing.T) {
 	ctx := context.Background()
-	mux := objstore.NewURLMux(objstore.S3{Endpoint: "http://127.0.0.1:1", AccessKey: accessKey, SecretKey: secretKey})
+	t.Setenv("AZURE_STORAGE_ACCOUNT", "")
+	mux := objstore.NewURLMux(objstore.WithS3(objstore.S3{Endpoint: "http://127.0.0.1:1", AccessKey: accessKey, SecretKey: secretKey}),
+		objstore.WithGCS(objstore.GCS{RootURL: "http://127.0.0.1:1/"}))
 	for url, want := range map[string]string{
-		"gs://bucket/ckpt":                     "gs:// is not supported",
-		"azblob://container/ckpt":              "azblob:// is not supported",
-		"s3://bucket/ckpt?endpoint=http://x:1": `unknown URL parameter "endpoint"`,
+		"s3://bucket/ckpt?endpoint=http://x:1":                      `unknown URL parameter "endpoint"`,
+		"gs://bucket/ckpt?endpoint=http://x:1":                      "a gs:// URL takes no parameters",
+		"azblob://container/ckpt?endpoint=x":                        `unknown query parameter "endpoint"`,
+		"azblob://container/ckpt?storage_account=a&protocol=gopher": `invalid protocol "gopher"`,
+		"azblob://container/ckpt":                                   "AccountName is required",
 	} {
 		b, err := mux.OpenBucket(ctx, url)
 		if err == nil {
@@ -84,7 +88,7 @@ func TestURLMuxRefuses(t *testing.T) {
 			t.Errorf("%s: %v, want it to say %q", url, err, want)
 		}
 	}
-	half := objstore.NewURLMux(objstore.S3{Endpoint: "http://127.0.0.1:1", SecretKey: secretKey})
+	half := objstore.NewURLMux(objstore.WithS3(objstore.S3{Endpoint: "http://127.0.0.1:1", SecretKey: secretKey}))
 	if _, err := half.OpenBucket(ctx, "s3://bucket"); err == nil || !strings.Contains(err.Error(), "s3.access-key and s3.secret-key") ||
 		strings.Contains(err.Error(), secretKey) {
 		t.Errorf("a secret key without an access key: %v", err)
@@ -100,7 +104,7 @@ func TestS3Credentials(t *testing.T) {
 
 	wrong := srv.S3
 	wrong.SecretKey = secretKey
-	b, err := objstore.NewURLMux(wrong).OpenBucket(ctx, "s3://"+srv.Bucket)
+	b, err := objstore.NewURLMux(objstore.WithS3(wrong)).OpenBucket(ctx, "s3://"+srv.Bucket)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +154,7 @@ func TestS3RetriesTransientErrors(t *testing.T) {
 	defer proxy.Close()
 	s := srv.S3
 	s.Endpoint = proxy.URL
-	b, err := objstore.NewURLMux(s).OpenBucket(ctx, "s3://"+srv.Bucket)
+	b, err := objstore.NewURLMux(objstore.WithS3(s)).OpenBucket(ctx, "s3://"+srv.Bucket)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,8 @@ import (
 	"gocloud.dev/blob/memblob"
 
 	"github.com/weirstream/weir/internal/checkpoint"
+	"github.com/weirstream/weir/internal/objstore/azuretest"
+	"github.com/weirstream/weir/internal/objstore/gcstest"
 	"github.com/weirstream/weir/internal/objstore/s3test"
 )
 
@@ -60,12 +62,33 @@ func s3Backend(t *testing.T) *backend {
 	return &backend{name: "s3", url: srv.URL(prefix), raw: srv.OpenBucket(t), opts: []Option{URLMux(srv.Mux())}, prefix: prefix}
 }
 
-// forBackends runs fn once on mem://, once on a local directory and once
-// on an S3-compatible server (skipped without one, see package s3test).
+// gcsBackend is a fresh directory in a Cloud Storage server running in
+// the test's process (see package gcstest).
+func gcsBackend(t *testing.T) *backend {
+	srv := gcstest.Start(t)
+	prefix := srv.Prefix(t)
+	return &backend{name: "gs", url: srv.URL(prefix), raw: srv.OpenBucket(t), opts: []Option{URLMux(srv.Mux())}, prefix: prefix}
+}
+
+// azureBackend is a fresh directory in the container of the Azurite
+// emulator the environment names (see package azuretest), which skips the
+// test when there is none.
+func azureBackend(t *testing.T) *backend {
+	srv := azuretest.Env(t)
+	prefix := srv.Prefix(t)
+	return &backend{name: "azblob", url: srv.URL(prefix), raw: srv.OpenBucket(t), opts: []Option{URLMux(srv.Mux())}, prefix: prefix}
+}
+
+// forBackends runs fn once on mem://, once on a local directory, once on
+// a Cloud Storage server in the process (gs://), and once each on an
+// S3-compatible server (s3://) and on Azurite (azblob://), which are
+// skipped without one (see packages s3test and azuretest).
 func forBackends(t *testing.T, fn func(t *testing.T, be *backend)) {
 	t.Run("mem", func(t *testing.T) { fn(t, memBackend(t)) })
 	t.Run("file", func(t *testing.T) { fn(t, fileBackend(t)) })
 	t.Run("s3", func(t *testing.T) { fn(t, s3Backend(t)) })
+	t.Run("gs", func(t *testing.T) { fn(t, gcsBackend(t)) })
+	t.Run("azblob", func(t *testing.T) { fn(t, azureBackend(t)) })
 }
 
 func (be *backend) open(t *testing.T, opts ...Option) *Storage {

@@ -114,7 +114,7 @@ func (s Server) URL(key string) string {
 }
 
 // Mux returns a URL mux that opens the server's buckets.
-func (s Server) Mux() *blob.URLMux { return objstore.NewURLMux(s.S3) }
+func (s Server) Mux() *blob.URLMux { return objstore.NewURLMux(objstore.WithS3(s.S3)) }
 
 // OpenBucket opens the bucket at its root, for reaching around the code
 // under test, and closes it when t ends.

@@ -14,9 +14,24 @@ import (
 	"time"
 
 	gm "github.com/weirstream/weir/examples/gatewaymeter"
+	"github.com/weirstream/weir/internal/objstore/azuretest"
+	"github.com/weirstream/weir/internal/objstore/gcstest"
 	"github.com/weirstream/weir/internal/objstore/s3test"
 	"github.com/weirstream/weir/stream"
 )
+
+// objectStore is a store the GatewayMeter runs checkpoint to, reached
+// through a proxy that can cut it off.
+type objectStore struct {
+	// endpoint is the store's address, http://host:port.
+	endpoint string
+	// dir is the URL of a fresh checkpoint directory in it.
+	dir string
+	// through returns the -D options that reach the store through the
+	// proxy at proxyURL (http://host:port), and sets the environment
+	// for it where the store's client reads that.
+	through func(t *testing.T, proxyURL string) []string
+}
 
 // TestGatewayMeterS3 runs the job with its checkpoints in a real
 // S3-compatible server (see package s3test; skipped without one) and
@@ -34,6 +49,52 @@ import (
 // restored a checkpoint from S3, and that the outputs are exact.
 func TestGatewayMeterS3(t *testing.T) {
 	srv := s3test.Env(t)
+	testGatewayMeterObjectStore(t, "TestGatewayMeterS3", func(t *testing.T) objectStore {
+		return objectStore{
+			endpoint: srv.S3.Endpoint,
+			dir:      srv.URL(srv.Prefix(t) + "checkpoints"),
+			through: func(_ *testing.T, proxy string) []string {
+				defines := srv.Defines()
+				defines[0] = "s3.endpoint=" + proxy
+				return defines
+			},
+		}
+	})
+}
+
+// TestGatewayMeterGCS is TestGatewayMeterS3 on gs://, against a Cloud
+// Storage server in the test's process (see package gcstest).
+func TestGatewayMeterGCS(t *testing.T) {
+	testGatewayMeterObjectStore(t, "TestGatewayMeterGCS", func(t *testing.T) objectStore {
+		srv := gcstest.Start(t)
+		return objectStore{
+			endpoint: strings.TrimSuffix(srv.GCS.RootURL, "/"),
+			dir:      srv.URL(srv.Prefix(t) + "checkpoints"),
+			through: func(_ *testing.T, proxy string) []string {
+				return []string{"gs.storage.root.url=" + proxy + "/"}
+			},
+		}
+	})
+}
+
+// TestGatewayMeterAzure is TestGatewayMeterS3 on azblob://, against
+// Azurite (see package azuretest; skipped without it).
+func TestGatewayMeterAzure(t *testing.T) {
+	azuretest.Env(t)
+	testGatewayMeterObjectStore(t, "TestGatewayMeterAzure", func(t *testing.T) objectStore {
+		srv := azuretest.Env(t)
+		return objectStore{
+			endpoint: "http://" + srv.Endpoint,
+			dir:      srv.URL(srv.Prefix(t) + "checkpoints"),
+			through: func(t *testing.T, proxy string) []string {
+				t.Setenv("AZURE_STORAGE_DOMAIN", strings.TrimPrefix(proxy, "http://"))
+				return nil
+			},
+		}
+	})
+}
+
+func testGatewayMeterObjectStore(t *testing.T, name string, open func(t *testing.T) objectStore) {
 	seeds := testSeeds(t, []uint64{1, 2}, 0)
 	for _, seed := range seeds {
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
@@ -55,7 +116,8 @@ func TestGatewayMeterS3(t *testing.T) {
 			for _, p := range m.Partitions {
 				lines += p.Lines
 			}
-			px := newCutProxy(t, srv.S3.Endpoint)
+			st := open(t)
+			px := newCutProxy(t, st.endpoint)
 			o := &outage{
 				proxy: px,
 				// The sources read for about 3 s, in batches of 64, so
@@ -64,10 +126,9 @@ func TestGatewayMeterS3(t *testing.T) {
 				pace:  3 * time.Second * time.Duration(64*parallelism) / time.Duration(lines),
 				after: lines / int64(6*parallelism),
 			}
-			dir := srv.URL(srv.Prefix(t) + "checkpoints")
-			defines := srv.Defines()
-			defines[0] = "s3.endpoint=" + px.url() // through the proxy
-			t.Logf("%s\ntrace %+v, parallelism %d, checkpoints in %s", reproduce("TestGatewayMeterS3", seed), cfg, parallelism, dir)
+			dir := st.dir
+			defines := st.through(t, px.url())
+			t.Logf("%s\ntrace %+v, parallelism %d, checkpoints in %s", reproduce(name, seed), cfg, parallelism, dir)
 			runJobWith(t, trace, out, []stream.Option{stream.WithFaults(o.fn), stream.WithEvents(o.event)},
 				append(defines, fmt.Sprint("parallelism.default=", parallelism), "execution.checkpointing.interval=50 ms",
 					"execution.checkpointing.dir="+dir)...)
@@ -77,10 +138,10 @@ func TestGatewayMeterS3(t *testing.T) {
 			o.mu.Lock()
 			defer o.mu.Unlock()
 			if !o.over {
-				t.Fatalf("%s\nthe outage never began or never failed a checkpoint: %s", reproduce("TestGatewayMeterS3", seed), o.report())
+				t.Fatalf("%s\nthe outage never began or never failed a checkpoint: %s", reproduce(name, seed), o.report())
 			}
 			if !slices.ContainsFunc(o.restoredFrom, func(p string) bool { return strings.HasPrefix(p, dir+"/") }) {
-				t.Fatalf("%s\nno restart restored a checkpoint from %s: %s (from %q)", reproduce("TestGatewayMeterS3", seed), dir, o.report(), o.restoredFrom)
+				t.Fatalf("%s\nno restart restored a checkpoint from %s: %s (from %q)", reproduce(name, seed), dir, o.report(), o.restoredFrom)
 			}
 		})
 	}
@@ -118,7 +179,7 @@ func (o *outage) fn(_ context.Context, site stream.FaultSite) error {
 	defer o.mu.Unlock()
 	if site.Task.Vertex == gm.UIDSource && site.Records >= o.after && o.completed && !o.cut {
 		o.cut = true
-		o.log = append(o.log, fmt.Sprintf("S3 cut after %s[%d] read %d records", site.Task.Vertex, site.Task.Subtask, site.Records))
+		o.log = append(o.log, fmt.Sprintf("store cut after %s[%d] read %d records", site.Task.Vertex, site.Task.Subtask, site.Records))
 		o.proxy.setDown(true)
 	}
 	if site.Task.Vertex == gm.UIDTenantCost && o.after2 && !o.struck {
@@ -139,7 +200,7 @@ func (o *outage) event(e stream.JobEvent) {
 	case stream.EventCheckpointFailed, stream.EventRestarting:
 		if o.cut && !o.over {
 			o.over = true
-			o.log = append(o.log, fmt.Sprintf("%s in the outage (checkpoint %d: %s); S3 back", e.Kind, e.Checkpoint, e.Message))
+			o.log = append(o.log, fmt.Sprintf("%s in the outage (checkpoint %d: %s); store back", e.Kind, e.Checkpoint, e.Message))
 			o.proxy.setDown(false)
 		}
 	case stream.EventRestored:
