@@ -12,6 +12,7 @@ import (
 	"github.com/weirstream/weir/config"
 	"github.com/weirstream/weir/internal/cluster"
 	"github.com/weirstream/weir/internal/ha"
+	"github.com/weirstream/weir/internal/objstore"
 	"k8s.io/client-go/kubernetes"
 )
 
@@ -25,7 +26,7 @@ func openHA(ctx context.Context, cfg *config.Configuration, logger *slog.Logger)
 	switch hc.Type {
 	case config.HAEtcd:
 		return ha.NewEtcd(hc.EtcdEndpoints, ha.WithClusterID(hc.ClusterID), ha.WithLeaseTTL(hc.LeaseTTL),
-			ha.WithStorageDir(hc.StorageDir), ha.WithLogger(logger))
+			ha.WithStorageDir(hc.StorageDir), ha.WithURLMux(objstore.URLMux(cfg)), ha.WithLogger(logger))
 	case config.HAKubernetes:
 		k := hc.Kubernetes
 		cli, ns := kubeClientFrom(ctx)
@@ -39,7 +40,7 @@ func openHA(ctx context.Context, cfg *config.Configuration, logger *slog.Logger)
 		}
 		return ha.NewKubernetes(cli, ns, ha.WithKubernetesClusterID(k.ClusterID),
 			ha.WithLeaseDuration(k.LeaseDuration), ha.WithRenewDeadline(k.RenewDeadline), ha.WithRetryPeriod(k.RetryPeriod),
-			ha.WithKubernetesStorageDir(hc.StorageDir), ha.WithKubernetesLogger(logger))
+			ha.WithKubernetesStorageDir(hc.StorageDir), ha.WithKubernetesURLMux(objstore.URLMux(cfg)), ha.WithKubernetesLogger(logger))
 	}
 	return nil, nil
 }

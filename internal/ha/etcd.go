@@ -15,6 +15,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
+	"gocloud.dev/blob"
 )
 
 // EtcdOption configures Etcd.
@@ -31,7 +32,12 @@ func WithLeaseTTL(d time.Duration) EtcdOption { return func(e *Etcd) { e.ttl = d
 // WithStorageDir sets where jobs too big for etcd go, a path or a
 // gocloud.dev/blob URL (high-availability.storageDir; default: none, and
 // such a job is refused).
-func WithStorageDir(dir string) EtcdOption { return func(e *Etcd) { e.storageDir = dir } }
+func WithStorageDir(dir string) EtcdOption { return func(e *Etcd) { e.storageDir.path = dir } }
+
+// WithURLMux opens a storage directory given as a URL; without it,
+// gocloud.dev/blob's default mux does, which knows no object store
+// options (s3.endpoint, gs.storage.root.url, ...).
+func WithURLMux(m *blob.URLMux) EtcdOption { return func(e *Etcd) { e.storageDir.mux = m } }
 
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) EtcdOption { return func(e *Etcd) { e.log = l } }
@@ -48,7 +54,7 @@ type Etcd struct {
 	cli         *clientv3.Client
 	clusterID   string
 	ttl         time.Duration
-	storageDir  string
+	storageDir  blobDir
 	dialTimeout time.Duration
 	log         *slog.Logger
 }
@@ -262,11 +268,11 @@ func (s jobStore) Put(ctx context.Context, id string, job []byte) error {
 	e := s.l.e
 	rec := append([]byte{tagInline}, job...)
 	if len(job) > maxInline {
-		if e.storageDir == "" {
+		if !e.storageDir.set() {
 			return fmt.Errorf("ha: job %s takes %d bytes, more than etcd keeps (%d); set high-availability.storageDir", id, len(job), maxInline)
 		}
 		key := path.Join(strings.Trim(e.clusterID, "/"), "jobs", fmt.Sprintf("%s-%d", id, s.l.rev))
-		if err := (blobDir(e.storageDir)).write(ctx, key, job); err != nil {
+		if err := e.storageDir.write(ctx, key, job); err != nil {
 			return err
 		}
 		rec = append([]byte{tagBlob}, key...)
@@ -296,7 +302,7 @@ func (e *Etcd) Jobs(ctx context.Context) (map[string][]byte, error) {
 		case tagInline:
 			out[id] = bytes.Clone(kv.Value[1:])
 		case tagBlob:
-			b, err := blobDir(e.storageDir).read(ctx, string(kv.Value[1:]))
+			b, err := e.storageDir.read(ctx, string(kv.Value[1:]))
 			if err != nil {
 				return nil, fmt.Errorf("ha: job %s: %w", id, err)
 			}

@@ -19,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"gocloud.dev/blob"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -108,7 +109,14 @@ func WithRetryPeriod(d time.Duration) KubernetesOption {
 // path or a gocloud.dev/blob URL (high-availability.storageDir; default:
 // none, and such a job is refused).
 func WithKubernetesStorageDir(dir string) KubernetesOption {
-	return func(k *Kubernetes) { k.storageDir = blobDir(dir) }
+	return func(k *Kubernetes) { k.storageDir.path = dir }
+}
+
+// WithKubernetesURLMux opens a storage directory given as a URL; without
+// it, gocloud.dev/blob's default mux does, which knows no object store
+// options (s3.endpoint, gs.storage.root.url, ...).
+func WithKubernetesURLMux(m *blob.URLMux) KubernetesOption {
+	return func(k *Kubernetes) { k.storageDir.mux = m }
 }
 
 // WithKubernetesLogger sets the logger (default slog.Default()).
@@ -421,6 +429,7 @@ func (k *Kubernetes) Campaign(ctx context.Context, info LeaderInfo) (Leadership,
 			go l.renew(ctx)
 			err := l.claim(ctx)
 			if err == nil {
+				l.collectGarbage(ctx)
 				return l, nil
 			}
 			l.halt()
@@ -764,6 +773,81 @@ func (l *kubeLeadership) dropJob(ctx context.Context, ref *jobRef) {
 	}
 }
 
+// collectGarbage deletes the job graphs that earlier leaders wrote but
+// never recorded in the index, as a leader that loses its Lease between
+// writing a graph and recording it leaves them: ConfigMaps of this
+// cluster, and blobs in high-availability.storageDir, named as job graphs
+// of an earlier epoch that no entry points at. A deposed leader cannot
+// record anything any more (every index write is fenced by the epoch), so
+// these are never read; graphs of this epoch are this leader's own. A
+// failure leaves them to the next leader.
+func (l *kubeLeadership) collectGarbage(ctx context.Context) {
+	k := l.k
+	cm, err := k.readIndex(ctx)
+	if err != nil {
+		k.log.Warn("ha: cannot read the job index to delete unrecorded job graphs", "err", err)
+		return
+	}
+	all, err := entries(cm)
+	if err != nil {
+		k.log.Warn("ha: cannot read the job index to delete unrecorded job graphs", "err", err)
+		return
+	}
+	recorded := map[jobRef]bool{}
+	for _, e := range all {
+		if e.Job != nil {
+			recorded[*e.Job] = true
+		}
+	}
+	stale := func(name, prefix string) bool {
+		rest, ok := strings.CutPrefix(name, prefix)
+		if !ok {
+			return false
+		}
+		i := strings.LastIndexByte(rest, '-')
+		epoch, err := strconv.ParseInt(rest[i+1:], 10, 64)
+		return err == nil && epoch < l.epoch
+	}
+
+	cms := k.cli.CoreV1().ConfigMaps(k.ns)
+	list, err := cms.List(ctx, metav1.ListOptions{LabelSelector: labelClusterID + "=" + k.clusterID + "," + labelManagedBy + "=weir"})
+	if err != nil {
+		k.log.Warn("ha: cannot list ConfigMaps to delete unrecorded job graphs", "err", err)
+		return
+	}
+	prefix := "weir-" + k.clusterID + "-job-"
+	for _, c := range list.Items {
+		if recorded[jobRef{ConfigMap: c.Name}] || !stale(c.Name, prefix) {
+			continue
+		}
+		if err := cms.Delete(ctx, c.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			k.log.Warn("ha: cannot delete an unrecorded job graph", "configmap", c.Name, "err", err)
+			continue
+		}
+		k.log.Info("ha: deleted a job graph an earlier leader wrote but never recorded", "configmap", c.Name)
+	}
+
+	if !k.storageDir.set() {
+		return
+	}
+	dir := path.Join(k.clusterID, "jobs") + "/"
+	keys, err := k.storageDir.list(ctx, dir)
+	if err != nil {
+		k.log.Warn("ha: cannot list high-availability.storageDir to delete unrecorded job graphs", "err", err)
+		return
+	}
+	for _, key := range keys {
+		if recorded[jobRef{Blob: key}] || !stale(key, dir) {
+			continue
+		}
+		if err := k.storageDir.remove(ctx, key); err != nil {
+			k.log.Warn("ha: cannot delete an unrecorded job graph", "blob", key, "err", err)
+			continue
+		}
+		k.log.Info("ha: deleted a job graph an earlier leader wrote but never recorded", "blob", key)
+	}
+}
+
 type kubeJobs struct{ l *kubeLeadership }
 
 func (s kubeJobs) Put(ctx context.Context, id string, job []byte) error {
@@ -774,7 +858,7 @@ func (s kubeJobs) Put(ctx context.Context, id string, job []byte) error {
 	}
 	var ref jobRef
 	if len(job) > maxInline {
-		if k.storageDir == "" {
+		if !k.storageDir.set() {
 			return fmt.Errorf("ha: job %s takes %d bytes, more than a ConfigMap keeps (%d); set high-availability.storageDir", id, len(job), maxInline)
 		}
 		ref.Blob = path.Join(k.clusterID, "jobs", fmt.Sprintf("%s-%d", id, l.epoch))

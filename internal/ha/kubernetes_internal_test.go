@@ -3,10 +3,14 @@ package ha
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/weirstream/weir/internal/ha/kubefake"
+	"github.com/weirstream/weir/internal/objstore/gcstest"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 )
@@ -163,5 +167,124 @@ func TestKubernetesOptionsChecked(t *testing.T) {
 	}
 	if _, err := NewKubernetes(cli, "weir"); err != nil {
 		t.Errorf("defaults: %v", err)
+	}
+}
+
+// A deposed leader that writes a job graph (having passed its Lease check
+// just before a takeover) and then finds its index write refused leaves
+// the graph behind (a ConfigMap, or a blob in
+// high-availability.storageDir for a large one); the next leader deletes
+// what no entry points at and keeps what one does.
+func TestKubernetesUnrecordedJobGraphsAreDeleted(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cli := kubefake.New()
+	dir := t.TempDir()
+	newKube := func() *Kubernetes {
+		k, err := NewKubernetes(cli, "weir", WithKubernetesClusterID("gc"), WithKubernetesStorageDir(dir),
+			WithLeaseDuration(time.Second), WithRenewDeadline(time.Second), WithRetryPeriod(200*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { k.Close() })
+		return k
+	}
+	a, b, c := newKube(), newKube(), newKube()
+	la, err := a.Campaign(ctx, LeaderInfo{Addr: "a:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := make([]byte, maxInline+1)
+	if err := la.Jobs().Put(ctx, "kept", []byte("small")); err != nil {
+		t.Fatal(err)
+	}
+	if err := la.Jobs().Put(ctx, "kept-big", big); err != nil {
+		t.Fatal(err)
+	}
+	pause(la.(*kubeLeadership))
+	lb, err := b.Campaign(ctx, LeaderInfo{Addr: "b:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What the deposed leader writes when it passed its Lease check just
+	// before the takeover: its graphs, under its epoch's names, go in;
+	// their index entries are refused.
+	if _, err := cli.CoreV1().ConfigMaps("weir").Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: a.jobObject("lost", 1), Labels: a.labels()},
+		BinaryData: map[string][]byte{"job": []byte("small")},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := (blobDir{path: dir}).write(ctx, "gc/jobs/lost-big-1", big); err != nil {
+		t.Fatal(err)
+	}
+	if err := la.Jobs().Put(ctx, "lost", []byte("small")); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("the deposed leader recorded a job: %v", err)
+	}
+	graphs := func() (cms, blobs []string) {
+		list, err := cli.CoreV1().ConfigMaps("weir").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, cm := range list.Items {
+			if strings.HasPrefix(cm.Name, "weir-gc-job-") {
+				cms = append(cms, cm.Name)
+			}
+		}
+		blobs, err = (blobDir{path: dir}).list(ctx, "gc/jobs/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(cms)
+		return cms, blobs
+	}
+	cms, blobs := graphs()
+	if !slices.Equal(cms, []string{"weir-gc-job-kept-1", "weir-gc-job-lost-1"}) || !slices.Equal(blobs, []string{"gc/jobs/kept-big-1", "gc/jobs/lost-big-1"}) {
+		t.Fatalf("before a new leader: ConfigMaps %q, blobs %q; want the recorded and the unrecorded graphs", cms, blobs)
+	}
+	pause(lb.(*kubeLeadership))
+	lc, err := c.Campaign(ctx, LeaderInfo{Addr: "c:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cms, blobs = graphs()
+	if !slices.Equal(cms, []string{"weir-gc-job-kept-1"}) || !slices.Equal(blobs, []string{"gc/jobs/kept-big-1"}) {
+		t.Fatalf("after a new leader: ConfigMaps %q, blobs %q; want only the recorded graphs", cms, blobs)
+	}
+	jobs, err := lc.Jobs().List(ctx)
+	if err != nil || len(jobs) != 2 || string(jobs["kept"]) != "small" || len(jobs["kept-big"]) != len(big) {
+		t.Fatalf("jobs after collection: %d, %v", len(jobs), err)
+	}
+}
+
+// A storage directory given as a URL opens through the mux the job
+// manager builds from its options (here gs.storage.root.url), not through
+// gocloud's default mux, which knows none of them.
+func TestKubernetesStorageDirUsesObjectStoreOptions(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	srv := gcstest.Start(t)
+	k, err := NewKubernetes(kubefake.New(), "weir", WithKubernetesClusterID("blobs"),
+		WithKubernetesStorageDir("gs://"+gcstest.Bucket+"/ha"), WithKubernetesURLMux(srv.Mux()),
+		WithLeaseDuration(time.Second), WithRenewDeadline(time.Second), WithRetryPeriod(200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	l, err := k.Campaign(ctx, LeaderInfo{Addr: "a:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := make([]byte, maxInline+1)
+	big[0] = 7
+	if err := l.Jobs().Put(ctx, "big", big); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.OpenBucket(t).Attributes(ctx, "ha/blobs/jobs/big-1"); err != nil {
+		t.Fatalf("the job graph is not in the bucket: %v", err)
+	}
+	jobs, err := k.Jobs(ctx)
+	if err != nil || len(jobs["big"]) != len(big) || jobs["big"][0] != 7 {
+		t.Fatalf("jobs read back: %d bytes, %v", len(jobs["big"]), err)
 	}
 }
