@@ -440,6 +440,17 @@ func (g *inputGate) poll(blocked func(int) bool) (ch int, m message, ok bool) {
 	return 0, message{}, false
 }
 
+// recvUrgent takes the unaligned barrier at the front of channel ch, if
+// there is one and the channel state restored for ch has been read: a
+// restored channel's records and watermarks come before anything the
+// channel brings, barriers included.
+func (g *inputGate) recvUrgent(ch int) (message, bool) {
+	if g.replay != nil && len(g.replay[ch]) > 0 {
+		return message{}, false
+	}
+	return g.chans[ch].recvUrgent()
+}
+
 // mailbox carries control actions into a loop, a subtask's or the job
 // master's: checkpoint triggers and notifications, timers, completions of
 // asynchronous work, reports. Posting never blocks, so the job master and

@@ -629,25 +629,13 @@ func (t *Task) onBarrierEvents(events []BarrierEvent, ch int, att *inflight) err
 			if err != nil {
 				return err
 			}
-		case EndCapture:
-			var a *inflight
-			if ev.Input == ch {
-				a = att
-			}
-			t.endCapture(ev.Checkpoint, ev.Input, a)
-		case CaptureComplete:
-			if t.uc != nil && t.uc.id == ev.Checkpoint {
-				close(t.uc.done)
-				t.uc = nil
-			}
+		case EndCapture, CaptureComplete:
+			t.uc = t.uc.onEvent(ev, ch, att)
 		case Abort:
 			if t.alignID == ev.Checkpoint {
 				t.alignID = 0
 			}
-			if t.uc != nil && t.uc.id == ev.Checkpoint {
-				close(t.uc.abort)
-				t.uc = nil
-			}
+			t.uc = t.uc.onEvent(ev, ch, att)
 			t.master.decline(t.id, ev.Checkpoint, DeclineSubsumed, errors.New(ev.Reason))
 		}
 	}
