@@ -906,10 +906,12 @@ func (t *Task) writeSnapshot(id int64, target string, ops []ChainedOperator, sna
 		writes++ // the channel state
 	}
 	steps, step := writes+2, 0
-	// fault asks the injector about the next step of the write.
+	// fault asks the injector about the next step of the write; path
+	// names the channel state's step.
+	var path string
 	fault := func() error {
 		step++
-		return t.fault(t.ctx, FaultSite{Point: FaultAsync, Checkpoint: id, Step: step - 1, Steps: steps})
+		return t.fault(t.ctx, FaultSite{Point: FaultAsync, Checkpoint: id, Step: step - 1, Steps: steps, Path: path})
 	}
 	states := make(map[string]checkpoint.SubtaskState, len(ops))
 	var err, ferr error
@@ -980,7 +982,10 @@ func (t *Task) writeSnapshot(id int64, target string, ops []ChainedOperator, sna
 		if !t.waitChannelState(uc) {
 			return // given up (declined already) or the subtask stops
 		}
-		if ferr = fault(); ferr == nil {
+		path = channelStateName(ops[0].UID, t.id.Subtask)
+		ferr = fault()
+		path = ""
+		if ferr == nil {
 			var h *checkpoint.StateHandle
 			if h, err = t.writeChannelState(id, ops[0].UID, uc); err == nil && h != nil {
 				st := states[ops[0].UID]

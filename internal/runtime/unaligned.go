@@ -734,6 +734,12 @@ func (t *Task) restoreRescaledChannelState(md *checkpoint.Metadata, st *checkpoi
 	return nil
 }
 
+// channelStateName is the name of the channel state file of subtask of
+// the chain whose head is uid.
+func channelStateName(uid string, subtask int) string {
+	return fmt.Sprintf("%s-%d-channels", uid, subtask)
+}
+
 // writeChannelState persists uc's channel state for checkpoint id and
 // returns its handle (nil when nothing was in flight) and size.
 func (t *Task) writeChannelState(id int64, uid string, uc *unalignedCheckpoint) (*checkpoint.StateHandle, error) {
@@ -741,7 +747,7 @@ func (t *Task) writeChannelState(id int64, uid string, uc *unalignedCheckpoint) 
 	if err != nil || b == nil {
 		return nil, err
 	}
-	h, err := t.writeState(id, "", fmt.Sprintf("%s-%d-channels", uid, t.id.Subtask), func(w io.Writer) error {
+	h, err := t.writeState(id, "", channelStateName(uid, t.id.Subtask), func(w io.Writer) error {
 		_, err := w.Write(b)
 		return err
 	})
