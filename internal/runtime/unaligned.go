@@ -140,9 +140,10 @@ func (t *Task) armTrigger(b Barrier) {
 }
 
 // alignedTimedOut switches checkpoint id to unaligned where the subtask
-// still aligns on it, moves its barrier to the front of the output
-// channels where it is still queued behind records, and starts it
-// unaligned if its trigger is still waiting.
+// still aligns on it, moves its barrier to the front of the output and
+// input channels (and of the network channels into them) where it is
+// still queued behind records, and starts it unaligned if its trigger is
+// still waiting.
 func (t *Task) alignedTimedOut(id int64) error {
 	if t.trigger.ID == id && t.started < id && !t.done {
 		t.started = id
@@ -164,7 +165,26 @@ func (t *Task) alignedTimedOut(id int64) error {
 			}
 		}
 	}
+	if t.gate != nil {
+		// The barrier may also be on its way into this subtask: queued
+		// in an input channel behind records, or, from another process,
+		// received but not yet in the channel. It overtakes there too;
+		// its producer snapshotted before sending it, so what it passes
+		// is its channel state, as if the producer had promoted it.
+		for _, c := range t.gate.chans {
+			promoteInput(c, id)
+		}
+	}
 	return nil
+}
+
+// promoteInput promotes the aligned barrier of checkpoint id on input
+// channel c and on the network channel that feeds it, if any.
+func promoteInput(c *channel, id int64) {
+	if r := c.remote.Load(); r != nil {
+		r.Promote(id)
+	}
+	c.promote(id)
 }
 
 // startUnaligned forwards the unaligned barrier of ev ahead of the
