@@ -116,8 +116,10 @@ type FaultSite struct {
 	// Restored is the checkpoint the subtask was deployed from, 0 if it
 	// started without state.
 	Restored int64
-	// Path is a storage operation's object key, or the file of a
-	// FaultStateStore operation.
+	// Path is a storage operation's object key, the file of a
+	// FaultStateStore operation, or, at the FaultAsync step before an
+	// unaligned checkpoint's channel state is written, that file's name
+	// ("<uid>-<subtask>-channels").
 	Path string
 }
 

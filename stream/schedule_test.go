@@ -165,7 +165,8 @@ func drawAtLeastOnce(seed uint64) bool {
 // drawAlignment draws how an exactly-once seed's checkpoints align, from a
 // generator of its own as drawAtLeastOnce: a third aligned, a third
 // unaligned from the start, a third aligned until an aligned-checkpoint
-// timeout of a few milliseconds and then unaligned.
+// timeout (of 0, unaligned from the trigger on, or of a few milliseconds)
+// and then unaligned.
 func (e *engine) drawAlignment(seed uint64) {
 	if e.atLeastOnce {
 		return
@@ -175,7 +176,7 @@ func (e *engine) drawAlignment(seed uint64) {
 	case 1:
 		e.unaligned = true
 	case 2:
-		e.unaligned, e.alignedTimeout = true, []string{"1 ms", "3 ms", "8 ms"}[r.IntN(3)]
+		e.unaligned, e.alignedTimeout = true, []string{"0 ms", "1 ms", "3 ms", "8 ms"}[r.IntN(4)]
 	}
 }
 

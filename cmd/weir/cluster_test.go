@@ -159,6 +159,13 @@ func startCluster(t *testing.T, taskManagers int, heartbeatTimeout string) *test
 // every process started inherits.
 func startClusterOn(t *testing.T, listen string, taskManagers int, heartbeatTimeout string) *testCluster {
 	t.Helper()
+	return startClusterWith(t, listen, taskManagers, heartbeatTimeout)
+}
+
+// startClusterWith is startClusterOn whose first task managers run with
+// the extra arguments tmArgs (fault injection).
+func startClusterWith(t *testing.T, listen string, taskManagers int, heartbeatTimeout string, tmArgs ...string) *testCluster {
+	t.Helper()
 	c := &testCluster{dir: t.TempDir()}
 	c.jm = startProc(t, c.dir, "jobmanager", "jobmanager", "--listen", listen,
 		"-D", "heartbeat.interval=200 ms", "-D", "heartbeat.timeout="+heartbeatTimeout, "-D", "rest.port=0")
@@ -173,16 +180,16 @@ func startClusterOn(t *testing.T, listen string, taskManagers int, heartbeatTime
 	t.Cleanup(func() { client.Close() })
 	c.client = client
 	for range taskManagers {
-		c.addTaskManager(t)
+		c.addTaskManager(t, tmArgs...)
 	}
 	c.waitTaskManagers(t, taskManagers)
 	return c
 }
 
-func (c *testCluster) addTaskManager(t *testing.T) *proc {
+func (c *testCluster) addTaskManager(t *testing.T, extra ...string) *proc {
 	t.Helper()
 	c.n++
-	p := startProc(t, c.dir, fmt.Sprintf("taskmanager-%d", c.n), "taskmanager", "--jobmanager", c.addr, "--slots", "2", "--id", fmt.Sprintf("tm-%02d", c.n))
+	p := startProc(t, c.dir, fmt.Sprintf("taskmanager-%d", c.n), append([]string{"taskmanager", "--jobmanager", c.addr, "--slots", "2", "--id", fmt.Sprintf("tm-%02d", c.n)}, extra...)...)
 	c.tms = append(c.tms, p)
 	return p
 }
@@ -916,4 +923,58 @@ func TestClusterKillTaskManagerInEveryAlignment(t *testing.T) {
 			t.Logf("%s: restored from checkpoints %v; %d unaligned checkpoints persisted %d bytes in flight; outputs verified", mode.name, ids, unaligned, persisted)
 		})
 	}
+}
+
+var hungRE = regexp.MustCompile(`writing the channel state (\S+) of checkpoint (\d+); the write hangs`)
+
+// TestClusterKillTaskManagerWritingChannelState SIGKILLs a task manager
+// while one of its subtasks writes the channel state of an unaligned
+// checkpoint. The moment is the task managers' fault hook
+// (--hang-writing-channel-state 2, in the job's first attempt only): the
+// first subtask to reach the write of its channel state for checkpoint 2
+// or a later one says so and never finishes it, so the kill always finds
+// that write under way and that checkpoint incomplete. The job restores
+// an earlier completed checkpoint on a replacement, and weir verify finds
+// the outputs exactly equal to the oracle's.
+func TestClusterKillTaskManagerWritingChannelState(t *testing.T) {
+	skipClusterUnlessEnabled(t)
+	c := startClusterWith(t, "127.0.0.1:0", 2, "10 s", "--hang-writing-channel-state", "2")
+	j := c.submitNamed(t, "", "-D", "execution.checkpointing.interval=200 ms", "-D", "execution.checkpointing.unaligned.enabled=true",
+		"--input-rate", "1000")
+	var victim *proc
+	var hung int64
+	for deadline := time.Now().Add(60 * time.Second); victim == nil; time.Sleep(20 * time.Millisecond) {
+		for _, p := range c.tms {
+			if m := hungRE.FindStringSubmatch(p.output()); m != nil {
+				victim = p
+				hung, _ = strconv.ParseInt(m[2], 10, 64)
+				t.Logf("%s hangs writing %s of checkpoint %d", p.name, m[1], hung)
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no task manager reached the write of a channel state within 60 s")
+		}
+	}
+	victim.kill(t)
+	c.addTaskManager(t)
+	st := j.finish(t)
+	if st.Restarts < 1 {
+		t.Fatalf("%d restarts, want at least 1", st.Restarts)
+	}
+	ids := j.restores(t)
+	if len(ids) == 0 || ids[0] >= hung {
+		t.Fatalf("restored from %v; checkpoint %d was writing its channel state at the kill and must not be used", ids, hung)
+	}
+	j.checkRestored(t, ids)
+	var persisted int64
+	for _, h := range j.checkpoints(t).History {
+		if h.ID == hung && h.Status == "COMPLETED" {
+			t.Fatalf("checkpoint %d completed although a subtask never wrote its channel state", hung)
+		}
+		if h.Status == "COMPLETED" {
+			persisted += h.PersistedData
+		}
+	}
+	t.Logf("checkpoint %d was writing its channel state at the kill; restored from %v; the completed checkpoints persisted %d bytes in flight; outputs verified", hung, ids, persisted)
 }

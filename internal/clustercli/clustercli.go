@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"text/tabwriter"
 	"time"
@@ -407,6 +408,7 @@ func runJobManager(ctx context.Context, prog string, stderr io.Writer, listen, a
 func TaskManagerCommand(newJobs NewJobs) *cobra.Command {
 	var jmAddr, dataListen, id string
 	var slots int
+	var hangChannelState int64
 	var f ConfigFlags
 	cmd := &cobra.Command{
 		Use:   "taskmanager",
@@ -429,15 +431,59 @@ connection per pair, listening on --data-listen.
 			if slots <= 0 {
 				return fmt.Errorf("--slots %d: a task manager needs at least one slot", slots)
 			}
-			return authHint(runTaskManager(cmd.Context(), cmd.Root().Name(), cmd.ErrOrStderr(), id, jmAddr, dataListen, slots, cfg, newJobs))
+			jobs := newJobs
+			if hangChannelState > 0 {
+				if jobs, err = hangWritingChannelState(newJobs, hangChannelState, cmd.Root().Name(), cmd.ErrOrStderr()); err != nil {
+					return err
+				}
+			}
+			return authHint(runTaskManager(cmd.Context(), cmd.Root().Name(), cmd.ErrOrStderr(), id, jmAddr, dataListen, slots, cfg, jobs))
 		},
 	}
+	cmd.Flags().Int64Var(&hangChannelState, "hang-writing-channel-state", 0, "fault injection: the first write of a subtask's channel state for checkpoint N or a later one on this task manager, in the job's first attempt, says so on stderr and never ends, so that a test can kill the process while it is under way")
+	_ = cmd.Flags().MarkHidden("hang-writing-channel-state")
 	cmd.Flags().StringVar(&jmAddr, "jobmanager", DefaultJobManager, "the job manager's address")
 	cmd.Flags().IntVar(&slots, "slots", 1, "task slots to offer (default: taskmanager.numberOfTaskSlots)")
 	cmd.Flags().StringVar(&dataListen, "data-listen", "127.0.0.1:0", "address the data plane listens on for other task managers")
 	cmd.Flags().StringVar(&id, "id", "", "the task manager's id (default: tm-HOST-PID)")
 	f.Add(cmd)
 	return cmd
+}
+
+// hangWritingChannelState wraps newJobs so that the jobs' environments
+// hang the first write of a subtask's channel state (an unaligned
+// checkpoint's records in flight into it, complete and about to be
+// persisted) of checkpoint from or a later one, in the job's first
+// attempt, once it has said so on stderr: the moment a test kills the task manager at
+// (--hang-writing-channel-state).
+func hangWritingChannelState(newJobs NewJobs, from int64, prog string, stderr io.Writer) (NewJobs, error) {
+	var once sync.Once
+	hang := func(ctx context.Context, site stream.FaultSite) error {
+		if site.Point != stream.FaultAsync || site.Attempt != 0 || site.Checkpoint < from || !strings.HasSuffix(site.Path, "-channels") {
+			return nil
+		}
+		hung := false
+		once.Do(func() {
+			hung = true
+			fmt.Fprintf(stderr, "%s: writing the channel state %s of checkpoint %d; the write hangs (--hang-writing-channel-state)\n", prog, site.Path, site.Checkpoint)
+		})
+		if !hung {
+			return nil
+		}
+		<-ctx.Done()
+		return context.Cause(ctx)
+	}
+	if _, ok := newJobs(slog.New(slog.DiscardHandler)).(EnvJobs); !ok {
+		return nil, errors.New("--hang-writing-channel-state: this program's jobs take no fault injection")
+	}
+	return func(logger *slog.Logger) cluster.Jobs {
+		ej := newJobs(logger).(EnvJobs)
+		env := ej.Env
+		ej.Env = func(sub cluster.Submission, logger *slog.Logger, opts ...stream.Option) (*stream.Environment, error) {
+			return env(sub, logger, append(opts, stream.WithFaults(hang))...)
+		}
+		return ej
+	}, nil
 }
 
 func runTaskManager(ctx context.Context, prog string, stderr io.Writer, id, jmAddr, dataListen string, slots int, cfg *config.Configuration, newJobs NewJobs) error {

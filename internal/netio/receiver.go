@@ -25,7 +25,8 @@ type Receiver struct {
 	endSeen     bool // the reader queued the end marker
 	released    bool // Conn.Release dropped the channel
 	wake        chan struct{}
-	urgent      chan struct{} // an unaligned barrier was queued
+	urgent      chan struct{} // an unaligned (or promoted) barrier was queued
+	promote     int64         // the aligned barrier to take as urgent (Promote)
 
 	ended bool // Next returned the end marker; touched only by the consumer
 
@@ -68,19 +69,55 @@ func (r *Receiver) push(f *Frame, size int) error {
 		r.endSeen = true
 	}
 	r.q = append(r.q, *f)
+	urgent := r.urgentLocked(f)
 	r.mu.Unlock()
 	r.bytes.Add(int64(size))
 	select {
 	case r.wake <- struct{}{}:
 	default:
 	}
-	if f.Kind == KindBarrier && f.Barrier.Unaligned {
+	if urgent {
 		select {
 		case r.urgent <- struct{}{}:
 		default:
 		}
 	}
 	return nil
+}
+
+// urgentLocked reports whether f is a barrier to take ahead of the frames
+// before it: an unaligned one, or the aligned one Promote named.
+func (r *Receiver) urgentLocked(f *Frame) bool {
+	return f.Kind == KindBarrier && (f.Barrier.Unaligned || (r.promote != 0 && f.Barrier.ID == r.promote))
+}
+
+// Promote makes the aligned barrier of checkpoint id urgent, queued now
+// or later: Urgent is signalled for it and TakeThroughBarrier takes it as
+// it takes an unaligned one. It may be called from any goroutine.
+func (r *Receiver) Promote(id int64) {
+	r.mu.Lock()
+	r.promote = id
+	urgent := false
+	for i := range r.q {
+		if r.q[i].Kind == KindBarrier && r.q[i].Barrier.ID == id {
+			urgent = true
+			break
+		}
+	}
+	r.mu.Unlock()
+	if urgent {
+		select {
+		case r.urgent <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Promoted reports whether Promote named the barrier of checkpoint id.
+func (r *Receiver) Promoted(id int64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return id != 0 && r.promote == id
 }
 
 // Urgent is signalled when an unaligned barrier is queued: the
@@ -95,7 +132,7 @@ func (r *Receiver) TakeThroughBarrier() ([]Frame, bool) {
 	r.mu.Lock()
 	at := -1
 	for i := range r.q {
-		if r.q[i].Kind == KindBarrier && r.q[i].Barrier.Unaligned {
+		if r.urgentLocked(&r.q[i]) {
 			at = i
 			break
 		}

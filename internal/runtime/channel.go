@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/weirstream/weir/internal/netio"
 )
 
 // Rec is a record with its event-time timestamp (NoTimestamp if it has
@@ -114,6 +116,11 @@ type channel struct {
 	// overtaken, on a channel bridged to another process, is signalled
 	// when an unaligned barrier goes to the front (see forwardOut).
 	overtaken chan struct{}
+
+	// remote, on a subtask's input channel bridged from another
+	// process, is the network channel that feeds it: an aligned barrier
+	// that timed out on its way is promoted there too.
+	remote atomic.Pointer[netio.Receiver]
 
 	// capture, owned by the producer, is the channel state being
 	// collected since an unaligned barrier overtook the queue: until the
@@ -438,6 +445,17 @@ func (g *inputGate) poll(blocked func(int) bool) (ch int, m message, ok bool) {
 		}
 	}
 	return 0, message{}, false
+}
+
+// recvUrgent takes the unaligned barrier at the front of channel ch, if
+// there is one and the channel state restored for ch has been read: a
+// restored channel's records and watermarks come before anything the
+// channel brings, barriers included.
+func (g *inputGate) recvUrgent(ch int) (message, bool) {
+	if g.replay != nil && len(g.replay[ch]) > 0 {
+		return message{}, false
+	}
+	return g.chans[ch].recvUrgent()
 }
 
 // mailbox carries control actions into a loop, a subtask's or the job

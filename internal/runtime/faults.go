@@ -40,6 +40,9 @@ const (
 	// Steps-2 before the k-th state write, Steps-2 before the subtask
 	// acknowledges the checkpoint, Steps-1 after. An error fails the
 	// subtask; before the acknowledgement it also abandons the write.
+	// The step before the write of an unaligned checkpoint's channel
+	// state (once it is complete, whether or not anything was in flight)
+	// has Path, the channel state file's name ("<uid>-<subtask>-channels").
 	FaultAsync
 	// FaultRestoreChannels is the read of the channel state of an
 	// unaligned checkpoint, before the subtask reads any input;
@@ -74,7 +77,8 @@ type FaultSite struct {
 	Step, Steps int
 	// Restored is the checkpoint the subtask was deployed from, 0 if none.
 	Restored int64
-	// Path is the file of a FaultStateStore operation.
+	// Path is the file of a FaultStateStore operation, or the channel
+	// state file at its FaultAsync step.
 	Path string
 }
 

@@ -216,6 +216,10 @@ func wireBarrier(b Barrier) netio.Barrier {
 // and puts the barrier at the front of c, with what it passed there as its
 // channel state; the frames of the sender's channel state that follow it
 // join that state without waiting for space, until the state-end marker.
+// So does an aligned barrier that timed out while on its way (the
+// consumer's Receiver.Promote, see Task.alignedTimedOut), as an unaligned
+// barrier whose channel state is what it passed: its producer has
+// snapshotted before sending it.
 func forwardIn(ctx context.Context, r *netio.Receiver, c *channel, bc BatchCodec) error {
 	var pool sync.Pool
 	capturing := false
@@ -251,6 +255,12 @@ func forwardIn(ctx context.Context, r *netio.Receiver, c *channel, bc BatchCodec
 			}
 			continue
 		}
+		if m.kind == msgBarrier && r.Promoted(m.barrier.ID) {
+			// Promoted before it arrived: it overtakes at once.
+			c.pushAnyway(m)
+			c.promote(m.barrier.ID)
+			continue
+		}
 	wait:
 		for !c.trySend(m) {
 			select {
@@ -271,6 +281,14 @@ func forwardIn(ctx context.Context, r *netio.Receiver, c *channel, bc BatchCodec
 				b, err := frameMessage(frames[len(frames)-1], bc, &pool)
 				if err != nil {
 					return err
+				}
+				if !b.barrier.Unaligned {
+					// An aligned barrier that timed out (Promote): its
+					// producer snapshotted before sending it, so what it
+					// passes is its whole channel state.
+					b.barrier.Unaligned, b.barrier.AlignedTimeout = true, 0
+					c.overtake(b, true)
+					break wait
 				}
 				c.overtake(b, false)
 				capturing = true

@@ -629,25 +629,13 @@ func (t *Task) onBarrierEvents(events []BarrierEvent, ch int, att *inflight) err
 			if err != nil {
 				return err
 			}
-		case EndCapture:
-			var a *inflight
-			if ev.Input == ch {
-				a = att
-			}
-			t.endCapture(ev.Checkpoint, ev.Input, a)
-		case CaptureComplete:
-			if t.uc != nil && t.uc.id == ev.Checkpoint {
-				close(t.uc.done)
-				t.uc = nil
-			}
+		case EndCapture, CaptureComplete:
+			t.uc = t.uc.onEvent(ev, ch, att)
 		case Abort:
 			if t.alignID == ev.Checkpoint {
 				t.alignID = 0
 			}
-			if t.uc != nil && t.uc.id == ev.Checkpoint {
-				close(t.uc.abort)
-				t.uc = nil
-			}
+			t.uc = t.uc.onEvent(ev, ch, att)
 			t.master.decline(t.id, ev.Checkpoint, DeclineSubsumed, errors.New(ev.Reason))
 		}
 	}
@@ -918,10 +906,12 @@ func (t *Task) writeSnapshot(id int64, target string, ops []ChainedOperator, sna
 		writes++ // the channel state
 	}
 	steps, step := writes+2, 0
-	// fault asks the injector about the next step of the write.
+	// fault asks the injector about the next step of the write; path
+	// names the channel state's step.
+	var path string
 	fault := func() error {
 		step++
-		return t.fault(t.ctx, FaultSite{Point: FaultAsync, Checkpoint: id, Step: step - 1, Steps: steps})
+		return t.fault(t.ctx, FaultSite{Point: FaultAsync, Checkpoint: id, Step: step - 1, Steps: steps, Path: path})
 	}
 	states := make(map[string]checkpoint.SubtaskState, len(ops))
 	var err, ferr error
@@ -992,7 +982,10 @@ func (t *Task) writeSnapshot(id int64, target string, ops []ChainedOperator, sna
 		if !t.waitChannelState(uc) {
 			return // given up (declined already) or the subtask stops
 		}
-		if ferr = fault(); ferr == nil {
+		path = channelStateName(ops[0].UID, t.id.Subtask)
+		ferr = fault()
+		path = ""
+		if ferr == nil {
 			var h *checkpoint.StateHandle
 			if h, err = t.writeChannelState(id, ops[0].UID, uc); err == nil && h != nil {
 				st := states[ops[0].UID]

@@ -92,11 +92,11 @@ func (t *Task) inputUrgent() {
 // input channels that may be read, ahead of whatever else they hold.
 func (t *Task) takeUrgentBarriers() error {
 	t.urgentQueued.Store(false)
-	for ch, c := range t.gate.chans {
-		if t.handler.Blocked(ch) || (t.gate.replay != nil && len(t.gate.replay[ch]) > 0) {
+	for ch := range t.gate.chans {
+		if t.handler.Blocked(ch) {
 			continue
 		}
-		m, ok := c.recvUrgent()
+		m, ok := t.gate.recvUrgent(ch)
 		if !ok {
 			continue
 		}
@@ -140,9 +140,10 @@ func (t *Task) armTrigger(b Barrier) {
 }
 
 // alignedTimedOut switches checkpoint id to unaligned where the subtask
-// still aligns on it, moves its barrier to the front of the output
-// channels where it is still queued behind records, and starts it
-// unaligned if its trigger is still waiting.
+// still aligns on it, moves its barrier to the front of the output and
+// input channels (and of the network channels into them) where it is
+// still queued behind records, and starts it unaligned if its trigger is
+// still waiting.
 func (t *Task) alignedTimedOut(id int64) error {
 	if t.trigger.ID == id && t.started < id && !t.done {
 		t.started = id
@@ -164,7 +165,26 @@ func (t *Task) alignedTimedOut(id int64) error {
 			}
 		}
 	}
+	if t.gate != nil {
+		// The barrier may also be on its way into this subtask: queued
+		// in an input channel behind records, or, from another process,
+		// received but not yet in the channel. It overtakes there too;
+		// its producer snapshotted before sending it, so what it passes
+		// is its channel state, as if the producer had promoted it.
+		for _, c := range t.gate.chans {
+			promoteInput(c, id)
+		}
+	}
 	return nil
+}
+
+// promoteInput promotes the aligned barrier of checkpoint id on input
+// channel c and on the network channel that feeds it, if any.
+func promoteInput(c *channel, id int64) {
+	if r := c.remote.Load(); r != nil {
+		r.Promote(id)
+	}
+	c.promote(id)
 }
 
 // startUnaligned forwards the unaligned barrier of ev ahead of the
@@ -190,19 +210,9 @@ func (t *Task) startUnaligned(ev TakeSnapshot, ch int, att *inflight) error {
 	}
 	var uc *unalignedCheckpoint
 	if t.gate != nil {
-		uc = &unalignedCheckpoint{id: b.ID, chans: make([]*inputCapture, len(t.gate.chans)), done: make(chan struct{}), abort: make(chan struct{})}
-		for _, i := range ev.Capture {
-			uc.chans[i] = &inputCapture{open: true}
-		}
-		if ch >= 0 && att != nil {
-			uc.chans[ch] = &inputCapture{att: att}
-		}
-		if len(ev.Capture) > 0 {
+		uc = newUnalignedCheckpoint(b.ID, len(t.gate.chans), ev.Capture, ch, att)
+		if uc.capturing() {
 			t.uc = uc
-		} else {
-			// Every input delivered the barrier, or the subtask was
-			// triggered because its inputs have ended.
-			close(uc.done)
 		}
 	}
 	t.deferred = &deferredSnapshot{ev: ev, uc: uc, processed: t.endAlignment(b.ID)}
@@ -210,14 +220,74 @@ func (t *Task) startUnaligned(ev TakeSnapshot, ch int, att *inflight) error {
 	return nil
 }
 
-// captureRest records the records of batch m from index from on, read from
-// input ch but not yet processed when the deferred snapshot is taken, as
-// the first of the input's channel state.
-func (t *Task) captureRest(ch int, m message, from int) {
-	if t.deferred == nil || t.deferred.uc == nil {
-		return
+// newUnalignedCheckpoint starts collecting the channel state of the
+// unaligned checkpoint id for a gate of n input channels: capture lists
+// the inputs whose barrier is still to come, and the barrier that started
+// it, if any, came on input ch (-1: none) bringing the channel state att.
+// With nothing to capture the state is complete at once (every input
+// delivered the barrier, or the subtask was triggered because its inputs
+// have ended).
+func newUnalignedCheckpoint(id int64, n int, capture []int, ch int, att *inflight) *unalignedCheckpoint {
+	uc := &unalignedCheckpoint{id: id, chans: make([]*inputCapture, n), done: make(chan struct{}), abort: make(chan struct{})}
+	for _, i := range capture {
+		uc.chans[i] = &inputCapture{open: true}
 	}
-	uc := t.deferred.uc
+	if ch >= 0 && att != nil {
+		uc.chans[ch] = &inputCapture{att: att}
+	}
+	if len(capture) == 0 {
+		close(uc.done)
+	}
+	return uc
+}
+
+// capturing reports whether some input's channel state is still open.
+func (uc *unalignedCheckpoint) capturing() bool {
+	select {
+	case <-uc.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// onEvent applies the barrier handler's event ev to uc, the checkpoint
+// whose input channels the consumer captures (nil: none), and returns
+// what it captures afterwards: EndCapture closes an input's state (with
+// att, what the barrier read from input ch brought), CaptureComplete
+// completes the state and Abort gives it up. It is nil-safe and ignores
+// events of other checkpoints.
+func (uc *unalignedCheckpoint) onEvent(ev BarrierEvent, ch int, att *inflight) *unalignedCheckpoint {
+	if uc == nil {
+		return nil
+	}
+	switch ev := ev.(type) {
+	case EndCapture:
+		if ev.Checkpoint == uc.id {
+			var a *inflight
+			if ev.Input == ch {
+				a = att
+			}
+			uc.end(ev.Input, a)
+		}
+	case CaptureComplete:
+		if ev.Checkpoint == uc.id {
+			close(uc.done)
+			return nil
+		}
+	case Abort:
+		if ev.Checkpoint == uc.id {
+			close(uc.abort)
+			return nil
+		}
+	}
+	return uc
+}
+
+// rest records the records of batch m from index from on, read from input
+// ch but not yet processed when the snapshot is taken, as the first of the
+// input's channel state.
+func (uc *unalignedCheckpoint) rest(ch int, m message, from int) {
 	ic := uc.chans[ch]
 	if ic == nil {
 		ic = &inputCapture{}
@@ -227,25 +297,24 @@ func (t *Task) captureRest(ch int, m message, from int) {
 	ic.msgs = append([]message{m}, ic.msgs...)
 }
 
-// captureInput records m, read from input ch, as channel state if the
-// input is being captured.
-func (t *Task) captureInput(ch int, m *message) {
-	if t.uc == nil || !m.overtakable() {
-		return
+// read records m, read from input ch, as channel state if the input is
+// being captured, and reports whether it was. uc may be nil.
+func (uc *unalignedCheckpoint) read(ch int, m *message) bool {
+	if uc == nil || !m.overtakable() {
+		return false
 	}
-	if ic := t.uc.chans[ch]; ic != nil && ic.open {
-		m.pool = nil // kept as read until persisted
-		ic.msgs = append(ic.msgs, *m)
+	ic := uc.chans[ch]
+	if ic == nil || !ic.open {
+		return false
 	}
+	m.pool = nil // kept as read until persisted
+	ic.msgs = append(ic.msgs, *m)
+	return true
 }
 
-// endCapture closes input ch's capture of checkpoint id: its barrier
-// brought att (nil if it brought none, or the input ended).
-func (t *Task) endCapture(id int64, ch int, att *inflight) {
-	uc := t.uc
-	if uc == nil || uc.id != id {
-		return
-	}
+// end closes input ch's capture: its barrier brought att (nil if it
+// brought none, or the input ended).
+func (uc *unalignedCheckpoint) end(ch int, att *inflight) {
 	ic := uc.chans[ch]
 	if ic == nil {
 		ic = &inputCapture{}
@@ -253,6 +322,34 @@ func (t *Task) endCapture(id int64, ch int, att *inflight) {
 	}
 	ic.open, ic.att = false, att
 }
+
+// state returns input ch's channel state in the order it is persisted
+// and replayed: what was read after the snapshot, then what the barrier
+// brought. It is final once the capture is complete and att is sealed.
+func (uc *unalignedCheckpoint) state(ch int) []message {
+	ic := uc.chans[ch]
+	if ic == nil {
+		return nil
+	}
+	msgs := ic.msgs
+	if ic.att != nil {
+		msgs = append(msgs[:len(msgs):len(msgs)], ic.att.msgs...)
+	}
+	return msgs
+}
+
+// captureRest records the rest of batch m, from index from on, as input
+// ch's channel state of the deferred snapshot (see unalignedCheckpoint.rest).
+func (t *Task) captureRest(ch int, m message, from int) {
+	if t.deferred == nil || t.deferred.uc == nil {
+		return
+	}
+	t.deferred.uc.rest(ch, m, from)
+}
+
+// captureInput records m, read from input ch, as channel state if the
+// input is being captured.
+func (t *Task) captureInput(ch int, m *message) { t.uc.read(ch, m) }
 
 // completeDeferred takes the deferred unaligned snapshot: the unit of work
 // that was in progress when its barrier went out has returned.
@@ -368,11 +465,7 @@ func (t *Task) encodeChannelState(uc *unalignedCheckpoint) ([]byte, error) {
 	buf = binary.AppendUvarint(buf, uint64(len(chans)))
 	var rec []byte
 	for _, i := range chans {
-		ic := uc.chans[i]
-		msgs := ic.msgs
-		if ic.att != nil {
-			msgs = append(msgs[:len(msgs):len(msgs)], ic.att.msgs...)
-		}
+		msgs := uc.state(i)
 		e := t.gate.edges[i]
 		buf = binary.AppendUvarint(buf, uint64(i))
 		buf = binary.AppendUvarint(buf, uint64(len(e.From.UID)))
@@ -661,6 +754,12 @@ func (t *Task) restoreRescaledChannelState(md *checkpoint.Metadata, st *checkpoi
 	return nil
 }
 
+// channelStateName is the name of the channel state file of subtask of
+// the chain whose head is uid.
+func channelStateName(uid string, subtask int) string {
+	return fmt.Sprintf("%s-%d-channels", uid, subtask)
+}
+
 // writeChannelState persists uc's channel state for checkpoint id and
 // returns its handle (nil when nothing was in flight) and size.
 func (t *Task) writeChannelState(id int64, uid string, uc *unalignedCheckpoint) (*checkpoint.StateHandle, error) {
@@ -668,7 +767,7 @@ func (t *Task) writeChannelState(id int64, uid string, uc *unalignedCheckpoint) 
 	if err != nil || b == nil {
 		return nil, err
 	}
-	h, err := t.writeState(id, "", fmt.Sprintf("%s-%d-channels", uid, t.id.Subtask), func(w io.Writer) error {
+	h, err := t.writeState(id, "", channelStateName(uid, t.id.Subtask), func(w io.Writer) error {
 		_, err := w.Write(b)
 		return err
 	})

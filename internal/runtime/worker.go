@@ -483,6 +483,7 @@ func (w *Worker) run(ref TaskRef, t *Task, cancel context.CancelCauseFunc, bridg
 				ferr = forwardOut(t.ctx, b.c, s, b.code)
 			} else {
 				r := conn.OpenReceiver(b.rc.ID, w.opts.ChannelCapacity)
+				b.c.remote.Store(r)
 				t.netMu.Lock()
 				t.netIn = append(t.netIn, r)
 				t.netMu.Unlock()
