@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"sync/atomic"
 	"time"
 
 	"github.com/weirstream/weir/codec"
@@ -69,9 +68,6 @@ type KeyedBackend[K comparable] struct {
 	layouts map[string]layout
 	// restored marks the key groups that a Restore has filled.
 	restored []bool
-	// lastSnapshotBytes is the size of the last snapshot serialized, on
-	// whatever goroutine (see KeyedSnapshot.lastBytes).
-	lastSnapshotBytes atomic.Int64
 }
 
 // BackendOption configures NewKeyedBackend.

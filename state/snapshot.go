@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
-	"math"
 	"slices"
 	"sync/atomic"
 
@@ -32,11 +31,6 @@ type KeyedSnapshot struct {
 	inLSM    []bool
 	release  func(uint64)
 	released bool
-	// lastBytes holds the size of the backend's last serialized
-	// snapshot: WriteTo grows a writer that can grow (a bytes.Buffer
-	// keeping the checkpoint in memory) to it at once, rather than
-	// doubling it, copying and clearing, again and again as it fills.
-	lastBytes *atomic.Int64
 
 	stats atomic.Pointer[SnapshotStats]
 }
@@ -79,7 +73,6 @@ func (b *KeyedBackend[K]) snapshot(checkpointID int64, native bool) *KeyedSnapsh
 		schemas:      make([]stateSchema, len(b.states)),
 		views:        make([]stateView, len(b.states)),
 		release:      func(ep uint64) { b.ep.end(ep) },
-		lastBytes:    &b.lastSnapshotBytes,
 	}
 	if native {
 		s.inLSM = make([]bool, len(b.states))
@@ -136,11 +129,6 @@ func (s *KeyedSnapshot) WriteTo(w io.Writer) (int64, error) {
 	if s.views == nil {
 		return 0, fmt.Errorf("state: snapshot of checkpoint %d written after Release", s.checkpointID)
 	}
-	if g, ok := w.(interface{ Grow(int) }); ok {
-		if n := s.lastBytes.Load(); n > 0 && n < math.MaxInt32 {
-			g.Grow(int(n + n/8))
-		}
-	}
 	bw := newBlobWriter(w)
 	hdr := binary.AppendVarint(nil, s.checkpointID)
 	hdr = binary.AppendUvarint(hdr, uint64(s.maxP))
@@ -180,7 +168,6 @@ func (s *KeyedSnapshot) WriteTo(w io.Writer) (int64, error) {
 	}
 	stats.Bytes = n
 	s.stats.Store(stats)
-	s.lastBytes.Store(n)
 	return n, nil
 }
 
