@@ -360,8 +360,9 @@ func codecs2[A, B any](inf stateInfo, a codec.Codec[A], b codec.Codec[B]) (codec
 
 func valueEnc[T any](c codec.Codec[T]) valueEncoding[T] {
 	return valueEncoding[T]{
-		append: c.Append,
-		decode: func(src []byte) (T, error) { return decodeExactly(c, src, "value") },
+		append:         c.Append,
+		appendPrefixed: prefixedAppender(c),
+		decode:         func(src []byte) (T, error) { return decodeExactly(c, src, "value") },
 	}
 }
 
@@ -449,8 +450,10 @@ type versioned[T any] struct {
 }
 
 func versionedEnc[T any](ep *epochs, c codec.Codec[T]) valueEncoding[versioned[T]] {
+	pa := prefixedAppender(c)
 	return valueEncoding[versioned[T]]{
-		append: func(dst []byte, e versioned[T]) []byte { return c.Append(dst, e.v) },
+		append:         func(dst []byte, e versioned[T]) []byte { return c.Append(dst, e.v) },
+		appendPrefixed: func(dst []byte, e versioned[T]) []byte { return pa(dst, e.v) },
 		decode: func(src []byte) (versioned[T], error) {
 			v, err := decodeExactly(c, src, "value")
 			return versioned[T]{v, ep.cur}, err

@@ -33,19 +33,37 @@ type stateTable[MK comparable, E any] struct {
 type valueEncoding[E any] struct {
 	append func(dst []byte, e E) []byte
 	decode func(src []byte) (E, error)
+	// appendPrefixed, if set, appends the length of append's bytes and
+	// then the bytes, faster (see prefixedAppender).
+	appendPrefixed func(dst []byte, e E) []byte
+}
+
+// prefixed returns a function appending e's length, then its bytes.
+func (ve valueEncoding[E]) prefixed() func(dst []byte, e E) []byte {
+	if ve.appendPrefixed != nil {
+		return ve.appendPrefixed
+	}
+	return func(dst []byte, e E) []byte {
+		m := len(dst)
+		dst = ve.append(append(dst, 0), e)
+		if l := len(dst) - m - 1; l < 0x80 {
+			dst[m] = byte(l)
+			return dst
+		}
+		return codec.FinishLength(dst, m)
+	}
 }
 
 // newVoidTable returns a table for state in the void namespace.
 func newVoidTable[K comparable, E any](b *KeyedBackend[K], inf stateInfo, ve valueEncoding[E]) *stateTable[K, E] {
 	kc := b.keyCodec
+	ka, va := prefixedAppender(kc), ve.prefixed()
 	return &stateTable[K, E]{
 		table: newTable[K, E](b.ep, b.kgs.Len(), b.shardSize, b.hasher),
 		inf:   inf,
 		appendEntry: func(dst []byte, k K, e E) []byte {
-			dst = appendPrefixed(dst, kc, k)
-			dst = append(dst, 0) // no namespace
-			dst, m := codec.ReserveLength(dst)
-			return codec.FinishLength(ve.append(dst, e), m)
+			dst = append(ka(dst, k), 0) // no namespace
+			return va(dst, e)
 		},
 		decodeEntry: func(key, ns, val []byte) (K, uint32, E, error) {
 			var e E
@@ -66,14 +84,12 @@ func newVoidTable[K comparable, E any](b *KeyedBackend[K], inf stateInfo, ve val
 // newNSTable returns a table for namespaced state.
 func newNSTable[K, N comparable, E any](b *KeyedBackend[K], inf stateInfo, nc codec.Codec[N], ve valueEncoding[E]) *stateTable[nsKey[K, N], E] {
 	kc, hasher := b.keyCodec, b.hasher
+	ka, na, va := prefixedAppender(kc), prefixedAppender(nc), ve.prefixed()
 	return &stateTable[nsKey[K, N], E]{
 		table: newTable[nsKey[K, N], E](b.ep, b.kgs.Len(), b.shardSize, func(mk nsKey[K, N]) uint32 { return hasher(mk.key) }),
 		inf:   inf,
 		appendEntry: func(dst []byte, mk nsKey[K, N], e E) []byte {
-			dst = appendPrefixed(dst, kc, mk.key)
-			dst = appendPrefixed(dst, nc, mk.ns)
-			dst, m := codec.ReserveLength(dst)
-			return codec.FinishLength(ve.append(dst, e), m)
+			return va(na(ka(dst, mk.key), mk.ns), e)
 		},
 		decodeEntry: func(key, ns, val []byte) (nsKey[K, N], uint32, E, error) {
 			var (

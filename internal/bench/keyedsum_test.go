@@ -2,9 +2,20 @@ package bench
 
 import (
 	"context"
+	"flag"
 	"testing"
 	"time"
 )
+
+// keyedSumKeys and keyedSumRecords size BenchmarkKeyedSumEngine
+// (-bench.keyedsum.keys, -bench.keyedsum.records), so that a profile of a
+// checkpointing run can be taken at the scale of `weir bench keyed-sum`.
+var keyedSumKeys, keyedSumRecords = DefaultKeyedSum().Keys, int64(2_000_000)
+
+func init() {
+	flag.Int64Var(&keyedSumKeys, "bench.keyedsum.keys", keyedSumKeys, "keys of BenchmarkKeyedSumEngine")
+	flag.Int64Var(&keyedSumRecords, "bench.keyedsum.records", keyedSumRecords, "records of BenchmarkKeyedSumEngine")
+}
 
 func BenchmarkKeyedSumEngine(b *testing.B) {
 	for _, interval := range []time.Duration{0, time.Second} {
@@ -14,7 +25,7 @@ func BenchmarkKeyedSumEngine(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			c := DefaultKeyedSum()
-			c.Records = 2_000_000
+			c.Records, c.Keys = keyedSumRecords, keyedSumKeys
 			c.Checkpoint = interval
 			var total Result
 			for range b.N {
