@@ -9,12 +9,14 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/weirstream/weir/examples/nexmark"
 	"github.com/weirstream/weir/internal/bench"
 )
 
@@ -24,10 +26,13 @@ type vsFlinkFlags struct {
 	rounds, startupRounds     int
 	flinkJar, java, eventsDir string
 	work, write, note         string
+	latency                   bench.LatencyPhase
+	latencyQueries            string
 }
 
 // vsFlinkOnly are the flags that mean something only with --vs-flink.
-var vsFlinkOnly = []string{"rounds", "startup-rounds", "flink-jar", "java", "events-dir", "work-dir", "write", "note"}
+var vsFlinkOnly = []string{"rounds", "startup-rounds", "flink-jar", "java", "events-dir", "work-dir", "write", "note",
+	"latency-rate", "latency-duration", "latency-warmup", "latency-query"}
 
 func (v *vsFlinkFlags) register(f *pflag.FlagSet) {
 	f.BoolVar(&v.on, "vs-flink", false, "run each query on weir and as Flink SQL, interleaved, and compare their results")
@@ -39,6 +44,10 @@ func (v *vsFlinkFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&v.work, "work-dir", "", "with --vs-flink: where the runs write rows and checkpoints (default: a temporary directory, removed)")
 	f.StringVar(&v.write, "write", "", "with --vs-flink: write the results as Markdown to this file (BENCHMARKS.md), charts in its directory's bench/charts")
 	f.StringVar(&v.note, "note", "", "with --write: a sentence for the report's header (e.g. what else ran on the machine)")
+	f.Float64Var(&v.latency.Rate, "latency-rate", 0, "with --vs-flink: events per second of the latency runs, over all splits (0: half the slower side's events/s)")
+	f.DurationVar(&v.latency.Duration, "latency-duration", 30*time.Second, "with --vs-flink: the span of due times whose rows' latencies are counted (0: no latency runs)")
+	f.DurationVar(&v.latency.Warmup, "latency-warmup", 5*time.Second, "with --vs-flink: the span of due times before it, not counted")
+	f.StringVar(&v.latencyQueries, "latency-query", "", "with --vs-flink: the queries that have latency runs, a comma-separated list (default: every query run whose rows have a due time)")
 }
 
 // runNexmarkVsFlink is `weir bench nexmark --vs-flink`.
@@ -53,6 +62,22 @@ func runNexmarkVsFlink(cmd *cobra.Command, c bench.NexmarkConfig, v vsFlinkFlags
 	if err != nil {
 		return err
 	}
+	v.latency.Fraction = 0.5
+	if v.latency.Rate < 0 || v.latency.Duration < 0 || v.latency.Warmup < 0 {
+		return fmt.Errorf("--latency-rate, --latency-duration and --latency-warmup must not be negative")
+	}
+	if v.latencyQueries != "" {
+		for _, q := range strings.Split(v.latencyQueries, ",") {
+			q = strings.TrimSpace(q)
+			if !slices.Contains(queries, q) {
+				return fmt.Errorf("--latency-query %s: not one of the queries run (--query)", q)
+			}
+			if _, err := nexmark.LatencyOf(q); err != nil {
+				return fmt.Errorf("--latency-query: %w", err)
+			}
+			v.latency.Queries = append(v.latency.Queries, q)
+		}
+	}
 	if err := ensureFlinkJar(cmd, v.flinkJar); err != nil {
 		return err
 	}
@@ -65,7 +90,7 @@ func runNexmarkVsFlink(cmd *cobra.Command, c bench.NexmarkConfig, v vsFlinkFlags
 		backend = "hashmap"
 	}
 	cfg := bench.NexmarkVsFlink{Nexmark: c, Queries: queries, Backend: backend, Rounds: v.rounds, StartupRounds: v.startupRounds, EventsDir: v.eventsDir,
-		Weir: self, Java: v.java, FlinkJar: v.flinkJar}
+		Weir: self, Java: v.java, FlinkJar: v.flinkJar, Latency: v.latency}
 	work := v.work
 	if work == "" {
 		if work, err = os.MkdirTemp("", "weir-bench-nexmark-"); err != nil {

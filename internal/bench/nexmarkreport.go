@@ -7,6 +7,8 @@ import (
 	"math"
 	"strings"
 	"time"
+
+	"github.com/weirstream/weir/examples/nexmark"
 )
 
 // SideFigures are one side's figures over the rounds of a side-by-side
@@ -123,8 +125,54 @@ func FormatNexmarkVsFlink(out io.Writer, results []NexmarkQueryResult) {
 			}
 			fmt.Fprintln(out)
 		}
+		if l := r.Latency; l != nil {
+			fmt.Fprintf(out, "  %-5s latency %s\n", "", latencyLine(l))
+		}
 		fmt.Fprintf(out, "  %-5s results: %s\n", "", r.Check)
 	}
+}
+
+// latencyLine says a query's latency figures in a line.
+func latencyLine(l *LatencyResult) string {
+	if l.Skipped != "" {
+		return "not measured: " + l.Skipped
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "at %.0f events/s (one run per side):", l.Rate)
+	for i, s := range l.Sides {
+		if i > 0 {
+			b.WriteString(";")
+		}
+		fmt.Fprintf(&b, " %s p50 %s p99 %s (%d rows)", s.Name, latencyText(s.Hist.Quantile(0.5)), latencyText(s.Hist.Quantile(0.99)), s.Hist.Count())
+	}
+	return b.String()
+}
+
+// latencyText formats a latency to three significant digits or so.
+func latencyText(d time.Duration) string {
+	switch {
+	case d < 10*time.Millisecond:
+		return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond))
+	case d < time.Second:
+		return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond))
+	}
+	return fmt.Sprintf("%.2f s", d.Seconds())
+}
+
+// latencyFrom says what a query's row's latency is measured from.
+func latencyFrom(q string) string {
+	spec, err := nexmark.LatencyOf(q)
+	switch {
+	case err != nil:
+		return ""
+	case spec.RoundMs > 1:
+		return fmt.Sprintf("the end of its %d s window (%s rounded up)", spec.RoundMs/1000, spec.Column)
+	case spec.OffsetMs > 0:
+		return fmt.Sprintf("the end of its window (%s + %d s)", spec.Column, spec.OffsetMs/1000)
+	case strings.HasSuffix(spec.Column, "endtime"):
+		return "the end of its window (" + spec.Column + ")"
+	}
+	return "its bid's time (" + spec.Column + ")"
 }
 
 // NexmarkReport is what BENCHMARKS.md says around the figures.
@@ -201,6 +249,33 @@ func WriteNexmarkMarkdown(out io.Writer, rep NexmarkReport, results []NexmarkQue
 				continue
 			}
 			p("| %s | %.0f | %.2f | %.2f |\n", r.Query, l, median(figs[0].PerCPU)/l, median(figs[1].PerCPU)/l)
+		}
+	}
+	var lats bool
+	for _, r := range results {
+		lats = lats || r.Latency != nil
+	}
+	if lats {
+		p("\n### End-to-end latency at a fixed rate\n\n")
+		p("After its timed rounds, each query ran once more per side over events generated for a fixed rate (by default half the slower side's median events/s), ")
+		p("each released by the source at its event time on a wall clock shifted to the run's start, the same way on both sides (weir's source and sink; ")
+		p("bench/flink's weir-paced source, which parses with Flink's JSON format, and weir-latency sink). A row's latency is the wall-clock time it reached the sink ")
+		p("less the time it was due; a window's rows are due at the window's end, so their latency includes the watermark's 4 s delay. ")
+		p("Rows due in the run's first seconds (warm-up) and last seconds (windows the end of the input fires) are not counted. ")
+		p("Histograms in buckets within 1.6 %%; one run per side.\n\n")
+		p("| query | events/s | weir p50 / p99 | Flink p50 / p99 | rows counted weir / Flink | a row is due at |\n|---|---:|---:|---:|---:|---|\n")
+		for _, r := range results {
+			l := r.Latency
+			if l == nil {
+				continue
+			}
+			if l.Skipped != "" || len(l.Sides) != 2 {
+				p("| %s | — | — | — | — | not measured: %s |\n", r.Query, l.Skipped)
+				continue
+			}
+			a, b := l.Sides[0].Hist, l.Sides[1].Hist
+			p("| %s | %.0f | %s / %s | %s / %s | %d / %d | %s |\n", r.Query, l.Rate, latencyText(a.Quantile(0.5)), latencyText(a.Quantile(0.99)),
+				latencyText(b.Quantile(0.5)), latencyText(b.Quantile(0.99)), a.Count(), b.Count(), latencyFrom(r.Query))
 		}
 	}
 	if rep.ChartPerCPU != "" {

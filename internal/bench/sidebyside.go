@@ -41,6 +41,12 @@ type SideRun struct {
 	// Discard says the run writes its results nowhere (a sink that
 	// discards them), as a timed run does; Output is then unused.
 	Discard bool
+	// LatencyDir is an empty directory for a latency run's files
+	// (LatencyRun.Dir), there for every run.
+	LatencyDir string
+	// Latency, if set, makes the run a latency run: its source paced, its
+	// rows' latencies counted into LatencyDir.
+	Latency *LatencyWindow
 }
 
 // Workload is one job that every side runs over identical input: a row of
@@ -149,6 +155,11 @@ func RunSideBySide(ctx context.Context, w Workload, rounds int, work string, log
 // reports them itself: Side.Checkpoints). Its outputs, unless discard,
 // are in dir/out.
 func RunSide(ctx context.Context, s Side, input, dir string, discard bool) (ProcessRun, error) {
+	return runSide(ctx, s, input, dir, discard, nil)
+}
+
+// runSide is RunSide, a latency run if lat is set.
+func runSide(ctx context.Context, s Side, input, dir string, discard bool, lat *LatencyWindow) (ProcessRun, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return ProcessRun{}, err
 	}
@@ -157,7 +168,10 @@ func RunSide(ctx context.Context, s Side, input, dir string, discard bool) (Proc
 		return ProcessRun{}, err
 	}
 	sr := SideRun{Input: input, Output: filepath.Join(dir, "out"), Checkpoints: filepath.Join(dir, "checkpoints"), RESTPort: port,
-		Dir: dir, Discard: discard}
+		Dir: dir, Discard: discard, LatencyDir: filepath.Join(dir, "latency"), Latency: lat}
+	if err := os.MkdirAll(sr.LatencyDir, 0o755); err != nil {
+		return ProcessRun{}, err
+	}
 	cmd := s.Command(ctx, sr)
 	logPath := filepath.Join(dir, "log")
 	logf, err := os.Create(logPath)
