@@ -205,8 +205,9 @@ func nexmarkQueries(list string) ([]string, error) {
 }
 
 // runNexmarkChild runs query q in a new process of this binary with the
-// command's flags, and takes its CPU time and peak memory from the
-// operating system's accounting of that process.
+// command's flags, and takes its CPU time from the operating system's
+// accounting of that process (rusage) and its peak memory from its VmHWM
+// (bench.WatchPeakRSS), as the side-by-side runs do.
 func runNexmarkChild(cmd *cobra.Command, q string) (bench.NexmarkResult, error) {
 	self, err := os.Executable()
 	if err != nil {
@@ -219,15 +220,25 @@ func runNexmarkChild(cmd *cobra.Command, q string) (bench.NexmarkResult, error) 
 	var stdout bytes.Buffer
 	child := exec.CommandContext(cmd.Context(), self, args...)
 	child.Stdout, child.Stderr = &stdout, cmd.ErrOrStderr()
-	if err := child.Run(); err != nil {
+	if err := child.Start(); err != nil {
+		return bench.NexmarkResult{}, fmt.Errorf("the child process: %w", err)
+	}
+	stopHWM := bench.WatchPeakRSS(child.Process.Pid)
+	err = child.Wait()
+	peak := stopHWM()
+	if err != nil {
 		return bench.NexmarkResult{}, fmt.Errorf("the child process: %w", err)
 	}
 	var r bench.NexmarkResult
 	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
 		return bench.NexmarkResult{}, fmt.Errorf("the child process's result %q: %w", stdout.String(), err)
 	}
+	r.PeakRSS = peak
 	if ru, ok := child.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		r.CPU, r.PeakRSS = bench.RusageCPU(ru), bench.RusageMaxRSS(ru)
+		r.CPU = bench.RusageCPU(ru)
+		if r.PeakRSS == 0 { // it ended before the first read
+			r.PeakRSS = bench.RusageMaxRSS(ru)
+		}
 	}
 	return r, nil
 }

@@ -246,11 +246,11 @@ func (s *latencySink) NewWriter(_ context.Context, info connector.WriterInfo) (c
 }
 
 type latencyWriter struct {
-	sink     *latencySink
-	subtask  int
-	shift    int64
-	shifted  bool
-	h        LatencyHistogram
+	sink    *latencySink
+	subtask int
+	shift   int64
+	shifted bool
+	h       LatencyHistogram
 }
 
 func (w *latencyWriter) Write(due, _ int64) error {
