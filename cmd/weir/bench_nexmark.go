@@ -48,7 +48,9 @@ reference suite's SQL, its source table and views over the same events
 written as JSON lines to --events-dir, read by Flink's filesystem
 connector with the reference's watermark, in a local MiniCluster), in
 turn over --rounds rounds, each run a fresh child process, with the same
-parallelism, checkpoint interval and --backend on both sides. Per query it
+parallelism, checkpoint interval and --backend on both sides
+(--flink-backend hashmap,rocksdb runs Flink with each, a side each, RocksDB
+with incremental checkpoints, each compared with weir). Per query it
 first runs each side once writing its rows to files and compares the
 final content of the query's table (for an updating query, once every
 update and retraction applied): a difference is reported, not hidden.
@@ -74,7 +76,8 @@ last seconds, which the end of the input would fire; --latency-duration
 is the span counted (0: no latency runs). It prints p50/p99 per side. --write FILE writes that as Markdown (BENCHMARKS.md) with SVG
 charts drawn here, in FILE's directory under bench/charts.`,
 		Example: `  weir bench nexmark --query q0,q5 --events 2000000
-  weir bench nexmark --vs-flink --query q0,q1,q5,q7 --events 2000000 --rounds 3 --write BENCHMARKS.md`,
+  weir bench nexmark --vs-flink --query q0,q1,q5,q7 --events 2000000 --rounds 3 --write BENCHMARKS.md
+  weir bench nexmark --vs-flink --query q5 --flink-backend hashmap,rocksdb --latency-rate 20000`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := c.Gen.Validate(); err != nil {

@@ -28,8 +28,11 @@ import (
 type NexmarkVsFlink struct {
 	Nexmark NexmarkConfig // Query is unused: Queries says which
 	Queries []string
-	Backend string // one of SideBackends
-	Rounds  int
+	Backend string // weir's, one of SideBackends
+	// FlinkBackends are Flink's backends, a side each (named flink if it
+	// is one, else flink-BACKEND); nil: Backend.
+	FlinkBackends []string
+	Rounds        int
 	// StartupRounds is in how many of the first rounds start-up is
 	// measured (Workload.StartupRounds); 0: every round.
 	StartupRounds int
@@ -115,7 +118,7 @@ func (c NexmarkVsFlink) eventFiles(g nexmark.GenConfig, log io.Writer) (dir, emp
 // files: weir's side (a child `weir bench nexmark --child`) and Flink's.
 // Same is nil: timed runs discard their rows and CheckQuery compares them.
 func (c NexmarkVsFlink) Workload(q, input, empty string) (Workload, error) {
-	be, ok := sideBackends[c.Backend]
+	_, ok := sideBackends[c.Backend]
 	if !ok {
 		return Workload{}, fmt.Errorf("backend %q: want one of %v", c.Backend, SideBackends())
 	}
@@ -150,8 +153,19 @@ func (c NexmarkVsFlink) Workload(q, input, empty string) (Workload, error) {
 		}
 		return res.Checkpoints, nil
 	}})
-	if c.FlinkJar != "" {
-		w.Sides = append(w.Sides, Side{Name: "flink", Command: func(ctx context.Context, r SideRun) *exec.Cmd {
+	for _, fb := range c.flinkBackends() {
+		if c.FlinkJar == "" {
+			break
+		}
+		be, ok := sideBackends[fb]
+		if !ok {
+			return Workload{}, fmt.Errorf("Flink's backend %q: want one of %v", fb, SideBackends())
+		}
+		name := "flink"
+		if len(c.flinkBackends()) > 1 {
+			name += "-" + fb
+		}
+		w.Sides = append(w.Sides, Side{Name: name, Command: func(ctx context.Context, r SideRun) *exec.Cmd {
 			args := append([]string{"-cp", c.FlinkJar, "org.weirstream.flinkbench.NexmarkSql", "--query", q,
 				"--input", r.Input, "--checkpoint-dir", r.Checkpoints,
 				"--parallelism", strconv.Itoa(c.Nexmark.Parallelism), "--checkpoint-interval-ms", strconv.FormatInt(c.Nexmark.Checkpoint.Milliseconds(), 10),
@@ -168,6 +182,14 @@ func (c NexmarkVsFlink) Workload(q, input, empty string) (Workload, error) {
 		}})
 	}
 	return w, nil
+}
+
+// flinkBackends are c's Flink backends: FlinkBackends, or Backend.
+func (c NexmarkVsFlink) flinkBackends() []string {
+	if len(c.FlinkBackends) > 0 {
+		return c.FlinkBackends
+	}
+	return []string{c.Backend}
 }
 
 // WeirBackendOptions returns weir's options for a side-by-side backend.
@@ -208,19 +230,27 @@ func CheckQuery(ctx context.Context, w Workload, work string) (equal bool, verdi
 		os.RemoveAll(dir)
 		return true, fmt.Sprintf("%d rows (one side)", len(rows[0])), nil
 	}
-	d := nexmark.DiffRows(rows[0], rows[1])
-	if d.OK() {
+	var b strings.Builder
+	for j := 1; j < len(rows); j++ {
+		d := nexmark.DiffRows(rows[0], rows[j])
+		if d.OK() {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteString("\n      ")
+		}
+		fmt.Fprintf(&b, "DIFFER: %d rows, %d only in %s's, %d only in %s's (of %d and %d; kept in %s)",
+			len(d.OnlyA)+len(d.OnlyB), len(d.OnlyA), w.Sides[0].Name, len(d.OnlyB), w.Sides[j].Name, len(rows[0]), len(rows[j]), dir)
+		for i, r := range d.OnlyA[:min(len(d.OnlyA), 2)] {
+			fmt.Fprintf(&b, "\n      only %s's #%d: %s", w.Sides[0].Name, i+1, r)
+		}
+		for i, r := range d.OnlyB[:min(len(d.OnlyB), 2)] {
+			fmt.Fprintf(&b, "\n      only %s's #%d: %s", w.Sides[j].Name, i+1, r)
+		}
+	}
+	if b.Len() == 0 {
 		os.RemoveAll(dir)
 		return true, fmt.Sprintf("equal (%d rows)", len(rows[0])), nil
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "DIFFER: %d rows, %d only in %s's, %d only in %s's (of %d and %d; kept in %s)",
-		len(d.OnlyA)+len(d.OnlyB), len(d.OnlyA), w.Sides[0].Name, len(d.OnlyB), w.Sides[1].Name, len(rows[0]), len(rows[1]), dir)
-	for i, r := range d.OnlyA[:min(len(d.OnlyA), 2)] {
-		fmt.Fprintf(&b, "\n      only %s's #%d: %s", w.Sides[0].Name, i+1, r)
-	}
-	for i, r := range d.OnlyB[:min(len(d.OnlyB), 2)] {
-		fmt.Fprintf(&b, "\n      only %s's #%d: %s", w.Sides[1].Name, i+1, r)
 	}
 	return false, b.String(), nil
 }
