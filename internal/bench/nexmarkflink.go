@@ -61,16 +61,20 @@ type NexmarkQueryResult struct {
 }
 
 // LoopPerCPU is the median events per CPU-second of r's loop runs, 0
-// without any.
+// without any that was charged CPU time.
 func (r NexmarkQueryResult) LoopPerCPU() float64 {
-	if len(r.Loop) == 0 {
-		return 0
-	}
-	v := make([]float64, len(r.Loop))
-	for i, l := range r.Loop {
+	return loopPerCPU(r.Loop)
+}
+
+func loopPerCPU(runs []LoopResult) float64 {
+	v := make([]float64, len(runs))
+	for i, l := range runs {
 		v[i] = l.PerCPUSecond()
 	}
-	return SpreadOf(v).Median
+	if m := median(v); !math.IsNaN(m) {
+		return m
+	}
+	return 0
 }
 
 // EventFiles returns the directory of c's events as JSON lines (one file
