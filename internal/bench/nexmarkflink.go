@@ -163,7 +163,7 @@ func (c NexmarkVsFlink) Workload(q, input, empty string) (Workload, error) {
 		}
 		be, ok := sideBackends[fb]
 		if !ok {
-			return Workload{}, fmt.Errorf("Flink's backend %q: want one of %v", fb, SideBackends())
+			return Workload{}, fmt.Errorf("flink backend %q: want one of %v", fb, SideBackends())
 		}
 		name := "flink"
 		if len(c.flinkBackends()) > 1 {
