@@ -22,6 +22,7 @@ func newBenchNexmarkCmd() *cobra.Command {
 	c := bench.DefaultNexmark()
 	var inProcess, child bool
 	var writeEvents, result string
+	var lat bench.LatencyRun
 	vs := vsFlinkFlags{rounds: 3, flinkJar: defaultFlinkJar, java: "java",
 		eventsDir: filepath.Join(os.TempDir(), "weir-bench")}
 	cmd := &cobra.Command{
@@ -47,7 +48,9 @@ reference suite's SQL, its source table and views over the same events
 written as JSON lines to --events-dir, read by Flink's filesystem
 connector with the reference's watermark, in a local MiniCluster), in
 turn over --rounds rounds, each run a fresh child process, with the same
-parallelism, checkpoint interval and --backend on both sides. Per query it
+parallelism, checkpoint interval and --backend on both sides
+(--flink-backend hashmap,rocksdb runs Flink with each, a side each, RocksDB
+with incremental checkpoints, each compared with weir). Per query it
 first runs each side once writing its rows to files and compares the
 final content of the query's table (for an updating query, once every
 update and retraction applied): a difference is reported, not hidden.
@@ -56,10 +59,25 @@ It prints per side events/s and events per CPU-second of processing (the
 run less the side's start-up: a run over no events), CPU-seconds and peak
 RSS of the child as the kernel accounts them, checkpoint p50/p99 and the
 start-up, and the ratios weir/Flink within each round, median and
-min–max. --write FILE writes that as Markdown (BENCHMARKS.md) with SVG
+min–max.
+
+After its timed rounds, each query whose rows have a due time (q0, q1,
+q5, q7, q8, q11, q14; --latency-query narrows them) runs once more per
+side for its end-to-end latency at a fixed rate: --latency-rate events
+per second over all splits (default: half the slower side's median
+events/s in the timed rounds), over events generated for that rate, each
+released by the source at its event time on a shifted wall clock (the
+same on both sides: Flink's source and sink in bench/flink do what
+weir's do). A row's latency is the time it reaches the sink less the
+time it was due: its bid's time for q0, q1 and q14; its window's end for
+q5, q7, q8 and q11 (so it includes the watermark's four seconds). Rows
+due in the first --latency-warmup are not counted, nor those of the
+last seconds, which the end of the input would fire; --latency-duration
+is the span counted (0: no latency runs). It prints p50/p99 per side. --write FILE writes that as Markdown (BENCHMARKS.md) with SVG
 charts drawn here, in FILE's directory under bench/charts.`,
 		Example: `  weir bench nexmark --query q0,q5 --events 2000000
-  weir bench nexmark --vs-flink --query q0,q1,q5,q7 --events 2000000 --rounds 3 --write BENCHMARKS.md`,
+  weir bench nexmark --vs-flink --query q0,q1,q5,q7 --events 2000000 --rounds 3 --write BENCHMARKS.md
+  weir bench nexmark --vs-flink --query q5 --flink-backend hashmap,rocksdb --latency-rate 20000`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := c.Gen.Validate(); err != nil {
@@ -80,8 +98,15 @@ charts drawn here, in FILE's directory under bench/charts.`,
 					return fmt.Errorf("--%s goes with --vs-flink", name)
 				}
 			}
-			if !child && (result != "" || c.Output != "") {
-				return fmt.Errorf("--result and --output go with --child")
+			if !child && (result != "" || c.Output != "" || lat.Dir != "") {
+				return fmt.Errorf("--result, --output and --latency-dir go with --child")
+			}
+			if lat.Dir != "" {
+				if c.Output != "" {
+					return fmt.Errorf("--output and --latency-dir exclude each other")
+				}
+				lat.Base = c.Gen.BaseTime
+				c.Latency = &lat
 			}
 			if writeEvents != "" {
 				g, err := nexmark.NewGenerator(c.Gen)
@@ -152,7 +177,10 @@ charts drawn here, in FILE's directory under bench/charts.`,
 	f.BoolVar(&child, "child", false, "run one query and print its result as JSON (what the parent process starts)")
 	f.StringVar(&result, "result", "", "with --child: write the result to this file instead")
 	f.StringVar(&c.Output, "output", "", "with --child: write the query's rows as canonical lines to exactly-once files in this directory")
-	for _, name := range []string{"child", "result", "output"} {
+	f.StringVar(&lat.Dir, "latency-dir", "", "with --child: pace the source and count the rows' latencies into this directory")
+	f.Int64Var(&lat.From, "latency-from", 0, "with --latency-dir: count the rows due at this event time (Unix ms) or later")
+	f.Int64Var(&lat.Until, "latency-until", 0, "with --latency-dir: count the rows due before this event time (Unix ms)")
+	for _, name := range []string{"child", "result", "output", "latency-dir", "latency-from", "latency-until"} {
 		_ = f.MarkHidden(name)
 	}
 	vs.register(f)
@@ -180,8 +208,9 @@ func nexmarkQueries(list string) ([]string, error) {
 }
 
 // runNexmarkChild runs query q in a new process of this binary with the
-// command's flags, and takes its CPU time and peak memory from the
-// operating system's accounting of that process.
+// command's flags, and takes its CPU time from the operating system's
+// accounting of that process (rusage) and its peak memory from its VmHWM
+// (bench.WatchPeakRSS), as the side-by-side runs do.
 func runNexmarkChild(cmd *cobra.Command, q string) (bench.NexmarkResult, error) {
 	self, err := os.Executable()
 	if err != nil {
@@ -194,15 +223,25 @@ func runNexmarkChild(cmd *cobra.Command, q string) (bench.NexmarkResult, error) 
 	var stdout bytes.Buffer
 	child := exec.CommandContext(cmd.Context(), self, args...)
 	child.Stdout, child.Stderr = &stdout, cmd.ErrOrStderr()
-	if err := child.Run(); err != nil {
+	if err := child.Start(); err != nil {
+		return bench.NexmarkResult{}, fmt.Errorf("the child process: %w", err)
+	}
+	stopHWM := bench.WatchPeakRSS(child.Process.Pid)
+	err = child.Wait()
+	peak := stopHWM()
+	if err != nil {
 		return bench.NexmarkResult{}, fmt.Errorf("the child process: %w", err)
 	}
 	var r bench.NexmarkResult
 	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
 		return bench.NexmarkResult{}, fmt.Errorf("the child process's result %q: %w", stdout.String(), err)
 	}
+	r.PeakRSS = peak
 	if ru, ok := child.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		r.CPU, r.PeakRSS = bench.RusageCPU(ru), bench.RusageMaxRSS(ru)
+		r.CPU = bench.RusageCPU(ru)
+		if r.PeakRSS == 0 { // it ended before the first read
+			r.PeakRSS = bench.RusageMaxRSS(ru)
+		}
 	}
 	return r, nil
 }

@@ -9,12 +9,14 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/weirstream/weir/examples/nexmark"
 	"github.com/weirstream/weir/internal/bench"
 )
 
@@ -24,10 +26,14 @@ type vsFlinkFlags struct {
 	rounds, startupRounds     int
 	flinkJar, java, eventsDir string
 	work, write, note         string
+	latency                   bench.LatencyPhase
+	latencyQueries            string
+	flinkBackends             string
 }
 
 // vsFlinkOnly are the flags that mean something only with --vs-flink.
-var vsFlinkOnly = []string{"rounds", "startup-rounds", "flink-jar", "java", "events-dir", "work-dir", "write", "note"}
+var vsFlinkOnly = []string{"rounds", "startup-rounds", "flink-jar", "java", "events-dir", "work-dir", "write", "note",
+	"latency-rate", "latency-duration", "latency-warmup", "latency-query", "flink-backend"}
 
 func (v *vsFlinkFlags) register(f *pflag.FlagSet) {
 	f.BoolVar(&v.on, "vs-flink", false, "run each query on weir and as Flink SQL, interleaved, and compare their results")
@@ -39,6 +45,11 @@ func (v *vsFlinkFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&v.work, "work-dir", "", "with --vs-flink: where the runs write rows and checkpoints (default: a temporary directory, removed)")
 	f.StringVar(&v.write, "write", "", "with --vs-flink: write the results as Markdown to this file (BENCHMARKS.md), charts in its directory's bench/charts")
 	f.StringVar(&v.note, "note", "", "with --write: a sentence for the report's header (e.g. what else ran on the machine)")
+	f.StringVar(&v.flinkBackends, "flink-backend", "", "with --vs-flink: Flink's backends, a comma-separated list of hashmap and rocksdb (incremental checkpoints), a side each (default: --backend)")
+	f.Float64Var(&v.latency.Rate, "latency-rate", 0, "with --vs-flink: events per second of the latency runs, over all splits (0: half the slower side's events/s)")
+	f.DurationVar(&v.latency.Duration, "latency-duration", 30*time.Second, "with --vs-flink: the span of due times whose rows' latencies are counted (0: no latency runs)")
+	f.DurationVar(&v.latency.Warmup, "latency-warmup", 5*time.Second, "with --vs-flink: the span of due times before it, not counted")
+	f.StringVar(&v.latencyQueries, "latency-query", "", "with --vs-flink: the queries that have latency runs, a comma-separated list (default: every query run whose rows have a due time)")
 }
 
 // runNexmarkVsFlink is `weir bench nexmark --vs-flink`.
@@ -53,6 +64,22 @@ func runNexmarkVsFlink(cmd *cobra.Command, c bench.NexmarkConfig, v vsFlinkFlags
 	if err != nil {
 		return err
 	}
+	v.latency.Fraction = 0.5
+	if v.latency.Rate < 0 || v.latency.Duration < 0 || v.latency.Warmup < 0 {
+		return fmt.Errorf("--latency-rate, --latency-duration and --latency-warmup must not be negative")
+	}
+	if v.latencyQueries != "" {
+		for _, q := range strings.Split(v.latencyQueries, ",") {
+			q = strings.TrimSpace(q)
+			if !slices.Contains(queries, q) {
+				return fmt.Errorf("--latency-query %s: not one of the queries run (--query)", q)
+			}
+			if _, err := nexmark.LatencyOf(q); err != nil {
+				return fmt.Errorf("--latency-query: %w", err)
+			}
+			v.latency.Queries = append(v.latency.Queries, q)
+		}
+	}
 	if err := ensureFlinkJar(cmd, v.flinkJar); err != nil {
 		return err
 	}
@@ -64,8 +91,18 @@ func runNexmarkVsFlink(cmd *cobra.Command, c bench.NexmarkConfig, v vsFlinkFlags
 	if backend == "" {
 		backend = "hashmap"
 	}
-	cfg := bench.NexmarkVsFlink{Nexmark: c, Queries: queries, Backend: backend, Rounds: v.rounds, StartupRounds: v.startupRounds, EventsDir: v.eventsDir,
-		Weir: self, Java: v.java, FlinkJar: v.flinkJar}
+	var flinkBackends []string
+	if v.flinkBackends != "" {
+		for _, b := range strings.Split(v.flinkBackends, ",") {
+			b = strings.TrimSpace(b)
+			if !slices.Contains(bench.SideBackends(), b) || slices.Contains(flinkBackends, b) {
+				return fmt.Errorf("--flink-backend %q: want a list of distinct backends of %v", v.flinkBackends, bench.SideBackends())
+			}
+			flinkBackends = append(flinkBackends, b)
+		}
+	}
+	cfg := bench.NexmarkVsFlink{Nexmark: c, Queries: queries, Backend: backend, FlinkBackends: flinkBackends, Rounds: v.rounds, StartupRounds: v.startupRounds, EventsDir: v.eventsDir,
+		Weir: self, Java: v.java, FlinkJar: v.flinkJar, Latency: v.latency}
 	work := v.work
 	if work == "" {
 		if work, err = os.MkdirTemp("", "weir-bench-nexmark-"); err != nil {
@@ -80,7 +117,7 @@ func runNexmarkVsFlink(cmd *cobra.Command, c bench.NexmarkConfig, v vsFlinkFlags
 	loadBefore := loadAvg()
 	start := time.Now()
 	fmt.Fprintf(out, "nexmark --vs-flink: %d events on %d splits at %.0f events/s of event time, seed %d, parallelism %d, checkpoints every %v to files, backend %s, %d rounds, load %s\n",
-		c.Gen.Events, c.Gen.Splits, c.Gen.Rate, c.Gen.Seed, c.Parallelism, c.Checkpoint, backend, v.rounds, loadBefore)
+		c.Gen.Events, c.Gen.Splits, c.Gen.Rate, c.Gen.Seed, c.Parallelism, c.Checkpoint, backendsText(backend, flinkBackends), v.rounds, loadBefore)
 	results, err := bench.RunNexmarkVsFlink(cmd.Context(), cfg, work, out)
 	if err != nil {
 		return err
@@ -141,7 +178,8 @@ func writeNexmarkReport(cmd *cobra.Command, cfg bench.NexmarkVsFlink, v vsFlinkF
 	rep.Config = []string{
 		fmt.Sprintf("Events: %d from weir's port of the reference generator (seed %d, %d splits at %.0f events/s of event time each, persons/auctions/bids 1/3/46); EVENTS is a directory of one JSON-lines file per split in the row type of nexmark-flink's datagen table.", g.Events, g.Seed, g.Splits, g.Rate),
 		"weir generates the same events in its process (the generator's cost is in weir's CPU time); Flink reads and parses the files (the JSON format's cost is in Flink's).",
-		fmt.Sprintf("Both sides: parallelism %d, checkpoints every %v to a local directory, backend %s (weir: %s).", cfg.Nexmark.Parallelism, cfg.Nexmark.Checkpoint, cfg.Backend, backendText(cfg.Backend)),
+		fmt.Sprintf("Both sides: parallelism %d, checkpoints every %v to a local directory, backend %s (weir: %s; Flink's rocksdb checkpoints incrementally).",
+			cfg.Nexmark.Parallelism, cfg.Nexmark.Checkpoint, backendsText(cfg.Backend, cfg.FlinkBackends), backendText(cfg.Backend)),
 		"Flink: the reference suite's table options (mini-batch 50,000 rows or 2 s, split distinct aggregates), local MiniCluster, OpenJDK defaults (G1, heap a quarter of RAM).",
 		"Results: before its timed rounds each query ran once per side writing its rows (weir: exactly-once files; Flink: the filesystem sink in Debezium JSON, a changelog), and the final contents of its table were compared as multisets of rows; an updating query's final content is, for weir, each key's latest version and, for Flink, its inserts less its retractions.",
 	}
@@ -178,6 +216,14 @@ func shellJoin(args []string) string {
 		q[i] = a
 	}
 	return strings.Join(q, " ")
+}
+
+// backendsText names weir's backend and Flink's, if they differ.
+func backendsText(weir string, flink []string) string {
+	if len(flink) == 0 || (len(flink) == 1 && flink[0] == weir) {
+		return weir
+	}
+	return fmt.Sprintf("%s for weir, %s for Flink (a side each)", weir, strings.Join(flink, " and "))
 }
 
 func backendText(b string) string {

@@ -43,7 +43,10 @@ as the kernel accounts it (rusage), wall time, start-up (the wall and CPU
 time of a run over a trace with no events: process, job and shut-down),
 and checkpoint durations p50/p99 from each side's REST API
 (/jobs/:id/checkpoints). With --vs-flink it prints the ratios weir/Flink,
-taken within each round, median and min–max over the rounds.
+taken within each round, median and min–max over the rounds. Last, the limit
+next to both: the same computation as a hand-written loop on one goroutine
+over the same trace (the oracle's single pass, run once per round), and
+each side's events per CPU-second as a fraction of the loop's.
 
 The Flink side is bench/flink/target/weir-flink-bench.jar; if it is missing
 and Maven is on the PATH, the command builds it (mvn package in bench/flink).`,
@@ -84,7 +87,17 @@ and Maven is on the PATH, the command builds it (mvn package in bench/flink).`,
 				return err
 			}
 			fmt.Fprintf(out, "outputs equal to the oracle's on every side in every round\n")
+			var loops []bench.LoopResult
+			for range rounds {
+				l, err := bench.RunGatewayMeterLoop(w.Input, w.Events)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(out, "  hand-written loop (1 goroutine) %.2f CPU-s\n", l.CPU.Seconds())
+				loops = append(loops, l)
+			}
 			bench.FormatSideBySide(out, r)
+			bench.FormatLoop(out, r, loops)
 			return nil
 		},
 	}

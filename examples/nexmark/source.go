@@ -26,6 +26,8 @@ const WatermarkDelay = 4 * time.Second
 type Source struct {
 	gen   *Generator
 	batch int
+	// shift, if set, paces the source (Paced).
+	shift func() (int64, error)
 }
 
 // NewSource returns a source of g's events, fetched batch at a time.
@@ -34,6 +36,19 @@ func NewSource(g *Generator, batch int) (*Source, error) {
 		return nil, fmt.Errorf("nexmark: batch size %d: want at least 1", batch)
 	}
 	return &Source{gen: g, batch: batch}, nil
+}
+
+// Paced returns a source of the same events that releases each one no
+// earlier than its event time plus a shift of wall-clock time, so that,
+// on the wall clock shifted back, every event is read at its event time:
+// a source at the configuration's rate (Rate events per second on each
+// split). Each reader calls shift once, on its first fetch, for the shift
+// in milliseconds (an error fails the fetch); every reader of a job must
+// get the same one.
+func (s *Source) Paced(shift func() (int64, error)) *Source {
+	p := *s
+	p.shift = shift
+	return &p
 }
 
 // Events adds the source to a job with the reference's watermark.
@@ -82,11 +97,17 @@ type reader struct {
 	src   *Source
 	parts []*splitState
 	rr    int
+	// For a paced source: the shift, once known.
+	shift   int64
+	shifted bool
 }
 
 func (r *reader) Fetch(ctx context.Context) (connector.Fetch[Event], error) {
 	if err := ctx.Err(); err != nil {
 		return connector.Fetch[Event]{}, err
+	}
+	if r.src.shift != nil {
+		return r.fetchPaced(ctx)
 	}
 	for range r.parts {
 		sp := r.parts[r.rr]
@@ -105,6 +126,50 @@ func (r *reader) Fetch(ctx context.Context) (connector.Fetch[Event], error) {
 		return f, nil
 	}
 	return connector.Fetch[Event]{}, connector.ErrEndOfInput
+}
+
+// fetchPaced waits for the split whose next event is due first, then
+// returns its events that are due, up to a batch.
+func (r *reader) fetchPaced(ctx context.Context) (connector.Fetch[Event], error) {
+	if !r.shifted {
+		v, err := r.src.shift()
+		if err != nil {
+			return connector.Fetch[Event]{}, err
+		}
+		r.shift, r.shifted = v, true
+	}
+	cfg := &r.src.gen.cfg
+	var sp *splitState
+	for _, p := range r.parts {
+		if p.next < p.count && (sp == nil || cfg.TimestampForEvent(p.next) < cfg.TimestampForEvent(sp.next)) {
+			sp = p
+		}
+	}
+	if sp == nil {
+		return connector.Fetch[Event]{}, connector.ErrEndOfInput
+	}
+	if wait := time.Until(time.UnixMilli(cfg.TimestampForEvent(sp.next) + r.shift)); wait > 0 {
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return connector.Fetch[Event]{}, ctx.Err()
+		case <-t.C:
+		}
+	}
+	now := time.Now().UnixMilli()
+	n := int64(1)
+	for n < int64(r.src.batch) && sp.next+n < sp.count && cfg.TimestampForEvent(sp.next+n)+r.shift <= now {
+		n++
+	}
+	f := connector.Fetch[Event]{Split: sp.id, Records: make([]Event, n), Timestamps: make([]int64, n)}
+	for i := range n {
+		ev := r.src.gen.event(sp.first+sp.next+i, sp.next+i)
+		f.Records[i], f.Timestamps[i] = ev, ev.Time()
+	}
+	sp.next += n
+	f.Next, f.EndOfSplit = sp.next, sp.next == sp.count
+	return f, nil
 }
 
 func (r *reader) Close() error { return nil }

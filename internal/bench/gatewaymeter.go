@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strconv"
 	"sync"
 	"time"
@@ -181,4 +182,40 @@ func FormatSideBySide(out io.Writer, r SideBySide) {
 	fmt.Fprintf(out, "  %s/%s per round, median [min–max]: events/s %s, events per CPU-second %s; peak RSS %s/%s %s\n",
 		a, b, x(ratio(figs[0].rate, figs[1].rate)), x(ratio(figs[0].perCPU, figs[1].perCPU)),
 		b, a, x(ratio(figs[1].rss, figs[0].rss)))
+}
+
+// RunGatewayMeterLoop is GatewayMeter's hand-written loop: the job's
+// computation on one goroutine over the trace in dir, which holds events
+// events, as the oracle does it (examples/gatewaymeter's OracleFiles:
+// the partitions read merged by time, each line parsed by the job's
+// parser, requests paired with their responses in a map, costs and
+// latencies folded per window) with its output built and discarded.
+// CPU is the goroutine's thread's.
+func RunGatewayMeterLoop(dir string, events int64) (LoopResult, error) {
+	runtime.GC()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	cpu0 := threadCPU()
+	start := time.Now()
+	out, err := gm.OracleFiles(dir)
+	if err != nil {
+		return LoopResult{}, err
+	}
+	return LoopResult{Query: "gatewaymeter", Events: events, Rows: int64(len(out.TenantCost) + len(out.ModelLatency) + len(out.Alerts) + len(out.Orphans) + len(out.DeadLetters)),
+		CPU: threadCPU() - cpu0, Elapsed: time.Since(start)}, nil
+}
+
+// FormatLoop writes the line comparing each side's median events per
+// CPU-second of processing with the loop's.
+func FormatLoop(out io.Writer, r SideBySide, loops []LoopResult) {
+	l := loopPerCPU(loops)
+	if l == 0 {
+		fmt.Fprintf(out, "  hand-written loop (1 goroutine): too short to be charged CPU time\n")
+		return
+	}
+	fmt.Fprintf(out, "  hand-written loop (1 goroutine): %.0f events per CPU-second;", l)
+	for _, f := range FiguresOf(r) {
+		fmt.Fprintf(out, " %s %.2f of it", f.Name, median(f.PerCPU)/l)
+	}
+	fmt.Fprintln(out)
 }

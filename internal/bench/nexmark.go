@@ -31,6 +31,10 @@ type NexmarkConfig struct {
 	// Backend is a side-by-side backend (SideBackends); "" is weir's
 	// default.
 	Backend string
+	// Latency, if set, makes the run a latency run: the source paced at
+	// the generator's rate, the rows' latencies counted into files in its
+	// directory (LatencyRun), Output unused.
+	Latency *LatencyRun
 }
 
 // DefaultNexmark is what `weir bench nexmark` runs: ten million events
@@ -114,9 +118,17 @@ func RunNexmark(ctx context.Context, c NexmarkConfig) (NexmarkResult, error) {
 	if err != nil {
 		return NexmarkResult{}, err
 	}
-	if c.Output == "" {
+	switch {
+	case c.Latency != nil:
+		shift := c.Latency.shiftOnce()
+		dues, err := nexmark.DueTimes(c.Query, src.Paced(shift).Events(env))
+		if err != nil {
+			return NexmarkResult{}, err
+		}
+		stream.SinkTo(dues, newLatencySink(*c.Latency, shift), stream.Uid("sink"))
+	case c.Output == "":
 		q.Build(src.Events(env))
-	} else {
+	default:
 		rows, err := nexmark.Lines(c.Query, src.Events(env))
 		if err != nil {
 			return NexmarkResult{}, err

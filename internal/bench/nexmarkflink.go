@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,14 +28,19 @@ import (
 type NexmarkVsFlink struct {
 	Nexmark NexmarkConfig // Query is unused: Queries says which
 	Queries []string
-	Backend string // one of SideBackends
-	Rounds  int
+	Backend string // weir's, one of SideBackends
+	// FlinkBackends are Flink's backends, a side each (named flink if it
+	// is one, else flink-BACKEND); nil: Backend.
+	FlinkBackends []string
+	Rounds        int
 	// StartupRounds is in how many of the first rounds start-up is
 	// measured (Workload.StartupRounds); 0: every round.
 	StartupRounds int
 	// EventsDir holds the generated event files, reused by later runs of
 	// the same generator configuration.
 	EventsDir string
+	// Latency configures the latency phase.
+	Latency LatencyPhase
 	// Weir is the weir binary; Java and FlinkJar run Flink's side.
 	Weir, Java, FlinkJar string
 }
@@ -50,26 +56,35 @@ type NexmarkQueryResult struct {
 	// Loop are the runs of the query's hand-written loop (RunLoopQuery),
 	// one per round, if it has one.
 	Loop []LoopResult
+	// Latency is the query's latency phase, nil if it had none.
+	Latency *LatencyResult
 }
 
 // LoopPerCPU is the median events per CPU-second of r's loop runs, 0
-// without any.
+// without any that was charged CPU time.
 func (r NexmarkQueryResult) LoopPerCPU() float64 {
-	if len(r.Loop) == 0 {
-		return 0
-	}
-	v := make([]float64, len(r.Loop))
-	for i, l := range r.Loop {
+	return loopPerCPU(r.Loop)
+}
+
+func loopPerCPU(runs []LoopResult) float64 {
+	v := make([]float64, len(runs))
+	for i, l := range runs {
 		v[i] = l.PerCPUSecond()
 	}
-	return SpreadOf(v).Median
+	if m := median(v); !math.IsNaN(m) {
+		return m
+	}
+	return 0
 }
 
 // EventFiles returns the directory of c's events as JSON lines (one file
 // per split), writing them unless a directory of the same configuration
 // is there, and an empty directory of the same shape beside it.
 func (c NexmarkVsFlink) EventFiles(log io.Writer) (dir, empty string, err error) {
-	g := c.Nexmark.Gen
+	return c.eventFiles(c.Nexmark.Gen, log)
+}
+
+func (c NexmarkVsFlink) eventFiles(g nexmark.GenConfig, log io.Writer) (dir, empty string, err error) {
 	dir = filepath.Join(c.EventsDir, fmt.Sprintf("nexmark-seed%d-events%d-splits%d-rate%g", g.Seed, g.Events, g.Splits, g.Rate))
 	empty = filepath.Join(c.EventsDir, "nexmark-empty")
 	if err := os.MkdirAll(empty, 0o755); err != nil {
@@ -107,7 +122,7 @@ func (c NexmarkVsFlink) EventFiles(log io.Writer) (dir, empty string, err error)
 // files: weir's side (a child `weir bench nexmark --child`) and Flink's.
 // Same is nil: timed runs discard their rows and CheckQuery compares them.
 func (c NexmarkVsFlink) Workload(q, input, empty string) (Workload, error) {
-	be, ok := sideBackends[c.Backend]
+	_, ok := sideBackends[c.Backend]
 	if !ok {
 		return Workload{}, fmt.Errorf("backend %q: want one of %v", c.Backend, SideBackends())
 	}
@@ -124,7 +139,10 @@ func (c NexmarkVsFlink) Workload(q, input, empty string) (Workload, error) {
 			"--rate", strconv.FormatFloat(g.Rate, 'g', -1, 64), "--seed", strconv.FormatUint(g.Seed, 10),
 			"--parallelism", strconv.Itoa(c.Nexmark.Parallelism), "--checkpoint", c.Nexmark.Checkpoint.String(),
 			"--checkpoint-dir", r.Checkpoints, "--backend", c.Backend}
-		if !r.Discard {
+		if r.Latency != nil {
+			args = append(args, "--latency-dir", r.LatencyDir, "--latency-from", strconv.FormatInt(r.Latency.From, 10),
+				"--latency-until", strconv.FormatInt(r.Latency.Until, 10))
+		} else if !r.Discard {
 			args = append(args, "--output", r.Output)
 		}
 		return exec.CommandContext(ctx, c.Weir, args...)
@@ -139,19 +157,43 @@ func (c NexmarkVsFlink) Workload(q, input, empty string) (Workload, error) {
 		}
 		return res.Checkpoints, nil
 	}})
-	if c.FlinkJar != "" {
-		w.Sides = append(w.Sides, Side{Name: "flink", Command: func(ctx context.Context, r SideRun) *exec.Cmd {
+	for _, fb := range c.flinkBackends() {
+		if c.FlinkJar == "" {
+			break
+		}
+		be, ok := sideBackends[fb]
+		if !ok {
+			return Workload{}, fmt.Errorf("flink backend %q: want one of %v", fb, SideBackends())
+		}
+		name := "flink"
+		if len(c.flinkBackends()) > 1 {
+			name += "-" + fb
+		}
+		w.Sides = append(w.Sides, Side{Name: name, Command: func(ctx context.Context, r SideRun) *exec.Cmd {
 			args := append([]string{"-cp", c.FlinkJar, "org.weirstream.flinkbench.NexmarkSql", "--query", q,
 				"--input", r.Input, "--checkpoint-dir", r.Checkpoints,
 				"--parallelism", strconv.Itoa(c.Nexmark.Parallelism), "--checkpoint-interval-ms", strconv.FormatInt(c.Nexmark.Checkpoint.Milliseconds(), 10),
 				"--rest-port", strconv.Itoa(r.RESTPort)}, be.flink...)
-			if !r.Discard {
+			if l := r.Latency; l != nil {
+				args = append(args, "--latency-dir", r.LatencyDir, "--base-time", strconv.FormatInt(g.BaseTime, 10),
+					"--latency-column", l.Spec.Column, "--latency-round-ms", strconv.FormatInt(l.Spec.RoundMs, 10),
+					"--latency-offset-ms", strconv.FormatInt(l.Spec.OffsetMs, 10),
+					"--latency-from", strconv.FormatInt(l.From, 10), "--latency-until", strconv.FormatInt(l.Until, 10))
+			} else if !r.Discard {
 				args = append(args, "--output", r.Output)
 			}
 			return exec.CommandContext(ctx, c.Java, args...)
 		}})
 	}
 	return w, nil
+}
+
+// flinkBackends are c's Flink backends: FlinkBackends, or Backend.
+func (c NexmarkVsFlink) flinkBackends() []string {
+	if len(c.FlinkBackends) > 0 {
+		return c.FlinkBackends
+	}
+	return []string{c.Backend}
 }
 
 // WeirBackendOptions returns weir's options for a side-by-side backend.
@@ -192,19 +234,27 @@ func CheckQuery(ctx context.Context, w Workload, work string) (equal bool, verdi
 		os.RemoveAll(dir)
 		return true, fmt.Sprintf("%d rows (one side)", len(rows[0])), nil
 	}
-	d := nexmark.DiffRows(rows[0], rows[1])
-	if d.OK() {
+	var b strings.Builder
+	for j := 1; j < len(rows); j++ {
+		d := nexmark.DiffRows(rows[0], rows[j])
+		if d.OK() {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteString("\n      ")
+		}
+		fmt.Fprintf(&b, "DIFFER: %d rows, %d only in %s's, %d only in %s's (of %d and %d; kept in %s)",
+			len(d.OnlyA)+len(d.OnlyB), len(d.OnlyA), w.Sides[0].Name, len(d.OnlyB), w.Sides[j].Name, len(rows[0]), len(rows[j]), dir)
+		for i, r := range d.OnlyA[:min(len(d.OnlyA), 2)] {
+			fmt.Fprintf(&b, "\n      only %s's #%d: %s", w.Sides[0].Name, i+1, r)
+		}
+		for i, r := range d.OnlyB[:min(len(d.OnlyB), 2)] {
+			fmt.Fprintf(&b, "\n      only %s's #%d: %s", w.Sides[j].Name, i+1, r)
+		}
+	}
+	if b.Len() == 0 {
 		os.RemoveAll(dir)
 		return true, fmt.Sprintf("equal (%d rows)", len(rows[0])), nil
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "DIFFER: %d rows, %d only in %s's, %d only in %s's (of %d and %d; kept in %s)",
-		len(d.OnlyA)+len(d.OnlyB), len(d.OnlyA), w.Sides[0].Name, len(d.OnlyB), w.Sides[1].Name, len(rows[0]), len(rows[1]), dir)
-	for i, r := range d.OnlyA[:min(len(d.OnlyA), 2)] {
-		fmt.Fprintf(&b, "\n      only %s's #%d: %s", w.Sides[0].Name, i+1, r)
-	}
-	for i, r := range d.OnlyB[:min(len(d.OnlyB), 2)] {
-		fmt.Fprintf(&b, "\n      only %s's #%d: %s", w.Sides[1].Name, i+1, r)
 	}
 	return false, b.String(), nil
 }
@@ -270,6 +320,11 @@ func RunNexmarkVsFlink(ctx context.Context, c NexmarkVsFlink, work string, log i
 			return out, err
 		}
 		res := NexmarkQueryResult{Query: q, Check: verdict, Equal: equal, SideBySide: r}
+		if c.Latency.Duration > 0 && (c.Latency.Queries == nil || slices.Contains(c.Latency.Queries, q)) {
+			if res.Latency, err = c.runLatency(ctx, q, r, work, log); err != nil {
+				return out, err
+			}
+		}
 		if slices.Contains(LoopQueries(), q) {
 			for range c.Rounds {
 				l, err := RunLoopQuery(q, c.Nexmark.Gen)
@@ -283,4 +338,101 @@ func RunNexmarkVsFlink(ctx context.Context, c NexmarkVsFlink, work string, log i
 		out = append(out, res)
 	}
 	return out, nil
+}
+
+// LatencyPhase configures the latency runs of a side-by-side Nexmark run:
+// after its timed rounds, each query runs once per side over events
+// released at a fixed rate (LatencyRun), and its rows' latencies are
+// counted.
+type LatencyPhase struct {
+	// Rate is the events per second over all splits; 0: Fraction of the
+	// slower side's median events per second in the timed rounds.
+	Rate, Fraction float64
+	// Duration is the span of due times counted, after Warmup; 0: no
+	// latency phase.
+	Duration, Warmup time.Duration
+	// Queries are the queries that have a latency phase; nil: every one
+	// that has a due time (nexmark.LatencyQueries).
+	Queries []string
+}
+
+// LatencyWindow is what a latency run counts: rows of Spec due in
+// [From, Until).
+type LatencyWindow struct {
+	Spec        nexmark.LatencySpec
+	From, Until int64
+}
+
+// LatencyResult is a query's latency phase.
+type LatencyResult struct {
+	// Rate is the events per second over all splits; Events how many.
+	Rate   float64
+	Events int64
+	Sides  []LatencySide
+	// Skipped says why the query has no figures, if it has none.
+	Skipped string
+}
+
+// LatencySide is one side's latencies.
+type LatencySide struct {
+	Name string
+	Hist *LatencyHistogram
+}
+
+// latencyTail is how long the source goes on after the last due time
+// counted: long enough for the watermark (four seconds behind) to pass
+// it, so that no counted row is one that the end of the input fired.
+const latencyTail = nexmark.WatermarkDelay + time.Second
+
+// runLatency runs query q's latency phase: each side once over events at
+// the phase's rate, r being the query's timed rounds.
+func (c NexmarkVsFlink) runLatency(ctx context.Context, q string, r SideBySide, work string, log io.Writer) (*LatencyResult, error) {
+	spec, err := nexmark.LatencyOf(q)
+	if err != nil {
+		return &LatencyResult{Skipped: "its rows have no due time"}, nil
+	}
+	rate := c.Latency.Rate
+	if rate == 0 {
+		capacity := math.Inf(1)
+		for _, f := range FiguresOf(r) {
+			capacity = min(capacity, median(f.Rate))
+		}
+		if math.IsNaN(capacity) || math.IsInf(capacity, 0) {
+			return &LatencyResult{Skipped: "no events/s measured (runs no longer than start-up): give a rate"}, nil
+		}
+		rate = capacity * c.Latency.Fraction
+	}
+	g := c.Nexmark.Gen
+	g.Rate = rate / float64(g.Splits)
+	span := c.Latency.Warmup + c.Latency.Duration + latencyTail
+	g.Events = max(int64(rate*span.Seconds()), int64(g.Splits))
+	from := g.BaseTime + c.Latency.Warmup.Milliseconds()
+	win := &LatencyWindow{Spec: spec, From: from, Until: from + c.Latency.Duration.Milliseconds()}
+	lc := c
+	lc.Nexmark.Gen = g
+	input, empty, err := lc.eventFiles(g, log)
+	if err != nil {
+		return nil, err
+	}
+	w, err := lc.Workload(q, input, empty)
+	if err != nil {
+		return nil, err
+	}
+	res := &LatencyResult{Rate: rate, Events: g.Events}
+	dir := filepath.Join(work, "latency-"+q)
+	for _, s := range w.Sides {
+		d := filepath.Join(dir, s.Name)
+		run, err := runSide(ctx, s, input, d, true, win)
+		if err != nil {
+			return nil, fmt.Errorf("%s, latency run, %s: %w", q, s.Name, err)
+		}
+		h, err := ReadLatencyDir(filepath.Join(d, "latency"))
+		if err != nil {
+			return nil, fmt.Errorf("%s, latency run, %s: %w", q, s.Name, err)
+		}
+		fmt.Fprintf(log, "  latency at %.0f events/s  %-6s wall %8.2fs  rows counted %d  p50 %v  p99 %v\n", rate, s.Name, run.Wall.Seconds(),
+			h.Count(), h.Quantile(0.5), h.Quantile(0.99))
+		res.Sides = append(res.Sides, LatencySide{Name: s.Name, Hist: h})
+	}
+	return res, os.RemoveAll(dir)
 }

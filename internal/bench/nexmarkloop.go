@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"math"
 	"runtime"
 	"syscall"
 	"time"
@@ -31,8 +32,14 @@ type LoopResult struct {
 	Elapsed time.Duration
 }
 
-// PerCPUSecond is events per CPU-second of the loop's thread.
-func (r LoopResult) PerCPUSecond() float64 { return float64(r.Events) / r.CPU.Seconds() }
+// PerCPUSecond is events per CPU-second of the loop's thread; NaN if the
+// loop was too short for its thread to be charged any CPU time.
+func (r LoopResult) PerCPUSecond() float64 {
+	if r.CPU <= 0 {
+		return math.NaN()
+	}
+	return float64(r.Events) / r.CPU.Seconds()
+}
 
 // loopBatch is how many events of a split the loop takes in turn.
 const loopBatch = 1024

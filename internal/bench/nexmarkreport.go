@@ -5,8 +5,11 @@ import (
 	"html"
 	"io"
 	"math"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/weirstream/weir/examples/nexmark"
 )
 
 // SideFigures are one side's figures over the rounds of a side-by-side
@@ -111,8 +114,8 @@ func FormatNexmarkVsFlink(out io.Writer, results []NexmarkQueryResult) {
 				median(f.Rate), median(f.PerCPU), median(f.CPU), mibOf(median(f.RSS)), f.StartWall.Seconds(), f.StartCPU.Seconds(),
 				ms(f.CkptP50), ms(f.CkptP99), f.Ckpts)
 		}
-		if len(figs) == 2 && len(figs[0].Rate) > 0 {
-			a, b := figs[0], figs[1]
+		for j := 1; j < len(figs) && len(figs[0].Rate) > 0; j++ {
+			a, b := figs[0], figs[j]
 			fmt.Fprintf(out, "  %-5s %s/%s per round, median [min–max]: events/s %s, events per CPU-second %s; peak RSS %s/%s %s\n", "",
 				a.Name, b.Name, times(RatioOf(a.Rate, b.Rate)), times(RatioOf(a.PerCPU, b.PerCPU)), b.Name, a.Name, times(RatioOf(b.RSS, a.RSS)))
 		}
@@ -123,8 +126,66 @@ func FormatNexmarkVsFlink(out io.Writer, results []NexmarkQueryResult) {
 			}
 			fmt.Fprintln(out)
 		}
+		if l := r.Latency; l != nil {
+			fmt.Fprintf(out, "  %-5s latency %s\n", "", latencyLine(l))
+		}
 		fmt.Fprintf(out, "  %-5s results: %s\n", "", r.Check)
 	}
+}
+
+// flinkName is how the report names a side: Flink for flink, Flink
+// (BACKEND) for flink-BACKEND.
+func flinkName(side string) string {
+	if b, ok := strings.CutPrefix(side, "flink-"); ok {
+		return "Flink (" + b + ")"
+	}
+	if side == "flink" {
+		return "Flink"
+	}
+	return side
+}
+
+// latencyLine says a query's latency figures in a line.
+func latencyLine(l *LatencyResult) string {
+	if l.Skipped != "" {
+		return "not measured: " + l.Skipped
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "at %.0f events/s (one run per side):", l.Rate)
+	for i, s := range l.Sides {
+		if i > 0 {
+			b.WriteString(";")
+		}
+		fmt.Fprintf(&b, " %s p50 %s p99 %s (%d rows)", s.Name, latencyText(s.Hist.Quantile(0.5)), latencyText(s.Hist.Quantile(0.99)), s.Hist.Count())
+	}
+	return b.String()
+}
+
+// latencyText formats a latency to three significant digits or so.
+func latencyText(d time.Duration) string {
+	switch {
+	case d < 10*time.Millisecond:
+		return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond))
+	case d < time.Second:
+		return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond))
+	}
+	return fmt.Sprintf("%.2f s", d.Seconds())
+}
+
+// latencyFrom says what a query's row's latency is measured from.
+func latencyFrom(q string) string {
+	spec, err := nexmark.LatencyOf(q)
+	switch {
+	case err != nil:
+		return ""
+	case spec.RoundMs > 1:
+		return fmt.Sprintf("the end of its %d s window (%s rounded up)", spec.RoundMs/1000, spec.Column)
+	case spec.OffsetMs > 0:
+		return fmt.Sprintf("the end of its window (%s + %d s)", spec.Column, spec.OffsetMs/1000)
+	case strings.HasSuffix(spec.Column, "endtime"):
+		return "the end of its window (" + spec.Column + ")"
+	}
+	return "its bid's time (" + spec.Column + ")"
 }
 
 // NexmarkReport is what BENCHMARKS.md says around the figures.
@@ -171,18 +232,35 @@ func WriteNexmarkMarkdown(out io.Writer, rep NexmarkReport, results []NexmarkQue
 	p("Medians over the rounds; ratios weir/Flink as median [min–max] of the per-round ratios. events/s and events/CPU-s leave each side's start-up out ")
 	p("(the run's wall and CPU time less the side's median run over no events); CPU-seconds are the child process's user + system time as the kernel ")
 	p("accounts it (rusage), peak RSS its VmHWM (/proc/PID/status, read every 50 ms).\n\n")
-	p("| query | weir events/s | Flink events/s | weir/Flink events/s | weir events/CPU-s | Flink events/CPU-s | weir/Flink events/CPU-s | peak RSS weir / Flink | checkpoint p50 / p99 weir | checkpoint p50 / p99 Flink | start-up weir / Flink (wall, CPU) | results |\n")
-	p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	// A table of weir against each other side (Flink with each backend).
+	sides := 0
 	for _, r := range results {
-		figs := FiguresOf(r.SideBySide)
-		if len(figs) != 2 || len(figs[0].Rate) == 0 {
-			continue
+		sides = max(sides, len(r.Sides))
+	}
+	for j := 1; j < sides; j++ {
+		name := "Flink"
+		for _, r := range results {
+			if len(r.Sides) > j {
+				name = flinkName(r.Sides[j].Name)
+				break
+			}
 		}
-		a, b := figs[0], figs[1]
-		p("| %s | %.0f | %.0f | %s | %.0f | %.0f | **%s** | %s / %s | %s / %s | %s / %s | %.2f s, %.2f s / %.2f s, %.2f s | %s |\n",
-			r.Query, median(a.Rate), median(b.Rate), times(RatioOf(a.Rate, b.Rate)), median(a.PerCPU), median(b.PerCPU),
-			times(RatioOf(a.PerCPU, b.PerCPU)), mibOf(median(a.RSS)), mibOf(median(b.RSS)), ms(a.CkptP50), ms(a.CkptP99), ms(b.CkptP50), ms(b.CkptP99),
-			a.StartWall.Seconds(), a.StartCPU.Seconds(), b.StartWall.Seconds(), b.StartCPU.Seconds(), strings.ReplaceAll(firstLine(r.Check), "|", "\\|"))
+		if sides > 2 {
+			p("\n#### weir and %s\n\n", name)
+		}
+		p("| query | weir events/s | %[1]s events/s | weir/%[1]s events/s | weir events/CPU-s | %[1]s events/CPU-s | weir/%[1]s events/CPU-s | peak RSS weir / %[1]s | checkpoint p50 / p99 weir | checkpoint p50 / p99 %[1]s | start-up weir / %[1]s (wall, CPU) | results |\n", name)
+		p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+		for _, r := range results {
+			figs := FiguresOf(r.SideBySide)
+			if len(figs) <= j || len(figs[0].Rate) == 0 {
+				continue
+			}
+			a, b := figs[0], figs[j]
+			p("| %s | %.0f | %.0f | %s | %.0f | %.0f | **%s** | %s / %s | %s / %s | %s / %s | %.2f s, %.2f s / %.2f s, %.2f s | %s |\n",
+				r.Query, median(a.Rate), median(b.Rate), times(RatioOf(a.Rate, b.Rate)), median(a.PerCPU), median(b.PerCPU),
+				times(RatioOf(a.PerCPU, b.PerCPU)), mibOf(median(a.RSS)), mibOf(median(b.RSS)), ms(a.CkptP50), ms(a.CkptP99), ms(b.CkptP50), ms(b.CkptP99),
+				a.StartWall.Seconds(), a.StartCPU.Seconds(), b.StartWall.Seconds(), b.StartCPU.Seconds(), strings.ReplaceAll(firstLine(r.Check), "|", "\\|"))
+		}
 	}
 	var loops bool
 	for _, r := range results {
@@ -193,14 +271,75 @@ func WriteNexmarkMarkdown(out io.Writer, rep NexmarkReport, results []NexmarkQue
 		p("The same query as a single-goroutine Go loop over the same events, generated the same way in the same order, with the same watermark ")
 		p("(internal/bench's RunLoopQuery): the practical limit of one core. Each side's events per CPU-second as a fraction of the loop's ")
 		p("(median over the rounds; the loop's CPU time is its thread's).\n\n")
-		p("| query | loop events/CPU-s | weir / loop | Flink / loop |\n|---|---:|---:|---:|\n")
+		var names []string
+		for _, r := range results {
+			if r.LoopPerCPU() > 0 && len(r.Sides) > len(names) {
+				names = names[:0]
+				for _, sd := range r.Sides {
+					names = append(names, flinkName(sd.Name))
+				}
+			}
+		}
+		p("| query | loop events/CPU-s |")
+		for _, n := range names {
+			p(" %s / loop |", n)
+		}
+		p("\n|---|---:|%s\n", strings.Repeat("---:|", len(names)))
 		for _, r := range results {
 			l := r.LoopPerCPU()
 			figs := FiguresOf(r.SideBySide)
-			if l == 0 || len(figs) != 2 {
+			if l == 0 || len(figs) != len(names) {
 				continue
 			}
-			p("| %s | %.0f | %.2f | %.2f |\n", r.Query, l, median(figs[0].PerCPU)/l, median(figs[1].PerCPU)/l)
+			p("| %s | %.0f |", r.Query, l)
+			for _, f := range figs {
+				p(" %.2f |", median(f.PerCPU)/l)
+			}
+			p("\n")
+		}
+	}
+	var lats bool
+	for _, r := range results {
+		lats = lats || r.Latency != nil
+	}
+	if lats {
+		p("\n### End-to-end latency at a fixed rate\n\n")
+		p("After its timed rounds, each query ran once more per side over events generated for a fixed rate (by default half the slower side's median events/s), ")
+		p("each released by the source at its event time on a wall clock shifted to the run's start, the same way on both sides (weir's source and sink; ")
+		p("bench/flink's weir-paced source, which parses with Flink's JSON format, and weir-latency sink). A row's latency is the wall-clock time it reached the sink ")
+		p("less the time it was due; a window's rows are due at the window's end, so their latency includes the watermark's 4 s delay. ")
+		p("Rows due in the run's first seconds (warm-up) and last seconds (windows the end of the input fires) are not counted. ")
+		p("Histograms in buckets within 1.6 %%; one run per side.\n\n")
+		var names []string
+		for _, r := range results {
+			if l := r.Latency; l != nil && len(l.Sides) > len(names) {
+				names = names[:0]
+				for _, sd := range l.Sides {
+					names = append(names, flinkName(sd.Name))
+				}
+			}
+		}
+		p("| query | events/s |")
+		for _, n := range names {
+			p(" %s p50 / p99 |", n)
+		}
+		p(" rows counted %s | a row is due at |\n|---|---:|%s---:|---|\n", strings.Join(names, " / "), strings.Repeat("---:|", len(names)))
+		for _, r := range results {
+			l := r.Latency
+			if l == nil {
+				continue
+			}
+			if l.Skipped != "" || len(l.Sides) != len(names) {
+				p("| %s | — |%s — | not measured: %s |\n", r.Query, strings.Repeat(" — |", len(names)), l.Skipped)
+				continue
+			}
+			p("| %s | %.0f |", r.Query, l.Rate)
+			var counts []string
+			for _, sd := range l.Sides {
+				p(" %s / %s |", latencyText(sd.Hist.Quantile(0.5)), latencyText(sd.Hist.Quantile(0.99)))
+				counts = append(counts, strconv.FormatInt(sd.Hist.Count(), 10))
+			}
+			p(" %s | %s |\n", strings.Join(counts, " / "), latencyFrom(r.Query))
 		}
 	}
 	if rep.ChartPerCPU != "" {
@@ -231,20 +370,24 @@ const (
 // CPU-second as horizontal bars on a logarithmic axis.
 func PerCPUChartSVG(results []NexmarkQueryResult) string {
 	type row struct {
-		q      string
-		a, b   float64
-		na, nb string
+		q     string
+		v     []float64
+		names []string
 	}
 	var rows []row
 	lo, hi := math.Inf(1), 0.0
 	for _, r := range results {
 		figs := FiguresOf(r.SideBySide)
-		if len(figs) != 2 || len(figs[0].PerCPU) == 0 {
+		if len(figs) < 2 || len(figs[0].PerCPU) == 0 {
 			continue
 		}
-		a, b := median(figs[0].PerCPU), median(figs[1].PerCPU)
-		rows = append(rows, row{r.Query, a, b, figs[0].Name, figs[1].Name})
-		lo, hi = min(lo, a, b), max(hi, a, b)
+		rw := row{q: r.Query}
+		for _, f := range figs {
+			v := median(f.PerCPU)
+			rw.v, rw.names = append(rw.v, v), append(rw.names, f.Name)
+			lo, hi = min(lo, v), max(hi, v)
+		}
+		rows = append(rows, rw)
 	}
 	if len(rows) == 0 {
 		return ""
@@ -255,22 +398,33 @@ func PerCPUChartSVG(results []NexmarkQueryResult) string {
 	}
 	plotW := chartWidth - chartLeft - chartRight
 	x := func(v float64) float64 { return chartLeft + (math.Log10(v)-d0)/(d1-d0)*plotW }
-	height := chartTop + chartBottom + rowHeight*float64(len(rows))
+	bars := 0
+	for _, r := range rows {
+		bars = max(bars, len(r.v))
+	}
+	colors := []string{"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728"}
+	colorNames := []string{"blue", "orange", "green", "red"}
+	bars = min(bars, len(colors))
+	rowH := max(rowHeight, 8+13*float64(bars))
+	height := chartTop + chartBottom + rowH*float64(len(rows))
 	var s strings.Builder
 	fmt.Fprintf(&s, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" font-family="sans-serif" font-size="12">`+"\n", chartWidth, height)
 	fmt.Fprintf(&s, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
-	fmt.Fprintf(&s, `<text x="%.0f" y="20" font-size="14">Events per CPU-second (log scale): %s (blue) and %s (orange)</text>`+"\n",
-		chartLeft, html.EscapeString(rows[0].na), html.EscapeString(rows[0].nb))
+	var legend []string
+	for j, n := range rows[0].names[:min(len(rows[0].names), bars)] {
+		legend = append(legend, fmt.Sprintf("%s (%s)", html.EscapeString(n), colorNames[j]))
+	}
+	fmt.Fprintf(&s, `<text x="%.0f" y="20" font-size="14">Events per CPU-second (log scale): %s</text>`+"\n", chartLeft, strings.Join(legend, ", "))
 	for d := d0; d <= d1; d++ {
 		xx := x(math.Pow(10, d))
 		fmt.Fprintf(&s, `<line x1="%.1f" y1="%.0f" x2="%.1f" y2="%.0f" stroke="#ccc"/>`+"\n", xx, chartTop-5, xx, height-chartBottom+5)
 		fmt.Fprintf(&s, `<text x="%.1f" y="%.0f" text-anchor="middle">%s</text>`+"\n", xx, height-chartBottom+20, siCount(math.Pow(10, d)))
 	}
 	for i, r := range rows {
-		y := chartTop + rowHeight*float64(i)
-		fmt.Fprintf(&s, `<text x="%.0f" y="%.1f" text-anchor="end">%s</text>`+"\n", chartLeft-8, y+rowHeight/2+4, html.EscapeString(r.q))
-		for j, v := range []float64{r.a, r.b} {
-			color := []string{"#1f77b4", "#ff7f0e"}[j]
+		y := chartTop + rowH*float64(i)
+		fmt.Fprintf(&s, `<text x="%.0f" y="%.1f" text-anchor="end">%s</text>`+"\n", chartLeft-8, y+rowH/2+4, html.EscapeString(r.q))
+		for j, v := range r.v[:min(len(r.v), bars)] {
+			color := colors[j]
 			by := y + 3 + float64(j)*13
 			fmt.Fprintf(&s, `<rect x="%.0f" y="%.1f" width="%.1f" height="12" fill="%s"/>`+"\n", chartLeft, by, max(x(v)-chartLeft, 1), color)
 			fmt.Fprintf(&s, `<text x="%.1f" y="%.1f" font-size="10">%s</text>`+"\n", max(x(v), chartLeft)+4, by+10, siCount(v))
@@ -293,29 +447,43 @@ func RatioChartSVG(results []NexmarkQueryResult) string {
 	lo, hi := 1.0, 1.0
 	for _, r := range results {
 		figs := FiguresOf(r.SideBySide)
-		if len(figs) != 2 || len(figs[0].PerCPU) == 0 {
+		if len(figs) < 2 || len(figs[0].PerCPU) == 0 {
 			continue
 		}
-		na, nb = figs[0].Name, figs[1].Name
-		sp := RatioOf(figs[0].PerCPU, figs[1].PerCPU)
-		rows = append(rows, row{r.Query, sp})
-		lo, hi = min(lo, sp.Min), max(hi, sp.Max)
+		// Against each other side: a row each, named by the side when
+		// there are more than one.
+		for j := 1; j < len(figs); j++ {
+			na, nb = figs[0].Name, figs[j].Name
+			label := r.Query
+			if len(figs) > 2 {
+				label, nb = r.Query+" "+strings.TrimPrefix(figs[j].Name, "flink-"), "flink"
+			}
+			sp := RatioOf(figs[0].PerCPU, figs[j].PerCPU)
+			rows = append(rows, row{label, sp})
+			if !math.IsNaN(sp.Min) {
+				lo, hi = min(lo, sp.Min), max(hi, sp.Max)
+			}
+		}
 	}
 	if len(rows) == 0 {
 		return ""
+	}
+	left := chartLeft
+	for _, r := range rows {
+		left = max(left, 16+7*float64(len(r.q)))
 	}
 	l0, l1 := math.Floor(math.Log2(lo)), math.Ceil(math.Log2(hi))
 	if l1 <= l0 {
 		l1 = l0 + 1
 	}
-	plotW := chartWidth - chartLeft - chartRight
-	x := func(v float64) float64 { return chartLeft + (math.Log2(v)-l0)/(l1-l0)*plotW }
+	plotW := chartWidth - left - chartRight
+	x := func(v float64) float64 { return left + (math.Log2(v)-l0)/(l1-l0)*plotW }
 	height := chartTop + chartBottom + rowHeight*float64(len(rows))
 	var s strings.Builder
 	fmt.Fprintf(&s, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" font-family="sans-serif" font-size="12">`+"\n", chartWidth, height)
 	fmt.Fprintf(&s, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
 	fmt.Fprintf(&s, `<text x="%.0f" y="20" font-size="14">%s/%s events per CPU-second (log scale): median, min–max over the rounds</text>`+"\n",
-		chartLeft, html.EscapeString(na), html.EscapeString(nb))
+		left, html.EscapeString(na), html.EscapeString(nb))
 	for l := l0; l <= l1; l++ {
 		xx := x(math.Pow(2, l))
 		stroke := "#ccc"
@@ -327,7 +495,7 @@ func RatioChartSVG(results []NexmarkQueryResult) string {
 	}
 	for i, r := range rows {
 		y := chartTop + rowHeight*float64(i) + rowHeight/2
-		fmt.Fprintf(&s, `<text x="%.0f" y="%.1f" text-anchor="end">%s</text>`+"\n", chartLeft-8, y+4, html.EscapeString(r.q))
+		fmt.Fprintf(&s, `<text x="%.0f" y="%.1f" text-anchor="end">%s</text>`+"\n", left-8, y+4, html.EscapeString(r.q))
 		fmt.Fprintf(&s, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#1f77b4" stroke-width="2"/>`+"\n", x(r.s.Min), y, x(r.s.Max), y)
 		fmt.Fprintf(&s, `<circle cx="%.1f" cy="%.1f" r="5" fill="#1f77b4"/>`+"\n", x(r.s.Median), y)
 		fmt.Fprintf(&s, `<text x="%.1f" y="%.1f" font-size="10">%.2f×</text>`+"\n", x(r.s.Max)+8, y+4, r.s.Median)

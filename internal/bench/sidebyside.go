@@ -41,6 +41,12 @@ type SideRun struct {
 	// Discard says the run writes its results nowhere (a sink that
 	// discards them), as a timed run does; Output is then unused.
 	Discard bool
+	// LatencyDir is an empty directory for a latency run's files
+	// (LatencyRun.Dir), there for every run.
+	LatencyDir string
+	// Latency, if set, makes the run a latency run: its source paced, its
+	// rows' latencies counted into LatencyDir.
+	Latency *LatencyWindow
 }
 
 // Workload is one job that every side runs over identical input: a row of
@@ -149,6 +155,11 @@ func RunSideBySide(ctx context.Context, w Workload, rounds int, work string, log
 // reports them itself: Side.Checkpoints). Its outputs, unless discard,
 // are in dir/out.
 func RunSide(ctx context.Context, s Side, input, dir string, discard bool) (ProcessRun, error) {
+	return runSide(ctx, s, input, dir, discard, nil)
+}
+
+// runSide is RunSide, a latency run if lat is set.
+func runSide(ctx context.Context, s Side, input, dir string, discard bool, lat *LatencyWindow) (ProcessRun, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return ProcessRun{}, err
 	}
@@ -157,7 +168,10 @@ func RunSide(ctx context.Context, s Side, input, dir string, discard bool) (Proc
 		return ProcessRun{}, err
 	}
 	sr := SideRun{Input: input, Output: filepath.Join(dir, "out"), Checkpoints: filepath.Join(dir, "checkpoints"), RESTPort: port,
-		Dir: dir, Discard: discard}
+		Dir: dir, Discard: discard, LatencyDir: filepath.Join(dir, "latency"), Latency: lat}
+	if err := os.MkdirAll(sr.LatencyDir, 0o755); err != nil {
+		return ProcessRun{}, err
+	}
 	cmd := s.Command(ctx, sr)
 	logPath := filepath.Join(dir, "log")
 	logf, err := os.Create(logPath)
@@ -174,23 +188,7 @@ func RunSide(ctx context.Context, s Side, input, dir string, discard bool) (Proc
 	go func() { done <- cmd.Wait() }()
 	// Start returns once the child has exec'd, so every read is of the
 	// child's own memory.
-	var peak atomic.Int64
-	stopHWM, hwmDone := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(hwmDone)
-		t := time.NewTicker(50 * time.Millisecond)
-		defer t.Stop()
-		for {
-			if v, ok := vmHWM(cmd.Process.Pid); ok && v > peak.Load() {
-				peak.Store(v)
-			}
-			select {
-			case <-stopHWM:
-				return
-			case <-t.C:
-			}
-		}
-	}()
+	stopHWM := WatchPeakRSS(cmd.Process.Pid)
 	ckpts := map[int64]time.Duration{}
 	client := &http.Client{Timeout: time.Second}
 	tick := time.NewTicker(500 * time.Millisecond)
@@ -207,9 +205,7 @@ poll:
 	}
 	var run ProcessRun
 	run.Wall = time.Since(start)
-	close(stopHWM)
-	<-hwmDone
-	run.MaxRSS = peak.Load()
+	run.MaxRSS = stopHWM()
 	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
 		run.CPU = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 		if run.MaxRSS == 0 { // it ended before the first read
@@ -280,6 +276,38 @@ func getJSON(c *http.Client, url string, v any) error {
 		return errors.New(resp.Status)
 	}
 	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+// WatchPeakRSS polls the peak resident set (VmHWM) of process pid, a
+// child that has exec'd, every 50 ms until stop is called, which returns
+// the highest value read in bytes, 0 if none was (the process ended
+// before the first read: the caller falls back to its rusage). Not
+// ru_maxrss: Linux carries the high-water mark of the memory a process
+// had before exec into it, and a child forked from a larger parent would
+// report the parent's.
+func WatchPeakRSS(pid int) (stop func() int64) {
+	var peak atomic.Int64
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		for {
+			if v, ok := vmHWM(pid); ok && v > peak.Load() {
+				peak.Store(v)
+			}
+			select {
+			case <-quit:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() int64 {
+		close(quit)
+		<-done
+		return peak.Load()
+	}
 }
 
 // vmHWM returns process pid's peak resident set in bytes (VmHWM in

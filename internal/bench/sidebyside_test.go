@@ -82,3 +82,31 @@ func TestRunSideRSS(t *testing.T) {
 	}
 	runtime.KeepAlive(big)
 }
+
+// TestGatewayMeterLoop runs GatewayMeter's hand-written loop over a small
+// trace: it reads every event and computes the oracle's outputs.
+func TestGatewayMeterLoop(t *testing.T) {
+	c := DefaultGatewayMeterBench()
+	c.TraceDir = t.TempDir()
+	dir, events, err := c.Trace(2000, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := gm.OracleFiles(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := RunGatewayMeterLoop(dir, events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := len(want.TenantCost) + len(want.ModelLatency) + len(want.Alerts) + len(want.Orphans) + len(want.DeadLetters)
+	if l.Events != events || l.Rows != int64(rows) || rows == 0 {
+		t.Errorf("the loop: %d events, %d rows; the trace has %d events, the oracle %d rows", l.Events, l.Rows, events, rows)
+	}
+	var b strings.Builder
+	FormatLoop(&b, SideBySide{}, []LoopResult{{Events: 10}})
+	if !strings.Contains(b.String(), "too short") {
+		t.Errorf("a loop charged no CPU time: %q", b.String())
+	}
+}

@@ -1,6 +1,7 @@
 -- The events weir's generator writes (weir bench nexmark --write-events):
 -- one JSON object a line, in the row type of nexmark-flink's datagen table,
--- read by the filesystem connector. ${INPUT} is the directory of the files.
+-- read by the filesystem connector (${SOURCE}: its options, with the
+-- directory of the files; for a latency run, the weir-paced connector's).
 -- The event time and the watermark (4 seconds behind it) are the reference
 -- DDL's; the views are nexmark-flink's person, auction and bid views.
 CREATE TABLE nexmark_events (
@@ -14,11 +15,7 @@ CREATE TABLE nexmark_events (
                      WHEN event_type = 1 THEN auction.`dateTime`
                      ELSE bid.`dateTime` END,
   WATERMARK FOR `dateTime` AS `dateTime` - INTERVAL '4' SECOND
-) WITH (
-  'connector' = 'filesystem',
-  'path' = '${INPUT}',
-  'format' = 'json'
-);
+) WITH (${SOURCE});
 
 CREATE VIEW person AS
 SELECT person.id, person.name, person.emailAddress, person.creditCard, person.city, person.state, `dateTime`, person.extra

@@ -27,7 +27,17 @@ import org.apache.flink.table.api.bridge.java.StreamTableEnvironment;
  * java -cp weir-flink-bench.jar org.weirstream.flinkbench.NexmarkSql --query q5 --input DIR
  *     --checkpoint-dir DIR [--output DIR] [--backend hashmap|rocksdb] [--parallelism 2]
  *     [--checkpoint-interval-ms 1000] [--rest-port 8081]
+ *     [--latency-dir DIR --base-time MS --latency-column C --latency-round-ms R
+ *      --latency-offset-ms O --latency-from MS --latency-until MS]
  * </pre>
+ *
+ * With --latency-dir the run measures end-to-end latency instead ({@link Latency}): the source
+ * is the weir-paced connector ({@link PacedSource}), which releases each event at its event
+ * time on the run's shifted clock, and the sink the weir-latency connector ({@link
+ * LatencySink}), which counts each row's latency from its due time (the column's time rounded
+ * up to R ms, plus O ms: weir's nexmark.LatencySpec) and writes the histogram to the directory.
+ * A query whose reference SELECT drops the column its rows are due from has a variant in
+ * nexmark/latency/ that keeps it.
  *
  * Without --output the query's rows go to a blackhole sink (what the benchmark times); with it,
  * to files of Debezium JSON under DIR, committed at checkpoints: a changelog (an insert is
@@ -37,7 +47,8 @@ import org.apache.flink.table.api.bridge.java.StreamTableEnvironment;
  */
 public final class NexmarkSql {
     private static final Set<String> FLAGS =
-            Set.of("query", "input", "output", "checkpoint-dir", "backend", "parallelism", "checkpoint-interval-ms", "rest-port");
+            Set.of("query", "input", "output", "checkpoint-dir", "backend", "parallelism", "checkpoint-interval-ms", "rest-port",
+                    "latency-dir", "base-time", "latency-column", "latency-round-ms", "latency-offset-ms", "latency-from", "latency-until");
 
     private NexmarkSql() {}
 
@@ -57,10 +68,17 @@ public final class NexmarkSql {
         if (!backend.equals("hashmap") && !backend.equals("rocksdb")) {
             throw new IllegalArgumentException("--backend " + backend + ": want hashmap or rocksdb");
         }
+        String latencyDir = a.get("latency-dir");
+        if (output != null && latencyDir != null) {
+            throw new IllegalArgumentException("--output and --latency-dir exclude each other");
+        }
         String ddl = resource("ddl.sql");
         String sql = resource(query + ".sql");
         if (sql == null || !query.matches("q[0-9]+")) {
             throw new IllegalArgumentException("--query " + query + ": no such query in nexmark/");
+        }
+        if (latencyDir != null && resource("latency/" + query + ".sql") != null) {
+            sql = resource("latency/" + query + ".sql");
         }
 
         Map<String, String> conf = new HashMap<>();
@@ -84,11 +102,22 @@ public final class NexmarkSql {
         env.setParallelism(parallelism);
         StreamTableEnvironment tEnv = StreamTableEnvironment.create(env);
 
+        String source = "'connector' = 'filesystem', 'path' = '" + input + "', 'format' = 'json'";
         String sink = output == null
                 ? "'connector' = 'blackhole'"
                 : "'connector' = 'filesystem', 'path' = '" + new File(output).getAbsolutePath() + "', 'format' = 'debezium-json'";
+        if (latencyDir != null) {
+            String dir = new File(latencyDir).getAbsolutePath();
+            String base = required(a, "base-time");
+            source = "'connector' = 'weir-paced', 'path' = '" + input + "', 'format' = 'json', 'latency-dir' = '" + dir
+                    + "', 'base-time' = '" + base + "'";
+            sink = "'connector' = 'weir-latency', 'latency-dir' = '" + dir + "', 'base-time' = '" + base
+                    + "', 'column' = '" + required(a, "latency-column") + "', 'round-ms' = '" + a.getOrDefault("latency-round-ms", "1")
+                    + "', 'offset-ms' = '" + a.getOrDefault("latency-offset-ms", "0") + "', 'count-from' = '" + required(a, "latency-from")
+                    + "', 'count-until' = '" + required(a, "latency-until") + "'";
+        }
         TableResult insert = null;
-        for (String stmt : statements(ddl.replace("${INPUT}", input) + "\n" + sql.replace("${SINK}", sink))) {
+        for (String stmt : statements(ddl.replace("${SOURCE}", source) + "\n" + sql.replace("${SINK}", sink))) {
             TableResult r = tEnv.executeSql(stmt);
             if (stmt.regionMatches(true, 0, "INSERT", 0, 6)) {
                 insert = r;
