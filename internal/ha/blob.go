@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/url"
 	"strings"
 
 	"gocloud.dev/blob"
@@ -28,7 +29,19 @@ func (d blobDir) bucket(ctx context.Context) (*blob.Bucket, error) {
 		if mux == nil {
 			mux = blob.DefaultURLMux()
 		}
-		return mux.OpenBucket(ctx, d.path)
+		// gocloud opens the bucket a URL's host names; its path is a
+		// directory in it.
+		u, err := url.Parse(d.path)
+		if err != nil {
+			return nil, err
+		}
+		prefix := strings.Trim(u.Path, "/")
+		u.Path, u.RawPath = "", ""
+		b, err := mux.OpenBucket(ctx, u.String())
+		if err != nil || prefix == "" {
+			return b, err
+		}
+		return blob.PrefixedBucket(b, prefix+"/"), nil
 	}
 	return fileblob.OpenBucket(d.path, &fileblob.Options{CreateDir: true, NoTempDir: true})
 }
