@@ -37,6 +37,9 @@ type sourceConfig struct {
 	readCommitted bool
 	maxPoll       int
 	discovery     time.Duration
+	// resetOutOfRange goes on from a partition's beginning when a
+	// reader's offset is no longer in the log; false fails the reader.
+	resetOutOfRange bool
 }
 
 // DefaultPartitionDiscoveryInterval is how often a running job lists its
@@ -82,6 +85,19 @@ func Bounded() SourceOption {
 // an exactly-once sink.
 func IsolationLevel(level kgo.IsolationLevel) SourceOption {
 	return sourceOptionFunc(func(c *sourceConfig) { c.readCommitted = level == kgo.ReadCommitted() })
+}
+
+// ResetOnOutOfRange makes a reader whose offset is no longer in its
+// partition's log (retention or DeleteRecords removed records before the
+// job read them) go on from the log's beginning, as a Kafka consumer with
+// auto.offset.reset=earliest does, skipping what was deleted. Without it
+// the reader fails with an error that names the split, its offset and
+// where the log now begins: the records that are gone can be neither
+// counted nor billed, and weir does not skip them unasked. A job failing
+// so fails again after every restart; resuming it needs this option (or a
+// new start without the checkpoint).
+func ResetOnOutOfRange() SourceOption {
+	return sourceOptionFunc(func(c *sourceConfig) { c.resetOutOfRange = true })
 }
 
 // MaxPollRecords bounds the records returned per fetch (Kafka's
@@ -397,6 +413,11 @@ func (s *Source[T]) NewReader(ctx context.Context, info connector.ReaderInfo, sp
 		return nil, err
 	}
 	opts := []kgo.Opt{kgo.KeepControlRecords()}
+	if !s.cfg.resetOutOfRange {
+		// franz-go would otherwise move an out-of-range offset to the
+		// partition's beginning without a word.
+		opts = append(opts, kgo.ConsumeResetOffset(kgo.NoResetOffset()))
+	}
 	if s.cfg.readCommitted {
 		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	}
@@ -629,6 +650,9 @@ func (r *reader[T]) Fetch(ctx context.Context) (connector.Fetch[T], error) {
 		}
 		var err error
 		fs.EachError(func(t string, p int32, e error) {
+			if err == nil && errors.Is(e, kerr.OffsetOutOfRange) {
+				err = r.outOfRange(ctx, t, p, e)
+			}
 			if err == nil {
 				err = fmt.Errorf("kafka: reading %s (brokers %s): %w", SplitID(t, p), r.cl.cfg.brokerList(), e)
 			}
@@ -647,6 +671,30 @@ func (r *reader[T]) Fetch(ctx context.Context) (connector.Fetch[T], error) {
 			return connector.Fetch[T]{}, err
 		}
 	}
+}
+
+// outOfRange describes a partition whose next offset is no longer in its
+// log: where the log begins now, and what was lost.
+func (r *reader[T]) outOfRange(ctx context.Context, topic string, partition int32, cause error) error {
+	r.mu.Lock()
+	var next int64 = -1
+	if st := r.parts[topicPartition{topic, partition}]; st != nil {
+		next = st.next
+	}
+	r.mu.Unlock()
+	split := SplitID(topic, partition)
+	begins := "an offset it could not list"
+	if starts, err := kadm.NewClient(r.cl.Client).ListStartOffsets(ctx, topic); err == nil {
+		if o, ok := starts.Lookup(topic, partition); ok && o.Err == nil {
+			begins = strconv.FormatInt(o.Offset, 10)
+			if next >= 0 && o.Offset > next {
+				begins += fmt.Sprintf(" (%d records deleted before this job read them)", o.Offset-next)
+			}
+		}
+	}
+	return fmt.Errorf("kafka: %s: offset %d is no longer in the log, which begins at %s, as retention or DeleteRecords left it; "+
+		"weir does not skip records unasked (the source option ResetOnOutOfRange goes on from the log's beginning): %w",
+		split, next, begins, cause)
 }
 
 // next returns the oldest fetch not yet returned, if there is one, or
