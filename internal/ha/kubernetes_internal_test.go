@@ -15,10 +15,12 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-func kube(t *testing.T, cli kubernetes.Interface) *Kubernetes {
+// kube returns a Kubernetes HA service with short timings in cluster
+// "fence", which opts may change.
+func kube(t *testing.T, cli kubernetes.Interface, opts ...KubernetesOption) *Kubernetes {
 	t.Helper()
-	k, err := NewKubernetes(cli, "weir", WithKubernetesClusterID("fence"),
-		WithLeaseDuration(time.Second), WithRenewDeadline(time.Second), WithRetryPeriod(200*time.Millisecond))
+	k, err := NewKubernetes(cli, "weir", append([]KubernetesOption{WithKubernetesClusterID("fence"),
+		WithLeaseDuration(time.Second), WithRenewDeadline(time.Second), WithRetryPeriod(200 * time.Millisecond)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,15 +182,7 @@ func TestKubernetesUnrecordedJobGraphsAreDeleted(t *testing.T) {
 	defer cancel()
 	cli := kubefake.New()
 	dir := t.TempDir()
-	newKube := func() *Kubernetes {
-		k, err := NewKubernetes(cli, "weir", WithKubernetesClusterID("gc"), WithKubernetesStorageDir(dir),
-			WithLeaseDuration(time.Second), WithRenewDeadline(time.Second), WithRetryPeriod(200*time.Millisecond))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { k.Close() })
-		return k
-	}
+	newKube := func() *Kubernetes { return kube(t, cli, WithKubernetesClusterID("gc"), WithKubernetesStorageDir(dir)) }
 	a, b, c := newKube(), newKube(), newKube()
 	la, err := a.Campaign(ctx, LeaderInfo{Addr: "a:1"})
 	if err != nil {
@@ -264,13 +258,8 @@ func TestKubernetesStorageDirUsesObjectStoreOptions(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	srv := gcstest.Start(t)
-	k, err := NewKubernetes(kubefake.New(), "weir", WithKubernetesClusterID("blobs"),
-		WithKubernetesStorageDir("gs://"+gcstest.Bucket+"/ha"), WithKubernetesURLMux(srv.Mux()),
-		WithLeaseDuration(time.Second), WithRenewDeadline(time.Second), WithRetryPeriod(200*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer k.Close()
+	k := kube(t, kubefake.New(), WithKubernetesClusterID("blobs"),
+		WithKubernetesStorageDir("gs://"+gcstest.Bucket+"/ha"), WithKubernetesURLMux(srv.Mux()))
 	l, err := k.Campaign(ctx, LeaderInfo{Addr: "a:1"})
 	if err != nil {
 		t.Fatal(err)

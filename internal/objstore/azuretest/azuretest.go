@@ -24,8 +24,6 @@ package azuretest
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"os"
 	"strings"
 	"testing"
@@ -36,6 +34,7 @@ import (
 	"gocloud.dev/blob"
 
 	"github.com/weirstream/weir/internal/objstore"
+	"github.com/weirstream/weir/internal/objstore/storetest"
 )
 
 // Environment variables naming the emulator.
@@ -117,29 +116,9 @@ func (s Server) createContainer(t testing.TB) {
 // Prefix returns a fresh key prefix for t: "weir-test/<random>/". Objects
 // under it are deleted when t ends.
 func (s Server) Prefix(t testing.TB) string {
-	t.Helper()
-	var r [8]byte
-	if _, err := rand.Read(r[:]); err != nil {
-		t.Fatal(err)
-	}
-	p := "weir-test/" + hex.EncodeToString(r[:]) + "/"
-	t.Cleanup(func() {
-		ctx := context.Background()
-		b, err := s.Mux().OpenBucket(ctx, s.bucketURL(""))
-		if err != nil {
-			return
-		}
-		defer b.Close()
-		it := b.List(&blob.ListOptions{Prefix: p})
-		for {
-			o, err := it.Next(ctx)
-			if err != nil {
-				return
-			}
-			_ = b.Delete(ctx, o.Key)
-		}
+	return storetest.Prefix(t, func(ctx context.Context) (*blob.Bucket, error) {
+		return s.Mux().OpenBucket(ctx, s.bucketURL(""))
 	})
-	return p
 }
 
 // bucketURL is the azblob:// URL of key; the environment Env set

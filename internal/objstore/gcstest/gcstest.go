@@ -8,8 +8,6 @@ package gcstest
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"strings"
 	"testing"
 
@@ -17,6 +15,7 @@ import (
 	"gocloud.dev/blob"
 
 	"github.com/weirstream/weir/internal/objstore"
+	"github.com/weirstream/weir/internal/objstore/storetest"
 )
 
 // Bucket is the bucket every Server holds.
@@ -47,12 +46,9 @@ func Start(t testing.TB) Server {
 
 // Prefix returns a fresh key prefix for t: "weir-test/<random>/".
 func (s Server) Prefix(t testing.TB) string {
-	t.Helper()
-	var b [8]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		t.Fatal(err)
-	}
-	return "weir-test/" + hex.EncodeToString(b[:]) + "/"
+	return storetest.Prefix(t, func(ctx context.Context) (*blob.Bucket, error) {
+		return s.Mux().OpenBucket(ctx, "gs://"+Bucket)
+	})
 }
 
 // URL returns the gs:// URL of key in the bucket.

@@ -21,8 +21,6 @@ package s3test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"os"
 	"strings"
 	"testing"
@@ -30,6 +28,7 @@ import (
 	"gocloud.dev/blob"
 
 	"github.com/weirstream/weir/internal/objstore"
+	"github.com/weirstream/weir/internal/objstore/storetest"
 )
 
 // Environment variables naming the server.
@@ -81,32 +80,7 @@ func Env(t testing.TB) Server {
 
 // Prefix returns a fresh key prefix for t: "weir-test/<random>/", without
 // the leading "/". Objects under it are deleted when t ends.
-func (s Server) Prefix(t testing.TB) string {
-	t.Helper()
-	var b [8]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		t.Fatal(err)
-	}
-	p := "weir-test/" + hex.EncodeToString(b[:]) + "/"
-	t.Cleanup(func() {
-		ctx := context.Background()
-		b, err := s.open(ctx)
-		if err != nil {
-			t.Logf("s3test: cleaning %s: %v", p, err)
-			return
-		}
-		defer b.Close()
-		it := b.List(&blob.ListOptions{Prefix: p})
-		for {
-			o, err := it.Next(ctx)
-			if err != nil {
-				return
-			}
-			_ = b.Delete(ctx, o.Key)
-		}
-	})
-	return p
-}
+func (s Server) Prefix(t testing.TB) string { return storetest.Prefix(t, s.open) }
 
 // URL returns the s3:// URL of key in the bucket.
 func (s Server) URL(key string) string {
