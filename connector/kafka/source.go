@@ -683,18 +683,29 @@ func (r *reader[T]) outOfRange(ctx context.Context, topic string, partition int3
 	}
 	r.mu.Unlock()
 	split := SplitID(topic, partition)
-	begins := "an offset it could not list"
-	if starts, err := kadm.NewClient(r.cl.Client).ListStartOffsets(ctx, topic); err == nil {
-		if o, ok := starts.Lookup(topic, partition); ok && o.Err == nil {
-			begins = strconv.FormatInt(o.Offset, 10)
-			if next >= 0 && o.Offset > next {
-				begins += fmt.Sprintf(" (%d records deleted before this job read them)", o.Offset-next)
+	adm := kadm.NewClient(r.cl.Client)
+	lookup := func(l kadm.ListedOffsets, err error) int64 {
+		if err == nil {
+			if o, ok := l.Lookup(topic, partition); ok && o.Err == nil {
+				return o.Offset
 			}
 		}
+		return -1
 	}
-	return fmt.Errorf("kafka: %s: offset %d is no longer in the log, which begins at %s, as retention or DeleteRecords left it; "+
-		"weir does not skip records unasked (the source option ResetOnOutOfRange goes on from the log's beginning): %w",
-		split, next, begins, cause)
+	start := lookup(adm.ListStartOffsets(ctx, topic))
+	end := lookup(adm.ListEndOffsets(ctx, topic))
+	switch {
+	case start > next && next >= 0:
+		return fmt.Errorf("kafka: %s: offset %d is no longer in the log, which begins at %d (%d records deleted before this job read them, "+
+			"as retention or DeleteRecords deletes them); weir does not skip records unasked "+
+			"(the source option ResetOnOutOfRange goes on from the log's beginning): %w", split, next, start, start-next, cause)
+	case end >= 0 && next > end:
+		return fmt.Errorf("kafka: %s: offset %d is past the log's end, %d: the partition lost records this job had read "+
+			"(recreated topic, unclean leader election); weir does not move the offset unasked "+
+			"(the source option ResetOnOutOfRange goes on from the log's beginning): %w", split, next, end, cause)
+	}
+	return fmt.Errorf("kafka: %s: offset %d is out of the log's range [%d, %d); weir does not move it unasked "+
+		"(the source option ResetOnOutOfRange goes on from the log's beginning): %w", split, next, start, end, cause)
 }
 
 // next returns the oldest fetch not yet returned, if there is one, or
