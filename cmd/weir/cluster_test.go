@@ -891,9 +891,13 @@ func TestClusterKillTaskManagerInEveryAlignment(t *testing.T) {
 	for _, mode := range []struct {
 		name string
 		cfg  []string
+		// alwaysUnaligned: every checkpoint is unaligned. With a timeout,
+		// whether an alignment outlasts it depends on the machine's timing,
+		// so no unaligned checkpoint is required then.
+		alwaysUnaligned bool
 	}{
-		{"unaligned", []string{"-D", "execution.checkpointing.unaligned.enabled=true"}},
-		{"timeout-5ms", []string{"-D", "execution.checkpointing.unaligned.enabled=true", "-D", "execution.checkpointing.aligned-checkpoint-timeout=5 ms"}},
+		{"unaligned", []string{"-D", "execution.checkpointing.unaligned.enabled=true"}, true},
+		{"timeout-5ms", []string{"-D", "execution.checkpointing.unaligned.enabled=true", "-D", "execution.checkpointing.aligned-checkpoint-timeout=5 ms"}, false},
 	} {
 		t.Run(mode.name, func(t *testing.T) {
 			c := startCluster(t, 3, "10 s")
@@ -917,7 +921,7 @@ func TestClusterKillTaskManagerInEveryAlignment(t *testing.T) {
 					persisted += h.PersistedData
 				}
 			}
-			if unaligned == 0 {
+			if unaligned == 0 && mode.alwaysUnaligned {
 				t.Fatal("no unaligned checkpoint completed")
 			}
 			t.Logf("%s: restored from checkpoints %v; %d unaligned checkpoints persisted %d bytes in flight; outputs verified", mode.name, ids, unaligned, persisted)
