@@ -142,17 +142,13 @@ func runNexmarkVsFlink(cmd *cobra.Command, c bench.NexmarkConfig, v vsFlinkFlags
 	return writeNexmarkReport(cmd, cfg, v, results, printed.String(), start, loadBefore, loadAfter)
 }
 
-// writeNexmarkReport writes v.write and its charts.
-func writeNexmarkReport(cmd *cobra.Command, cfg bench.NexmarkVsFlink, v vsFlinkFlags, results []bench.NexmarkQueryResult,
+// writeNexmarkReport writes the Nexmark section of v.write and its charts.
+func writeNexmarkReport(cmd *cobra.Command, cfg bench.NexmarkVsFlink, v vsFlinkFlags, results []bench.WorkloadResult,
 	printed string, start time.Time, loadBefore, loadAfter string) error {
-	charts := filepath.Join(filepath.Dir(v.write), "bench", "charts")
-	if err := os.MkdirAll(charts, 0o755); err != nil {
-		return err
-	}
-	rep := bench.NexmarkReport{
-		Title: "Benchmarks: weir and Apache Flink on Nexmark", When: start, Note: v.note,
+	rep := bench.Report{
+		Heading: "Nexmark", Command: "weir bench nexmark --vs-flink --write", Row: "query", When: start, Note: v.note,
 		LoadBefore: loadBefore, LoadAfter: loadAfter, Output: printed,
-		Machine: machineLines(cmd, v),
+		Machine: machineLines(cmd, v.java, v.flinkJar),
 	}
 	rep.Commands = append(rep.Commands, "go build -o weir ./cmd/weir", "mvn -q -f bench/flink/pom.xml package", shellJoin(append([]string{"./weir"}, os.Args[1:]...)))
 	input, empty, err := cfg.EventFiles(nil)
@@ -164,16 +160,7 @@ func writeNexmarkReport(cmd *cobra.Command, cfg bench.NexmarkVsFlink, v vsFlinkF
 		return err
 	}
 	rep.Commands = append(rep.Commands, "", "# each timed run, a child process (QUERY, RUN and PORT vary):")
-	for _, s := range w.Sides {
-		c := s.Command(cmd.Context(), bench.SideRun{Input: input, Checkpoints: "RUN/checkpoints", RESTPort: 0, Dir: "RUN", Discard: true})
-		name := filepath.Base(c.Path)
-		if s.Name == "weir" {
-			name = "./weir"
-		}
-		line := shellJoin(append([]string{name}, c.Args[1:]...))
-		line = strings.ReplaceAll(strings.ReplaceAll(line, "--rest-port 0", "--rest-port PORT"), input, "EVENTS")
-		rep.Commands = append(rep.Commands, line)
-	}
+	rep.Commands = append(rep.Commands, childCommands(cmd, w, input, "EVENTS")...)
 	g := cfg.Nexmark.Gen
 	rep.Config = []string{
 		fmt.Sprintf("Events: %d from weir's port of the reference generator (seed %d, %d splits at %.0f events/s of event time each, persons/auctions/bids 1/3/46); EVENTS is a directory of one JSON-lines file per split in the row type of nexmark-flink's datagen table.", g.Events, g.Seed, g.Splits, g.Rate),
@@ -183,25 +170,62 @@ func writeNexmarkReport(cmd *cobra.Command, cfg bench.NexmarkVsFlink, v vsFlinkF
 		"Flink: the reference suite's table options (mini-batch 50,000 rows or 2 s, split distinct aggregates), local MiniCluster, OpenJDK defaults (G1, heap a quarter of RAM).",
 		"Results: before its timed rounds each query ran once per side writing its rows (weir: exactly-once files; Flink: the filesystem sink in Debezium JSON, a changelog), and the final contents of its table were compared as multisets of rows; an updating query's final content is, for weir, each key's latest version and, for Flink, its inserts less its retractions.",
 	}
-	per, ratio := bench.PerCPUChartSVG(results), bench.RatioChartSVG(results)
-	if per != "" {
-		if err := os.WriteFile(filepath.Join(charts, "nexmark-events-per-cpu-second.svg"), []byte(per), 0o644); err != nil {
-			return err
+	return writeReportSection(cmd, v.write, "weir bench nexmark", "nexmark", rep, results)
+}
+
+// childCommands are the command lines of w's sides' timed runs, the
+// input's path shown as inputName.
+func childCommands(cmd *cobra.Command, w bench.Workload, input, inputName string) []string {
+	var lines []string
+	for _, s := range w.Sides {
+		c := s.Command(cmd.Context(), bench.SideRun{Input: input, Output: "RUN/out", Checkpoints: "RUN/checkpoints", RESTPort: 0, Dir: "RUN", Discard: true})
+		name := filepath.Base(c.Path)
+		if s.Name == "weir" {
+			name = "./weir"
 		}
-		rep.ChartPerCPU = "bench/charts/nexmark-events-per-cpu-second.svg"
+		line := shellJoin(append([]string{name}, c.Args[1:]...))
+		lines = append(lines, strings.ReplaceAll(strings.ReplaceAll(line, "rest.port=0", "rest.port=PORT"), "--rest-port 0", "--rest-port PORT"))
 	}
-	if ratio != "" {
-		if err := os.WriteFile(filepath.Join(charts, "nexmark-ratio.svg"), []byte(ratio), 0o644); err != nil {
-			return err
-		}
-		rep.ChartRatio = "bench/charts/nexmark-ratio.svg"
+	for i := range lines {
+		lines[i] = strings.ReplaceAll(lines[i], input, inputName)
 	}
-	var md bytes.Buffer
-	bench.WriteNexmarkMarkdown(&md, rep, results)
-	if err := os.WriteFile(v.write, md.Bytes(), 0o644); err != nil {
+	return lines
+}
+
+// writeReportSection draws the charts of results into bench/charts next
+// to the report file path (their names start with prefix) and writes rep
+// as the report's section name.
+func writeReportSection(cmd *cobra.Command, path, name, prefix string, rep bench.Report, results []bench.WorkloadResult) error {
+	charts := filepath.Join(filepath.Dir(path), "bench", "charts")
+	if err := os.MkdirAll(charts, 0o755); err != nil {
 		return err
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "wrote %s and its charts in %s\n", v.write, charts)
+	var ckpts []bench.CheckpointSeries
+	for _, r := range results {
+		ckpts = append(ckpts, bench.CheckpointSeriesOf(r.SideBySide)...)
+	}
+	for _, c := range []struct {
+		svg, file string
+		ref       *string
+	}{
+		{bench.PerCPUChartSVG(results), prefix + "-events-per-cpu-second.svg", &rep.ChartPerCPU},
+		{bench.RatioChartSVG(results), prefix + "-ratio.svg", &rep.ChartRatio},
+		{bench.CheckpointSizeChartSVG(ckpts), prefix + "-checkpoint-duration-vs-state-size.svg", &rep.ChartCheckpoints},
+	} {
+		if c.svg == "" {
+			continue
+		}
+		if err := os.WriteFile(filepath.Join(charts, c.file), []byte(c.svg), 0o644); err != nil {
+			return err
+		}
+		*c.ref = "bench/charts/" + c.file
+	}
+	var md bytes.Buffer
+	bench.WriteMarkdown(&md, rep, results)
+	if err := bench.WriteSection(path, name, md.Bytes()); err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "wrote the section %q of %s and its charts in %s\n", name, path, charts)
 	return nil
 }
 
@@ -247,7 +271,7 @@ func loadAvg() string {
 }
 
 // machineLines describes the machine and the versions of both sides.
-func machineLines(cmd *cobra.Command, v vsFlinkFlags) []string {
+func machineLines(cmd *cobra.Command, java, flinkJar string) []string {
 	var lines []string
 	cpu := "unknown"
 	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
@@ -296,11 +320,11 @@ func machineLines(cmd *cobra.Command, v vsFlinkFlags) []string {
 		}
 	}
 	lines = append(lines, fmt.Sprintf("weir: commit %s, built with %s", rev, runtime.Version()))
-	if out, err := exec.CommandContext(cmd.Context(), v.java, "-version").CombinedOutput(); err == nil {
+	if out, err := exec.CommandContext(cmd.Context(), java, "-version").CombinedOutput(); err == nil {
 		l, _, _ := strings.Cut(string(out), "\n")
 		lines = append(lines, "Java: "+strings.TrimSpace(l))
 	}
-	if out, err := exec.CommandContext(cmd.Context(), v.java, "-cp", v.flinkJar, "org.weirstream.flinkbench.NexmarkSql", "--version").Output(); err == nil {
+	if out, err := exec.CommandContext(cmd.Context(), java, "-cp", flinkJar, "org.weirstream.flinkbench.NexmarkSql", "--version").Output(); err == nil {
 		lines = append(lines, "Apache Flink: "+strings.TrimSpace(string(out))+" (bench/flink, local MiniCluster)")
 	}
 	return lines

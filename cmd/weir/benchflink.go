@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,7 +24,7 @@ func newBenchGatewayMeterCmd() *cobra.Command {
 	c := bench.DefaultGatewayMeterBench()
 	var vsFlink bool
 	var rounds int
-	var work string
+	var work, write, note string
 	c.FlinkJar = defaultFlinkJar
 	cmd := &cobra.Command{
 		Use:   "gatewaymeter",
@@ -48,10 +50,16 @@ next to both: the same computation as a hand-written loop on one goroutine
 over the same trace (the oracle's single pass, run once per round), and
 each side's events per CPU-second as a fraction of the loop's.
 
+--write FILE (with --vs-flink) writes all that as the GatewayMeter section
+of FILE (BENCHMARKS.md), keeping its other sections, with SVG charts drawn
+here in FILE's directory under bench/charts: events per CPU-second, the
+ratio, and checkpoint duration against state size.
+
 The Flink side is bench/flink/target/weir-flink-bench.jar; if it is missing
 and Maven is on the PATH, the command builds it (mvn package in bench/flink).`,
 		Example: `  weir bench gatewaymeter --vs-flink --lines 4000000 --rounds 3
-  weir bench gatewaymeter --vs-flink --backend rocksdb`,
+  weir bench gatewaymeter --vs-flink --backend rocksdb
+  weir bench gatewaymeter --vs-flink --lines 4000000 --rounds 3 --write BENCHMARKS.md`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if c.Lines < 2 || rounds < 1 || c.Parallelism < 1 || c.Checkpoint <= 0 {
@@ -60,7 +68,16 @@ and Maven is on the PATH, the command builds it (mvn package in bench/flink).`,
 			if !slices.Contains(bench.SideBackends(), c.Backend) {
 				return fmt.Errorf("--backend %q: want one of %v", c.Backend, bench.SideBackends())
 			}
-			out := cmd.OutOrStdout()
+			if (write != "" || note != "") && !vsFlink {
+				return fmt.Errorf("--write and --note go with --vs-flink")
+			}
+			if note != "" && write == "" {
+				return fmt.Errorf("--note goes with --write")
+			}
+			// What the command prints goes to the terminal and, for the
+			// report, into a buffer.
+			var printed bytes.Buffer
+			out := io.MultiWriter(cmd.OutOrStdout(), &printed)
 			var err error
 			if c.Weir, err = os.Executable(); err != nil {
 				return err
@@ -80,8 +97,9 @@ and Maven is on the PATH, the command builds it (mvn package in bench/flink).`,
 				}
 				defer os.RemoveAll(work)
 			}
-			fmt.Fprintf(out, "gatewaymeter: %d events in %s, parallelism %d, checkpoints every %v to files, backend %s, %d rounds\n",
-				w.Events, w.Input, c.Parallelism, c.Checkpoint, c.Backend, rounds)
+			loadBefore, start := loadAvg(), time.Now()
+			fmt.Fprintf(out, "gatewaymeter: %d events in %s, parallelism %d, checkpoints every %v to files, backend %s, %d rounds, load %s\n",
+				w.Events, w.Input, c.Parallelism, c.Checkpoint, c.Backend, rounds, loadBefore)
 			r, err := bench.RunSideBySide(cmd.Context(), w, rounds, work, out)
 			if err != nil {
 				return err
@@ -98,7 +116,12 @@ and Maven is on the PATH, the command builds it (mvn package in bench/flink).`,
 			}
 			bench.FormatSideBySide(out, r)
 			bench.FormatLoop(out, r, loops)
-			return nil
+			loadAfter := loadAvg()
+			fmt.Fprintf(out, "took %v, load %s\n", time.Since(start).Round(time.Second), loadAfter)
+			if write == "" {
+				return nil
+			}
+			return writeGatewayMeterReport(cmd, c, w, write, note, r, loops, printed.String(), start, loadBefore, loadAfter)
 		},
 	}
 	f := cmd.Flags()
@@ -113,7 +136,32 @@ and Maven is on the PATH, the command builds it (mvn package in bench/flink).`,
 	f.StringVar(&work, "work-dir", "", "where the runs write outputs and checkpoints (default: a temporary directory, removed)")
 	f.StringVar(&c.FlinkJar, "flink-jar", c.FlinkJar, "the Flink side's jar (bench/flink)")
 	f.StringVar(&c.Java, "java", c.Java, "the java binary that runs the Flink side")
+	f.StringVar(&write, "write", "", "with --vs-flink: write the results as the GatewayMeter section of this Markdown file (BENCHMARKS.md), charts in its directory's bench/charts")
+	f.StringVar(&note, "note", "", "with --write: a sentence for the section's header (e.g. what else ran on the machine)")
 	return cmd
+}
+
+// writeGatewayMeterReport writes the GatewayMeter section of the report
+// file path and its charts.
+func writeGatewayMeterReport(cmd *cobra.Command, c bench.GatewayMeterBench, w bench.Workload, path, note string,
+	r bench.SideBySide, loops []bench.LoopResult, printed string, start time.Time, loadBefore, loadAfter string) error {
+	rep := bench.Report{
+		Heading: "GatewayMeter", Command: "weir bench gatewaymeter --vs-flink --write", Row: "job", When: start, Note: note,
+		LoadBefore: loadBefore, LoadAfter: loadAfter, Output: printed, Machine: machineLines(cmd, c.Java, c.FlinkJar),
+	}
+	rep.Commands = append(rep.Commands, "go build -o weir ./cmd/weir", "mvn -q -f bench/flink/pom.xml package", shellJoin(append([]string{"./weir"}, os.Args[1:]...)))
+	rep.Commands = append(rep.Commands, "", "# each timed run, a child process (RUN and PORT vary):")
+	rep.Commands = append(rep.Commands, childCommands(cmd, w, w.Input, "TRACE")...)
+	rep.Config = []string{
+		fmt.Sprintf("Trace: %d lines (events) generated by examples/gatewaymeter (seed %d), one JSON-lines file per partition in TRACE; both sides read and parse the same files.", w.Events, c.Seed),
+		fmt.Sprintf("Both sides: parallelism %d, checkpoints every %v to a local directory, backend %s (weir: %s; Flink's rocksdb checkpoints incrementally), outputs as exactly-once files.",
+			c.Parallelism, c.Checkpoint, c.Backend, backendText(c.Backend)),
+		"Flink: bench/flink's GatewayMeter DataStream job (a source with a split per trace file and per-split watermarks, one parse per line, Kryo off), local MiniCluster, OpenJDK defaults (G1, heap a quarter of RAM); docs/bench-flink.md says where it differs from weir's job.",
+		"Results: every round, each side's outputs were diffed against examples/gatewaymeter's oracle and had to equal it exactly, or the command failed.",
+	}
+	res := []bench.WorkloadResult{{Query: "gatewaymeter", SideBySide: r, Loop: loops, Equal: true,
+		Check: "equal to the oracle's on both sides in every round"}}
+	return writeReportSection(cmd, path, "weir bench gatewaymeter", "gatewaymeter", rep, res)
 }
 
 // ensureFlinkJar builds the Flink side's jar with Maven if it is missing

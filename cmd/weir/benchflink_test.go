@@ -58,8 +58,9 @@ func TestBenchGatewayMeterVsFlink(t *testing.T) {
 	traces := t.TempDir()
 	for _, backend := range []string{"hashmap", "rocksdb"} {
 		t.Run(backend, func(t *testing.T) {
+			report := filepath.Join(t.TempDir(), "BENCHMARKS.md")
 			cmd := exec.Command(bin, "bench", "gatewaymeter", "--vs-flink", "--flink-jar", jar, "--lines", "40000", "--rounds", "1",
-				"--backend", backend, "--trace-dir", traces, "--work-dir", t.TempDir())
+				"--backend", backend, "--trace-dir", traces, "--work-dir", t.TempDir(), "--write", report)
 			out, err := cmd.CombinedOutput()
 			if err != nil {
 				t.Fatalf("%v: %v\n%s", cmd.Args, err, out)
@@ -67,6 +68,16 @@ func TestBenchGatewayMeterVsFlink(t *testing.T) {
 			for _, want := range []string{"outputs equal to the oracle's on every side in every round", "\n  weir ", "\n  flink ", "weir/flink per round"} {
 				if !strings.Contains(string(out), want) {
 					t.Errorf("the output lacks %q:\n%s", want, out)
+				}
+			}
+			md, err := os.ReadFile(report)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, want := range []string{"## GatewayMeter", "| gatewaymeter |", "equal to the oracle's on both sides in every round", "bench/charts/gatewaymeter-ratio.svg",
+				"--backend " + backend, "<!-- end: weir bench gatewaymeter -->"} {
+				if !strings.Contains(string(md), want) {
+					t.Errorf("the report lacks %q:\n%s", want, md)
 				}
 			}
 		})
@@ -123,7 +134,7 @@ func TestBenchNexmarkVsFlink(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"A test run.", "| q0 |", "| q7 |", "bench/charts/nexmark-ratio.svg", "Apache Flink: 2.",
-		"### End-to-end latency at a fixed rate", "| q0 | 2000 |"} {
+		"#### End-to-end latency at a fixed rate", "## Nexmark", "| q0 | 2000 |"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("the report lacks %q:\n%s", want, md)
 		}

@@ -57,8 +57,9 @@ type NexmarkResult struct {
 	CPU     time.Duration `json:"cpu_ns"`
 	PeakRSS int64         `json:"peak_rss_bytes"`
 	// Checkpoints are the durations (trigger to completion) of the
-	// checkpoints completed.
-	Checkpoints []time.Duration `json:"checkpoints_ns"`
+	// checkpoints completed, and CheckpointSizes their bytes of state.
+	Checkpoints     []time.Duration `json:"checkpoints_ns"`
+	CheckpointSizes []int64         `json:"checkpoint_sizes"`
 }
 
 // PerSecond is events per second of wall time.
@@ -148,7 +149,10 @@ func RunNexmark(ctx context.Context, c NexmarkConfig) (NexmarkResult, error) {
 	}
 	// The job's metrics hold its latest completed checkpoint: polled
 	// often enough, at intervals of a second or more, that is each one.
-	var durations []time.Duration
+	var (
+		durations []time.Duration
+		sizes     []int64
+	)
 	last := int64(0)
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
@@ -156,6 +160,7 @@ func RunNexmark(ctx context.Context, c NexmarkConfig) (NexmarkResult, error) {
 		if cp := client.Metrics().LastCheckpoint; cp.ID > last {
 			last = cp.ID
 			durations = append(durations, cp.Duration)
+			sizes = append(sizes, cp.Size)
 		}
 	}
 loop:
@@ -172,7 +177,7 @@ loop:
 	}
 	elapsed := time.Since(start)
 	poll()
-	return NexmarkResult{Query: c.Query, Events: c.Gen.Events, Elapsed: elapsed, CPU: cpuTime() - cpu0, PeakRSS: peakRSS(), Checkpoints: durations}, nil
+	return NexmarkResult{Query: c.Query, Events: c.Gen.Events, Elapsed: elapsed, CPU: cpuTime() - cpu0, PeakRSS: peakRSS(), Checkpoints: durations, CheckpointSizes: sizes}, nil
 }
 
 // peakRSS is the process's maximum resident set size so far, in bytes.

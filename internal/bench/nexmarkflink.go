@@ -45,8 +45,8 @@ type NexmarkVsFlink struct {
 	Weir, Java, FlinkJar string
 }
 
-// NexmarkQueryResult is one query's rows of the side-by-side table.
-type NexmarkQueryResult struct {
+// WorkloadResult is one query's rows of the side-by-side table.
+type WorkloadResult struct {
 	Query string
 	// Check says whether the two sides' results agreed: "equal (N rows)",
 	// how they differ, or why they are not compared.
@@ -62,7 +62,7 @@ type NexmarkQueryResult struct {
 
 // LoopPerCPU is the median events per CPU-second of r's loop runs, 0
 // without any that was charged CPU time.
-func (r NexmarkQueryResult) LoopPerCPU() float64 {
+func (r WorkloadResult) LoopPerCPU() float64 {
 	return loopPerCPU(r.Loop)
 }
 
@@ -146,7 +146,7 @@ func (c NexmarkVsFlink) Workload(q, input, empty string) (Workload, error) {
 			args = append(args, "--output", r.Output)
 		}
 		return exec.CommandContext(ctx, c.Weir, args...)
-	}, Checkpoints: func(r SideRun) ([]time.Duration, error) {
+	}, Checkpoints: func(r SideRun) ([]CheckpointStat, error) {
 		b, err := os.ReadFile(result(r))
 		if err != nil {
 			return nil, err
@@ -155,7 +155,14 @@ func (c NexmarkVsFlink) Workload(q, input, empty string) (Workload, error) {
 		if err := json.Unmarshal(b, &res); err != nil {
 			return nil, err
 		}
-		return res.Checkpoints, nil
+		if len(res.CheckpointSizes) != len(res.Checkpoints) {
+			return nil, fmt.Errorf("%s: %d checkpoint durations and %d sizes", result(r), len(res.Checkpoints), len(res.CheckpointSizes))
+		}
+		stats := make([]CheckpointStat, len(res.Checkpoints))
+		for i, d := range res.Checkpoints {
+			stats[i] = CheckpointStat{Duration: d, Size: res.CheckpointSizes[i]}
+		}
+		return stats, nil
 	}})
 	for _, fb := range c.flinkBackends() {
 		if c.FlinkJar == "" {
@@ -295,7 +302,7 @@ func readRows(side string, t nexmark.Table, dir string) ([]string, error) {
 // RunNexmarkVsFlink runs every query: first once per side writing its
 // rows, compared (CheckQuery), then c.Rounds interleaved timed rounds
 // (RunSideBySide). log gets a line per run.
-func RunNexmarkVsFlink(ctx context.Context, c NexmarkVsFlink, work string, log io.Writer) ([]NexmarkQueryResult, error) {
+func RunNexmarkVsFlink(ctx context.Context, c NexmarkVsFlink, work string, log io.Writer) ([]WorkloadResult, error) {
 	if log == nil {
 		log = io.Discard
 	}
@@ -303,7 +310,7 @@ func RunNexmarkVsFlink(ctx context.Context, c NexmarkVsFlink, work string, log i
 	if err != nil {
 		return nil, err
 	}
-	var out []NexmarkQueryResult
+	var out []WorkloadResult
 	for _, q := range c.Queries {
 		w, err := c.Workload(q, input, empty)
 		if err != nil {
@@ -319,7 +326,7 @@ func RunNexmarkVsFlink(ctx context.Context, c NexmarkVsFlink, work string, log i
 		if err != nil {
 			return out, err
 		}
-		res := NexmarkQueryResult{Query: q, Check: verdict, Equal: equal, SideBySide: r}
+		res := WorkloadResult{Query: q, Check: verdict, Equal: equal, SideBySide: r}
 		if c.Latency.Duration > 0 && (c.Latency.Queries == nil || slices.Contains(c.Latency.Queries, q)) {
 			if res.Latency, err = c.runLatency(ctx, q, r, work, log); err != nil {
 				return out, err

@@ -36,10 +36,12 @@ func FiguresOf(r SideBySide) []SideFigures {
 		f.Name = s.Name
 		startWall := medianOf(s.Startup, func(p ProcessRun) time.Duration { return p.Wall })
 		for i, run := range s.Runs {
-			// A run no longer than the side's start-up has no processing
-			// time to speak of (the machine's load decided it): no rate.
+			// A run whose processing (the run less the start-up) took
+			// less time than the start-up itself measures mostly the
+			// start-up's noise (on a loaded machine, a second either way
+			// makes any rate): no rate. Longer inputs give one.
 			rate := math.NaN()
-			if run.Wall > startWall {
+			if run.Wall >= 2*startWall {
 				rate = float64(r.Events) / s.ProcessingWall(i).Seconds()
 			}
 			f.Rate = append(f.Rate, rate)
@@ -100,7 +102,7 @@ func ms(d time.Duration) string {
 // Nexmark run: per side the medians over the rounds, then the ratios of
 // the first side to the second with their min–max over the rounds, and
 // whether the results agreed.
-func FormatNexmarkVsFlink(out io.Writer, results []NexmarkQueryResult) {
+func FormatNexmarkVsFlink(out io.Writer, results []WorkloadResult) {
 	fmt.Fprintf(out, "  %-5s %-6s %12s %13s %8s %10s %17s %9s %9s %6s\n",
 		"query", "side", "events/s", "events/CPU-s", "CPU s", "peak RSS", "start-up wall,CPU", "ckpt p50", "ckpt p99", "ckpts")
 	for _, r := range results {
@@ -188,9 +190,13 @@ func latencyFrom(q string) string {
 	return "its bid's time (" + spec.Column + ")"
 }
 
-// NexmarkReport is what BENCHMARKS.md says around the figures.
-type NexmarkReport struct {
-	Title   string
+// Report is what one section of BENCHMARKS.md says around the figures
+// (WriteSection puts it in the file).
+type Report struct {
+	// Heading names the section; Command is the command that writes it.
+	Heading, Command string
+	// Row names the table's first column: "query", "job".
+	Row     string
 	When    time.Time
 	Machine []string // lines describing the machine and the versions
 	Note    string   // said in the header as given (e.g. that the machine was shared)
@@ -201,26 +207,32 @@ type NexmarkReport struct {
 	Output                string   // the command's own output
 	ChartPerCPU           string   // the charts' paths relative to the report
 	ChartRatio            string
+	ChartCheckpoints      string
 }
 
-// WriteNexmarkMarkdown writes BENCHMARKS.md: the header, the machine and
-// versions, the commands, the table, the charts and the raw output.
-func WriteNexmarkMarkdown(out io.Writer, rep NexmarkReport, results []NexmarkQueryResult) {
+// WriteMarkdown writes a section of BENCHMARKS.md: its heading, the
+// machine and versions, the commands, the table, the charts and the raw
+// output.
+func WriteMarkdown(out io.Writer, rep Report, results []WorkloadResult) {
 	p := func(format string, args ...any) { fmt.Fprintf(out, format, args...) }
-	p("# %s\n\n", rep.Title)
-	p("Written by `weir bench nexmark --vs-flink --write`, on %s; not edited by hand. ", rep.When.UTC().Format("2006-01-02 15:04 MST"))
+	row := rep.Row
+	if row == "" {
+		row = "query"
+	}
+	p("## %s\n\n", rep.Heading)
+	p("Written by `%s`, on %s. ", rep.Command, rep.When.UTC().Format("2006-01-02 15:04 MST"))
 	if rep.Note != "" {
 		p("%s ", rep.Note)
 	}
 	p("Load average (1, 5, 15 min) at the start: %s; at the end: %s.\n\n", rep.LoadBefore, rep.LoadAfter)
-	p("Each query ran on weir and on Apache Flink in turn (weir, Flink, weir, Flink, …), each run a fresh child process over identical input; ")
+	p("Each %s ran on weir and on Apache Flink in turn (weir, Flink, weir, Flink, …), each run a fresh child process over identical input; ", row)
 	p("the ratios are taken within each round's pair, so what the machine's other work did to both sides cancels out as far as it can: ")
 	p("the ratios, not the absolute rates, are the figures to read.\n\n")
-	p("## Machine and versions\n\n")
+	p("### Machine and versions\n\n")
 	for _, m := range rep.Machine {
 		p("* %s\n", m)
 	}
-	p("\n## Commands\n\n```sh\n")
+	p("\n### Commands\n\n```sh\n")
 	for _, c := range rep.Commands {
 		p("%s\n", c)
 	}
@@ -228,7 +240,7 @@ func WriteNexmarkMarkdown(out io.Writer, rep NexmarkReport, results []NexmarkQue
 	for _, c := range rep.Config {
 		p("* %s\n", c)
 	}
-	p("\n## Results\n\n")
+	p("\n### Results\n\n")
 	p("Medians over the rounds; ratios weir/Flink as median [min–max] of the per-round ratios. events/s and events/CPU-s leave each side's start-up out ")
 	p("(the run's wall and CPU time less the side's median run over no events); CPU-seconds are the child process's user + system time as the kernel ")
 	p("accounts it (rusage), peak RSS its VmHWM (/proc/PID/status, read every 50 ms).\n\n")
@@ -248,7 +260,7 @@ func WriteNexmarkMarkdown(out io.Writer, rep NexmarkReport, results []NexmarkQue
 		if sides > 2 {
 			p("\n#### weir and %s\n\n", name)
 		}
-		p("| query | weir events/s | %[1]s events/s | weir/%[1]s events/s | weir events/CPU-s | %[1]s events/CPU-s | weir/%[1]s events/CPU-s | peak RSS weir / %[1]s | checkpoint p50 / p99 weir | checkpoint p50 / p99 %[1]s | start-up weir / %[1]s (wall, CPU) | results |\n", name)
+		p("| %[2]s | weir events/s | %[1]s events/s | weir/%[1]s events/s | weir events/CPU-s | %[1]s events/CPU-s | weir/%[1]s events/CPU-s | peak RSS weir / %[1]s | checkpoint p50 / p99 weir | checkpoint p50 / p99 %[1]s | start-up weir / %[1]s (wall, CPU) | results |\n", name, row)
 		p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 		for _, r := range results {
 			figs := FiguresOf(r.SideBySide)
@@ -267,7 +279,7 @@ func WriteNexmarkMarkdown(out io.Writer, rep NexmarkReport, results []NexmarkQue
 		loops = loops || r.LoopPerCPU() > 0
 	}
 	if loops {
-		p("\n### Next to a hand-written loop\n\n")
+		p("\n#### Next to a hand-written loop\n\n")
 		p("The same query as a single-goroutine Go loop over the same events, generated the same way in the same order, with the same watermark ")
 		p("(internal/bench's RunLoopQuery): the practical limit of one core. Each side's events per CPU-second as a fraction of the loop's ")
 		p("(median over the rounds; the loop's CPU time is its thread's).\n\n")
@@ -280,7 +292,7 @@ func WriteNexmarkMarkdown(out io.Writer, rep NexmarkReport, results []NexmarkQue
 				}
 			}
 		}
-		p("| query | loop events/CPU-s |")
+		p("| %s | loop events/CPU-s |", row)
 		for _, n := range names {
 			p(" %s / loop |", n)
 		}
@@ -303,7 +315,7 @@ func WriteNexmarkMarkdown(out io.Writer, rep NexmarkReport, results []NexmarkQue
 		lats = lats || r.Latency != nil
 	}
 	if lats {
-		p("\n### End-to-end latency at a fixed rate\n\n")
+		p("\n#### End-to-end latency at a fixed rate\n\n")
 		p("After its timed rounds, each query ran once more per side over events generated for a fixed rate (by default half the slower side's median events/s), ")
 		p("each released by the source at its event time on a wall clock shifted to the run's start, the same way on both sides (weir's source and sink; ")
 		p("bench/flink's weir-paced source, which parses with Flink's JSON format, and weir-latency sink). A row's latency is the wall-clock time it reached the sink ")
@@ -343,12 +355,15 @@ func WriteNexmarkMarkdown(out io.Writer, rep NexmarkReport, results []NexmarkQue
 		}
 	}
 	if rep.ChartPerCPU != "" {
-		p("\n![events per CPU-second per query, weir and Flink](%s)\n", rep.ChartPerCPU)
+		p("\n![events per CPU-second per %s, weir and Flink](%s)\n", row, rep.ChartPerCPU)
 	}
 	if rep.ChartRatio != "" {
-		p("\n![weir/Flink events per CPU-second per query, median and min–max over the rounds](%s)\n", rep.ChartRatio)
+		p("\n![weir/Flink events per CPU-second per %s, median and min–max over the rounds](%s)\n", row, rep.ChartRatio)
 	}
-	p("\n## The command's output\n\n```\n%s```\n", rep.Output)
+	if rep.ChartCheckpoints != "" {
+		p("\n![checkpoint duration against state size, a dot per completed checkpoint of the timed runs, weir and Flink](%s)\n", rep.ChartCheckpoints)
+	}
+	p("\n### The command's output\n\n```\n%s```\n", rep.Output)
 }
 
 func firstLine(s string) string {
@@ -368,7 +383,7 @@ const (
 
 // PerCPUChartSVG draws, per query, the two sides' median events per
 // CPU-second as horizontal bars on a logarithmic axis.
-func PerCPUChartSVG(results []NexmarkQueryResult) string {
+func PerCPUChartSVG(results []WorkloadResult) string {
 	type row struct {
 		q     string
 		v     []float64
@@ -437,7 +452,7 @@ func PerCPUChartSVG(results []NexmarkQueryResult) string {
 // RatioChartSVG draws, per query, the median ratio of the first side's
 // events per CPU-second to the second's, with its min–max over the
 // rounds, on a logarithmic axis with 1× marked.
-func RatioChartSVG(results []NexmarkQueryResult) string {
+func RatioChartSVG(results []WorkloadResult) string {
 	type row struct {
 		q string
 		s Spread

@@ -13,7 +13,7 @@ import (
 // table a column per side.
 func TestNexmarkReportSides(t *testing.T) {
 	run := func(wall, cpu time.Duration) ProcessRun {
-		return ProcessRun{Wall: wall, CPU: cpu, MaxRSS: 100 << 20, Checkpoints: []time.Duration{time.Millisecond}}
+		return ProcessRun{Wall: wall, CPU: cpu, MaxRSS: 100 << 20, Checkpoints: []CheckpointStat{{Duration: time.Millisecond, Size: 1 << 20}}}
 	}
 	side := func(name string, wall, cpu time.Duration) SideResult {
 		return SideResult{Name: name, Runs: []ProcessRun{run(wall, cpu)}, Startup: []ProcessRun{run(time.Second, time.Second)}}
@@ -25,7 +25,7 @@ func TestNexmarkReportSides(t *testing.T) {
 		}
 		return &h
 	}
-	results := []NexmarkQueryResult{{
+	results := []WorkloadResult{{
 		Query: "q0", Check: "equal (9 rows)", Equal: true,
 		SideBySide: SideBySide{Workload: "q0", Events: 1_000_000, Sides: []SideResult{
 			side("weir", 2*time.Second, 2*time.Second), side("flink-hashmap", 11*time.Second, 21*time.Second), side("flink-rocksdb", 21*time.Second, 41*time.Second)}},
@@ -41,7 +41,7 @@ func TestNexmarkReportSides(t *testing.T) {
 		}
 	}
 	var md bytes.Buffer
-	WriteNexmarkMarkdown(&md, NexmarkReport{Title: "T"}, results)
+	WriteMarkdown(&md, Report{Heading: "Nexmark"}, results)
 	for _, want := range []string{"#### weir and Flink (hashmap)", "#### weir and Flink (rocksdb)", "| weir/Flink (rocksdb) events/CPU-s |",
 		"| q0 | 5000 | 1.00 ms / 2.01 ms | 2.99 ms / 4.02 ms | 5.02 ms / 5.98 ms | 2 / 2 / 2 | its bid's time (dateTime) |"} {
 		if !strings.Contains(md.String(), want) {

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -26,10 +27,18 @@ type Side struct {
 	// writes its outputs under r.Output, checkpoints into r.Checkpoints and
 	// serves a Flink-compatible REST API on r.RESTPort.
 	Command func(ctx context.Context, r SideRun) *exec.Cmd
-	// Checkpoints, if set, returns the durations of the checkpoints a
-	// finished run completed, from what the run wrote (its REST API is
-	// not asked).
-	Checkpoints func(r SideRun) ([]time.Duration, error)
+	// Checkpoints, if set, returns the checkpoints a finished run
+	// completed, from what the run wrote (its REST API is not asked).
+	Checkpoints func(r SideRun) ([]CheckpointStat, error)
+}
+
+// CheckpointStat is one completed checkpoint of a run.
+type CheckpointStat struct {
+	// Duration is its end-to-end duration, trigger to completion.
+	Duration time.Duration `json:"duration_ns"`
+	// Size is the bytes of state it holds in full (Flink's state_size,
+	// the Full Checkpoint Data Size), whether or not it was incremental.
+	Size int64 `json:"state_size"`
 }
 
 // SideRun is where one run of a side reads, writes and answers.
@@ -80,9 +89,8 @@ type ProcessRun struct {
 	// before exec into it, and a child forked from a parent that is
 	// larger would report the parent's.
 	MaxRSS int64
-	// Checkpoints are the end-to-end durations of the checkpoints the
-	// child's REST API reported completed while it ran.
-	Checkpoints []time.Duration
+	// Checkpoints are the checkpoints the child completed, by duration.
+	Checkpoints []CheckpointStat
 }
 
 // SideResult is one side's runs over the rounds.
@@ -189,7 +197,7 @@ func runSide(ctx context.Context, s Side, input, dir string, discard bool, lat *
 	// Start returns once the child has exec'd, so every read is of the
 	// child's own memory.
 	stopHWM := WatchPeakRSS(cmd.Process.Pid)
-	ckpts := map[int64]time.Duration{}
+	ckpts := map[int64]CheckpointStat{}
 	client := &http.Client{Timeout: time.Second}
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
@@ -224,11 +232,11 @@ poll:
 			return run, fmt.Errorf("%v: its checkpoints: %w", cmd.Args, err)
 		}
 	} else {
-		for _, d := range ckpts {
-			run.Checkpoints = append(run.Checkpoints, d)
+		for _, c := range ckpts {
+			run.Checkpoints = append(run.Checkpoints, c)
 		}
 	}
-	slices.Sort(run.Checkpoints)
+	slices.SortFunc(run.Checkpoints, func(a, b CheckpointStat) int { return cmp.Compare(a.Duration, b.Duration) })
 	return run, nil
 }
 
@@ -237,7 +245,7 @@ poll:
 // /jobs/:id/checkpoints: Flink's CheckpointingStatistics, which weir's API
 // serves too) to ckpts, by id. A process not yet or no longer answering is
 // not an error: the next poll tries again.
-func pollCheckpoints(c *http.Client, port int, ckpts map[int64]time.Duration) {
+func pollCheckpoints(c *http.Client, port int, ckpts map[int64]CheckpointStat) {
 	base := fmt.Sprintf("http://localhost:%d", port)
 	var jobs struct {
 		Jobs []struct {
@@ -253,6 +261,7 @@ func pollCheckpoints(c *http.Client, port int, ckpts map[int64]time.Duration) {
 				ID       int64  `json:"id"`
 				Status   string `json:"status"`
 				EndToEnd int64  `json:"end_to_end_duration"`
+				Size     int64  `json:"state_size"`
 			} `json:"history"`
 		}
 		if getJSON(c, base+"/jobs/"+j.ID+"/checkpoints", &stats) != nil {
@@ -260,7 +269,7 @@ func pollCheckpoints(c *http.Client, port int, ckpts map[int64]time.Duration) {
 		}
 		for _, h := range stats.History {
 			if strings.EqualFold(h.Status, "COMPLETED") {
-				ckpts[h.ID] = time.Duration(h.EndToEnd) * time.Millisecond
+				ckpts[h.ID] = CheckpointStat{Duration: time.Duration(h.EndToEnd) * time.Millisecond, Size: h.Size}
 			}
 		}
 	}
@@ -358,9 +367,20 @@ func (s SideResult) ProcessingCPU(i int) time.Duration {
 func (s SideResult) Checkpoints() []time.Duration {
 	var all []time.Duration
 	for _, r := range s.Runs {
-		all = append(all, r.Checkpoints...)
+		for _, c := range r.Checkpoints {
+			all = append(all, c.Duration)
+		}
 	}
 	slices.Sort(all)
+	return all
+}
+
+// CheckpointStats returns every checkpoint of every run.
+func (s SideResult) CheckpointStats() []CheckpointStat {
+	var all []CheckpointStat
+	for _, r := range s.Runs {
+		all = append(all, r.Checkpoints...)
+	}
 	return all
 }
 
