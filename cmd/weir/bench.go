@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -143,60 +144,113 @@ func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 
 func newBenchBackpressureCmd() *cobra.Command {
 	c := bench.DefaultBackpressure()
+	rounds := 3
 	cmd := &cobra.Command{
 		Use:   "backpressure",
 		Short: "Checkpoints under backpressure: aligned, unaligned, aligned with a timeout",
 		Long: `backpressure runs datagen → keyBy → a slow keyed operator (--cost of
-processor time per record) → discarding sink for --duration in each of three
-modes: aligned checkpoints, unaligned ones, and aligned ones that switch to
-unaligned after --aligned-timeout. Every channel into the slow operator stays
-full, so aligned barriers wait behind the queued records and unaligned ones
-overtake them. It prints, side by side, each mode's throughput and its
-checkpoints' duration, alignment and persisted in-flight bytes.`,
+processor time per record) → discarding sink in each of three modes:
+aligned checkpoints, unaligned ones, and aligned ones that switch to
+unaligned after --aligned-timeout. Every channel into the slow operator
+stays full, so aligned barriers wait behind the queued records (at most
+--batch-size × --channel-capacity per channel) and unaligned ones overtake
+them.
+
+Each of --rounds rounds runs every mode once, for --warmup and then
+--duration, the modes in a rotating order (round 1: aligned, unaligned,
+timeout; round 2: unaligned, timeout, aligned; …) so that what else the
+machine does falls on every mode alike. It prints, per mode, the median
+throughput over the rounds (records the sink received after the warm-up),
+its checkpoints' duration, alignment and persisted in-flight bytes over
+all rounds, whether every checkpoint completed within twice the interval,
+and the throughput ratio to aligned checkpoints, taken within each round,
+median [min–max].`,
+		Example: `  weir bench backpressure
+  weir bench backpressure --cost 50us --rounds 5
+  weir bench backpressure --cost 50us --batch-size 256 --channel-capacity 2`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if c.Duration <= 0 || c.Checkpoint <= 0 || c.Parallelism < 1 || c.Cost < 0 || c.AlignedTimeout <= 0 {
-				return fmt.Errorf("--duration, --checkpoint and --aligned-timeout must be positive, --parallelism at least 1, --cost not negative")
+			if c.Duration <= 0 || c.Checkpoint <= 0 || c.Parallelism < 1 || c.Cost < 0 || c.AlignedTimeout <= 0 || rounds < 1 || c.Warmup < 0 {
+				return fmt.Errorf("--duration, --checkpoint and --aligned-timeout must be positive, --parallelism and --rounds at least 1, --cost and --warmup not negative")
+			}
+			if c.BatchSize < 0 || c.ChannelCapacity < 0 {
+				return fmt.Errorf("--batch-size and --channel-capacity must not be negative (0: the engine's defaults)")
 			}
 			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "backpressure: %v per mode, parallelism %d, %v per record in the slow operator, checkpoints every %v\n",
-				c.Duration, c.Parallelism, c.Cost, c.Checkpoint)
-			fmt.Fprintf(out, "  %-22s %12s %6s %6s %10s %10s %10s %10s %10s %12s %12s\n",
-				"mode", "records/s", "ckpts", "failed", "dur p50", "dur p99", "dur max", "align p50", "align max", "persist p50", "persist max")
-			var base float64
-			for _, mode := range []bench.BackpressureMode{bench.ModeAligned, bench.ModeUnaligned, bench.ModeAlignedTimeout} {
-				r, err := bench.RunBackpressure(cmd.Context(), c, mode)
-				if err != nil {
-					return fmt.Errorf("%s: %w", mode, err)
+			modes := []bench.BackpressureMode{bench.ModeAligned, bench.ModeUnaligned, bench.ModeAlignedTimeout}
+			fmt.Fprintf(out, "backpressure: %d rounds of %v per mode after %v of warm-up, parallelism %d, %v per record in the slow operator, checkpoints every %v, batch size %s, channel capacity %s, load %s\n",
+				rounds, c.Duration, c.Warmup, c.Parallelism, c.Cost, c.Checkpoint, orDefault(c.BatchSize), orDefault(c.ChannelCapacity), loadAvg())
+			runs := make(map[bench.BackpressureMode][]bench.BackpressureResult)
+			for round := range rounds {
+				for i := range modes {
+					mode := modes[(round+i)%len(modes)]
+					r, err := bench.RunBackpressure(cmd.Context(), c, mode)
+					if err != nil {
+						return fmt.Errorf("%s: %w", mode, err)
+					}
+					fmt.Fprintf(out, "  round %d  %-16s %10.0f records/s  %3d checkpoints\n", round+1, mode, r.PerSecond(), len(r.Durations))
+					runs[mode] = append(runs[mode], r)
+				}
+			}
+			fmt.Fprintf(out, "  %-22s %12s %6s %6s %10s %10s %10s %10s %10s %12s %12s %8s\n",
+				"mode", "records/s", "ckpts", "failed", "dur p50", "dur p99", "dur max", "align p50", "align max", "persist p50", "persist max", "≤2×intvl")
+			for _, mode := range modes {
+				var rate []float64
+				var durs, aligns []time.Duration
+				var persisted []int64
+				var failed int64
+				for _, r := range runs[mode] {
+					rate = append(rate, r.PerSecond())
+					durs, aligns, persisted = append(durs, r.Durations...), append(aligns, r.Alignments...), append(persisted, r.Persisted...)
+					failed += r.Failed
 				}
 				name := string(mode)
 				if mode == bench.ModeAlignedTimeout {
 					name += "=" + c.AlignedTimeout.String()
 				}
 				rel := ""
-				if base == 0 {
-					base = r.PerSecond()
-				} else {
-					rel = fmt.Sprintf("  (%+.1f%% throughput vs aligned)", 100*(r.PerSecond()/base-1))
+				if mode != bench.ModeAligned {
+					var ratios []float64
+					for i, r := range runs[mode] {
+						ratios = append(ratios, r.PerSecond()/runs[bench.ModeAligned][i].PerSecond())
+					}
+					sp := bench.SpreadOf(ratios)
+					rel = fmt.Sprintf("  throughput vs aligned %+.1f%% [%+.1f%% – %+.1f%%]", 100*(sp.Median-1), 100*(sp.Min-1), 100*(sp.Max-1))
 				}
 				q := func(d []time.Duration, p float64) string {
 					return bench.Quantile(d, p).Round(time.Millisecond).String()
 				}
-				fmt.Fprintf(out, "  %-22s %12.0f %6d %6d %10s %10s %10s %10s %10s %12s %12s%s\n", name, r.PerSecond(),
-					len(r.Durations), r.Failed, q(r.Durations, 0.5), q(r.Durations, 0.99), q(r.Durations, 1),
-					q(r.Alignments, 0.5), q(r.Alignments, 1),
-					kib(bench.Quantile(r.Persisted, 0.5)), kib(bench.Quantile(r.Persisted, 1)), rel)
+				within := "yes"
+				if failed > 0 || len(durs) == 0 || bench.Quantile(durs, 1) > 2*c.Checkpoint {
+					within = "no"
+				}
+				fmt.Fprintf(out, "  %-22s %12.0f %6d %6d %10s %10s %10s %10s %10s %12s %12s %8s%s\n", name, bench.SpreadOf(rate).Median,
+					len(durs), failed, q(durs, 0.5), q(durs, 0.99), q(durs, 1),
+					q(aligns, 0.5), q(aligns, 1),
+					kib(bench.Quantile(persisted, 0.5)), kib(bench.Quantile(persisted, 1)), within, rel)
 			}
 			return nil
 		},
 	}
 	f := cmd.Flags()
-	f.DurationVar(&c.Duration, "duration", c.Duration, "how long each mode runs")
+	f.IntVar(&rounds, "rounds", rounds, "rounds: each runs every mode once")
+	f.DurationVar(&c.Duration, "duration", c.Duration, "how long each mode runs after its warm-up")
+	f.DurationVar(&c.Warmup, "warmup", c.Warmup, "how long each mode runs before its throughput is counted")
 	f.DurationVar(&c.Checkpoint, "checkpoint", c.Checkpoint, "checkpoint interval")
 	f.DurationVar(&c.Cost, "cost", c.Cost, "processor time the slow operator spends per record")
 	f.IntVar(&c.Parallelism, "parallelism", c.Parallelism, "parallelism of the job")
 	f.DurationVar(&c.AlignedTimeout, "aligned-timeout", c.AlignedTimeout, "aligned-checkpoint timeout of the third mode")
+	f.IntVar(&c.BatchSize, "batch-size", 0, "records per batch on the job's channels (0: the engine's default, 1024)")
+	f.IntVar(&c.ChannelCapacity, "channel-capacity", 0, "batches a channel buffers (0: the engine's default, 4)")
 	return cmd
+}
+
+// orDefault formats a data-plane size, 0 as the engine's default.
+func orDefault(n int) string {
+	if n == 0 {
+		return "default"
+	}
+	return strconv.Itoa(n)
 }
 
 // kib formats a byte count in KiB, for the benchmark's table.

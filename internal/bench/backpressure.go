@@ -24,11 +24,20 @@ type BackpressureConfig struct {
 	Cost           time.Duration // processor time per record in the slow operator
 	Parallelism    int
 	AlignedTimeout time.Duration // the aligned-checkpoint timeout of the third mode
+	// Warmup is left out of the throughput: the records the sink had
+	// received by then are not counted, nor the time.
+	Warmup time.Duration
+	// BatchSize and ChannelCapacity size the data plane (records per
+	// batch, batches a channel buffers); 0 keeps the engine's defaults.
+	// Their product bounds the records in flight per channel, which an
+	// aligned barrier waits behind.
+	BatchSize, ChannelCapacity int
 }
 
 // DefaultBackpressure is the benchmark's default configuration.
 func DefaultBackpressure() BackpressureConfig {
-	return BackpressureConfig{Duration: 10 * time.Second, Checkpoint: 200 * time.Millisecond, Cost: 10 * time.Microsecond, Parallelism: 2, AlignedTimeout: 20 * time.Millisecond}
+	return BackpressureConfig{Duration: 10 * time.Second, Checkpoint: 200 * time.Millisecond, Cost: 10 * time.Microsecond, Parallelism: 2,
+		AlignedTimeout: 20 * time.Millisecond, Warmup: time.Second}
 }
 
 // BackpressureMode is how the benchmark's checkpoints align.
@@ -44,7 +53,8 @@ const (
 // BackpressureResult is one mode's run.
 type BackpressureResult struct {
 	Mode BackpressureMode
-	// Records is the number of records the sink received, over Elapsed.
+	// Records is the number of records the sink received over Elapsed,
+	// which starts after the warm-up.
 	Records int64
 	Elapsed time.Duration
 	// Durations, Alignments and Persisted are, per completed checkpoint,
@@ -84,7 +94,8 @@ func RunBackpressure(ctx context.Context, c BackpressureConfig, mode Backpressur
 	if err != nil {
 		return BackpressureResult{}, err
 	}
-	env, err := stream.NewEnvironment(stream.WithConfig(cfg), stream.WithLogger(slog.New(slog.DiscardHandler)))
+	env, err := stream.NewEnvironment(stream.WithConfig(cfg), stream.WithLogger(slog.New(slog.DiscardHandler)),
+		stream.WithBatchSize(c.BatchSize), stream.WithChannelCapacity(c.ChannelCapacity))
 	if err != nil {
 		return BackpressureResult{}, err
 	}
@@ -101,12 +112,16 @@ func RunBackpressure(ctx context.Context, c BackpressureConfig, mode Backpressur
 	if err != nil {
 		return BackpressureResult{}, err
 	}
-	start := time.Now()
+	select {
+	case <-time.After(c.Warmup):
+	case <-ctx.Done():
+	}
+	start, before := time.Now(), client.Metrics().RecordsOut
 	select {
 	case <-time.After(c.Duration):
 	case <-ctx.Done():
 	}
-	res := BackpressureResult{Mode: mode, Records: client.Metrics().RecordsOut, Elapsed: time.Since(start)}
+	res := BackpressureResult{Mode: mode, Records: client.Metrics().RecordsOut - before, Elapsed: time.Since(start)}
 	jm := launch.MasterOf(client)
 	if jm == nil {
 		return res, fmt.Errorf("bench: the job's master is not reachable")
