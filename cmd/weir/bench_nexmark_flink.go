@@ -314,7 +314,9 @@ func machineLines(cmd *cobra.Command, java, flinkJar string) []string {
 		// runs from its root as documented.
 		if out, err := exec.CommandContext(cmd.Context(), "git", "rev-parse", "--short=12", "HEAD").Output(); err == nil {
 			rev = strings.TrimSpace(string(out)) + " (the working directory's, by git)"
-			if st, err := exec.CommandContext(cmd.Context(), "git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(st) > 0 {
+			// What the bench commands write themselves (this file and its
+			// charts) does not make the build's source differ.
+			if st, err := exec.CommandContext(cmd.Context(), "git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!BENCHMARKS.md", ":!bench/charts").Output(); err == nil && len(st) > 0 {
 				rev += " with uncommitted changes"
 			}
 		}

@@ -20,7 +20,8 @@ import (
 // another system wrote (a changelog in Debezium JSON, as Flink's
 // filesystem sink writes it) both become. Two systems agree on a query
 // when the final contents of its table, as multisets of canonical rows,
-// are equal.
+// are equal — for a ROW_NUMBER query, as multisets of rows cut down to
+// the columns the query decides (Table.Determined).
 
 // ColumnKind is how a column's values are compared.
 type ColumnKind byte
@@ -49,6 +50,12 @@ type Table struct {
 	// Comparable is false where no two runs agree by design (q12's
 	// processing-time windows).
 	Comparable bool
+	// Determined, for a ROW_NUMBER query, are the columns its PARTITION BY
+	// and ORDER BY decide. Among rows tied on the ORDER BY, the SQL leaves
+	// which row gets which number to the order they arrive in, so two
+	// correct runs agree on these columns and may differ in the others
+	// (DiffTies). Nil: every column is decided.
+	Determined []string
 }
 
 func cols(spec string) []Column {
@@ -68,23 +75,24 @@ const (
 
 // tables are the sink tables of nexmark-flink's queries/*.sql.
 var tables = map[string]Table{
-	"q0":  {Columns: cols("auction:i bidder:i price:i dateTime:t extra:s")},
-	"q1":  {Columns: cols("auction:i bidder:i price:d dateTime:t extra:s")},
-	"q2":  {Columns: cols("auction:i price:i")},
-	"q3":  {Columns: cols("name:s city:s state:s id:i")},
-	"q4":  {Columns: cols("id:i final:i"), Updating: true},
-	"q5":  {Columns: cols("auction:i num:i")},
-	"q7":  {Columns: cols("auction:i bidder:i price:i dateTime:t extra:s")},
-	"q8":  {Columns: cols("id:i name:s stime:t")},
-	"q9":  {Columns: cols("id:i itemName:s description:s initialBid:i reserve:i dateTime:t expires:t seller:i category:i extra:s auction:i bidder:i price:i bid_dateTime:t bid_extra:s"), Updating: true},
+	"q0": {Columns: cols("auction:i bidder:i price:i dateTime:t extra:s")},
+	"q1": {Columns: cols("auction:i bidder:i price:d dateTime:t extra:s")},
+	"q2": {Columns: cols("auction:i price:i")},
+	"q3": {Columns: cols("name:s city:s state:s id:i")},
+	"q4": {Columns: cols("id:i final:i"), Updating: true},
+	"q5": {Columns: cols("auction:i num:i")},
+	"q7": {Columns: cols("auction:i bidder:i price:i dateTime:t extra:s")},
+	"q8": {Columns: cols("id:i name:s stime:t")},
+	"q9": {Columns: cols("id:i itemName:s description:s initialBid:i reserve:i dateTime:t expires:t seller:i category:i extra:s auction:i bidder:i price:i bid_dateTime:t bid_extra:s"), Updating: true,
+		Determined: strings.Fields("id itemName description initialBid reserve dateTime expires seller category extra auction price bid_dateTime")},
 	"q11": {Columns: cols("bidder:i bid_count:i starttime:t endtime:t")},
 	"q12": {Columns: cols("bidder:i bid_count:i starttime:t endtime:t")},
 	"q14": {Columns: cols("auction:i bidder:i price:d bidTimeType:s dateTime:t extra:s c_counts:i")},
 	"q15": {Columns: cols("day:s " + statsCols), Updating: true},
 	"q16": {Columns: cols("channel:s day:s minute:s " + statsCols), Updating: true},
 	"q17": {Columns: cols("auction:i day:s total_bids:i rank1_bids:i rank2_bids:i rank3_bids:i min_price:i max_price:i avg_price:i sum_price:i"), Updating: true},
-	"q18": {Columns: cols(bidCols), Updating: true},
-	"q19": {Columns: cols(bidCols + " rank_number:i"), Updating: true},
+	"q18": {Columns: cols(bidCols), Updating: true, Determined: strings.Fields("auction bidder dateTime")},
+	"q19": {Columns: cols(bidCols + " rank_number:i"), Updating: true, Determined: strings.Fields("auction price rank_number")},
 	"q20": {Columns: cols("auction:i bidder:i price:i channel:s url:s bid_dateTime:t bid_extra:s itemName:s description:s initialBid:i reserve:i auction_dateTime:t expires:t seller:i category:i auction_extra:s")},
 	"q21": {Columns: cols("auction:i bidder:i price:i channel:s channel_id:s")},
 	"q22": {Columns: cols("auction:i bidder:i price:i channel:s dir1:s dir2:s dir3:s")},
@@ -449,4 +457,35 @@ func DiffRows(a, b []string) RowDiff {
 		}
 	}
 	return d
+}
+
+// Project returns rows (canonical rows of t, sorted or not) cut down to
+// t's Determined columns, sorted: what two runs of a ROW_NUMBER query
+// must agree on. It returns rows unchanged when every column is
+// determined.
+func (t Table) Project(rows []string) ([]string, error) {
+	if t.Determined == nil {
+		return rows, nil
+	}
+	idx := make([]int, len(t.Determined))
+	for i, name := range t.Determined {
+		idx[i] = slices.IndexFunc(t.Columns, func(c Column) bool { return c.Name == name })
+		if idx[i] < 0 {
+			return nil, fmt.Errorf("nexmark: determined column %q is not a column of the table", name)
+		}
+	}
+	out := make([]string, len(rows))
+	vals := make([]string, len(idx))
+	for r, row := range rows {
+		f := strings.Split(row, valueSep)
+		if len(f) != len(t.Columns) {
+			return nil, fmt.Errorf("nexmark: row %q has %d values, the table %d columns", row, len(f), len(t.Columns))
+		}
+		for i, c := range idx {
+			vals[i] = f[c]
+		}
+		out[r] = strings.Join(vals, valueSep)
+	}
+	slices.Sort(out)
+	return out, nil
 }

@@ -109,3 +109,46 @@ func TestDiffRows(t *testing.T) {
 		t.Errorf("equal rows differ: %+v", d)
 	}
 }
+
+// TestProjectTies: two q19 results that number two bids of the same
+// price in the other order agree on what the query decides; a result
+// with a different price at a rank does not.
+func TestProjectTies(t *testing.T) {
+	tb, err := nx.TableOf("q19")
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := func(bidder, price, rank string) string {
+		return strings.Join([]string{"7", bidder, price, `"c"`, `"u"`, "2026-01-01 00:00:00.000", `"x"`, rank}, "\t")
+	}
+	a := []string{row("1", "50", "1"), row("2", "50", "2"), row("3", "40", "3")}
+	b := []string{row("2", "50", "1"), row("1", "50", "2"), row("3", "40", "3")}
+	c := []string{row("2", "50", "1"), row("1", "45", "2"), row("3", "40", "3")}
+	slices.Sort(a)
+	slices.Sort(b)
+	slices.Sort(c)
+	if nx.DiffRows(a, b).OK() {
+		t.Fatal("the rows themselves should differ")
+	}
+	pa, err := tb.Project(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pb, _ := tb.Project(b)
+	pc, _ := tb.Project(c)
+	if d := nx.DiffRows(pa, pb); !d.OK() {
+		t.Errorf("tied bids numbered in the other order differ: %+v", d)
+	}
+	if d := nx.DiffRows(pa, pc); d.OK() {
+		t.Error("a different price at rank 2 agrees")
+	}
+	if _, err := tb.Project([]string{"1\t2"}); err == nil {
+		t.Error("a row with too few values was projected")
+	}
+	for _, q := range nx.Queries() {
+		tb, _ := nx.TableOf(q.Name)
+		if _, err := tb.Project(nil); err != nil {
+			t.Errorf("%s: %v", q.Name, err)
+		}
+	}
+}
