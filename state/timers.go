@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"iter"
-	"maps"
 	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -33,7 +32,7 @@ type Timer[K, N comparable] struct {
 // order as one that never failed.
 //
 // Internally each key group has a binary heap with an index for
-// deduplication and deletion, copied on write while a snapshot shares it,
+// deduplication and deletion (timerIndex), copied on write while a snapshot shares it,
 // and a small heap orders the key groups by their earliest timer. In a
 // steady state (timers registered and fired at a similar rate, no snapshot
 // pending) registering and firing do not allocate.
@@ -80,7 +79,7 @@ type heapEntry struct {
 type timerQueue[K, N comparable] struct {
 	nodes []timerNode[K, N]
 	heap  []heapEntry
-	index map[timerKey[K, N]]int32
+	index timerIndex
 	free  []int32
 	epoch uint64
 }
@@ -108,7 +107,7 @@ func NewTimers[K, N comparable](b *KeyedBackend[K], name string, nsCodec codec.C
 		t.q = make([]*timerQueue[K, N], b.kgs.Len())
 		t.groupHeap = newGroupHeap(b.kgs.Len())
 		for i := range t.q {
-			t.q[i] = &timerQueue[K, N]{index: make(map[timerKey[K, N]]int32), epoch: b.ep.cur}
+			t.q[i] = &timerQueue[K, N]{epoch: b.ep.cur}
 		}
 		return t
 	})
@@ -133,7 +132,8 @@ func (t *Timers[K, N]) Register(ns N, ts int64) {
 	}
 	kg, h := t.b.pos()
 	tk := timerKey[K, N]{ts, t.b.key, ns}
-	if _, ok := t.q[kg].index[tk]; ok {
+	q0 := t.q[kg]
+	if _, ok := lookup(&q0.index, q0.nodes, timerHash(h, ts), tk); ok {
 		return
 	}
 	q := t.writable(kg)
@@ -150,9 +150,10 @@ func (t *Timers[K, N]) Delete(ns N, ts int64) {
 		t.lsmDelete(ns, ts)
 		return
 	}
-	kg, _ := t.b.pos()
+	kg, h := t.b.pos()
 	tk := timerKey[K, N]{ts, t.b.key, ns}
-	i, ok := t.q[kg].index[tk]
+	q0 := t.q[kg]
+	i, ok := lookup(&q0.index, q0.nodes, timerHash(h, ts), tk)
 	if !ok {
 		return
 	}
@@ -170,8 +171,9 @@ func (t *Timers[K, N]) Contains(ns N, ts int64) bool {
 	if t.l != nil {
 		return t.lsmContains(ns, ts)
 	}
-	kg, _ := t.b.pos()
-	_, ok := t.q[kg].index[timerKey[K, N]{ts, t.b.key, ns}]
+	kg, h := t.b.pos()
+	q := t.q[kg]
+	_, ok := lookup(&q.index, q.nodes, timerHash(h, ts), timerKey[K, N]{ts, t.b.key, ns})
 	return ok
 }
 
@@ -237,7 +239,7 @@ func (t *Timers[K, N]) writable(kg int) *timerQueue[K, N] {
 	c := &timerQueue[K, N]{
 		nodes: slices.Clone(q.nodes),
 		heap:  slices.Clone(q.heap),
-		index: maps.Clone(q.index),
+		index: q.index.clone(),
 		free:  slices.Clone(q.free),
 		epoch: t.b.ep.cur,
 	}
@@ -282,7 +284,7 @@ func (t *Timers[K, N]) push(q *timerQueue[K, N], n timerNode[K, N]) int32 {
 	n.pos = int32(len(q.heap))
 	q.nodes[i] = n
 	q.heap = append(q.heap, heapEntry{n.ts, n.hash, i})
-	q.index[n.timerKey] = i
+	q.index.insert(timerHash(n.hash, n.ts), i)
 	t.up(q, int(n.pos))
 	return i
 }
@@ -297,7 +299,7 @@ func (t *Timers[K, N]) removeAt(q *timerQueue[K, N], pos int32) {
 	if pos != last && !t.down(q, int(pos)) {
 		t.up(q, int(pos))
 	}
-	delete(q.index, q.nodes[i].timerKey)
+	q.index.remove(timerHash(q.nodes[i].hash, q.nodes[i].ts), i)
 	q.nodes[i] = timerNode[K, N]{} // drop references held by the key and namespace
 	q.free = append(q.free, i)
 }
@@ -510,7 +512,8 @@ func (t *Timers[K, N]) restore(kgIdx int, key, ns, val []byte) error {
 	if err != nil {
 		return err
 	}
-	if _, ok := t.q[kgIdx].index[tk]; ok {
+	q := t.q[kgIdx]
+	if _, ok := lookup(&q.index, q.nodes, timerHash(h, tk.ts), tk); ok {
 		return nil
 	}
 	t.push(t.writable(kgIdx), timerNode[K, N]{timerKey: tk, hash: h})

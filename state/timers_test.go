@@ -262,3 +262,31 @@ func TestTimersInStoreMatchHeap(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkTimersChurn is a timeout per request, cancelled when the
+// request completes: a standing population of 100,000 timers; each op
+// registers a timer for a new key and deletes the oldest one, and checks
+// a key that has none.
+func BenchmarkTimersChurn(b *testing.B) {
+	be := newBackend(b)
+	tm := must(NewTimers[string, VoidNamespace](be, "proc", nil))
+	const live = 100_000
+	keys := benchKeys(4 * live)
+	for i := range live {
+		be.SetCurrentKey(keys[i])
+		tm.Register(VoidNamespace{}, int64(i))
+	}
+	i := live
+	b.ReportAllocs()
+	for b.Loop() {
+		be.SetCurrentKey(keys[i%len(keys)])
+		tm.Register(VoidNamespace{}, int64(i))
+		be.SetCurrentKey(keys[(i-live)%len(keys)])
+		tm.Delete(VoidNamespace{}, int64(i-live))
+		be.SetCurrentKey(keys[(i+live)%len(keys)])
+		if tm.Contains(VoidNamespace{}, int64(i+live)) {
+			b.Fatal("a timer that was never registered")
+		}
+		i++
+	}
+}
