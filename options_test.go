@@ -65,6 +65,7 @@ func TestEveryOptionIsReadOrRefused(t *testing.T) {
 		config.KeyRocksDBWriteBufferRatio:   {"0.5", "0.25"},
 		config.KeyRocksDBHighPrioPoolRatio:  {"0.1"},
 		config.KeyManagedMemoryFraction:     {"0.4"},
+		config.KeyMinSegmentSize:            {"256 b", "1 kb"},
 	}
 	for _, o := range config.Options() {
 		name, ok := constOf[o.Key]

@@ -214,6 +214,36 @@ const (
 	// before it is flushed. Default: 100 ms. Replaces execution.buffer-timeout.
 	KeyBufferTimeout = "execution.buffer-timeout.interval"
 
+	// KeyBufferDebloatEnabled turns on buffer debloating: each subtask
+	// with inputs measures how fast it consumes records and limits the
+	// records in flight on each of its input channels to what it
+	// consumes within KeyBufferDebloatTarget, so that an aligned barrier
+	// waits behind about that much work under backpressure. Default:
+	// false.
+	KeyBufferDebloatEnabled = "taskmanager.network.memory.buffer-debloat.enabled"
+
+	// KeyBufferDebloatTarget is the time a subtask should take to consume
+	// the records in flight on its input channels. Default: 1 s. At least
+	// 1 ms.
+	KeyBufferDebloatTarget = "taskmanager.network.memory.buffer-debloat.target"
+
+	// KeyBufferDebloatPeriod is how often a subtask recomputes its input
+	// channels' limit. Default: 200 ms. At least 1 ms.
+	KeyBufferDebloatPeriod = "taskmanager.network.memory.buffer-debloat.period"
+
+	// KeyBufferDebloatSamples is the number of periods the consumption
+	// rate is averaged over. Default: 20. From 1 to 1000.
+	KeyBufferDebloatSamples = "taskmanager.network.memory.buffer-debloat.samples"
+
+	// KeyBufferDebloatThreshold is the smallest change, in percent of the
+	// current limit, that replaces it. Default: 25. From 0 to 100.
+	KeyBufferDebloatThreshold = "taskmanager.network.memory.buffer-debloat.threshold-percentages"
+
+	// KeyMinSegmentSize is Flink's smallest network buffer, the floor of
+	// buffer debloating. weir refuses it: its channels hold records, not
+	// byte buffers, and the floor is 64 records a channel.
+	KeyMinSegmentSize = "taskmanager.memory.min-segment-size"
+
 	// KeyStateBackend selects the keyed-state backend: hashmap (state in
 	// memory, copy-on-write snapshots) or pebble (an embedded LSM store on
 	// local disk), which also serves Flink's rocksdb and forst. Default:

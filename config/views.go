@@ -428,6 +428,36 @@ func roundUpToPowerOfTwo(x int) int {
 	return 1 << bits.Len(uint(x-1))
 }
 
+// Debloat is buffer debloating (Flink's
+// taskmanager.network.memory.buffer-debloat.*) with defaults resolved.
+type Debloat struct {
+	// Enabled turns it on. Default: false.
+	Enabled bool
+	// Target is the time a subtask should take to consume the records in
+	// flight on its input channels. Default: 1 s.
+	Target time.Duration
+	// Period is how often a subtask recomputes the limit. Default: 200 ms.
+	Period time.Duration
+	// Samples is the number of periods the consumption rate is averaged
+	// over. Default: 20.
+	Samples int
+	// Threshold is the smallest change of the limit, in percent of the
+	// current one, that is applied. Default: 25.
+	Threshold int
+}
+
+// Debloat returns the buffer-debloating configuration with defaults
+// resolved.
+func (c *Configuration) Debloat() Debloat {
+	return Debloat{
+		Enabled:   c.Bool(KeyBufferDebloatEnabled),
+		Target:    c.Duration(KeyBufferDebloatTarget),
+		Period:    c.Duration(KeyBufferDebloatPeriod),
+		Samples:   c.Int(KeyBufferDebloatSamples),
+		Threshold: c.Int(KeyBufferDebloatThreshold),
+	}
+}
+
 // Cluster is the configuration of the job manager, task managers and REST
 // server with defaults resolved.
 type Cluster struct {

@@ -101,7 +101,9 @@ var keyedKinds = append(slices.Clone(faultKinds), kindPartitionChange)
 // unaligned, or aligned until a timeout of a few milliseconds; unaligned
 // checkpoints persist the records in flight, and a restore replays them
 // before any new input. The suite fails if no seed restored such channel
-// state.
+// state. Half the seeds, whatever their mode, debloat buffers
+// (drawDebloat): their input channels' in-flight limits move while they
+// run.
 func TestDifferentialKeyedSum(t *testing.T) {
 	seeds := diffSeedList(300)
 	var tally kindTally
@@ -147,6 +149,7 @@ func TestDifferentialKeyedSum(t *testing.T) {
 			eng.atLeastOnce = drawAtLeastOnce(seed)
 		}
 		eng.drawAlignment(seed)
+		eng.drawDebloat(seed)
 		if eng.corruptible {
 			eng.dir = t.TempDir()
 		}

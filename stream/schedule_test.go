@@ -129,6 +129,10 @@ type engine struct {
 	// checkpoint at a time.
 	unaligned      bool
 	alignedTimeout string
+	// debloatTarget, if set, enables buffer debloating with that target
+	// and debloatSamples samples of 5 ms (see drawDebloat).
+	debloatTarget  string
+	debloatSamples int
 	// ev records the job's events (options installs it).
 	ev *streamtest.Events
 }
@@ -152,6 +156,19 @@ func drawEngine(r *rand.Rand) engine {
 	e.incremental = e.pebble && r.IntN(3) > 0
 	e.heapTimers = e.pebble && r.IntN(4) == 0
 	return e
+}
+
+// drawDebloat draws buffer debloating for half the seeds, from a
+// generator of its own as drawAtLeastOnce: a target of 1 ms (the limit
+// stays near the floor), 5 ms or 50 ms, recomputed every 5 ms over 1 or 3
+// samples, so that the limits move while the short jobs run.
+func (e *engine) drawDebloat(seed uint64) {
+	r := rand.New(rand.NewPCG(seed, 0xdeb))
+	if r.IntN(2) == 0 {
+		return
+	}
+	e.debloatTarget = []string{"1 ms", "5 ms", "50 ms"}[r.IntN(3)]
+	e.debloatSamples = []int{1, 3}[r.IntN(2)]
 }
 
 // drawAtLeastOnce draws, for a third of the seeds, at-least-once
@@ -214,6 +231,9 @@ func (e engine) String() string {
 			s += " aligned-timeout=" + e.alignedTimeout
 		}
 	}
+	if e.debloatTarget != "" {
+		s += fmt.Sprintf(" debloat-target=%s debloat-samples=%d", e.debloatTarget, e.debloatSamples)
+	}
 	return s
 }
 
@@ -255,6 +275,10 @@ func (e engine) config(kv ...string) []string {
 		if e.alignedTimeout != "" {
 			out = append(out, config.KeyCheckpointingAlignedTimeout+"="+e.alignedTimeout)
 		}
+	}
+	if e.debloatTarget != "" {
+		out = append(out, config.KeyBufferDebloatEnabled+"=true", config.KeyBufferDebloatTarget+"="+e.debloatTarget,
+			config.KeyBufferDebloatPeriod+"=5 ms", fmt.Sprintf("%s=%d", config.KeyBufferDebloatSamples, e.debloatSamples))
 	}
 	return append(out, kv...)
 }

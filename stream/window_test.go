@@ -121,6 +121,7 @@ func TestDifferentialWindows(t *testing.T) {
 			onPebble.Add(1)
 		}
 		eng.drawAlignment(seed)
+		eng.drawDebloat(seed)
 		kinds := drawKinds(r, 3, windowKinds)
 		needsEngine(&eng, kinds)
 		if eng.corruptible {
@@ -436,6 +437,7 @@ func TestLateDataAcrossRestores(t *testing.T) {
 		gen := lateGen(seed, keys)
 		eng := drawEngine(r)
 		eng.drawAlignment(seed)
+		eng.drawDebloat(seed)
 		kinds := drawKinds(r, 3, windowKinds)
 		needsEngine(&eng, kinds)
 		if eng.corruptible {

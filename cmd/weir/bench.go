@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -145,28 +146,38 @@ func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 func newBenchBackpressureCmd() *cobra.Command {
 	c := bench.DefaultBackpressure()
 	rounds := 3
+	var modeNames []string
+	for _, m := range bench.BackpressureModes {
+		modeNames = append(modeNames, string(m))
+	}
 	cmd := &cobra.Command{
 		Use:   "backpressure",
-		Short: "Checkpoints under backpressure: aligned, unaligned, aligned with a timeout",
+		Short: "Checkpoints under backpressure: aligned, unaligned, aligned with a timeout, aligned with buffer debloating",
 		Long: `backpressure runs datagen → keyBy → a slow keyed operator (--cost of
-processor time per record) → discarding sink in each of three modes:
-aligned checkpoints, unaligned ones, and aligned ones that switch to
-unaligned after --aligned-timeout. Every channel into the slow operator
-stays full, so aligned barriers wait behind the queued records (at most
---batch-size × --channel-capacity per channel) and unaligned ones overtake
-them.
+processor time per record) → discarding sink in each of four modes:
+aligned checkpoints, unaligned ones, aligned ones that switch to
+unaligned after --aligned-timeout, and aligned ones with buffer
+debloating (taskmanager.network.memory.buffer-debloat.enabled, target
+--debloat-target). Every channel into the slow operator stays full, so
+aligned barriers wait behind the queued records (at most --batch-size ×
+--channel-capacity per channel, or with debloating what the operator
+consumes within the target) and unaligned ones overtake them. --modes
+picks some of the modes.
 
 Each of --rounds rounds runs every mode once, for --warmup and then
 --duration, the modes in a rotating order (round 1: aligned, unaligned,
-timeout; round 2: unaligned, timeout, aligned; …) so that what else the
-machine does falls on every mode alike. It prints, per mode, the median
-throughput over the rounds (records the sink received after the warm-up),
-its checkpoints' duration, alignment and persisted in-flight bytes over
-all rounds, whether every checkpoint completed within twice the interval,
-and the throughput ratio to aligned checkpoints, taken within each round,
-median [min–max].`,
+timeout, debloat; round 2: unaligned, timeout, debloat, aligned; …) so
+that what else the machine does falls on every mode alike. It prints, per
+mode, the median throughput over the rounds (records the sink received
+after the warm-up), its checkpoints' duration, alignment and persisted
+in-flight bytes over all rounds, the slow operator's in-flight limit per
+channel at the end and the most records an aligned barrier found ahead of
+it on one channel, whether every checkpoint completed within twice the
+interval, and the throughput ratio to the first mode, taken within each
+round, median [min–max].`,
 		Example: `  weir bench backpressure
   weir bench backpressure --cost 50us --rounds 5
+  weir bench backpressure --cost 50us --modes aligned,aligned-debloat --debloat-target 20ms
   weir bench backpressure --cost 50us --batch-size 256 --channel-capacity 2`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -176,10 +187,26 @@ median [min–max].`,
 			if c.BatchSize < 0 || c.ChannelCapacity < 0 {
 				return fmt.Errorf("--batch-size and --channel-capacity must not be negative (0: the engine's defaults)")
 			}
+			if c.DebloatTarget < time.Millisecond {
+				return fmt.Errorf("--debloat-target must be at least 1ms")
+			}
+			var modes []bench.BackpressureMode
+			for _, name := range modeNames {
+				m := bench.BackpressureMode(name)
+				if !slices.Contains(bench.BackpressureModes, m) {
+					return fmt.Errorf("--modes: unknown mode %q (modes: %v)", name, bench.BackpressureModes)
+				}
+				if slices.Contains(modes, m) {
+					return fmt.Errorf("--modes: %s named twice", name)
+				}
+				modes = append(modes, m)
+			}
+			if len(modes) == 0 {
+				return fmt.Errorf("--modes: name at least one of %v", bench.BackpressureModes)
+			}
 			out := cmd.OutOrStdout()
-			modes := []bench.BackpressureMode{bench.ModeAligned, bench.ModeUnaligned, bench.ModeAlignedTimeout}
-			fmt.Fprintf(out, "backpressure: %d rounds of %v per mode after %v of warm-up, parallelism %d, %v per record in the slow operator, checkpoints every %v, batch size %s, channel capacity %s, load %s\n",
-				rounds, c.Duration, c.Warmup, c.Parallelism, c.Cost, c.Checkpoint, orDefault(c.BatchSize), orDefault(c.ChannelCapacity), loadAvg())
+			fmt.Fprintf(out, "backpressure: %d rounds of %v per mode after %v of warm-up, parallelism %d, %v per record in the slow operator, checkpoints every %v, batch size %s, channel capacity %s, debloat target %v, load %s\n",
+				rounds, c.Duration, c.Warmup, c.Parallelism, c.Cost, c.Checkpoint, orDefault(c.BatchSize), orDefault(c.ChannelCapacity), c.DebloatTarget, loadAvg())
 			runs := make(map[bench.BackpressureMode][]bench.BackpressureResult)
 			for round := range rounds {
 				for i := range modes {
@@ -192,30 +219,38 @@ median [min–max].`,
 					runs[mode] = append(runs[mode], r)
 				}
 			}
-			fmt.Fprintf(out, "  %-22s %12s %6s %6s %10s %10s %10s %10s %10s %12s %12s %8s\n",
-				"mode", "records/s", "ckpts", "failed", "dur p50", "dur p99", "dur max", "align p50", "align max", "persist p50", "persist max", "≤2×intvl")
+			fmt.Fprintf(out, "  %-22s %12s %6s %6s %10s %10s %10s %10s %10s %12s %12s %8s %10s %8s\n",
+				"mode", "records/s", "ckpts", "failed", "dur p50", "dur p99", "dur max", "align p50", "align max", "persist p50", "persist max", "≤2×intvl", "limit/ch", "ahead")
 			for _, mode := range modes {
 				var rate []float64
 				var durs, aligns []time.Duration
 				var persisted []int64
-				var failed int64
+				var failed, limit, ahead int64
 				for _, r := range runs[mode] {
 					rate = append(rate, r.PerSecond())
 					durs, aligns, persisted = append(durs, r.Durations...), append(aligns, r.Alignments...), append(persisted, r.Persisted...)
 					failed += r.Failed
+					limit, ahead = max(limit, r.InFlightLimit), max(ahead, r.BarrierInFlight)
 				}
 				name := string(mode)
-				if mode == bench.ModeAlignedTimeout {
+				switch mode {
+				case bench.ModeAlignedTimeout:
 					name += "=" + c.AlignedTimeout.String()
+				case bench.ModeAlignedDebloat:
+					name += "=" + c.DebloatTarget.String()
 				}
 				rel := ""
-				if mode != bench.ModeAligned {
+				if mode != modes[0] {
 					var ratios []float64
 					for i, r := range runs[mode] {
-						ratios = append(ratios, r.PerSecond()/runs[bench.ModeAligned][i].PerSecond())
+						ratios = append(ratios, r.PerSecond()/runs[modes[0]][i].PerSecond())
 					}
 					sp := bench.SpreadOf(ratios)
-					rel = fmt.Sprintf("  throughput vs aligned %+.1f%% [%+.1f%% – %+.1f%%]", 100*(sp.Median-1), 100*(sp.Min-1), 100*(sp.Max-1))
+					rel = fmt.Sprintf("  throughput vs %s %+.1f%% [%+.1f%% – %+.1f%%]", modes[0], 100*(sp.Median-1), 100*(sp.Min-1), 100*(sp.Max-1))
+				}
+				lim := "-"
+				if limit > 0 {
+					lim = strconv.FormatInt(limit, 10)
 				}
 				q := func(d []time.Duration, p float64) string {
 					return bench.Quantile(d, p).Round(time.Millisecond).String()
@@ -224,10 +259,10 @@ median [min–max].`,
 				if failed > 0 || len(durs) == 0 || bench.Quantile(durs, 1) > 2*c.Checkpoint {
 					within = "no"
 				}
-				fmt.Fprintf(out, "  %-22s %12.0f %6d %6d %10s %10s %10s %10s %10s %12s %12s %8s%s\n", name, bench.SpreadOf(rate).Median,
+				fmt.Fprintf(out, "  %-22s %12.0f %6d %6d %10s %10s %10s %10s %10s %12s %12s %8s %10s %8d%s\n", name, bench.SpreadOf(rate).Median,
 					len(durs), failed, q(durs, 0.5), q(durs, 0.99), q(durs, 1),
 					q(aligns, 0.5), q(aligns, 1),
-					kib(bench.Quantile(persisted, 0.5)), kib(bench.Quantile(persisted, 1)), within, rel)
+					kib(bench.Quantile(persisted, 0.5)), kib(bench.Quantile(persisted, 1)), within, lim, ahead, rel)
 			}
 			return nil
 		},
@@ -242,6 +277,8 @@ median [min–max].`,
 	f.DurationVar(&c.AlignedTimeout, "aligned-timeout", c.AlignedTimeout, "aligned-checkpoint timeout of the third mode")
 	f.IntVar(&c.BatchSize, "batch-size", 0, "records per batch on the job's channels (0: the engine's default, 1024)")
 	f.IntVar(&c.ChannelCapacity, "channel-capacity", 0, "batches a channel buffers (0: the engine's default, 4)")
+	f.DurationVar(&c.DebloatTarget, "debloat-target", c.DebloatTarget, "buffer-debloating target of the aligned-debloat mode")
+	f.StringSliceVar(&modeNames, "modes", modeNames, "modes to run, in this order within the first round")
 	return cmd
 }
 

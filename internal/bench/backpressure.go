@@ -32,12 +32,15 @@ type BackpressureConfig struct {
 	// Their product bounds the records in flight per channel, which an
 	// aligned barrier waits behind.
 	BatchSize, ChannelCapacity int
+	// DebloatTarget is the buffer-debloating target of the
+	// aligned-debloat mode (taskmanager.network.memory.buffer-debloat.target).
+	DebloatTarget time.Duration
 }
 
 // DefaultBackpressure is the benchmark's default configuration.
 func DefaultBackpressure() BackpressureConfig {
 	return BackpressureConfig{Duration: 10 * time.Second, Checkpoint: 200 * time.Millisecond, Cost: 10 * time.Microsecond, Parallelism: 2,
-		AlignedTimeout: 20 * time.Millisecond, Warmup: time.Second}
+		AlignedTimeout: 20 * time.Millisecond, Warmup: time.Second, DebloatTarget: 50 * time.Millisecond}
 }
 
 // BackpressureMode is how the benchmark's checkpoints align.
@@ -48,7 +51,14 @@ const (
 	ModeAligned        BackpressureMode = "aligned"
 	ModeUnaligned      BackpressureMode = "unaligned"
 	ModeAlignedTimeout BackpressureMode = "aligned-timeout"
+	// ModeAlignedDebloat is aligned checkpoints with buffer debloating:
+	// the slow operator limits the records in flight on its inputs to
+	// what it consumes within the debloating target.
+	ModeAlignedDebloat BackpressureMode = "aligned-debloat"
 )
+
+// BackpressureModes are the benchmark's modes, in the order it runs them.
+var BackpressureModes = []BackpressureMode{ModeAligned, ModeUnaligned, ModeAlignedTimeout, ModeAlignedDebloat}
 
 // BackpressureResult is one mode's run.
 type BackpressureResult struct {
@@ -63,6 +73,11 @@ type BackpressureResult struct {
 	Durations, Alignments []time.Duration
 	Persisted             []int64
 	Failed                int64
+	// InFlightLimit is the slow operator's in-flight limit per input
+	// channel at the end of the run (buffer debloating; 0 without), and
+	// BarrierInFlight the most records an aligned barrier found queued
+	// ahead of it on one of its input channels.
+	InFlightLimit, BarrierInFlight int64
 }
 
 // PerSecond is the sink's throughput.
@@ -89,6 +104,11 @@ func RunBackpressure(ctx context.Context, c BackpressureConfig, mode Backpressur
 		kv = append(kv, config.KeyCheckpointingUnaligned+"=true")
 	case ModeAlignedTimeout:
 		kv = append(kv, config.KeyCheckpointingUnaligned+"=true", config.KeyCheckpointingAlignedTimeout+"="+c.AlignedTimeout.String())
+	case ModeAlignedDebloat:
+		kv = append(kv, config.KeyBufferDebloatEnabled+"=true", config.KeyBufferDebloatTarget+"="+c.DebloatTarget.String())
+	case ModeAligned:
+	default:
+		return BackpressureResult{}, fmt.Errorf("bench: unknown backpressure mode %q", mode)
 	}
 	cfg, err := config.ParseDynamic(kv)
 	if err != nil {
@@ -125,6 +145,12 @@ func RunBackpressure(ctx context.Context, c BackpressureConfig, mode Backpressur
 	jm := launch.MasterOf(client)
 	if jm == nil {
 		return res, fmt.Errorf("bench: the job's master is not reachable")
+	}
+	for _, m := range jm.SubtaskMetrics() {
+		if m.Task.Vertex == "slow" {
+			res.InFlightLimit = max(res.InFlightLimit, m.InFlightLimit)
+			res.BarrierInFlight = max(res.BarrierInFlight, m.BarrierInFlightMax)
+		}
 	}
 	stats, _, err := jm.CheckpointStats(ctx)
 	cancel()

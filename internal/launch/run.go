@@ -128,6 +128,7 @@ func prepare(ctx context.Context, j Job) (*runtime.JobMaster, *ending, func() er
 		ChannelCapacity: j.ChannelCapacity,
 		NewExecutor:     j.NewExecutor,
 		KeyedState:      ks,
+		Debloat:         debloat(j.Config),
 	}
 	closer := nop
 	if cp.Enabled {
@@ -249,4 +250,11 @@ func restartStrategy(r config.Restart) (restart.Strategy, error) {
 		c = restart.None{}
 	}
 	return restart.New(c)
+}
+
+// debloat returns the runtime's buffer debloating from the job's
+// configuration (taskmanager.network.memory.buffer-debloat.*).
+func debloat(c *config.Configuration) runtime.DebloatOptions {
+	d := c.Debloat()
+	return runtime.DebloatOptions{Enabled: d.Enabled, Target: d.Target, Period: d.Period, Samples: d.Samples, Threshold: d.Threshold}
 }

@@ -31,7 +31,7 @@ func NewWorker(ctx context.Context, j Job, peers runtime.Peers, l runtime.Listen
 		return nil, err
 	}
 	wo := runtime.WorkerOptions{JobID: j.JobID, Logger: j.Logger.With("job", j.Name, "job_id", j.JobID), Peers: peers, Checkpointing: cp.Enabled,
-		BatchSize: j.BatchSize, ChannelCapacity: j.ChannelCapacity, Clock: j.Clock, Faults: j.Faults}
+		BatchSize: j.BatchSize, ChannelCapacity: j.ChannelCapacity, Clock: j.Clock, Faults: j.Faults, Debloat: debloat(j.Config)}
 	wo.Mode, wo.Unaligned = cp.Mode, cp.Unaligned
 	// A task manager's slots share its managed memory.
 	cl, err := j.Config.Cluster()

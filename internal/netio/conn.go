@@ -313,9 +313,15 @@ func (c *Conn) reader() {
 // channel. Frames for a released channel are dropped: the peer may still
 // have had them in flight.
 func (c *Conn) dispatch(f *Frame, size int) error {
-	if f.Kind == KindCredit {
+	switch f.Kind {
+	case KindCredit:
 		if s := c.sender(f.Channel); s != nil {
 			s.grant(f.Credit)
+		}
+		return nil
+	case KindLimit:
+		if s := c.sender(f.Channel); s != nil {
+			s.limit.Store(f.Limit)
 		}
 		return nil
 	}

@@ -467,3 +467,34 @@ func TestByteCounts(t *testing.T) {
 		t.Fatalf("sent %d and received %d bytes, want %d", s.Bytes(), r.Bytes(), want)
 	}
 }
+
+// TestAnnounceLimit: the in-flight limit a receiver announces reaches its
+// sender in order with the connection's other frames, a later one
+// replaces it, and one beyond 32 bits is capped.
+func TestAnnounceLimit(t *testing.T) {
+	a, b := pipePair(t)
+	defer a.Close()
+	defer b.Close()
+	c := recCodec(t)
+	ctx := t.Context()
+	s := a.OpenSender(1)
+	r := b.OpenReceiver(1, 0)
+	if got := s.Limit(); got != 0 {
+		t.Fatalf("limit %d before any announcement", got)
+	}
+	for i, tc := range []struct{ announce, want int64 }{{100, 100}, {64, 64}, {0, 0}, {1 << 40, 1<<32 - 1}} {
+		if err := r.AnnounceLimit(tc.announce); err != nil {
+			t.Fatal(err)
+		}
+		// A credit granted after the limit: once the batch it lets
+		// through has gone, the sender's side has read the limit.
+		ch := uint32(10 + i)
+		b.OpenReceiver(ch, 1)
+		if err := SendBatch(ctx, a.OpenSender(ch), c, []rec{{Seq: 1}}); err != nil {
+			t.Fatal(err)
+		}
+		if got := s.Limit(); got != tc.want {
+			t.Errorf("announced %d, the sender has %d, want %d", tc.announce, got, tc.want)
+		}
+	}
+}

@@ -25,6 +25,7 @@
 //	idle, active, end-of-data, end, state-end
 //	             empty
 //	credit       uint32 big-endian, the number of further data frames the receiver accepts (> 0)
+//	limit        uint32 big-endian, the most records the receiver wants in flight on the channel (0: no limit)
 //
 // A frame whose checksum, length or payload does not verify is corrupt; a
 // connection that reads one, or ends inside a frame, fails with an error
@@ -67,9 +68,14 @@ const (
 	// it: every frame between the two was sent before the barrier's
 	// producer took its snapshot, and overtaken by the barrier.
 	KindStateEnd
+	// KindLimit tells the sender of a channel the most records its
+	// receiver wants in flight (buffer debloating): the sender's side
+	// keeps its batches and its queue within it. It flows from receiver
+	// to sender and is never handed to the application.
+	KindLimit
 )
 
-var kindNames = [...]string{"", "data", "watermark", "barrier", "idle", "active", "end-of-data", "end", "credit", "state-end"}
+var kindNames = [...]string{"", "data", "watermark", "barrier", "idle", "active", "end-of-data", "end", "credit", "state-end", "limit"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) && k != 0 {
@@ -113,6 +119,7 @@ type Frame struct {
 	Watermark int64   // KindWatermark
 	Barrier   Barrier // KindBarrier
 	Credit    uint32  // KindCredit
+	Limit     uint32  // KindLimit
 }
 
 const (
@@ -184,6 +191,8 @@ func AppendFrame(dst []byte, f *Frame) []byte {
 		dst = append(dst, f.Barrier.Target...)
 	case KindCredit:
 		dst = binary.BigEndian.AppendUint32(dst, f.Credit)
+	case KindLimit:
+		dst = binary.BigEndian.AppendUint32(dst, f.Limit)
 	}
 	return sealFrame(dst, start)
 }
@@ -300,6 +309,11 @@ func decodeBody(sum uint32, body []byte) (Frame, error) {
 			if f.Credit == 0 {
 				return Frame{}, fmt.Errorf("%w: zero credit on channel %d", ErrCorrupt, f.Channel)
 			}
+		}
+	case KindLimit:
+		want = 4
+		if len(p) == want {
+			f.Limit = binary.BigEndian.Uint32(p)
 		}
 	default:
 		return Frame{}, fmt.Errorf("%w: unknown kind %d", ErrCorrupt, body[4])

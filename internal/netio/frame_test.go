@@ -20,6 +20,8 @@ func seedFrames() []Frame {
 		{Channel: 4, Kind: KindEndOfData},
 		{Channel: 5, Kind: KindEnd},
 		{Channel: 1<<32 - 1, Kind: KindCredit, Credit: 16},
+		{Channel: 6, Kind: KindLimit, Limit: 1500},
+		{Channel: 6, Kind: KindLimit},
 	}
 }
 

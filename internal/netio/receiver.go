@@ -176,6 +176,15 @@ func (r *Receiver) grant(n uint32) error {
 	return r.c.enqueue(AppendFrame(r.c.getBuf(), &Frame{Channel: r.ch, Kind: KindCredit, Credit: n}))
 }
 
+// AnnounceLimit tells the sender the most records to have in flight on
+// the channel, 0 for no limit (buffer debloating): the sender's side keeps
+// within it; credit still bounds the data frames. It fails only when the
+// connection has ended. It may be called from any goroutine.
+func (r *Receiver) AnnounceLimit(n int64) error {
+	n = min(max(n, 0), 1<<32-1)
+	return r.c.enqueue(AppendFrame(r.c.getBuf(), &Frame{Channel: r.ch, Kind: KindLimit, Limit: uint32(n)}))
+}
+
 // Next returns the channel's next frame, waiting until one arrives or ctx
 // is done. Taking a data frame returns its credit to the sender; its Data
 // is the caller's to keep. After the end marker Next returns io.EOF. Frames

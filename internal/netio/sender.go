@@ -33,6 +33,8 @@ type Sender struct {
 
 	bytes atomic.Int64 // bytes of the frames handed to the connection
 
+	limit atomic.Uint32 // the receiver's last KindLimit, 0 if none
+
 	// waitHook, if set, runs each time a send starts waiting for credit.
 	waitHook func()
 }
@@ -43,6 +45,11 @@ func (s *Sender) Channel() uint32 { return s.ch }
 // Bytes returns the bytes of the frames sent on the channel so far, frame
 // headers included. It may be called from any goroutine.
 func (s *Sender) Bytes() int64 { return s.bytes.Load() }
+
+// Limit returns the most records the receiver last asked to have in
+// flight on the channel (KindLimit), 0 for no limit. It may be called
+// from any goroutine.
+func (s *Sender) Limit() int64 { return int64(s.limit.Load()) }
 
 // Credit returns the data frames the sender may send without waiting.
 func (s *Sender) Credit() int {

@@ -102,11 +102,34 @@ type producer interface {
 // is how backpressure travels upstream. It is a queue rather than a Go
 // channel because an unaligned barrier goes to its front, overtaking the
 // records queued before it.
+//
+// It holds at most capacity messages and, with buffer debloating, at most
+// limit records: a batch that would take it past the limit waits, unless
+// the channel holds no records (so that progress never depends on the
+// limit), and the producer's RecordWriter sends no batch larger than the
+// limit. Only right after the limit shrank can the channel hold more:
+// records admitted under the old one.
 type channel struct {
 	mu       sync.Mutex
 	ring     []message
 	head, n  int
 	capacity int
+	// queued is the number of records in the queued batches.
+	queued int
+
+	// limit is the most records the channel holds, set by the consumer
+	// when it debloats (0: only capacity bounds it). The producer's
+	// writer reads it once per batch.
+	limit atomic.Int64
+	// aheadMax is the most records queued ahead of an aligned barrier
+	// when the barrier was queued: what the consumer processed between
+	// the barrier's arrival and its taking it.
+	aheadMax atomic.Int64
+	// announceMu orders the announcements of the limit to the producer
+	// in another process, on a channel bridged from there: each sends
+	// the limit current when it holds the lock, so the last one sent is
+	// the newest.
+	announceMu sync.Mutex
 
 	notify chan struct{} // the consumer's wake-up, shared by its channels
 	space  chan struct{} // the producer's wake-up
@@ -149,6 +172,9 @@ func newChannel(capacity int, notify chan struct{}) *channel {
 func (c *channel) at(i int) *message { return &c.ring[(c.head+i)%len(c.ring)] }
 
 func (c *channel) pushLocked(m message) {
+	if m.kind == msgData {
+		c.queued += m.n
+	}
 	if c.n == len(c.ring) {
 		grown := make([]message, 2*len(c.ring))
 		for i := range c.n {
@@ -203,7 +229,7 @@ func (c *channel) send(ctx context.Context, m message, p producer) error {
 			break
 		}
 		c.mu.Lock()
-		if c.n < c.capacity {
+		if c.admitsLocked(&m) {
 			c.pushLocked(m)
 			c.mu.Unlock()
 			break
@@ -305,10 +331,56 @@ func (c *channel) pushAnyway(m message) {
 	c.wake()
 }
 
+// admitsLocked reports whether the channel takes m now: it holds fewer
+// than capacity messages and, for a batch, stays within the limit or holds
+// no records. An aligned barrier it takes is counted in aheadMax.
+func (c *channel) admitsLocked(m *message) bool {
+	if c.n >= c.capacity {
+		return false
+	}
+	switch {
+	case m.kind == msgData:
+		lim := c.limit.Load()
+		return lim <= 0 || c.queued == 0 || int64(c.queued+m.n) <= lim
+	case m.kind == msgBarrier && !m.barrier.Unaligned:
+		if q := int64(c.queued); q > c.aheadMax.Load() {
+			c.aheadMax.Store(q)
+		}
+	}
+	return true
+}
+
+// setLimit sets the most records the channel holds (0: no limit) and
+// wakes a producer waiting for space, which a larger limit may give.
+func (c *channel) setLimit(n int64) {
+	if c.limit.Swap(n) == n {
+		return
+	}
+	select {
+	case c.space <- struct{}{}:
+	default:
+	}
+}
+
+// announceLimit tells the producer of a channel bridged from another
+// process the channel's limit, so that its side of the channel keeps
+// within it too (see forwardOut). A channel not bridged yet has its limit
+// announced when its receiver opens.
+func (c *channel) announceLimit() {
+	r := c.remote.Load()
+	if r == nil {
+		return
+	}
+	c.announceMu.Lock()
+	defer c.announceMu.Unlock()
+	// A failure means the connection ended, which forwardIn reports.
+	_ = r.AnnounceLimit(c.limit.Load())
+}
+
 // trySend queues m if there is space.
 func (c *channel) trySend(m message) bool {
 	c.mu.Lock()
-	if c.n >= c.capacity {
+	if !c.admitsLocked(&m) {
 		c.mu.Unlock()
 		return false
 	}
@@ -377,6 +449,9 @@ func (c *channel) tryRecv() (message, bool) {
 	*c.at(0) = message{}
 	c.head = (c.head + 1) % len(c.ring)
 	c.n--
+	if m.kind == msgData {
+		c.queued -= m.n
+	}
 	c.mu.Unlock()
 	select {
 	case c.space <- struct{}{}:

@@ -42,6 +42,9 @@ type Options struct {
 	ChannelCapacity int
 	// KeyedState says where keyed operators keep their state.
 	KeyedState KeyedStateOptions
+	// Debloat is the in-process worker's buffer debloating (see
+	// WorkerOptions); ignored with NewExecutor.
+	Debloat DebloatOptions
 	// Local and FromLocal are the in-process worker's local recovery
 	// (see WorkerOptions); ignored with NewExecutor.
 	Local     *storage.LocalStore
@@ -351,6 +354,7 @@ func NewJobMaster(g *JobGraph, opts Options) (*JobMaster, error) {
 		BatchSize:       opts.BatchSize,
 		ChannelCapacity: opts.ChannelCapacity,
 		KeyedState:      opts.KeyedState,
+		Debloat:         opts.Debloat,
 		Local:           opts.Local,
 		FromLocal:       opts.FromLocal,
 	}

@@ -49,6 +49,15 @@ type SubtaskMetrics struct {
 	// TaskManager is the id of the task manager the subtask runs in, ""
 	// when it runs in the job's own process.
 	TaskManager string
+	// InFlightLimit is, with buffer debloating, the most records each of
+	// the subtask's input channels holds (0: debloating is off, or the
+	// subtask has no inputs).
+	InFlightLimit int64
+	// BarrierInFlightMax is the most records queued ahead of an aligned
+	// barrier on one of the subtask's input channels when the barrier was
+	// queued there: records the subtask processed before it could take
+	// that barrier.
+	BarrierInFlightMax int64
 }
 
 // Graph returns the job graph (not to be modified).

@@ -117,7 +117,9 @@ type writer interface {
 // RecordWriter is the end of a chain towards one downstream edge: it
 // partitions records into one batch per channel and sends a batch when it
 // is full, before any marker, and when the subtask runs out of input
-// (so batching adds no latency on an idle stream).
+// (so batching adds no latency on an idle stream). A channel with an
+// in-flight limit (buffer debloating) gets batches of at most half its
+// limit, so that it holds two, and never one larger than the limit.
 type RecordWriter[T any] struct {
 	ctx       context.Context
 	chans     []*channel
@@ -125,6 +127,10 @@ type RecordWriter[T any] struct {
 	part      Partitioner[T]
 	bufs      [][]Rec[T]
 	batchSize int
+	// full is, per channel, the size at which its batch is sent: the
+	// batch size, or less under the channel's limit, as read when the
+	// channel's last batch was sent.
+	full []int
 	// pool recycles batches: the consumer puts a batch back once it has
 	// processed it, so steady state allocates no batches.
 	pool    sync.Pool
@@ -136,9 +142,10 @@ type RecordWriter[T any] struct {
 }
 
 func newRecordWriter[T any](ctx context.Context, chans []*channel, kind PartitionerKind, part Partitioner[T], batchSize int, p producer) *RecordWriter[T] {
-	w := &RecordWriter[T]{ctx: ctx, chans: chans, kind: kind, part: part, batchSize: batchSize, bufs: make([][]Rec[T], len(chans)), p: p}
+	w := &RecordWriter[T]{ctx: ctx, chans: chans, kind: kind, part: part, batchSize: batchSize, bufs: make([][]Rec[T], len(chans)), full: make([]int, len(chans)), p: p}
 	for i := range w.bufs {
 		w.bufs[i] = make([]Rec[T], 0, batchSize)
+		w.full[i] = batchSize
 	}
 	return w
 }
@@ -191,20 +198,45 @@ func (w *RecordWriter[T]) Collect(v T, ts int64) error {
 
 func (w *RecordWriter[T]) add(c int, v T, ts int64) error {
 	w.bufs[c] = append(w.bufs[c], Rec[T]{V: v, Ts: ts})
-	if len(w.bufs[c]) >= w.batchSize {
+	if len(w.bufs[c]) >= w.full[c] {
 		return w.send(c)
 	}
 	return nil
 }
 
+// batch returns an empty batch, recycled if the pool has one.
+func (w *RecordWriter[T]) batch() []Rec[T] {
+	if r, ok := w.pool.Get().([]Rec[T]); ok {
+		return r[:0]
+	}
+	return make([]Rec[T], 0, w.batchSize)
+}
+
+// send sends channel c's batch. Under an in-flight limit smaller than the
+// batch (the limit shrank while it filled) the batch goes in pieces within
+// the limit. The channel's buffer is empty while they wait for space: an
+// unaligned barrier's overtake, which runs inside the wait, must find no
+// record there that was collected before the ones waiting.
 func (w *RecordWriter[T]) send(c int) error {
 	b := w.bufs[c]
-	if r, ok := w.pool.Get().([]Rec[T]); ok {
-		w.bufs[c] = r[:0]
-	} else {
-		w.bufs[c] = make([]Rec[T], 0, w.batchSize)
+	w.bufs[c] = w.batch()
+	ch := w.chans[c]
+	limit := ch.limit.Load()
+	if limit <= 0 {
+		w.full[c] = w.batchSize
+		return ch.send(w.ctx, message{kind: msgData, data: b, n: len(b), pool: &w.pool}, w.p)
 	}
-	return w.chans[c].send(w.ctx, message{kind: msgData, data: b, n: len(b), pool: &w.pool}, w.p)
+	w.full[c] = int(min(max(limit/2, 1), int64(w.batchSize)))
+	for int64(len(b)) > limit {
+		lim := int(limit)
+		rest := append(w.batch(), b[lim:]...)
+		clear(b[lim:])
+		if err := ch.send(w.ctx, message{kind: msgData, data: b[:lim], n: lim, pool: &w.pool}, w.p); err != nil {
+			return err
+		}
+		b = rest
+	}
+	return ch.send(w.ctx, message{kind: msgData, data: b, n: len(b), pool: &w.pool}, w.p)
 }
 
 // EmitWatermark implements Output: pending records go first.

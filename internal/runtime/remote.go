@@ -107,7 +107,10 @@ func (c batchCodec[T]) Decode(f netio.Frame, pool *sync.Pool) (any, int, error) 
 // the network channel s, in order, until the end marker or ctx's end. The
 // local channel's bound and the receiver's credit together bound what is
 // in flight; a receiver that grants no credit blocks this goroutine, then
-// c fills, then the producer blocks: backpressure across processes.
+// c fills, then the producer blocks: backpressure across processes. A
+// limit the receiver announces (buffer debloating) becomes c's: the
+// producer's batches, and so the data frames, and c's queue keep within
+// it.
 //
 // An unaligned barrier that overtakes c goes out at once, even while a
 // batch waits for credit (that batch then follows it, as channel state),
@@ -118,6 +121,12 @@ func forwardOut(ctx context.Context, c *channel, s *netio.Sender, bc BatchCodec)
 	var state *inflight // the channel state being sent, until its end marker
 	var held *message   // a batch the barrier overtook while it waited for credit
 	for {
+		// The consumer's in-flight limit (buffer debloating) holds on
+		// this side too: the writer's batches and c's queue keep within
+		// it.
+		if lim := s.Limit(); lim != 0 && lim != c.limit.Load() {
+			c.setLimit(lim)
+		}
 		var m message
 		switch {
 		case held != nil:

@@ -44,6 +44,11 @@ type taskOptions struct {
 	faults        FaultInjector
 	attempt       int
 	keyedState    KeyedStateOptions
+	// debloat, if enabled, limits the records in flight on the subtask's
+	// input channels; ceiling is a channel's bound without it (capacity
+	// × batch size).
+	debloat DebloatOptions
+	ceiling int64
 }
 
 type restoreInfo struct {
@@ -169,6 +174,12 @@ type Task struct {
 	alignID    int64
 	alignBytes int64
 	sizeBuf    []byte
+
+	// Buffer debloating (debloat.go): the limit's computation, and when
+	// it last sampled the subtask's records and idle time.
+	debloater              *Debloater
+	debloatAt              time.Time
+	debloatIdle, debloatIn int64
 }
 
 func (t *Task) head() Operator { return t.chain.Operators[0].Op }
@@ -261,6 +272,7 @@ func (t *Task) run() (err error) {
 		if err := t.restoreChannelState(); err != nil {
 			return err
 		}
+		t.startDebloat()
 	}
 	// Open tail first, so every operator's output is ready when it opens.
 	for i := len(chain.Operators) - 1; i >= 0; i-- {

@@ -165,6 +165,10 @@ type WorkerOptions struct {
 	Peers Peers
 	// KeyedState says where keyed operators keep their state.
 	KeyedState KeyedStateOptions
+	// Debloat limits the records in flight on each subtask's input
+	// channels to what it consumes within a target time (buffer
+	// debloating), if enabled.
+	Debloat DebloatOptions
 	// Local, if set, keeps a copy on local disk of every state file the
 	// subtasks write for a checkpoint (task-local state,
 	// execution.checkpointing.local-backup.enabled); the Worker tells it
@@ -342,6 +346,8 @@ func (w *Worker) Deploy(ctx context.Context, d Deployment) {
 					faults:        w.opts.Faults,
 					attempt:       d.Attempt,
 					keyedState:    w.keyedState(i),
+					debloat:       w.opts.Debloat,
+					ceiling:       int64(w.opts.ChannelCapacity) * int64(w.opts.BatchSize),
 				},
 			}
 			if !v.Source() {
@@ -405,6 +411,11 @@ func (w *Worker) Deploy(ctx context.Context, d Deployment) {
 		} else {
 			c := newChannel(w.opts.ChannelCapacity, make(chan struct{}, 1))
 			c.overtaken = make(chan struct{}, 1)
+			if w.opts.Debloat.Enabled {
+				// The consumer's starting limit, until it announces
+				// another (see forwardOut).
+				c.setLimit(debloatStart(int64(w.opts.ChannelCapacity) * int64(w.opts.BatchSize)))
+			}
 			src.outChans[e] = append(src.outChans[e], c)
 			src.remoteOut++
 			bridges[src.id] = append(bridges[src.id], bridge{out: true, key: key, rc: rc, c: c, code: bc})
@@ -427,6 +438,9 @@ func (w *Worker) Deploy(ctx context.Context, d Deployment) {
 			t.handler = NewBarrierHandler(n, t.opts.mode)
 			t.valve = NewWatermarkValve(n)
 			t.endOfData, t.ended = make([]bool, n), make([]bool, n)
+			// Before any producer starts: no record enters a channel
+			// beyond its limit.
+			t.initDebloat()
 		}
 		ref := TaskRef{ID: id, Attempt: d.Attempt}
 		w.running.Add(1)
@@ -484,6 +498,9 @@ func (w *Worker) run(ref TaskRef, t *Task, cancel context.CancelCauseFunc, bridg
 			} else {
 				r := conn.OpenReceiver(b.rc.ID, w.opts.ChannelCapacity)
 				b.c.remote.Store(r)
+				if w.opts.Debloat.Enabled {
+					b.c.announceLimit()
+				}
 				t.netMu.Lock()
 				t.netIn = append(t.netIn, r)
 				t.netMu.Unlock()
@@ -632,6 +649,8 @@ func (t *Task) metrics() SubtaskMetrics {
 		ins = len(t.gate.chans)
 		for _, c := range t.gate.chans {
 			m.BackpressuredNanos += c.backpressuredNanos()
+			m.InFlightLimit = max(m.InFlightLimit, c.limit.Load())
+			m.BarrierInFlightMax = max(m.BarrierInFlightMax, c.aheadMax.Load())
 		}
 	}
 	t.netMu.Lock()
