@@ -437,7 +437,6 @@ func TestLateDataAcrossRestores(t *testing.T) {
 		gen := lateGen(seed, keys)
 		eng := drawEngine(r)
 		eng.drawAlignment(seed)
-		eng.drawDebloat(seed)
 		kinds := drawKinds(r, 3, windowKinds)
 		needsEngine(&eng, kinds)
 		if eng.corruptible {
