@@ -14,8 +14,9 @@ import (
 // state of an operator, for the key groups the subtask owns, and its
 // timers. By default the states live on the heap, in Go maps, and
 // snapshot copy-on-write; created WithPebble, they live in an embedded
-// LSM store on local disk (see lsm.go) and snapshot through it. Timers
-// are on the heap either way. Both write the same snapshot format.
+// LSM store on local disk (see lsm.go) and snapshot through it, and so
+// do its timers unless PebbleOptions.HeapTimers (see lsmtimers.go). Both
+// write the same snapshot format.
 //
 // A KeyedBackend belongs to the goroutine of its subtask: SetCurrentKey, the
 // state handles, Snapshot, KeyedSnapshot.Release and Restore must all be

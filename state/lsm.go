@@ -18,9 +18,10 @@ import (
 //
 // Every keyed state registered in such a backend (value, list, map,
 // reducing and aggregating, plain or namespaced, and so the contents of
-// windows) lives in one Pebble database that belongs to the subtask;
-// timers stay in memory, as with Flink's HEAP timer service. A state's
-// rows are keyed
+// windows) lives in one Pebble database that belongs to the subtask, and
+// so do its timers (lsmtimers.go) unless PebbleOptions.HeapTimers keeps
+// them in memory, as Flink's HEAP timer service does. A state's rows are
+// keyed
 //
 //	key group (2 bytes, big-endian) | state id (2 bytes) | key | namespace [| map key]
 //
@@ -97,6 +98,11 @@ type lsm struct {
 	caches      []rowCache
 	cacheBudget int64
 	cacheUsed   int64
+	// evictions counts the times the caches ran out of budget.
+	evictions int
+	// filterBytes is what the caches' filters hold (see rowFilter), part
+	// of cacheUsed.
+	filterBytes int64
 	// heapTimers keeps timers on the heap instead of in the store.
 	heapTimers bool
 	// slot is the slot whose block cache the store uses, nil if its own.
@@ -138,8 +144,12 @@ var listMerger = &pebble.Merger{
 }
 
 type listMerge struct {
-	n     uint64
-	elems [][]byte // oldest first
+	n uint64
+	// older holds the operands older than the first, newest first (as
+	// Pebble hands them over), newer the first and those newer than it,
+	// oldest first: appending to both keeps a merge of n operands linear
+	// in their size.
+	older, newer [][]byte
 }
 
 func (m *listMerge) add(value []byte, older bool) error {
@@ -150,9 +160,9 @@ func (m *listMerge) add(value []byte, older bool) error {
 	m.n += n
 	e := append([]byte(nil), value[off:]...)
 	if older {
-		m.elems = append([][]byte{e}, m.elems...)
+		m.older = append(m.older, e)
 	} else {
-		m.elems = append(m.elems, e)
+		m.newer = append(m.newer, e)
 	}
 	return nil
 }
@@ -162,11 +172,17 @@ func (m *listMerge) MergeOlder(value []byte) error { return m.add(value, true) }
 
 func (m *listMerge) Finish(bool) ([]byte, io.Closer, error) {
 	size := binary.MaxVarintLen64
-	for _, e := range m.elems {
+	for _, e := range m.older {
+		size += len(e)
+	}
+	for _, e := range m.newer {
 		size += len(e)
 	}
 	out := binary.AppendUvarint(make([]byte, 0, size), m.n)
-	for _, e := range m.elems {
+	for i := len(m.older) - 1; i >= 0; i-- {
+		out = append(out, m.older[i]...)
+	}
+	for _, e := range m.newer {
 		out = append(out, e...)
 	}
 	return out, nil, nil

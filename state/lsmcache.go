@@ -28,7 +28,10 @@ import (
 // order of a clock (a row used since the hand last passed it is kept one
 // more round), until the caches use three quarters of their budget. A row
 // absent from the store is cached too (as absent), so a miss is paid once;
-// a deletion is such a row, dirty, written as a deletion.
+// a deletion is such a row, dirty, written as a deletion unless the store
+// is known to lack the row (a read found none, or its deletion was
+// written): a key that comes and goes between two flushes (a request
+// waiting for its response) leaves no tombstone.
 //
 // A row is charged its entry's size, an estimate of the map's share, the
 // key's encoding and its value's encoding, measured when the row enters
@@ -53,6 +56,9 @@ type rowCache interface {
 	// and if the cached value has expired at cutoff (by prune), makes the
 	// row a dirty deletion.
 	judge(k []byte, prune rowPrune, cutoff int64) (cached bool, err error)
+	// restored says that rows were written to the state's store other
+	// than through the cache (by a restore).
+	restored()
 }
 
 // cacheKey is a cached row's key and namespace, the namespace first so
@@ -76,7 +82,11 @@ const (
 	metaAbsent = 1 << iota // the row does not exist (deleted, or never written)
 	metaDirty              // differs from the store
 	metaRef                // written since the clock's hand last passed
-	metaShift  = iota
+	// metaUnstored: the store has no such row (a read found none, or a
+	// deletion was written), so writing the row's deletion is no work
+	// at all; a row that never was in the store leaves no tombstone.
+	metaUnstored
+	metaShift = iota
 )
 
 func (e *cacheEntry[T]) absent() bool   { return e.meta&metaAbsent != 0 }
@@ -115,6 +125,11 @@ type valueCache[K, N comparable, T any] struct {
 	overhead int32
 
 	buf, row []byte // scratch encodings
+
+	// filter rules out rows the store cannot have (see rowFilter).
+	filter rowFilter
+	// reads counts the reads of the store.
+	reads int
 }
 
 func newValueCache[K, N comparable, T any](st *lsmState[K], nc codec.Codec[N], enc valueEncoding[T]) *valueCache[K, N, T] {
@@ -151,9 +166,17 @@ func (c *valueCache[K, N, T]) get(h *lsmHandle[K, N], ns N) (T, bool) {
 	var zero T
 	k := h.appendRow(h.key[:0], ns)
 	h.key = k
+	if !c.filter.valid && !c.filter.off {
+		c.buildFilter()
+	}
+	if c.filter.valid && !c.filter.mayHave(k) {
+		c.insert(ck, cacheEntry[T]{meta: metaAbsent | metaUnstored}, len(k))
+		return zero, false
+	}
+	c.reads++
 	v, closer, err := h.db().Get(k)
 	if errors.Is(err, pebble.ErrNotFound) {
-		c.insert(ck, cacheEntry[T]{meta: metaAbsent}, len(k))
+		c.insert(ck, cacheEntry[T]{meta: metaAbsent | metaUnstored}, len(k))
 		return zero, false
 	}
 	if err != nil {
@@ -250,6 +273,11 @@ func (c *valueCache[K, N, T]) write(batch *pebble.Batch, ck cacheKey[K, N], e *c
 	if !e.dirty() {
 		return nil
 	}
+	if e.absent() && e.meta&metaUnstored != 0 {
+		// A deletion of a row the store does not have.
+		e.unset(metaDirty)
+		return nil
+	}
 	b := c.st.b
 	kg := KeyGroupFor(b.hasher(ck.key), b.maxP)
 	c.row = appendPrefixed(appendRowPrefix(c.row[:0], kg, c.st.id), b.keyCodec, ck.key)
@@ -259,13 +287,20 @@ func (c *valueCache[K, N, T]) write(batch *pebble.Batch, ck cacheKey[K, N], e *c
 		c.row = appendPrefixed(c.row, c.nc, ck.ns)
 	}
 	var err error
-	if e.absent() {
+	switch {
+	case e.absent() && c.filter.valid && !c.filter.mayHave(c.row):
+		// A deletion of a row the store cannot have either.
+		e.set(metaUnstored)
+	case e.absent():
 		err = batch.Delete(c.row, nil)
 		c.recharge(e, int(c.overhead)+len(c.row))
-	} else {
+		e.set(metaUnstored)
+	default:
 		c.buf = c.enc.append(c.buf[:0], e.val)
 		err = batch.Set(c.row, c.buf, nil)
 		c.recharge(e, int(c.overhead)+len(c.row)+len(c.buf))
+		e.unset(metaUnstored)
+		c.filter.add(c.row)
 	}
 	if err != nil {
 		return err
@@ -315,6 +350,20 @@ func (c *valueCache[K, N, T]) evict(batch *pebble.Batch, goal int64) error {
 	}
 	return nil
 }
+
+// buildFilter builds the cache's filter from the store's rows, within
+// what the backend's filters may take of the caches' budget: an eighth.
+func (c *valueCache[K, N, T]) buildFilter() {
+	limit := c.l.cacheBudget/8 - (c.l.filterBytes - c.filter.charged)
+	d, err := c.filter.build(c.l.store(), c.st.b.kgs, c.st.id, limit)
+	c.l.cacheUsed += d
+	c.l.filterBytes += d
+	if err != nil {
+		fail(err)
+	}
+}
+
+func (c *valueCache[K, N, T]) restored() { c.filter.valid = false }
 
 func (c *valueCache[K, N, T]) used() int64 { return c.charged }
 func (c *valueCache[K, N, T]) len() int    { return len(c.rows) }
@@ -388,6 +437,7 @@ func (c *valueCache[K, N, T]) dropKey() {
 // caches use three quarters of their budget (each its share of that, in
 // proportion to what it uses), the dirty rows in one batch.
 func (l *lsm) evict() {
+	l.evictions++
 	batch := l.store().NewBatch()
 	defer batch.Close()
 	goal := float64(l.cacheBudget) * 3 / 4

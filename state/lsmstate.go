@@ -24,8 +24,9 @@ type lsmState[K comparable] struct {
 	isMap bool
 	// cache is the write-back cache of a state of one row per key and
 	// namespace (value, reducing, aggregating; see lsmcache.go), a
-	// *valueCache of the handles' namespace and value types; nil for
-	// lists and maps.
+	// *valueCache of the handles' namespace and value types, or the
+	// append buffer of a list state (lsmlistcache.go), a *listCache;
+	// nil for maps.
 	cache rowCache
 	// types names the handle's type parameters, so that registering the
 	// name again with other types fails as it does on the heap.
@@ -60,6 +61,7 @@ func (s *lsmState[K]) restoreGroup(kgIdx, n int, data []byte) error {
 	}
 	if s.cache != nil {
 		s.b.lsm.flushCaches(true) // nothing cached may shadow the rows
+		s.cache.restored()
 	}
 	batch := s.b.lsm.db.NewBatch()
 	defer batch.Close()
@@ -523,7 +525,8 @@ func (h *lsmHandle[K, N]) merge(k, v []byte) {
 }
 
 // getRaw returns a copy of row k's value, and false if there is none.
-// It reads the store: the state must have no cache.
+// It reads the store: the state must have no value cache (a list's
+// buffered appends are the caller's to add).
 func (h *lsmHandle[K, N]) getRaw(k []byte) ([]byte, bool) {
 	v, closer, err := h.db().Get(k)
 	if errors.Is(err, pebble.ErrNotFound) {
@@ -538,7 +541,8 @@ func (h *lsmHandle[K, N]) getRaw(k []byte) ([]byte, bool) {
 }
 
 // lsmGet returns row k's value decoded with dec, and false if there is
-// none. It reads the store: the state must have no cache.
+// none. It reads the store: the state must have no value cache (a list's
+// buffered appends are the caller's to add).
 func lsmGet[K, N comparable, T any](h *lsmHandle[K, N], k []byte, dec func([]byte) (T, error)) (T, bool) {
 	var zero T
 	v, closer, err := h.db().Get(k)
@@ -582,25 +586,40 @@ type lsmList[K, N comparable, T any] struct {
 	lsmHandle[K, N]
 	c   codec.Codec[T]
 	enc valueEncoding[[]T]
+	lc  *listCache[K, N]
 	buf []byte
 }
 
 func (s *lsmList[K, N, T]) Get() []T {
 	l, _ := lsmGet(&s.lsmHandle, s.row(), s.enc.decode)
+	if p := s.lc.lookup(s.ns); p != nil {
+		var err error
+		if l, err = appendElems(l, s.c, p.n, p.enc); err != nil {
+			fail(err)
+		}
+	}
 	return l
 }
 
 func (s *lsmList[K, N, T]) Add(v T) {
-	s.buf = s.c.Append(append(s.buf[:0], 1), v)
-	s.merge(s.row(), s.buf)
+	p := s.lc.pending(s.ns)
+	size := len(p.enc)
+	p.enc = s.c.Append(p.enc, v)
+	p.n++
+	s.lc.grew(p, size)
 }
 
 func (s *lsmList[K, N, T]) AddAll(vs []T) {
 	if len(vs) == 0 {
 		return
 	}
-	s.buf = s.enc.append(s.buf[:0], vs)
-	s.merge(s.row(), s.buf)
+	p := s.lc.pending(s.ns)
+	size := len(p.enc)
+	for i := range vs {
+		p.enc = s.c.Append(p.enc, vs[i])
+	}
+	p.n += uint64(len(vs))
+	s.lc.grew(p, size)
 }
 
 func (s *lsmList[K, N, T]) Update(vs []T) {
@@ -608,19 +627,30 @@ func (s *lsmList[K, N, T]) Update(vs []T) {
 		s.Clear()
 		return
 	}
+	s.lc.dropCurrent(s.ns)
 	s.buf = s.enc.append(s.buf[:0], vs)
 	s.set(s.row(), s.buf)
 }
 
-func (s *lsmList[K, N, T]) Clear() { s.delete(s.row()) }
+func (s *lsmList[K, N, T]) Clear() {
+	s.lc.dropCurrent(s.ns)
+	s.delete(s.row())
+}
+
+func (s *lsmList[K, N, T]) ClearAllNamespaces() {
+	s.lc.dropKey()
+	s.lsmHandle.ClearAllNamespaces()
+}
 
 func (s *lsmList[K, N, T]) MergeNamespaces(target N, sources ...N) {
 	s.key2 = s.appendRow(s.key2[:0], target)
+	s.lc.writeCurrent(s.db(), target, s.key2)
 	for _, src := range sources {
 		if src == target {
 			continue
 		}
 		s.key = s.appendRow(s.key[:0], src)
+		s.lc.writeCurrent(s.db(), src, s.key)
 		if v, ok := s.getRaw(s.key); ok {
 			s.merge(s.key2, v)
 			s.delete(s.key)
@@ -822,11 +852,12 @@ func lsmValueOf[K, N comparable, T any](b *KeyedBackend[K], inf stateInfo, nc co
 
 func lsmListOf[K, N comparable, T any](b *KeyedBackend[K], inf stateInfo, nc codec.Codec[N], c codec.Codec[T]) (*lsmList[K, N, T], error) {
 	enc := listEnc(c)
-	st, err := registerLSM[K, *lsmList[K, N, T]](b, inf, valueLayout(c), false, restoreOne(b, nc, enc.decode), nil)
+	st, err := registerLSM[K, *lsmList[K, N, T]](b, inf, valueLayout(c), false, restoreOne(b, nc, enc.decode),
+		func(st *lsmState[K]) rowCache { return newListCache(st, nc) })
 	if err != nil {
 		return nil, err
 	}
-	return &lsmList[K, N, T]{lsmHandle: lsmHandle[K, N]{st: st, nc: nc}, c: c, enc: enc}, nil
+	return &lsmList[K, N, T]{lsmHandle: lsmHandle[K, N]{st: st, nc: nc}, c: c, enc: enc, lc: st.cache.(*listCache[K, N])}, nil
 }
 
 func lsmMapOf[K, N, UK comparable, UV any](b *KeyedBackend[K], inf stateInfo, nc codec.Codec[N], kc codec.Codec[UK], vc codec.Codec[UV]) (*lsmMap[K, N, UK, UV], error) {

@@ -20,38 +20,218 @@ import (
 // 0x00 0x01 ends each). A key group's rows are then in firing order, the
 // order of the heap queue. In memory each key group keeps only its first
 // rows (and whether they are all of them), and a heap orders the key
-// groups by their first row: registering and firing a timer write or
-// delete one row, and read the store only when a key group's cached rows
-// run out; looking up or deleting a timer beyond them reads its row.
+// groups by their first row.
+//
+// The rows a key group keeps are a write-back cache: a timer registered
+// among them is only marked dirty, and written to the store when the
+// store must hold it (before a snapshot, with the other states' caches)
+// or when it leaves the cache for a later row. A dirty timer deleted or
+// fired before then never reaches the store, so a timer that lives less
+// than a checkpoint interval (a request's time-out, cancelled when its
+// response comes) costs no write, no tombstone and no read. Registering
+// or deleting a timer beyond the cached rows writes or deletes its row;
+// the store is read only when a key group's cached rows run out and to
+// look up a timer beyond them.
 
-// timerCacheRows bounds the rows a key group keeps in memory.
-const timerCacheRows = 16
+// timerCacheRows bounds the rows a key group keeps in memory. The rows
+// also count against the budget of the backend's write-back caches,
+// which halves the groups' caches when it runs out (see evict).
+const timerCacheRows = 256
+
+// timerRowOverhead is what a cached row costs beside its key's bytes:
+// its slice header, flag and allocation.
+const timerRowOverhead = 48
+
+// timerFreeRows bounds the row buffers kept for reuse.
+const timerFreeRows = 256
 
 type lsmTimers struct {
 	id        uint16
+	lsm       *lsm
+	bytes     int64        // charged for the cached rows
+	rows      int          // timerCacheRows, but in tests
 	groups    []timerGroup // by key group index
 	groupHeap              // key groups with timers, by first row
 	row       []byte       // scratch
+	// listed holds the key groups that have had dirty rows since the
+	// last flush (each once: see timerGroup.listed).
+	listed []int32
+	// free holds row buffers of deleted timers, for new ones.
+	free [][]byte
 }
 
 // timerGroup is what a key group keeps in memory of its rows: the first
 // of them, in order (every row at or below the last one is among them),
 // whether they are all of them, and a row below which none can be (the
-// last one fired, or a lower one registered since), where reading the
-// store's rows again starts, past the deletions of fired timers.
+// last one fired or deleted first, or a lower one registered since),
+// where reading the store's rows again starts, past the deletions of
+// earlier timers.
+//
+// A cached row is dirty if the store does not have it yet; every row
+// beyond the cached ones is in the store, and the store has no row the
+// queue does not.
 type timerGroup struct {
-	cache    [][]byte
+	cache    []timerRow
 	complete bool
 	floor    []byte
+	// dirty counts the dirty rows in cache; listed says the group is in
+	// lsmTimers.listed.
+	dirty  int
+	listed bool
 }
 
-func newLSMTimers(id uint16, groups int) *lsmTimers {
-	l := &lsmTimers{id: id, groups: make([]timerGroup, groups), groupHeap: newGroupHeap(groups)}
+// timerRow is a cached row: its key, and whether the store lacks it.
+type timerRow struct {
+	k     []byte
+	dirty bool
+}
+
+func newLSMTimers(store *lsm, id uint16, groups int) *lsmTimers {
+	l := &lsmTimers{id: id, lsm: store, rows: timerCacheRows, groups: make([]timerGroup, groups), groupHeap: newGroupHeap(groups)}
 	for i := range l.groups {
 		l.groups[i].complete = true
 	}
 	return l
 }
+
+// charge counts n more bytes of cached rows (n < 0: fewer).
+func (l *lsmTimers) charge(n int64) {
+	l.bytes += n
+	if l.lsm != nil {
+		l.lsm.cacheUsed += n
+	}
+}
+
+// cacheRow returns r as a new cached row, charged.
+func (l *lsmTimers) cacheRow(r []byte, dirty bool) timerRow {
+	l.charge(int64(len(r) + timerRowOverhead))
+	return timerRow{k: l.clone(r), dirty: dirty}
+}
+
+// uncache drops a cached row's charge and keeps its buffer for reuse,
+// unless keep (the caller keeps the buffer).
+func (l *lsmTimers) uncache(row timerRow, keep bool) {
+	l.charge(-int64(len(row.k) + timerRowOverhead))
+	if !keep {
+		l.recycle(row.k)
+	}
+}
+
+// clone returns a copy of r, in a reused buffer if one is free.
+func (l *lsmTimers) clone(r []byte) []byte {
+	if n := len(l.free); n > 0 {
+		b := l.free[n-1]
+		l.free = l.free[:n-1]
+		return append(b[:0], r...)
+	}
+	return slices.Clone(r)
+}
+
+// recycle keeps b, a row no longer referenced, for reuse.
+func (l *lsmTimers) recycle(b []byte) {
+	if b != nil && len(l.free) < timerFreeRows {
+		l.free = append(l.free, b)
+	}
+}
+
+// setFloor makes r, a buffer the group now owns, its floor.
+func (l *lsmTimers) setFloor(g *timerGroup, r []byte) {
+	l.recycle(g.floor)
+	g.floor = r
+}
+
+// markDirty counts a new dirty row of key group kgIdx.
+func (l *lsmTimers) markDirty(kgIdx int) {
+	g := &l.groups[kgIdx]
+	g.dirty++
+	if !g.listed {
+		g.listed = true
+		l.listed = append(l.listed, int32(kgIdx))
+	}
+}
+
+// writeGroup writes key group kgIdx's dirty rows to batch and marks them
+// clean.
+func (l *lsmTimers) writeGroup(batch *pebble.Batch, kgIdx int) error {
+	g := &l.groups[kgIdx]
+	for i := range g.cache {
+		if g.dirty == 0 {
+			break
+		}
+		if !g.cache[i].dirty {
+			continue
+		}
+		if err := batch.Set(g.cache[i].k, nil, nil); err != nil {
+			return err
+		}
+		g.cache[i].dirty = false
+		g.dirty--
+	}
+	return nil
+}
+
+// The write-back cache as the store sees it (rowCache). It is never
+// emptied: once flushed its rows are the store's, and they order the key
+// groups.
+
+func (l *lsmTimers) flush(batch *pebble.Batch, _ bool) error {
+	for _, kg := range l.listed {
+		if err := l.writeGroup(batch, int(kg)); err != nil {
+			return err
+		}
+		l.groups[kg].listed = false
+	}
+	l.listed = l.listed[:0]
+	return nil
+}
+
+// evict halves the caches of the key groups, writing the dirty rows that
+// leave, until they use at most goal bytes or every group keeps only its
+// first row (which orders it among the groups).
+func (l *lsmTimers) evict(batch *pebble.Batch, goal int64) error {
+	for l.bytes > goal {
+		cut := false
+		for i := range l.groups {
+			g := &l.groups[i]
+			if len(g.cache) <= 1 {
+				continue
+			}
+			keep := len(g.cache) / 2
+			for j := keep; j < len(g.cache); j++ {
+				row := g.cache[j]
+				if row.dirty {
+					if err := batch.Set(row.k, nil, nil); err != nil {
+						return err
+					}
+					g.dirty--
+				}
+				l.uncache(row, false)
+				g.cache[j] = timerRow{}
+			}
+			g.cache, g.complete, cut = g.cache[:keep], false, true
+			if l.bytes <= goal {
+				return nil
+			}
+		}
+		if !cut {
+			return nil
+		}
+	}
+	return nil
+}
+
+func (l *lsmTimers) used() int64 { return l.bytes }
+
+func (l *lsmTimers) len() int {
+	n := 0
+	for i := range l.groups {
+		n += len(l.groups[i].cache)
+	}
+	return n
+}
+
+func (l *lsmTimers) judge([]byte, rowPrune, int64) (bool, error) { return false, nil }
+func (l *lsmTimers) restored()                                   {}
 
 // appendEscaped appends p so that the results order as the inputs do and
 // a reader finds where p ends.
@@ -118,19 +298,19 @@ func parseTimerRow(r []byte) (ts int64, hash uint32, key, ns []byte, err error) 
 }
 
 // cached reports whether the group's cache decides whether it has row r,
-// and if so whether it has.
-func (g *timerGroup) cached(r []byte) (decided, has bool) {
+// and if so whether it has and where r is or would go.
+func (g *timerGroup) cached(r []byte) (decided, has bool, i int) {
 	n := len(g.cache)
-	if !g.complete && (n == 0 || bytes.Compare(r, g.cache[n-1]) > 0) {
-		return false, false
+	if !g.complete && (n == 0 || bytes.Compare(r, g.cache[n-1].k) > 0) {
+		return false, false, n
 	}
-	_, has = slices.BinarySearchFunc(g.cache, r, bytes.Compare)
-	return true, has
+	i, has = slices.BinarySearchFunc(g.cache, r, func(e timerRow, r []byte) int { return bytes.Compare(e.k, r) })
+	return true, has, i
 }
 
-// has reports whether key group kg has row r.
+// has reports whether key group kgIdx has row r.
 func (l *lsmTimers) has(db *pebble.DB, kgIdx int, r []byte) (bool, error) {
-	if decided, has := l.groups[kgIdx].cached(r); decided {
+	if decided, has, _ := l.groups[kgIdx].cached(r); decided {
 		return has, nil
 	}
 	_, closer, err := db.Get(r)
@@ -144,27 +324,39 @@ func (l *lsmTimers) has(db *pebble.DB, kgIdx int, r []byte) (bool, error) {
 	return true, nil
 }
 
-// add writes row r. Writing a row the store has already is harmless, so
-// a row beyond the cache is written without looking it up first.
+// add registers row r: among the cached rows, as a dirty row (the last
+// cached row is written if it has to leave); beyond them, in the store.
+// Writing a row the store has already is harmless, so a row beyond the
+// cache is written without looking it up first.
 func (l *lsmTimers) add(db *pebble.DB, kgIdx int, r []byte) error {
+	if l.lsm != nil && l.lsm.cacheUsed >= l.lsm.cacheBudget {
+		l.lsm.evict()
+	}
 	g := &l.groups[kgIdx]
-	decided, has := g.cached(r)
+	decided, has, i := g.cached(r)
 	if decided && has {
 		return nil
 	}
-	if err := db.Set(r, nil, pebble.NoSync); err != nil {
-		return err
-	}
 	if g.floor != nil && bytes.Compare(r, g.floor) < 0 {
-		g.floor = slices.Clone(r)
+		l.setFloor(g, l.clone(r))
 	}
 	if !decided {
-		return nil
+		return db.Set(r, nil, pebble.NoSync)
 	}
-	i, _ := slices.BinarySearchFunc(g.cache, r, bytes.Compare)
-	g.cache = slices.Insert(g.cache, i, slices.Clone(r))
-	if len(g.cache) > timerCacheRows {
-		g.cache, g.complete = g.cache[:timerCacheRows], false
+	g.cache = slices.Insert(g.cache, i, l.cacheRow(r, true))
+	l.markDirty(kgIdx)
+	if n := len(g.cache); n > l.rows {
+		last := g.cache[n-1]
+		if last.dirty {
+			if err := db.Set(last.k, nil, pebble.NoSync); err != nil {
+				// The row stays cached, dirty: nothing is lost.
+				return err
+			}
+			g.dirty--
+		}
+		l.uncache(last, false)
+		g.cache[n-1] = timerRow{}
+		g.cache, g.complete = g.cache[:n-1], false
 	}
 	if i == 0 {
 		l.fixHead(kgIdx)
@@ -172,21 +364,37 @@ func (l *lsmTimers) add(db *pebble.DB, kgIdx int, r []byte) error {
 	return nil
 }
 
-// remove deletes row r.
+// remove deletes row r: a dirty cached row only from memory, any other
+// from the store too.
 func (l *lsmTimers) remove(db *pebble.DB, kgStart, kgIdx int, r []byte) error {
 	g := &l.groups[kgIdx]
-	decided, has := g.cached(r)
+	decided, has, i := g.cached(r)
 	if decided && !has {
 		return nil
 	}
-	if err := db.Delete(r, pebble.NoSync); err != nil {
+	if !decided {
+		return db.Delete(r, pebble.NoSync)
+	}
+	return l.drop(db, kgStart, kgIdx, i)
+}
+
+// drop deletes key group kgIdx's cached row i, reading the group's next
+// rows if its cache runs out.
+func (l *lsmTimers) drop(db *pebble.DB, kgStart, kgIdx, i int) error {
+	g := &l.groups[kgIdx]
+	row := g.cache[i]
+	if row.dirty {
+		g.dirty--
+	} else if err := db.Delete(row.k, pebble.NoSync); err != nil {
 		return err
 	}
-	if !decided {
-		return nil
-	}
-	i, _ := slices.BinarySearchFunc(g.cache, r, bytes.Compare)
 	g.cache = slices.Delete(g.cache, i, i+1)
+	l.uncache(row, i == 0)
+	if i == 0 {
+		// No row is below the first one: reading the store's rows again
+		// starts here, past what was deleted before it.
+		l.setFloor(g, row.k)
+	}
 	if len(g.cache) == 0 && !g.complete {
 		if err := l.load(db, kgStart, kgIdx); err != nil {
 			return err
@@ -200,28 +408,19 @@ func (l *lsmTimers) remove(db *pebble.DB, kgStart, kgIdx int, r []byte) error {
 
 // pop deletes key group kgIdx's first row, which fired.
 func (l *lsmTimers) pop(db *pebble.DB, kgStart, kgIdx int) error {
-	g := &l.groups[kgIdx]
-	first := g.cache[0]
-	if err := db.Delete(first, pebble.NoSync); err != nil {
-		return err
-	}
-	g.floor = first
-	g.cache = g.cache[1:]
-	if len(g.cache) == 0 && !g.complete {
-		if err := l.load(db, kgStart, kgIdx); err != nil {
-			return err
-		}
-	}
-	l.fixHead(kgIdx)
-	return nil
+	return l.drop(db, kgStart, kgIdx, 0)
 }
 
-// load reads key group kgIdx's first rows from r, from its floor on.
+// load reads key group kgIdx's first rows from r, from its floor on. The
+// group must have no dirty rows.
 func (l *lsmTimers) load(r interface {
 	NewIter(*pebble.IterOptions) (*pebble.Iterator, error)
 }, kgStart, kgIdx int) error {
 	lo := appendRowPrefix(nil, kgIdx+kgStart, l.id)
 	g := &l.groups[kgIdx]
+	if g.dirty != 0 {
+		return fmt.Errorf("state: reading the timers of key group %d over %d rows not written", kgIdx+kgStart, g.dirty)
+	}
 	opts := &pebble.IterOptions{LowerBound: lo, UpperBound: prefixEnd(lo)}
 	if g.floor != nil {
 		opts.LowerBound = g.floor
@@ -230,10 +429,14 @@ func (l *lsmTimers) load(r interface {
 	if err != nil {
 		return err
 	}
-	g.cache = g.cache[:0:0]
+	for i := range g.cache {
+		l.uncache(g.cache[i], false)
+		g.cache[i] = timerRow{}
+	}
+	g.cache = g.cache[:0]
 	ok := it.First()
-	for ; ok && len(g.cache) < timerCacheRows; ok = it.Next() {
-		g.cache = append(g.cache, slices.Clone(it.Key()))
+	for ; ok && len(g.cache) < l.rows; ok = it.Next() {
+		g.cache = append(g.cache, l.cacheRow(it.Key(), false))
 	}
 	g.complete = !ok
 	return it.Close()
@@ -253,17 +456,21 @@ func (l *lsmTimers) count(db *pebble.DB, kgStart, kgIdx int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	n := 0
+	n := g.dirty // cached rows the store lacks
 	for ok := it.First(); ok; ok = it.Next() {
 		n++
 	}
 	return n, it.Close()
 }
 
-// reload reads every key group's rows again (after a restore wrote them).
+// reload reads every key group's rows again (after a restore wrote them),
+// writing the cached dirty rows first.
 func (l *lsmTimers) reload(db *pebble.DB, kgStart int) error {
+	if err := l.commitDirty(db); err != nil {
+		return err
+	}
 	for i := range l.groups {
-		l.groups[i].floor = nil
+		l.setFloor(&l.groups[i], nil)
 		if err := l.load(db, kgStart, i); err != nil {
 			return err
 		}
@@ -272,12 +479,25 @@ func (l *lsmTimers) reload(db *pebble.DB, kgStart int) error {
 	return nil
 }
 
+// commitDirty writes every cached dirty row to the store.
+func (l *lsmTimers) commitDirty(db *pebble.DB) error {
+	batch := db.NewBatch()
+	defer batch.Close()
+	if err := l.flush(batch, false); err != nil {
+		return err
+	}
+	if batch.Empty() {
+		return nil
+	}
+	return batch.Commit(pebble.NoSync)
+}
+
 // Ordering key groups by their first row.
 
 func (l *lsmTimers) headLess(a, b int32) bool {
 	// Rows of different key groups differ in their first two bytes:
 	// compare from the timestamp on.
-	return bytes.Compare(l.groups[a].cache[0][4:], l.groups[b].cache[0][4:]) < 0
+	return bytes.Compare(l.groups[a].cache[0].k[4:], l.groups[b].cache[0].k[4:]) < 0
 }
 
 func (l *lsmTimers) fixHead(kg int) { l.fix(kg, len(l.groups[kg].cache) == 0, l.headLess) }
@@ -337,7 +557,7 @@ func (t *Timers[K, N]) lsmLen() int {
 
 // lsmFirst decodes key group kg's first timer.
 func (t *Timers[K, N]) lsmFirst(kg int32) (Timer[K, N], uint32) {
-	ts, h, key, ns, err := parseTimerRow(t.l.groups[kg].cache[0][4:])
+	ts, h, key, ns, err := parseTimerRow(t.l.groups[kg].cache[0].k[4:])
 	var tm Timer[K, N]
 	if err == nil {
 		tm.Timestamp = ts
@@ -365,7 +585,7 @@ func (t *Timers[K, N]) lsmPop(upTo int64) (Timer[K, N], bool) {
 		return Timer[K, N]{}, false
 	}
 	kg := t.l.heads[0]
-	if int64(binary.BigEndian.Uint64(t.l.groups[kg].cache[0][4:])^1<<63) > upTo {
+	if int64(binary.BigEndian.Uint64(t.l.groups[kg].cache[0].k[4:])^1<<63) > upTo {
 		return Timer[K, N]{}, false
 	}
 	tm, h := t.lsmFirst(kg)
@@ -394,13 +614,17 @@ func (t *Timers[K, N]) lsmRestoreGroup(kgIdx, n int, data []byte) error {
 		return batch.Set(row, nil, nil)
 	})
 	if err == nil {
+		// The group is read again from the store: it must hold the rows
+		// only cached so far.
+		err = t.l.writeGroup(batch, kgIdx)
+	}
+	if err == nil {
 		err = batch.Commit(pebble.NoSync)
 	}
 	if err != nil {
 		return err
 	}
-	g := &t.l.groups[kgIdx]
-	g.floor = nil
+	t.l.setFloor(&t.l.groups[kgIdx], nil)
 	if err := t.l.load(db, t.b.kgs.Start, kgIdx); err != nil {
 		return err
 	}

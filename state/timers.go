@@ -101,7 +101,8 @@ func NewTimers[K, N comparable](b *KeyedBackend[K], name string, nsCodec codec.C
 	return register(b, inf, layout{}, func() *Timers[K, N] {
 		t := &Timers[K, N]{b: b, inf: inf, nc: nc}
 		if b.lsm != nil && !b.lsm.heapTimers {
-			t.l = newLSMTimers(uint16(idx), b.kgs.Len())
+			t.l = newLSMTimers(b.lsm, uint16(idx), b.kgs.Len())
+			b.lsm.caches = append(b.lsm.caches, t.l)
 			return t
 		}
 		t.q = make([]*timerQueue[K, N], b.kgs.Len())
@@ -440,7 +441,7 @@ func (t *Timers[K, N]) adopted() error {
 	if t.l != nil {
 		return t.l.reload(db, t.b.kgs.Start)
 	}
-	l := newLSMTimers(uint16(t.b.byName[t.inf.name]), t.b.kgs.Len())
+	l := newLSMTimers(nil, uint16(t.b.byName[t.inf.name]), t.b.kgs.Len())
 	v := &lsmView{r: db, id: l.id, kgStart: t.b.kgs.Start, timers: true, kg: -1}
 	for kgIdx := range t.q {
 		if n := v.groupLen(kgIdx); n > 0 {

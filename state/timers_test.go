@@ -2,6 +2,7 @@ package state
 
 import (
 	"bytes"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -191,11 +192,20 @@ func BenchmarkTimers(b *testing.B) {
 // native) from time to time: both must answer alike at every step.
 func TestTimersInStoreMatchHeap(t *testing.T) {
 	seed := testSeed(t)
+	// The key groups' caches of write-back rows: as large as they are,
+	// and so small that most timers are beyond them.
+	for _, rows := range []int{timerCacheRows, 4} {
+		t.Run(fmt.Sprintf("rows-%d", rows), func(t *testing.T) { testTimersInStoreMatchHeap(t, seed, rows) })
+	}
+}
+
+func testTimersInStoreMatchHeap(t *testing.T, seed uint64, rows int) {
 	r := rand.New(rand.NewPCG(seed, 7))
 	heap := newBackend(t)
 	ht := must(NewTimers[string, window](heap, "event", nil))
 	lb := newBackend(t, pebbleBackend(t))
 	lt := must(NewTimers[string, window](lb, "event", nil))
+	lt.l.rows = rows
 	now := int64(0)
 	for step := range 20000 {
 		k := "k" + strconv.Itoa(r.IntN(40))
@@ -251,6 +261,7 @@ func TestTimersInStoreMatchHeap(t *testing.T) {
 				}
 			}
 			lb, lt = nb, must(NewTimers[string, window](nb, "event", nil))
+			lt.l.rows = rows
 		}
 		if ht.Len() != lt.Len() {
 			t.Fatalf("seed %d, step %d: Len: heap %d, store %d", seed, step, ht.Len(), lt.Len())

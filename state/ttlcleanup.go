@@ -373,6 +373,14 @@ func (w *lsmSweeper[K]) sweep() error {
 				if err := c.flush(batch, false); err != nil {
 					return err
 				}
+				// Commit them before reading on: a list's buffered
+				// appends leave the cache when written, and a row read
+				// without them and rewritten in the same batch would
+				// drop them.
+				if err := batch.Commit(pebble.NoSync); err != nil {
+					return err
+				}
+				batch.Reset()
 				w.sinceFlush = 0
 			}
 		}

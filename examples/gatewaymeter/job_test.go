@@ -152,7 +152,7 @@ func runJobWith(t *testing.T, trace, out string, extra []stream.Option, kv ...st
 // counts are logged.
 func TestGatewayMeterExactlyOnce(t *testing.T) {
 	seeds := testSeeds(t, []uint64{1, 2, 3, 4}, 8)
-	struck, planned, restarts, fromCheckpoint, channelState := 0, 0, 0, 0, 0
+	struck, planned, restarts, fromCheckpoint, channelState, onPebble := 0, 0, 0, 0, 0, 0
 	for _, seed := range seeds {
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
 			r := rand.New(rand.NewPCG(seed, 5))
@@ -203,8 +203,22 @@ func TestGatewayMeterExactlyOnce(t *testing.T) {
 			// (unaligned from the first barrier on, but triggered
 			// aligned) and of a few milliseconds.
 			mode := alignments[seed%uint64(len(alignments))]
-			t.Logf("%s\ntrace %+v, parallelism %d, checkpoints every %d ms, %s", reproduce("TestGatewayMeterExactlyOnce", seed), cfg, parallelism, interval, mode.name)
-			runJob(t, trace, out, f, append([]string{fmt.Sprint("parallelism.default=", parallelism), fmt.Sprintf("execution.checkpointing.interval=%d ms", interval)}, mode.cfg...)...)
+			// The state backend, by seed (so that the fixed seeds run
+			// each), or as -gm.backend says.
+			be := stateBackends[(seed+seed/4)%uint64(len(stateBackends))]
+			if *flagBackend != "" {
+				i := slices.IndexFunc(stateBackends, func(b stateBackend) bool { return b.name == *flagBackend })
+				if i < 0 {
+					t.Fatalf("-gm.backend %q: want one of hashmap, pebble, pebble-incremental", *flagBackend)
+				}
+				be = stateBackends[i]
+			}
+			if be.name != "hashmap" {
+				onPebble++
+			}
+			t.Logf("%s\ntrace %+v, parallelism %d, checkpoints every %d ms, %s, state backend %s", reproduce("TestGatewayMeterExactlyOnce", seed), cfg, parallelism, interval, mode.name, be.name)
+			kv := append([]string{fmt.Sprint("parallelism.default=", parallelism), fmt.Sprintf("execution.checkpointing.interval=%d ms", interval)}, mode.cfg...)
+			runJob(t, trace, out, f, append(kv, be.cfg...)...)
 			t.Log(f.report())
 			struck, planned, restarts, channelState = struck+f.struck, planned+len(f.plan), restarts+len(f.restored), channelState+f.channelState
 			for _, id := range f.restored {
@@ -225,6 +239,21 @@ func TestGatewayMeterExactlyOnce(t *testing.T) {
 	if len(seeds) >= 4 && channelState == 0 {
 		t.Fatal("no restore read channel state: the unaligned runs test no replay of records in flight")
 	}
+	if len(seeds) >= 4 && *flagBackend == "" && onPebble == 0 {
+		t.Fatal("no seed ran on the pebble backend")
+	}
+}
+
+// stateBackend is a state backend the exactly-once test runs on.
+type stateBackend struct {
+	name string
+	cfg  []string
+}
+
+var stateBackends = []stateBackend{
+	{"hashmap", []string{"state.backend.type=hashmap"}},
+	{"pebble", []string{"state.backend.type=pebble"}},
+	{"pebble-incremental", []string{"state.backend.type=pebble", "execution.checkpointing.incremental=true"}},
 }
 
 // alignments are the ways barriers align that the exactly-once tests

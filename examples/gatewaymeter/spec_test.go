@@ -23,6 +23,8 @@ var (
 		"run the seeded GatewayMeter tests with this seed only (default: their fixed seeds and time-based ones)")
 	flagSeeds = flag.Int("gm.seeds", 0,
 		"how many time-based seeds the seeded GatewayMeter tests add to their fixed ones (default: each test's own)")
+	flagBackend = flag.String("gm.backend", "",
+		"run TestGatewayMeterExactlyOnce on this state backend only: hashmap, pebble or pebble-incremental (default: by seed)")
 )
 
 // testSeeds returns the seeds of a seeded test: only -gm.seed if given,
