@@ -193,17 +193,36 @@ func (s *Storage) readMetadata(ctx context.Context, id int64) (*checkpoint.Metad
 }
 
 // DiscardAll deletes every checkpoint of the job and its shared state, for
-// DELETE_ON_CANCELLATION, except the checkpoints keep names (one the job
-// restored and does not own) and, if it keeps any, the shared state they
-// may name, and LatestFile. It leaves taskowned/ (the tasks' own state)
-// and anything else in the job directory alone, and never touches savepoints. Like Discard
-// it is tolerant of files already gone.
+// DELETE_ON_CANCELLATION, and LatestFile, except the checkpoints keep
+// names (one the job restored and does not own) and, if it keeps any, the
+// files they name in other checkpoints' directories and the shared state
+// they may name. It leaves taskowned/ (the tasks' own state) and anything
+// else in the job directory alone, and never touches savepoints. Like
+// Discard it is tolerant of files already gone. When the metadata of a
+// checkpoint to keep cannot be read it deletes nothing and returns the
+// error.
 func (s *Storage) DiscardAll(ctx context.Context, keep ...int64) error {
 	ids, err := s.checkpointIDs(ctx)
 	if err != nil {
 		return err
 	}
 	ids = slices.DeleteFunc(ids, func(id int64) bool { return slices.Contains(keep, id) })
+	kept := map[string]bool{}
+	for _, id := range keep {
+		m, err := s.readMetadata(ctx, id)
+		if err != nil {
+			return fmt.Errorf("storage: discarding checkpoints: reading the references of checkpoint %d, kept: %w", id, err)
+		}
+		if m == nil {
+			continue
+		}
+		_ = eachHandle(m, func(_ string, h checkpoint.StateHandle) error {
+			if h.Path != "" {
+				kept[s.jobKey+h.Path] = true
+			}
+			return nil
+		})
+	}
 	var errs []error
 	// Every _metadata first, so that no checkpoint is complete while the
 	// files it references are being deleted.
@@ -220,7 +239,7 @@ func (s *Storage) DiscardAll(ctx context.Context, keep ...int64) error {
 	}
 	for _, id := range ids {
 		key := s.checkpointKey(id)
-		if err := s.removeAll(ctx, key+"/"); err != nil {
+		if err := s.removeAllExcept(ctx, key+"/", kept); err != nil {
 			errs = append(errs, err)
 			continue
 		}

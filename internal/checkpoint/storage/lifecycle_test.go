@@ -212,6 +212,43 @@ func TestDiscardAllKeepsSavepointsAndTaskOwned(t *testing.T) {
 	})
 }
 
+// TestDiscardAllKeepsWhatAKeptCheckpointNames: DiscardAll keeps a
+// checkpoint the job restored and does not own, and with it the files it
+// names in the directories of the checkpoints it deletes (an incremental
+// checkpoint's files written by an earlier one): the kept checkpoint
+// still restores, whole.
+func TestDiscardAllKeepsWhatAKeptCheckpointNames(t *testing.T) {
+	forBackends(t, func(t *testing.T, be *backend) {
+		ctx := context.Background()
+		s := be.open(t)
+		m1, _ := writeCheckpoint(t, s, 1, 30<<10)
+		m2, _ := writeCheckpoint(t, s, 2, 30<<10)
+		named := m1.Operators[0].Subtasks[0].Keyed[0]
+		m2.Operators[0].Subtasks[0].Keyed[0] = named
+		if _, err := s.WriteMetadata(ctx, m2); err != nil {
+			t.Fatal(err)
+		}
+		writeCheckpoint(t, s, 3, 30<<10)
+		if err := s.DiscardAll(ctx, 2); err != nil {
+			t.Fatal(err)
+		}
+		snap, err := s.Resolve(ctx, s.CheckpointPath(2))
+		if err != nil {
+			t.Fatalf("the kept checkpoint: %v", err)
+		}
+		defer snap.Close()
+		if err := snap.Verify(ctx); err != nil {
+			t.Fatalf("the kept checkpoint: %v", err)
+		}
+		if got := be.keys(t, "chk-1/"); !slices.Equal(got, []string{named.Path}) {
+			t.Fatalf("chk-1 holds %q, want only %q, which the kept checkpoint names", got, named.Path)
+		}
+		if got := be.keys(t, "chk-3/"); len(got) != 0 {
+			t.Fatalf("left behind %q", got)
+		}
+	})
+}
+
 func TestConcurrentWriters(t *testing.T) {
 	forBackends(t, func(t *testing.T, be *backend) {
 		ctx := context.Background()
