@@ -11,7 +11,6 @@ import (
 	"path"
 	"path/filepath"
 	"runtime/debug"
-	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -36,7 +35,6 @@ type runFlags struct {
 	checkpointDir string
 	status        time.Duration
 	failAfter     []string
-	cpuProfile    string
 }
 
 // add registers the flags on fs.
@@ -48,12 +46,11 @@ func (f *runFlags) add(fs *pflag.FlagSet) {
 	fs.StringVar(&f.claimMode, "claim-mode", "", "with --from: who owns what it resumes from, no-claim (weir's only mode; execution.state-recovery.claim-mode)")
 	fs.StringVar(&f.checkpointDir, "checkpoint-dir", "", "checkpoint directory or URL (execution.checkpointing.dir; set one or the other)")
 	fs.DurationVar(&f.status, "status-interval", time.Second, "how often the status line refreshes (0: never)")
-	fs.StringVar(&f.cpuProfile, "cpu-profile", "", "write a CPU profile of the run in this process to this file (for go tool pprof)")
 	fs.StringArrayVar(&f.failAfter, "fail-after", nil, "fail a subtask after a duration (30s) or a number of records (5000), optionally a named one: 30s@assemble[2] (repeatable)")
 }
 
 // notResumed are the flags of run that its resume line leaves out.
-var notResumed = []string{"from", "fail-after", "cpu-profile"}
+var notResumed = []string{"from", "fail-after"}
 
 const runLong = `run runs a job in this process (job manager and task slots together) until
 it ends or is interrupted, serving its REST API on rest.port and showing a
@@ -131,7 +128,7 @@ func jobCommand(job Job, f *runFlags, shared *pflag.FlagSet) *cobra.Command {
 }
 
 // run runs or submits job, as "run NAME" was given.
-func run(cmd *cobra.Command, job Job, f *runFlags, jobFlags *pflag.FlagSet, args []string) (err error) {
+func run(cmd *cobra.Command, job Job, f *runFlags, jobFlags *pflag.FlagSet, args []string) error {
 	ctx := cmd.Context()
 	prog := cmd.Root().Name()
 	submit := f.jobManager != ""
@@ -179,21 +176,7 @@ func run(cmd *cobra.Command, job Job, f *runFlags, jobFlags *pflag.FlagSet, args
 	}
 	jobArgs := append(flagArgs(parsed), args...)
 	if submit {
-		if f.cpuProfile != "" {
-			return fmt.Errorf("--cpu-profile profiles a run in this process; with -m the job runs on the cluster's task managers")
-		}
 		return submitJob(ctx, cmd.OutOrStdout(), prog, job, r, jobArgs, f)
-	}
-	if f.cpuProfile != "" {
-		stop, err := startCPUProfile(f.cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer func() {
-			if serr := stop(); serr != nil && err == nil {
-				err = serr
-			}
-		}()
 	}
 	return runHere(ctx, cmd.OutOrStdout(), cmd.ErrOrStderr(), prog, job, r, jobArgs, faults, f.status, resume)
 }
@@ -479,23 +462,3 @@ func shellJoin(args []string) string {
 
 // errRESTCancel is why a run canceled through its REST API stops.
 var errRESTCancel = errors.New("canceled through the REST API")
-
-// startCPUProfile starts profiling the process's CPU into the file at
-// path; stop ends it and closes the file.
-func startCPUProfile(path string) (stop func() error, err error) {
-	out, err := os.Create(path)
-	if err != nil {
-		return nil, fmt.Errorf("--cpu-profile: %w", err)
-	}
-	if err := pprof.StartCPUProfile(out); err != nil {
-		out.Close()
-		return nil, fmt.Errorf("--cpu-profile: %w", err)
-	}
-	return func() error {
-		pprof.StopCPUProfile()
-		if err := out.Close(); err != nil {
-			return fmt.Errorf("--cpu-profile: %w", err)
-		}
-		return nil
-	}, nil
-}
