@@ -439,7 +439,6 @@ func (c *valueCache[K, N, T]) dropKey() {
 func (l *lsm) evict() {
 	l.evictions++
 	batch := l.store().NewBatch()
-	defer batch.Close()
 	goal := float64(l.cacheBudget) * 3 / 4
 	total := float64(l.cacheUsed)
 	for _, c := range l.caches {
@@ -447,28 +446,48 @@ func (l *lsm) evict() {
 			fail(err)
 		}
 	}
-	if batch.Empty() {
-		return
-	}
-	if err := batch.Commit(pebble.NoSync); err != nil {
-		fail(fmt.Errorf("writing the cache's rows: %w", err))
-	}
+	l.commit(batch, "writing the cache's rows")
 }
 
 // flushCaches writes every cache's dirty rows to the store in one batch,
 // emptying the caches if evict. A failure is a store failure (see fail).
 func (l *lsm) flushCaches(evict bool) {
 	batch := l.store().NewBatch()
-	defer batch.Close()
 	for _, c := range l.caches {
 		if err := c.flush(batch, evict); err != nil {
 			fail(err)
 		}
 	}
+	l.commit(batch, "writing the cache's rows")
+}
+
+// commit writes batch to the store and closes it, failing (as fail does)
+// if the write fails, or if the store's background work fails while it
+// waits: Pebble retries a failed flush without end, so a commit that
+// waits for room in full memtables would wait for ever, and the subtask
+// with it. Such a commit is left to its goroutine, which owns the batch
+// and ends if the memtables ever drain.
+func (l *lsm) commit(batch *pebble.Batch, what string) {
 	if batch.Empty() {
+		batch.Close()
 		return
 	}
-	if err := batch.Commit(pebble.NoSync); err != nil {
-		fail(fmt.Errorf("writing the cache's rows: %w", err))
+	if err := l.failed(); err != nil {
+		batch.Close()
+		fail(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		err := batch.Commit(pebble.NoSync)
+		batch.Close()
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			fail(fmt.Errorf("%s: %w", what, err))
+		}
+	case <-l.broken.done:
+		fail(fmt.Errorf("%s: %w", what, l.failed()))
 	}
 }
