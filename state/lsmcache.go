@@ -278,14 +278,7 @@ func (c *valueCache[K, N, T]) write(batch *pebble.Batch, ck cacheKey[K, N], e *c
 		e.unset(metaDirty)
 		return nil
 	}
-	b := c.st.b
-	kg := KeyGroupFor(b.hasher(ck.key), b.maxP)
-	c.row = appendPrefixed(appendRowPrefix(c.row[:0], kg, c.st.id), b.keyCodec, ck.key)
-	if c.nc == nil {
-		c.row = append(c.row, 0)
-	} else {
-		c.row = appendPrefixed(c.row, c.nc, ck.ns)
-	}
+	c.row = appendCachedRow(c.row[:0], c.st, c.nc, ck)
 	var err error
 	switch {
 	case e.absent() && c.filter.valid && !c.filter.mayHave(c.row):
@@ -490,4 +483,17 @@ func (l *lsm) commit(batch *pebble.Batch, what string) {
 	case <-l.broken.done:
 		fail(fmt.Errorf("%s: %w", what, l.failed()))
 	}
+}
+
+// appendCachedRow appends the store row of st's cached key ck: key group,
+// state id, key and namespace (a zero byte for the void namespace, whose
+// codec nc is nil).
+func appendCachedRow[K, N comparable](dst []byte, st *lsmState[K], nc codec.Codec[N], ck cacheKey[K, N]) []byte {
+	b := st.b
+	kg := KeyGroupFor(b.hasher(ck.key), b.maxP)
+	dst = appendPrefixed(appendRowPrefix(dst, kg, st.id), b.keyCodec, ck.key)
+	if nc == nil {
+		return append(dst, 0)
+	}
+	return appendPrefixed(dst, nc, ck.ns)
 }

@@ -150,14 +150,7 @@ func (c *listCache[K, N]) operand(p *listPending) []byte {
 
 // write adds row ck's buffered appends to batch as a merge operand.
 func (c *listCache[K, N]) write(batch *pebble.Batch, ck cacheKey[K, N], p *listPending) error {
-	b := c.st.b
-	kg := KeyGroupFor(b.hasher(ck.key), b.maxP)
-	c.row = appendPrefixed(appendRowPrefix(c.row[:0], kg, c.st.id), b.keyCodec, ck.key)
-	if c.nc == nil {
-		c.row = append(c.row, 0)
-	} else {
-		c.row = appendPrefixed(c.row, c.nc, ck.ns)
-	}
+	c.row = appendCachedRow(c.row[:0], c.st, c.nc, ck)
 	return batch.Merge(c.row, c.operand(p), nil)
 }
 
