@@ -43,14 +43,16 @@ func (f *runFlags) add(fs *pflag.FlagSet) {
 	fs.StringVarP(&f.jobManager, "jobmanager", "m", "", "submit the job to the cluster whose job manager is at this address instead of running it here")
 	fs.BoolVarP(&f.detached, "detached", "d", false, "with -m: return once the job is submitted instead of following it")
 	fs.StringVar(&f.from, "from", "", "resume from a checkpoint, a savepoint, or a job's checkpoint directory (execution.state-recovery.path)")
-	fs.StringVar(&f.claimMode, "claim-mode", "", "with --from: who owns what it resumes from, no-claim (weir's only mode; execution.state-recovery.claim-mode)")
+	fs.StringVar(&f.claimMode, "claim-mode", "", "with --from: who owns what it resumes from (execution.state-recovery.claim-mode): no-claim (default) leaves it alone; claim makes a retained checkpoint the job's, deleted once subsumed (not a savepoint)")
 	fs.StringVar(&f.checkpointDir, "checkpoint-dir", "", "checkpoint directory or URL (execution.checkpointing.dir; set one or the other)")
 	fs.DurationVar(&f.status, "status-interval", time.Second, "how often the status line refreshes (0: never)")
 	fs.StringArrayVar(&f.failAfter, "fail-after", nil, "fail a subtask after a duration (30s) or a number of records (5000), optionally a named one: 30s@assemble[2] (repeatable)")
 }
 
-// notResumed are the flags of run that its resume line leaves out.
-var notResumed = []string{"from", "fail-after"}
+// notResumed are the flags of run that its resume line leaves out: what
+// the run resumed from, and whether it claimed that (a savepoint the line
+// names cannot be claimed; the default, NO_CLAIM, always applies).
+var notResumed = []string{"from", "claim-mode", "fail-after"}
 
 const runLong = `run runs a job in this process (job manager and task slots together) until
 it ends or is interrupted, serving its REST API on rest.port and showing a
@@ -203,7 +205,7 @@ func (f *runFlags) jobConfig(defaults []string, checkpointDirSet bool) (*config.
 		}
 	}
 	if f.claimMode != "" {
-		// Only NO_CLAIM is accepted; Set says why for another.
+		// Set names the allowed values for another.
 		if err := cfg.Set(config.KeyStateRecoveryClaimMode, f.claimMode); err != nil {
 			return nil, fmt.Errorf("--claim-mode: %w", err)
 		}
@@ -405,7 +407,8 @@ func jobCheckpointDir(dir, job string) string {
 // resumeCommand is the command line that resumes the run cmd is about to
 // make, less its --from: the program, run and the job, and every flag the
 // user set except those named in leaveOut (and a -D of
-// execution.state-recovery.path, which --from replaces, and of a
+// execution.state-recovery.path, which --from replaces, or of its
+// claim-mode, and of a
 // sensitive option such as s3.secret-key, which the line would show: the
 // environment gives those, AWS_SECRET_ACCESS_KEY for S3).
 func resumeCommand(prog string, cmd *cobra.Command, leaveOut []string) []string {
@@ -418,7 +421,7 @@ func resumeCommand(prog string, cmd *cobra.Command, leaveOut []string) []string 
 		}
 		if sv, ok := f.Value.(pflag.SliceValue); ok {
 			for _, v := range sv.GetSlice() {
-				if f.Name == "define" && (strings.HasPrefix(strings.TrimSpace(v), config.KeyStateRecoveryPath+"=") || sensitiveDefine(v)) {
+				if f.Name == "define" && (resumeDefine(v) || sensitiveDefine(v)) {
 					continue
 				}
 				out = append(out, "--"+f.Name, v)
@@ -432,6 +435,15 @@ func resumeCommand(prog string, cmd *cobra.Command, leaveOut []string) []string 
 		out = append(out, "--"+f.Name, f.Value.String())
 	})
 	return out
+}
+
+// resumeDefine reports whether the -D value key=value says what the run
+// resumes from (execution.state-recovery.path, which --from replaces) or
+// whether it claims it (execution.state-recovery.claim-mode, which the
+// resume line leaves at its default, as --claim-mode).
+func resumeDefine(v string) bool {
+	v = strings.TrimSpace(v)
+	return strings.HasPrefix(v, config.KeyStateRecoveryPath+"=") || strings.HasPrefix(v, config.KeyStateRecoveryClaimMode+"=")
 }
 
 // sensitiveDefine reports whether the -D value key=value sets an option

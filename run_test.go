@@ -73,7 +73,8 @@ func testJob() Job {
 }
 
 // TestResumeLine: the printed resume line carries the flags the run was
-// given, run's and the job's, except --from, --fail-after, sensitive
+// given, run's and the job's, except --from and the claim mode (a
+// savepoint it names cannot be claimed), --fail-after, sensitive
 // options and those the job names in NotResumed.
 func TestResumeLine(t *testing.T) {
 	job := testJob()
@@ -82,7 +83,8 @@ func TestResumeLine(t *testing.T) {
 		t.Fatal(err)
 	}
 	args := []string{"--input", "my trace", "--output", "o", "--fail-after", "10", "-D", "rest.port=9000",
-		"-D", "execution.state-recovery.path=x", "--from", "old", "--bounded", "-D", "s3.secret-key=hush", "-D", "s3.access-key=me"}
+		"-D", "execution.state-recovery.path=x", "--from", "old", "--claim-mode", "claim", "-D", "execution.state-recovery.claim-mode=CLAIM",
+		"--bounded", "-D", "s3.secret-key=hush", "-D", "s3.access-key=me"}
 	if err := cmd.ParseFlags(args); err != nil {
 		t.Fatal(err)
 	}
@@ -90,6 +92,40 @@ func TestResumeLine(t *testing.T) {
 	want := `prog run test --bounded=true --define rest.port=9000 --input 'my trace'`
 	if got != want {
 		t.Fatalf("resume line\n got %s\nwant %s", got, want)
+	}
+}
+
+// TestClaimModeFlag: --claim-mode sets execution.state-recovery.claim-mode,
+// in either spelling; a mode weir does not implement is refused, naming
+// the flag, the key and the modes there are.
+func TestClaimModeFlag(t *testing.T) {
+	for _, tc := range []struct {
+		flag, want, wantErr string
+	}{
+		{flag: "", want: "NO_CLAIM"},
+		{flag: "claim", want: "CLAIM"},
+		{flag: "no-claim", want: "NO_CLAIM"},
+		{flag: "NO_CLAIM", want: "NO_CLAIM"},
+		{flag: "legacy", wantErr: "NO_CLAIM, CLAIM"},
+	} {
+		t.Run(tc.flag, func(t *testing.T) {
+			f := runFlags{from: "somewhere", claimMode: tc.flag}
+			f.config.Getenv = func(string) string { return "" }
+			cfg, err := f.jobConfig([]string{"execution.checkpointing.dir=./chk"}, false)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), "--claim-mode") || !strings.Contains(err.Error(), "execution.state-recovery.claim-mode") ||
+					!strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want a refusal naming --claim-mode, the key and %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := cfg.String("execution.state-recovery.claim-mode"); got != tc.want {
+				t.Fatalf("claim mode %q, want %q", got, tc.want)
+			}
+		})
 	}
 }
 

@@ -149,6 +149,7 @@ func TestDefaultViews(t *testing.T) {
 		NumRetained:           1,
 		ExternalizedRetention: NoExternalizedCheckpoints,
 		CreateSubdir:          true,
+		ClaimMode:             NoClaim,
 		InlineThreshold:       20 << 10,
 	}
 	if !reflect.DeepEqual(cp, wantCP) {
@@ -253,6 +254,7 @@ func TestSetCanonicalForm(t *testing.T) {
 		{KeyPebbleMemory, "1 gb", "1 gb"},
 		{KeyTimerService, "heap", "HEAP"},
 		{KeyStateRecoveryClaimMode, "no-claim", "NO_CLAIM"},
+		{KeyStateRecoveryClaimMode, "claim", "CLAIM"},
 		{KeyCheckpointingDir, "  s3://bucket/chk ", "s3://bucket/chk"},
 		{KeyRESTPort, "0", "0"},
 	}
@@ -288,8 +290,7 @@ func TestSetInvalidValue(t *testing.T) {
 		{KeyStateBackend, "memory", []string{"one of hashmap, pebble, rocksdb, forst"}},
 		{KeyPebbleMemory, "1 mb", []string{"from 4 mb"}},
 		{KeyTimerService, "memory", []string{"ROCKSDB", "HEAP"}},
-		{KeyStateRecoveryClaimMode, "CLAIM", []string{"NO_CLAIM", "not implemented"}},
-		{KeyStateRecoveryClaimMode, "LEGACY", []string{"NO_CLAIM", "CLAIM"}},
+		{KeyStateRecoveryClaimMode, "LEGACY", []string{KeyStateRecoveryClaimMode, "NO_CLAIM, CLAIM"}},
 		{KeyMetricsPrometheusNames, "prometheus", []string{KeyMetricsPrometheusNames, "one of weir, flink"}},
 		{KeyCheckpointingIncremental, "yes", []string{"true or false"}},
 		{KeyCheckpointingUnaligned, "maybe", []string{"true or false"}},
@@ -467,6 +468,7 @@ func TestDeprecatedKeys(t *testing.T) {
 		{"taskmanager.state.local.root-dirs", KeyCheckpointingLocalBackupDirs, "/local", "/local"},
 		{"state.checkpoints.create-subdir", KeyCheckpointingCreateSubdir, "true", "true"},
 		{"execution.savepoint.path", KeyStateRecoveryPath, "/sp/savepoint-1", "/sp/savepoint-1"},
+		{"execution.savepoint-restore-mode", KeyStateRecoveryClaimMode, "claim", "CLAIM"},
 		{"execution.checkpointing.unaligned", KeyCheckpointingUnaligned, "false", "false"},
 		{"execution.checkpointing.alignment-timeout", KeyCheckpointingAlignedTimeout, "0", "0 ms"},
 		{"state.backend", KeyStateBackend, "hashmap", "hashmap"},

@@ -45,6 +45,21 @@ const (
 	RetainOnCancellation ExternalizedRetention = "RETAIN_ON_CANCELLATION"
 )
 
+// ClaimMode is the value of [KeyStateRecoveryClaimMode].
+type ClaimMode string
+
+// Recovery claim modes (Flink's RecoveryClaimMode).
+const (
+	// NoClaim leaves the checkpoint or savepoint a job resumes from to
+	// whoever made it: the job never deletes or changes it, and its own
+	// checkpoints name none of its files. The default.
+	NoClaim ClaimMode = "NO_CLAIM"
+	// Claim makes the retained checkpoint a job resumes from the job's
+	// own: it counts among its retained checkpoints and is deleted once
+	// subsumed. A savepoint cannot be claimed.
+	Claim ClaimMode = "CLAIM"
+)
+
 // RestartStrategy is the value of [KeyRestartStrategy].
 type RestartStrategy string
 
@@ -148,8 +163,8 @@ var (
 		{name: string(BackendForSt)},
 	}
 	claimModes = []enumValue{
-		{name: "NO_CLAIM", aliases: []string{"no-claim"}},
-		{name: "CLAIM"},
+		{name: string(NoClaim), aliases: []string{"no-claim"}},
+		{name: string(Claim)},
 	}
 	// metricNamings are the names /metrics may use: weir's own (the
 	// default) or those of Flink's Prometheus reporter.

@@ -103,10 +103,15 @@ const (
 	KeyStateRecoveryIgnoreUnclaimedState = "execution.state-recovery.ignore-unclaimed-state"
 
 	// KeyStateRecoveryClaimMode says who owns the checkpoint a job resumes
-	// from (Flink's RecoveryClaimMode): NO_CLAIM, the only mode weir
-	// implements and the default, leaves it to whoever made it: the job
-	// never deletes it, even when it lies in the job's own directory.
-	// CLAIM is refused. Flink's CLI --claimMode.
+	// from (Flink's RecoveryClaimMode). NO_CLAIM, the default, leaves it to
+	// whoever made it: the job never deletes or changes it, even when it
+	// lies in the job's own directory, and the job's checkpoints name none
+	// of its files. CLAIM makes a retained checkpoint the job's own: it
+	// counts among execution.checkpointing.num-retained, is subsumed like
+	// the job's checkpoints and then deleted, with the files of its job's
+	// directory that no completed checkpoint names any more. A savepoint
+	// cannot be claimed. Flink's LEGACY is not implemented. Flink's CLI
+	// --claimMode; replaces execution.savepoint-restore-mode.
 	KeyStateRecoveryClaimMode = "execution.state-recovery.claim-mode"
 
 	// KeyCheckpointingLocalBackup makes every subtask keep, on its task

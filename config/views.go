@@ -63,6 +63,9 @@ type Checkpointing struct {
 	// IgnoreUnclaimedState drops the state of operators the job no longer
 	// has on a restore, instead of refusing it.
 	IgnoreUnclaimedState bool
+	// ClaimMode says whether the job owns the checkpoint it resumes from.
+	// Default: NoClaim.
+	ClaimMode ClaimMode
 	// InlineThreshold is the size in bytes below which state is kept
 	// inside _metadata. Default: 20 KiB.
 	InlineThreshold int64
@@ -105,6 +108,7 @@ func (c *Configuration) Checkpointing() (Checkpointing, error) {
 		RecoveryPath:          c.String(KeyStateRecoveryPath),
 		AllowDuplicateOutput:  c.Bool(KeyStateRecoveryAllowDuplicateOutput),
 		IgnoreUnclaimedState:  c.Bool(KeyStateRecoveryIgnoreUnclaimedState),
+		ClaimMode:             ClaimMode(c.String(KeyStateRecoveryClaimMode)),
 		InlineThreshold:       c.MemorySize(KeyCheckpointingInlineThreshold),
 		FromLocal:             c.Bool(KeyStateRecoveryFromLocal),
 		LocalBackupDirs:       splitDirs(c.String(KeyCheckpointingLocalBackupDirs)),

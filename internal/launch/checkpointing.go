@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 
 	"github.com/weirstream/weir/config"
@@ -56,6 +57,13 @@ func checkpointing(ctx context.Context, j Job, cp config.Checkpointing) (*runtim
 			closer()
 			return nil, nil, nil, err
 		}
+		if cp.ClaimMode == config.Claim {
+			if err := claim(j, opts.Storage.(blobStorage).Storage, r); err != nil {
+				c()
+				closer()
+				return nil, nil, nil, err
+			}
+		}
 		restore = r
 		prev := closer
 		closer = func() error { c(); return prev() }
@@ -91,6 +99,71 @@ func checkUnclaimed(j Job, cp config.Checkpointing, r *runtime.Restore) error {
 	return errorf("resuming from %s: it holds state for operators that the job does not have: %s (by uid); "+
 		"give those operators back their uids, or set %s=true to drop their state",
 		r.Path, strings.Join(unclaimed, ", "), config.KeyStateRecoveryIgnoreUnclaimedState)
+}
+
+// claim makes the job the owner of the checkpoint it restores, r
+// (execution.state-recovery.claim-mode=CLAIM): the runtime retains it as
+// one of the job's checkpoints and deletes it once subsumed. A savepoint
+// is refused: weir never deletes one. A checkpoint in the job's own
+// storage (resumed under the same job id) is deleted as the job's own
+// are, by id; one in another job's directory, <dir>/<job-id>/chk-<n>, is
+// deleted through a storage opened on that directory, which keeps the
+// files a completed checkpoint there still names. A checkpoint elsewhere
+// (a chk-<n> directory moved out of its job's directory) is refused:
+// files it names in its job's other checkpoints could not be found.
+func claim(j Job, st *storage.Storage, r *runtime.Restore) error {
+	md := r.Metadata
+	if md.Kind != checkpoint.KindCheckpoint {
+		return errorf("resuming from %s with %s=%s (--claim-mode claim): it is a savepoint (its _metadata says so), which weir never deletes, so a job cannot take it over; resume from it with %s=%s, or claim a retained checkpoint",
+			r.Path, config.KeyStateRecoveryClaimMode, config.Claim, config.KeyStateRecoveryClaimMode, config.NoClaim)
+	}
+	r.Claimed = true
+	id := md.CheckpointID
+	if md.JobID == st.JobID() && r.Path == st.CheckpointPath(id) {
+		return nil
+	}
+	parent, jobID, ok := checkpointJobDir(r.Path, id)
+	if !ok {
+		return errorf("resuming from %s with %s=%s (--claim-mode claim): a claimed checkpoint must lie in its job's checkpoint directory, <dir>/<job-id>/chk-%d, for the job to delete it with the files it shares with that job's other checkpoints; resume with %s=%s",
+			r.Path, config.KeyStateRecoveryClaimMode, config.Claim, id, config.KeyStateRecoveryClaimMode, config.NoClaim)
+	}
+	r.Discard = func(ctx context.Context) error {
+		js, err := storage.Open(ctx, parent, jobID, storageOptions(j)...)
+		if err != nil {
+			return err
+		}
+		defer js.Close()
+		return js.Discard(ctx, id)
+	}
+	return nil
+}
+
+// checkpointJobDir splits the path of checkpoint id, <dir>/<job-id>/chk-<id>
+// (a local path or a URL, with its query), into <dir> and <job-id>.
+func checkpointJobDir(p string, id int64) (dir, jobID string, ok bool) {
+	p, query, _ := strings.Cut(p, "?")
+	if query != "" {
+		query = "?" + query
+	}
+	p = strings.TrimSuffix(filepath.ToSlash(p), "/")
+	jobDir, chk, ok := cutLast(p)
+	if !ok || chk != fmt.Sprintf("chk-%d", id) {
+		return "", "", false
+	}
+	dir, jobID, ok = cutLast(jobDir)
+	if !ok || dir == "" || jobID == "" || strings.HasSuffix(dir, ":/") {
+		return "", "", false
+	}
+	return filepath.FromSlash(dir) + query, jobID, true
+}
+
+// cutLast splits p at its last "/".
+func cutLast(p string) (before, after string, ok bool) {
+	i := strings.LastIndex(p, "/")
+	if i < 0 {
+		return "", "", false
+	}
+	return p[:i], p[i+1:], true
 }
 
 // storageOptions adds to opts what the job's configuration sets (the s3.*
@@ -175,7 +248,7 @@ func refuseFallback(j Job, completed []int64, id int64) error {
 // retain applies execution.checkpointing.externalized-checkpoint-retention
 // when the job ends: checkpoints are kept only with RETAIN_ON_CANCELLATION,
 // or, with DELETE_ON_CANCELLATION, when the job failed.
-func retain(ctx context.Context, cp config.Checkpointing, st runtime.CheckpointStorage, restored int64, runErr error, canceled bool, log interface {
+func retain(ctx context.Context, cp config.Checkpointing, st runtime.CheckpointStorage, restored int64, claimed func(context.Context) error, runErr error, canceled bool, log interface {
 	Warn(msg string, args ...any)
 }) {
 	bs, ok := st.(blobStorage)
@@ -194,13 +267,21 @@ func retain(ctx context.Context, cp config.Checkpointing, st runtime.CheckpointS
 		return
 	}
 	// The checkpoint the job restored is not the job's to delete
-	// (NO_CLAIM), even when it lies among the job's own.
+	// (NO_CLAIM), even when it lies among the job's own; nor are the
+	// files it names.
 	var notOwned []int64
 	if restored > 0 {
 		notOwned = append(notOwned, restored)
 	}
 	if err := bs.DiscardAll(context.WithoutCancel(ctx), notOwned...); err != nil {
 		log.Warn("discarding checkpoints at the end of the job", "err", err)
+	}
+	// A claimed checkpoint in another job's directory is the job's too
+	// (deleting it again, once subsumed, is harmless).
+	if claimed != nil {
+		if err := claimed(context.WithoutCancel(ctx)); err != nil {
+			log.Warn("discarding the claimed checkpoint at the end of the job", "err", err)
+		}
 	}
 }
 

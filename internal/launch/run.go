@@ -45,7 +45,7 @@ func Start(ctx context.Context, j Job) (*Handle, error) {
 			st = nil
 		}
 		if st != nil {
-			retain(ctx, st.cp, st.storage, st.restored, h.err, ctx.Err() != nil, j.Logger)
+			retain(ctx, st.cp, st.storage, st.restored, st.claimed, h.err, ctx.Err() != nil, j.Logger)
 		}
 	}()
 	return h, nil
@@ -70,8 +70,11 @@ type ending struct {
 	storage runtime.CheckpointStorage
 	// restored is the checkpoint the job restored if it lies among the
 	// job's own (resumed under the same job id): the job does not own it
-	// (NO_CLAIM), so retention keeps it. 0: none.
+	// (NO_CLAIM), so retention keeps it. 0: none, or one the job claimed.
 	restored int64
+	// claimed deletes the checkpoint the job claimed when it lies in
+	// another job's directory (runtime.Restore.Discard); nil otherwise.
+	claimed func(context.Context) error
 }
 
 // prepare turns the job into a job master ready to run. The returned
@@ -159,7 +162,9 @@ func prepare(ctx context.Context, j Job) (*runtime.JobMaster, *ending, func() er
 	var end *ending
 	if opts.Checkpointing != nil && opts.Checkpointing.Storage != nil {
 		end = &ending{cp: cp, storage: opts.Checkpointing.Storage}
-		if r := opts.Restore; r != nil && r.Metadata.JobID == j.JobID && r.Metadata.Kind == checkpoint.KindCheckpoint {
+		if r := opts.Restore; r != nil && r.Claimed {
+			end.claimed = r.Discard
+		} else if r != nil && r.Metadata.JobID == j.JobID && r.Metadata.Kind == checkpoint.KindCheckpoint {
 			end.restored = r.Metadata.CheckpointID
 		}
 	}

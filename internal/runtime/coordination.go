@@ -267,12 +267,52 @@ func (jm *JobMaster) finishWrites() {
 }
 
 // discard deletes checkpoint id's files on the storage queue, after every
-// write queued before it; what names the discard in a warning.
+// write queued before it; what names the discard in a warning. The
+// claimed checkpoint that lies outside the job's storage is deleted by
+// its own Discard, once.
 func (jm *JobMaster) discard(ctx context.Context, id int64, what string) {
+	if c := jm.claimed; c != nil && c.Metadata.CheckpointID == id {
+		jm.claimed = nil
+		jm.store.post(storageOp{ctx: ctx, write: func(ctx context.Context) {
+			if err := c.Discard(ctx); err != nil {
+				jm.log.Warn("discarding the claimed checkpoint", "checkpoint", id, "path", c.Path, "err", err)
+			}
+		}})
+		return
+	}
 	if jm.storage == nil {
 		return
 	}
 	jm.store.post(storageOp{ctx: ctx, discard: id, what: what})
+}
+
+// claim makes the restored checkpoint r the job's own (CLAIM): the
+// coordinator retains it, and counts it among the num-retained, as if the
+// job had completed it. In the job's storage it is the checkpoint the
+// first new one builds on, as after a failover; elsewhere the first
+// checkpoint writes all its state, and r's Discard deletes r once it is
+// subsumed.
+func (jm *JobMaster) claim(r *Restore) {
+	id := r.Metadata.CheckpointID
+	var paths []string
+	if r.Discard == nil {
+		for _, op := range r.Metadata.Operators {
+			for _, st := range op.Subtasks {
+				for _, hs := range [][]checkpoint.StateHandle{st.Keyed, st.Operator, st.InputChannels} {
+					for _, h := range hs {
+						if h.Path != "" {
+							paths = append(paths, h.Path)
+						}
+					}
+				}
+			}
+		}
+		jm.lastCompleted = max(jm.lastCompleted, id)
+	} else {
+		jm.claimed = r
+	}
+	jm.coord.Claimed(id, paths)
+	jm.log.Info("claimed the restored checkpoint: it is deleted once subsumed", "checkpoint", id, "path", r.Path)
 }
 
 // metadataWritten hands the coordinator the outcome of md's write (path,

@@ -90,6 +90,16 @@ type Restore struct {
 	Store    StateReader
 	// Path is where it was found, for logs.
 	Path string
+	// Claimed says the job owns this checkpoint (CLAIM): the coordinator
+	// retains it as if the job had completed it, and it is deleted once
+	// newer checkpoints subsume it. When it lies in the job's checkpoint
+	// storage (Discard is nil) the job's incremental snapshots may build
+	// on it, and CheckpointStorage.Discard deletes it by id; elsewhere
+	// (another job's directory) Discard deletes it, and the job's first
+	// checkpoint names none of its files. Unclaimed (NO_CLAIM), the job
+	// never deletes it and no checkpoint of the job builds on it.
+	Claimed bool
+	Discard func(ctx context.Context) error
 }
 
 // CheckpointStorage persists state and completed checkpoints' metadata.
@@ -212,6 +222,10 @@ type JobMaster struct {
 	lastCompleted    int64
 	bases            map[int64]int64
 	deferredDiscards []int64
+	// claimed is the restored checkpoint the job owns and has not
+	// discarded yet, when it lies outside the job's checkpoint storage
+	// (its Discard deletes it); nil otherwise.
+	claimed *Restore
 	// runs finds a deployment's run from the listener's goroutines.
 	runsMu sync.Mutex
 	runs   map[TaskRef]*taskRun
@@ -488,6 +502,9 @@ func (jm *JobMaster) Run(ctx context.Context) error {
 	if jm.coord != nil {
 		if jm.latest != nil {
 			jm.coordRestored(jm.latest)
+		}
+		if r := jm.opts.Restore; r != nil && r.Claimed {
+			jm.claim(r)
 		}
 		if err := jm.perform(ctx, jm.coord.Start(jm.clock.Now())); err != nil {
 			return jm.abort(err)

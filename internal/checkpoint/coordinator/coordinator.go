@@ -363,6 +363,32 @@ func (c *Coordinator) Restored(now time.Time, id int64, external string) []Outpu
 	return nil
 }
 
+// Claimed records that the job owns checkpoint id, which it restored
+// (CLAIM): it is retained as if the job had completed it, oldest of all,
+// counts among the NumRetained, and is discarded (a Discard output) once
+// newer checkpoints push it out; paths are the state files it references,
+// which the checkpointed size of later checkpoints leaves out. Call it
+// before the job's first checkpoint completes, once; a second call, or
+// one for a checkpoint already retained, does nothing.
+func (c *Coordinator) Claimed(id int64, paths []string) {
+	if slices.ContainsFunc(c.retained, func(r retained) bool { return r.id == id }) {
+		return
+	}
+	seen := map[string]bool{}
+	var own []string
+	for _, p := range paths {
+		if p != "" && !seen[p] {
+			seen[p] = true
+			own = append(own, p)
+			c.sharedRefs[p]++
+		}
+	}
+	c.retained = slices.Insert(c.retained, 0, retained{id: id, paths: own})
+	if id >= c.nextID {
+		c.nextID = id + 1
+	}
+}
+
 // SkipTo makes the next checkpoint's id at least id: a job recovered by a
 // new leading job manager starts above every id its predecessor may have
 // used, so that no two checkpoints share a directory.

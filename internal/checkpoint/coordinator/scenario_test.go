@@ -29,6 +29,7 @@ import (
 //	written t= id= [err=]
 //	finish t= task=
 //	restored t= id= [path=]
+//	claimed id= [paths=(...)]
 //	deadline | state | stats | details id= [vertex=] | json | json-task id= vertex=
 func TestScenarios(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
@@ -169,6 +170,14 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 			d.ScanArgs(t, "path", &path)
 		}
 		return h.outputs(h.c.Restored(h.at(t, d), id, path), nil)
+	case "claimed":
+		id, _ := intArg(t, d, "id")
+		var paths []string
+		if d.HasArg("paths") {
+			d.ScanArgs(t, "paths", &paths)
+		}
+		h.c.Claimed(id, paths)
+		return h.state()
 	case "invalid":
 		id, _ := intArg(t, d, "id")
 		return h.outputs(h.c.Invalid(h.at(t, d), id), nil)
