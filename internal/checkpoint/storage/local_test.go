@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -204,5 +205,54 @@ func TestNamesFileblobEscapesAreRejected(t *testing.T) {
 	}
 	if _, err := Open(context.Background(), "mem://", "job\x01"); err == nil {
 		t.Error("job id with a control character accepted")
+	}
+}
+
+// TestListWhileFilesComeAndGo lists a local job directory while state
+// files are written (a temporary file renamed into place) and deleted
+// beside it: a file that vanishes between the directory read and the
+// read of its attributes does not fail the listing, so a discard that
+// runs while the next checkpoint is written still finds the checkpoints.
+func TestListWhileFilesComeAndGo(t *testing.T) {
+	be := fileBackend(t)
+	s := be.open(t)
+	ctx := context.Background()
+	writeCheckpoint(t, s, 1, 1<<10)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			key := s.jobKey + "chk-2/churn-" + strconv.Itoa(i%4)
+			w, err := s.st.newWriter(ctx, key, "")
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			w.Write(payload(uint64(i), 64))
+			if err := w.Close(); err != nil {
+				t.Error(err)
+				return
+			}
+			if err := s.st.remove(ctx, key); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	defer func() { close(stop); <-done }()
+	for i := range 3000 {
+		infos, err := s.List(ctx)
+		if err != nil {
+			t.Fatalf("listing %d: %v", i, err)
+		}
+		if len(infos) == 0 || infos[0].ID != 1 {
+			t.Fatalf("listing %d: %+v, want checkpoint 1 first", i, infos)
+		}
 	}
 }

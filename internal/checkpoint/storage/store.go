@@ -321,6 +321,27 @@ func (s *store) list(ctx context.Context, prefix string, dirs bool) ([]object, e
 	if dirs {
 		opts.Delimiter = "/"
 	}
+	for attempt := 1; ; attempt++ {
+		out, err := s.listOnce(ctx, opts)
+		if err == nil {
+			return out, nil
+		}
+		if !isNotExist(err) || attempt == listAttempts {
+			return nil, s.opError("list", prefix, err)
+		}
+	}
+}
+
+// listAttempts bounds how often list starts over after an object vanished
+// while it was being listed.
+const listAttempts = 8
+
+// listOnce lists the objects opts selects. On a local directory the
+// listing walks the tree and reads each file's attributes: a file renamed
+// or deleted between the directory read and the attributes' (a
+// checkpoint's state written beside the listing, or another checkpoint's
+// discard) fails the walk with a not-exist error, and list lists again.
+func (s *store) listOnce(ctx context.Context, opts *blob.ListOptions) ([]object, error) {
 	var out []object
 	it := s.bucket.List(opts)
 	for {
@@ -329,7 +350,7 @@ func (s *store) list(ctx context.Context, prefix string, dirs bool) ([]object, e
 			return out, nil
 		}
 		if err != nil {
-			return nil, s.opError("list", prefix, err)
+			return nil, err
 		}
 		out = append(out, object{Key: o.Key, Size: o.Size, ModTime: o.ModTime, IsDir: o.IsDir})
 	}
