@@ -263,7 +263,7 @@ func (jm *JobMaster) finishWrites() {
 		jm.discard(context.Background(), d, "discarding checkpoint")
 	}
 	jm.deferredDiscards = nil
-	jm.store.drain()
+	jm.store.drain(true)
 }
 
 // discard deletes checkpoint id's files on the storage queue, after every
@@ -365,7 +365,16 @@ type storageQueue struct {
 	// queued counts the operations queued and not yet done (tests).
 	queued atomic.Int64
 	once   sync.Once
+	// retry holds the discards that failed, with the attempts made: they
+	// run again with the next discards and once more as the queue stops,
+	// so that a storage error does not leave a subsumed checkpoint behind
+	// for good. Only the queue's goroutine uses it.
+	retry map[int64]int
 }
+
+// discardAttempts bounds how often the storage queue tries to discard a
+// checkpoint before it leaves it, with a warning naming it.
+const discardAttempts = 5
 
 // storageOp is a write (write is set) or the discard of a checkpoint.
 type storageOp struct {
@@ -397,15 +406,15 @@ func (q *storageQueue) run() {
 	for {
 		select {
 		case <-q.wake:
-			q.drain()
+			q.drain(false)
 		case <-q.quit:
-			q.drain()
+			q.drain(true)
 			return
 		}
 	}
 }
 
-func (q *storageQueue) drain() {
+func (q *storageQueue) drain(final bool) {
 	q.mu.Lock()
 	ops := q.ops
 	q.ops = nil
@@ -426,11 +435,37 @@ func (q *storageQueue) drain() {
 		discards = append(discards, op)
 		ids = append(ids, op.discard)
 	}
-	if len(discards) == 0 {
+	if len(discards) == 0 && (!final || len(q.retry) == 0) {
 		return
 	}
-	if err := q.jm.storage.Discard(discards[0].ctx, ids...); err != nil {
-		q.jm.log.Warn(discards[0].what, "checkpoints", ids, "err", err)
+	ctx, what := context.Background(), "retrying the discard of checkpoints"
+	if len(discards) > 0 {
+		ctx, what = discards[0].ctx, discards[0].what
+	}
+	for id := range q.retry {
+		if !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	if err := q.jm.storage.Discard(ctx, ids...); err != nil {
+		// Which of them failed is not known: all are tried again (a
+		// discard of a checkpoint already gone deletes nothing).
+		var left []int64
+		for _, id := range ids {
+			if q.retry == nil {
+				q.retry = map[int64]int{}
+			}
+			if q.retry[id]++; q.retry[id] >= discardAttempts {
+				delete(q.retry, id)
+				left = append(left, id)
+			}
+		}
+		q.jm.log.Warn(what, "checkpoints", ids, "err", err)
+		if len(left) > 0 {
+			q.jm.log.Warn("leaving checkpoints that could not be discarded", "checkpoints", left, "attempts", discardAttempts)
+		}
+	} else {
+		clear(q.retry)
 	}
 	q.finished(len(discards))
 }

@@ -1,0 +1,54 @@
+package stream_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/weirstream/weir/stream"
+	"github.com/weirstream/weir/streamtest"
+)
+
+// TestRetentionSurvivesFailedDiscards runs a job whose checkpoint storage
+// fails deletes now and then, so that some subsumed checkpoints' discards
+// fail half-way: the job retries them, and once it has finished its
+// directory holds exactly the num-retained newest checkpoints and the
+// files they name, and the output holds every record's sum exactly once.
+// Each seed fails a different delete, once or a few times in a row; odd
+// seeds fail the deletes of _metadata files, which leave a checkpoint
+// complete, even ones any file's.
+func TestRetentionSurvivesFailedDiscards(t *testing.T) {
+	for seed := uint64(1); seed <= 6; seed++ {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			r := rand.New(rand.NewPCG(seed, 17))
+			sink := streamtest.NewCollector[KeyedSum](true)
+			j := newClaimJob(sink)
+			j.perPartition = 3000
+			fs := streamtest.NewFaults()
+			on, times := 1+r.IntN(40), 1+r.IntN(3)
+			opts := []streamtest.FaultOption{streamtest.OnCall(on), streamtest.Times(times)}
+			if seed%2 == 1 {
+				// A checkpoint whose _metadata stays is still complete:
+				// only a retried discard removes it.
+				opts = append(opts, streamtest.OnPath("_metadata"))
+				on = 1 + r.IntN(8)
+				opts[0] = streamtest.OnCall(on)
+			}
+			f := fs.Add(stream.FaultStorageDelete, streamtest.Fail(nil), opts...)
+			res := streamtest.Run(t, j.build, claimCommon(), streamtest.JobID("job"), streamtest.WithFaults(fs),
+				streamtest.Config("execution.checkpointing.num-retained=2"), streamtest.Timeout(time.Minute))
+			if res.Err != nil {
+				t.Fatalf("seed %d: %v", seed, res.Err)
+			}
+			if !f.Fired() {
+				t.Fatalf("seed %d: no delete failed (the %dth never came): make the input longer", seed, on)
+			}
+			retained := checkOnlyRetained(t, res.Dir, "job")
+			if len(retained["job"]) != 2 {
+				t.Fatalf("seed %d: retained %v after %d failed deletes from the %dth, want the 2 newest", seed, retained, f.Count(), on)
+			}
+			j.check(t, sink.Results())
+		})
+	}
+}
