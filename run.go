@@ -32,6 +32,7 @@ type runFlags struct {
 	detached      bool
 	from          string
 	claimMode     string
+	allowDropped  bool
 	checkpointDir string
 	status        time.Duration
 	failAfter     []string
@@ -42,17 +43,20 @@ func (f *runFlags) add(fs *pflag.FlagSet) {
 	f.config.AddTo(fs)
 	fs.StringVarP(&f.jobManager, "jobmanager", "m", "", "submit the job to the cluster whose job manager is at this address instead of running it here")
 	fs.BoolVarP(&f.detached, "detached", "d", false, "with -m: return once the job is submitted instead of following it")
-	fs.StringVar(&f.from, "from", "", "resume from a checkpoint, a savepoint, or a job's checkpoint directory (execution.state-recovery.path)")
+	fs.StringVarP(&f.from, "from", "s", "", "resume from a checkpoint, a savepoint, or a job's checkpoint directory (execution.state-recovery.path)")
 	fs.StringVar(&f.claimMode, "claim-mode", "", "with --from: who owns what it resumes from (execution.state-recovery.claim-mode): no-claim (default) leaves it alone; claim makes a retained checkpoint the job's, deleted once subsumed (not a savepoint)")
+	fs.BoolVarP(&f.allowDropped, "allow-non-restored-state", "n", false, "with --from: drop the state of operators the job no longer has instead of refusing it (execution.state-recovery.ignore-unclaimed-state)")
 	fs.StringVar(&f.checkpointDir, "checkpoint-dir", "", "checkpoint directory or URL (execution.checkpointing.dir; set one or the other)")
 	fs.DurationVar(&f.status, "status-interval", time.Second, "how often the status line refreshes (0: never)")
 	fs.StringArrayVar(&f.failAfter, "fail-after", nil, "fail a subtask after a duration (30s) or a number of records (5000), optionally a named one: 30s@assemble[2] (repeatable)")
 }
 
 // notResumed are the flags of run that its resume line leaves out: what
-// the run resumed from, and whether it claimed that (a savepoint the line
-// names cannot be claimed; the default, NO_CLAIM, always applies).
-var notResumed = []string{"from", "claim-mode", "fail-after"}
+// the run resumed from, whether it claimed that (a savepoint the line
+// names cannot be claimed; the default, NO_CLAIM, always applies) and
+// whether it dropped state of operators the job lacks (its own
+// checkpoints hold none).
+var notResumed = []string{"from", "claim-mode", "allow-non-restored-state", "fail-after"}
 
 const runLong = `run runs a job in this process (job manager and task slots together) until
 it ends or is interrupted, serving its REST API on rest.port and showing a
@@ -208,6 +212,11 @@ func (f *runFlags) jobConfig(defaults []string, checkpointDirSet bool) (*config.
 		// Set names the allowed values for another.
 		if err := cfg.Set(config.KeyStateRecoveryClaimMode, f.claimMode); err != nil {
 			return nil, fmt.Errorf("--claim-mode: %w", err)
+		}
+	}
+	if f.allowDropped {
+		if err := cfg.Set(config.KeyStateRecoveryIgnoreUnclaimedState, "true"); err != nil {
+			return nil, fmt.Errorf("--allow-non-restored-state: %w", err)
 		}
 	}
 	return cfg, cfg.Validate()

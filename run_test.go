@@ -73,7 +73,7 @@ func testJob() Job {
 }
 
 // TestResumeLine: the printed resume line carries the flags the run was
-// given, run's and the job's, except --from and the claim mode (a
+// given, run's and the job's, except --from, --allow-non-restored-state and the claim mode (a
 // savepoint it names cannot be claimed), --fail-after, sensitive
 // options and those the job names in NotResumed.
 func TestResumeLine(t *testing.T) {
@@ -83,7 +83,7 @@ func TestResumeLine(t *testing.T) {
 		t.Fatal(err)
 	}
 	args := []string{"--input", "my trace", "--output", "o", "--fail-after", "10", "-D", "rest.port=9000",
-		"-D", "execution.state-recovery.path=x", "--from", "old", "--claim-mode", "claim", "-D", "execution.state-recovery.claim-mode=CLAIM",
+		"-D", "execution.state-recovery.path=x", "--from", "old", "--claim-mode", "claim", "-D", "execution.state-recovery.claim-mode=CLAIM", "-n",
 		"--bounded", "-D", "s3.secret-key=hush", "-D", "s3.access-key=me"}
 	if err := cmd.ParseFlags(args); err != nil {
 		t.Fatal(err)
@@ -126,6 +126,37 @@ func TestClaimModeFlag(t *testing.T) {
 				t.Fatalf("claim mode %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestFlinkRestoreFlags: Flink's -s (the savepoint or checkpoint to
+// resume from) and -n (allow non-restored state) set
+// execution.state-recovery.path and
+// execution.state-recovery.ignore-unclaimed-state.
+func TestFlinkRestoreFlags(t *testing.T) {
+	cmd, _, err := Command("prog", testJob()).Find([]string{"run", "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &runFlags{}
+	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
+	f.add(fs)
+	if err := fs.Parse([]string{"-s", "/ckpt/j/chk-3", "-n"}); err != nil {
+		t.Fatal(err)
+	}
+	f.config.Getenv = func(string) string { return "" }
+	cfg, err := f.jobConfig([]string{"execution.checkpointing.dir=./chk"}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.String("execution.state-recovery.path"); got != "/ckpt/j/chk-3" {
+		t.Fatalf("state-recovery.path %q", got)
+	}
+	if !cfg.Bool("execution.state-recovery.ignore-unclaimed-state") {
+		t.Fatal("-n did not set execution.state-recovery.ignore-unclaimed-state")
+	}
+	if cmd.InheritedFlags().ShorthandLookup("n") == nil || cmd.InheritedFlags().ShorthandLookup("s") == nil {
+		t.Fatal("run JOB has no -n or -s")
 	}
 }
 
