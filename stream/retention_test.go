@@ -1,7 +1,10 @@
 package stream_test
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
+	"strings"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -50,5 +53,32 @@ func TestRetentionSurvivesFailedDiscards(t *testing.T) {
 			}
 			j.check(t, sink.Results())
 		})
+	}
+}
+
+// TestResumeNeedsCheckpointing: a job given a checkpoint to resume from
+// and no checkpoint interval fails before it runs, saying so, rather than
+// ignoring the path and starting over from nothing.
+func TestResumeNeedsCheckpointing(t *testing.T) {
+	sink := streamtest.NewCollector[KeyedSum](true)
+	j := newClaimJob(sink)
+	first := streamtest.Run(t, j.build, claimCommon(), streamtest.JobID("first"), streamtest.UntilCheckpoints(2), streamtest.Timeout(time.Minute))
+	ids := first.Checkpoints()
+	if len(ids) == 0 {
+		t.Fatal("the first run retained no checkpoint")
+	}
+	cfg := mustConfig(t, "execution.checkpointing.dir="+first.Dir, "execution.state-recovery.path="+first.CheckpointDir(ids[len(ids)-1]))
+	env, err := stream.NewEnvironment(stream.WithConfig(cfg), stream.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink = streamtest.NewCollector[KeyedSum](true)
+	newClaimJob(sink).build(env)
+	err = env.Execute(context.Background(), "no-interval")
+	if err == nil || !strings.Contains(err.Error(), "execution.state-recovery.path") || !strings.Contains(err.Error(), "execution.checkpointing.interval") {
+		t.Fatalf("Execute = %v, want a refusal naming execution.state-recovery.path and execution.checkpointing.interval", err)
+	}
+	if n := len(sink.Results()); n != 0 {
+		t.Fatalf("the refused job wrote %d records", n)
 	}
 }

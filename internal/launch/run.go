@@ -99,6 +99,11 @@ func prepare(ctx context.Context, j Job) (*runtime.JobMaster, *ending, func() er
 	if err != nil {
 		return nil, nil, nop, err
 	}
+	if !cp.Enabled && cp.RecoveryPath != "" {
+		// Restoring needs the checkpointing runtime: without it the path
+		// would be ignored and the job would start from nothing.
+		return nil, nil, nop, errorf("execution.state-recovery.path %s needs checkpointing: set execution.checkpointing.interval (a job that resumes without checkpoints would start over, not resume)", cp.RecoveryPath)
+	}
 	if cp.Enabled && cp.Incremental && !ks.Backend.EmbeddedLSM() {
 		// Flink accepts and ignores it with the heap backend too.
 		j.Logger.Warn("execution.checkpointing.incremental=true has no effect: the hashmap state backend takes full checkpoints")
