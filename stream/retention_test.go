@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strings"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -80,5 +80,41 @@ func TestResumeNeedsCheckpointing(t *testing.T) {
 	}
 	if n := len(sink.Results()); n != 0 {
 		t.Fatalf("the refused job wrote %d records", n)
+	}
+}
+
+// TestResumeFromOlderCheckpointKeepsNewerOnes resumes a job, under the
+// same job id and in the same directory, from the oldest of the
+// checkpoints it retained: the resumed run's checkpoints take ids above
+// every checkpoint in the directory, so the newer retained ones stay as
+// they were: no checkpoint is written into another's directory.
+func TestResumeFromOlderCheckpointKeepsNewerOnes(t *testing.T) {
+	sink := streamtest.NewCollector[KeyedSum](true)
+	j := newClaimJob(sink)
+	first := streamtest.Run(t, j.build, claimCommon(), streamtest.JobID("job"),
+		streamtest.Config("execution.checkpointing.num-retained=3"), streamtest.UntilCheckpoints(5), streamtest.Timeout(time.Minute))
+	ids := first.Checkpoints()
+	if len(ids) != 3 {
+		t.Fatalf("the first run retained %v, want 3 checkpoints", ids)
+	}
+	oldest, newest := ids[0], ids[len(ids)-1]
+	before := map[int64]map[string][32]byte{}
+	for _, id := range ids[1:] {
+		before[id] = snapshotFiles(t, first, id)
+	}
+	second := streamtest.Run(t, j.build, claimCommon(), streamtest.JobID("job"), streamtest.Dir(first.Dir),
+		streamtest.Config("execution.state-recovery.path="+first.CheckpointDir(oldest), "execution.checkpointing.num-retained=3",
+			"execution.checkpointing.externalized-checkpoint-retention=RETAIN_ON_CANCELLATION"),
+		streamtest.UntilCheckpoints(4), streamtest.Timeout(time.Minute))
+	for _, ev := range second.Events.Of(stream.EventCheckpointCompleted) {
+		if ev.Checkpoint <= newest {
+			t.Fatalf("the resumed run completed checkpoint %d, not above the directory's newest %d", ev.Checkpoint, newest)
+		}
+	}
+	if len(second.Events.Of(stream.EventCheckpointCompleted)) == 0 {
+		t.Fatalf("the resumed run completed no checkpoint (%v)", second.Err)
+	}
+	for id, files := range before {
+		checkUntouched(t, first, files, fmt.Sprintf("checkpoint %d after the resumed run", id))
 	}
 }

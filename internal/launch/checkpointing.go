@@ -20,6 +20,7 @@ import (
 // checkpointing builds the runtime's checkpoint settings and finds the
 // checkpoint to restore from, if any.
 func checkpointing(ctx context.Context, j Job, cp config.Checkpointing) (*runtime.CheckpointingOptions, *runtime.Restore, func() error, error) {
+	var firstID int64 // the least id of the job's checkpoints, if above 0
 	opts := &runtime.CheckpointingOptions{
 		Mode:           cp.Mode,
 		Unaligned:      cp.Unaligned,
@@ -27,8 +28,8 @@ func checkpointing(ctx context.Context, j Job, cp config.Checkpointing) (*runtim
 		SavepointDir:   cp.SavepointDir,
 		NewCoordinator: func(g *runtime.JobGraph, sources, all []checkpoint.TaskID) (*coordinator.Coordinator, error) {
 			c, err := runtime.NewCoordinator(cp, j.JobID, j.Config.Int(config.KeyCheckpointHistory), g, sources, all)
-			if err == nil && j.FirstCheckpointID > 0 {
-				c.SkipTo(j.FirstCheckpointID)
+			if err == nil && max(j.FirstCheckpointID, firstID) > 0 {
+				c.SkipTo(max(j.FirstCheckpointID, firstID))
 			}
 			return c, err
 		},
@@ -38,6 +39,18 @@ func checkpointing(ctx context.Context, j Job, cp config.Checkpointing) (*runtim
 		st, err := storage.Open(ctx, cp.Dir, j.JobID, storageOptions(j, storage.VerifyChecksums(true))...)
 		if err != nil {
 			return nil, nil, nil, errorf("opening checkpoint storage %s (execution.checkpointing.dir): %w", cp.Dir, err)
+		}
+		if cp.RecoveryPath != "" {
+			// A job resumed under its own id, from an older checkpoint
+			// than its newest, numbers its checkpoints above every one in
+			// its directory: none is written into an existing one's. (A
+			// job's id is random unless it is given.)
+			highest, err := st.HighestID(ctx)
+			if err != nil {
+				st.Close()
+				return nil, nil, nil, errorf("listing the checkpoints in %s (execution.checkpointing.dir): %w", cp.Dir, err)
+			}
+			firstID = highest + 1
 		}
 		opts.Storage = blobStorage{st}
 		closer = st.Close

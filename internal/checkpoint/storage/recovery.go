@@ -170,6 +170,18 @@ func skippable(err error) bool {
 
 // checkpointIDs returns the ids of the job's checkpoint directories,
 // ascending: those listed, and the one LatestFile names, listed or not.
+// HighestID returns the highest id of a checkpoint directory of the job,
+// complete or not (the job's latest-checkpoint file counts too), or 0 if
+// there is none. A run that writes into the job's directory numbers its
+// checkpoints above it, so it never writes into an existing one.
+func (s *Storage) HighestID(ctx context.Context) (int64, error) {
+	ids, err := s.checkpointIDs(ctx)
+	if err != nil || len(ids) == 0 {
+		return 0, err
+	}
+	return ids[len(ids)-1], nil
+}
+
 func (s *Storage) checkpointIDs(ctx context.Context) ([]int64, error) {
 	objs, err := s.st.list(ctx, s.jobKey, true)
 	if err != nil {
