@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -334,6 +336,12 @@ func TestHAKillLeader(t *testing.T) {
 	rec := next.waitLog(t, recoveringJobRE, 1)[0]
 	if rec[1] != j.id || rec[2] == "0" {
 		t.Fatalf("the new leader recovered %q from checkpoint %s, want job %s from a completed checkpoint", rec[1], rec[2], j.id)
+	}
+	// The recovered checkpoint is the job's own: once the new leader
+	// has completed a newer one (num-retained is 1) it is deleted, as it
+	// would have been under the old leader.
+	if _, err := os.Stat(filepath.Join(j.ckpt, j.id, "chk-"+rec[2], "_metadata")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the recovered checkpoint %s is still complete after the job finished (%v): the new leader did not take it over", rec[2], err)
 	}
 	// A client given the dead leader's address finds the new one in etcd.
 	dead := c.jmAddrs[0]

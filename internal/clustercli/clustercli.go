@@ -878,8 +878,15 @@ func (j EnvJobs) Start(ctx context.Context, sub cluster.Submission, newExec func
 	}
 	if sub.RecoverFrom != "" {
 		// A new leader resumes the job from its latest completed
-		// checkpoint, whatever it was first submitted with.
+		// checkpoint, whatever it was first submitted with. That
+		// checkpoint is the job's own (CLAIM): it is retained, counted
+		// among num-retained and deleted once subsumed, as it would have
+		// been had the leader lived, and the job's incremental
+		// checkpoints build on it.
 		if err := job.Config.Set(config.KeyStateRecoveryPath, sub.RecoverFrom); err != nil {
+			return nil, err
+		}
+		if err := job.Config.Set(config.KeyStateRecoveryClaimMode, string(config.Claim)); err != nil {
 			return nil, err
 		}
 	}
