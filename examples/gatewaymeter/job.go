@@ -91,22 +91,24 @@ func jsonSink[T any](dir string, opts []file.SinkOption) (connector.Sink[T], err
 // Build adds GatewayMeter to env: source → parse (chained) →
 // keyBy(request_id) → assemble → keyBy(tenant_id) → tenant-cost → sink,
 // with the alerts, model-latency, orphans and dead-letter branches. src
-// yields the raw lines of gateway-events, one split per partition, whose
-// split ids name the partition (part-NNNNN.jsonl).
-func Build(env *stream.Environment, src connector.Source[file.Line], sinks Sinks) {
-	wm := stream.BoundedOutOfOrderness[file.Line](time.Duration(OutOfOrderness) * time.Millisecond).
-		WithTimestamps(func(l file.Line, _ int64) int64 {
-			if ts, ok := EventTS(l.Text); ok {
-				return ts
+// yields the lines of gateway-events parsed where it reads them
+// (FileSource, KafkaSource, LiveSource), one split per partition, whose
+// split ids name the partition (part-NNNNN.jsonl). A line's event time is
+// its event's ts; a malformed line has none.
+func Build(env *stream.Environment, src connector.Source[Parsed], sinks Sinks) {
+	wm := stream.BoundedOutOfOrderness[Parsed](time.Duration(OutOfOrderness) * time.Millisecond).
+		WithTimestamps(func(p Parsed, _ int64) int64 {
+			if p.Dead != nil {
+				// The parse operator routes it to the dead letters, and
+				// whatever ts it may hold is not event time.
+				return stream.NoTimestamp
 			}
-			// A malformed line: the parser routes it to the dead letters,
-			// and whatever ts it may hold is not event time.
-			return stream.NoTimestamp
+			return p.Event.TS
 		})
 	lines := stream.FromSource(env, src, UIDSource, wm, stream.Uid(UIDSource))
 
 	deadTag := stream.NewOutputTag[DeadLetter]("dead-letters")
-	events := stream.ProcessRecords(lines, stream.ProcessFunction[file.Line, Event](lineParser{dead: deadTag}), stream.Uid(UIDParse))
+	events := stream.ProcessRecords(lines, stream.ProcessFunction[Parsed, Event](deadLetters{dead: deadTag}), stream.Uid(UIDParse))
 	stream.SinkTo(stream.SideOutputOf(events, deadTag), sinks.DeadLetters, stream.Uid(SinkUID(OutDeadLetters)), stream.Parallelism(1))
 
 	orphanTag := stream.NewOutputTag[Orphan]("orphans")
@@ -138,22 +140,23 @@ func Build(env *stream.Environment, src connector.Source[file.Line], sinks Sinks
 	stream.SinkTo(latency, sinks.ModelLatency, stream.Uid(SinkUID(OutModelLatency)))
 }
 
-// lineParser turns raw lines into events; a malformed line goes to the dead
-// letters with the partition and byte offset it came from.
-type lineParser struct {
+// deadLetters passes the events of the parsed lines on and sends the
+// dead letters of the malformed ones to their output.
+type deadLetters struct {
 	dead stream.OutputTag[DeadLetter]
 }
 
-func (p lineParser) ProcessElement(ctx *stream.RecordContext[Event], l file.Line) error {
-	e, err := ParseEvent(l.Text)
-	if err == nil {
-		return ctx.Emit(e)
+func (d deadLetters) ProcessElement(ctx *stream.RecordContext[Event], p Parsed) error {
+	if p.Dead == nil {
+		return ctx.Emit(p.Event)
 	}
-	part, perr := PartitionOf(l.File)
-	if perr != nil {
-		return perr
-	}
-	return stream.SideOutput(ctx, p.dead, DeadLetter{Partition: part, Offset: l.Offset, Line: jsonString(l.Text), Reason: err.Error()})
+	return stream.SideOutput(ctx, d.dead, *p.Dead)
+}
+
+// FileSource reads the trace GenerateFiles wrote in dir (its files
+// part-NNNNN.jsonl, one split each), each line parsed as it is read.
+func FileSource(dir string, opts ...file.SourceOption) (*file.DecodedSource[Parsed], error) {
+	return file.Decode(filepath.Join(dir, "part-*.jsonl"), NewLineParser, opts...)
 }
 
 // assembler holds the first event of a request until its partner arrives
