@@ -90,7 +90,8 @@ func jsonSink[T any](dir string, opts []file.SinkOption) (connector.Sink[T], err
 
 // Build adds GatewayMeter to env: source → parse (chained) →
 // keyBy(request_id) → assemble → keyBy(tenant_id) → tenant-cost → sink,
-// with the alerts, model-latency, orphans and dead-letter branches. src
+// with the alerts, model-latency (over latency samples mapped from the
+// records), orphans and dead-letter branches. src
 // yields the lines of gateway-events parsed where it reads them
 // (FileSource, KafkaSource, LiveSource), one split per partition, whose
 // split ids name the partition (part-NNNNN.jsonl). A line's event time is
@@ -128,12 +129,16 @@ func Build(env *stream.Environment, src connector.Source[Parsed], sinks Sinks) {
 		stream.KeyedProcessFunction[string, TenantCostMinute, Alert](&alerter{}), stream.Uid(UIDAlerts))
 	stream.SinkTo(alerts, sinks.Alerts, stream.Uid(SinkUID(OutAlerts)))
 
-	byModel := stream.KeyBy(requests, func(r RequestRecord) string { return r.Model })
+	// The window keeps what the percentiles need of each record, not the
+	// record: its model and latency, at its event time (EndTS).
+	samples := stream.Map(requests, func(r RequestRecord) LatencySample { return LatencySample{Model: r.Model, LatencyMS: r.LatencyMS} },
+		stream.Name("latency-sample"))
+	byModel := stream.KeyBy(samples, func(s LatencySample) string { return s.Model })
 	latency := stream.ProcessWindow(stream.Windowed(byModel, minute),
-		func(model string, w stream.Window, recs []RequestRecord, emit func(ModelLatencyMinute) error) error {
-			lat := make([]int64, len(recs))
-			for i, r := range recs {
-				lat[i] = r.LatencyMS
+		func(model string, w stream.Window, samples []LatencySample, emit func(ModelLatencyMinute) error) error {
+			lat := make([]int64, len(samples))
+			for i, s := range samples {
+				lat[i] = s.LatencyMS
 			}
 			return emit(NewModelLatencyMinute(model, w.Start, lat))
 		}, stream.Uid(UIDModelLatency))
@@ -197,6 +202,13 @@ func (a *assembler) OnTimer(ctx *stream.Context[string, RequestRecord], t stream
 	}
 	a.first.Clear()
 	return stream.SideOutput(ctx, a.orphans, OrphanOf(first))
+}
+
+// LatencySample is what the model-latency window keeps of a
+// RequestRecord; its event time is the record's, EndTS.
+type LatencySample struct {
+	Model     string
+	LatencyMS int64
 }
 
 type costAcc struct {
