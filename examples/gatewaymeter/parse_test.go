@@ -2,16 +2,20 @@ package gatewaymeter
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"io"
 	"math/bits"
 	"math/rand/v2"
+	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/weirstream/weir/connector"
 	"github.com/weirstream/weir/connector/file"
 )
 
@@ -478,4 +482,89 @@ func BenchmarkLineParser(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkReadTrace reads and parses a trace file as the job's source
+// does (FileSource: file.Decode with a LineParser), and, for comparison,
+// as a job that reads raw lines (file.Lines) and parses them downstream
+// with ParseEvent, after the watermark's EventTS. Reported per line: time,
+// bytes and allocations.
+func BenchmarkReadTrace(b *testing.B) {
+	cfg := DefaultGenConfig()
+	cfg.Requests, cfg.Partitions = 50_000, 1
+	dir := b.TempDir()
+	m, err := GenerateFiles(cfg, dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	lines := m.Partitions[0].Lines
+	split := []connector.SplitStart{{Split: TraceFileName(0), Offset: connector.StartDefault}}
+	perLine := func(b *testing.B, read func()) {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		b.ResetTimer()
+		n := 0
+		for b.Loop() {
+			read()
+			n++
+		}
+		b.StopTimer()
+		runtime.ReadMemStats(&after)
+		total := float64(n) * float64(lines)
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/total, "ns/line")
+		b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/total, "B/line")
+		b.ReportMetric(float64(after.Mallocs-before.Mallocs)/total, "allocs/line")
+	}
+	b.Run("FileSource", func(b *testing.B) {
+		src, err := FileSource(dir)
+		if err != nil {
+			b.Fatal(err)
+		}
+		perLine(b, func() {
+			r, err := src.NewReader(context.Background(), connector.ReaderInfo{}, split)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for {
+				f, err := r.Fetch(context.Background())
+				if err != nil {
+					break
+				}
+				for _, p := range f.Records {
+					if p.Dead != nil {
+						b.Fatal(p.Dead.Reason)
+					}
+				}
+				f.Recycle()
+			}
+			r.Close()
+		})
+	})
+	b.Run("Lines+EventTS+ParseEvent", func(b *testing.B) {
+		src, err := file.Lines(filepath.Join(dir, "part-*.jsonl"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		perLine(b, func() {
+			r, err := src.NewReader(context.Background(), connector.ReaderInfo{}, split)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for {
+				f, err := r.Fetch(context.Background())
+				if err != nil {
+					break
+				}
+				for _, l := range f.Records {
+					if _, ok := EventTS(l.Text); !ok {
+						b.Fatal("no ts")
+					}
+					if _, err := ParseEvent(l.Text); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			r.Close()
+		})
+	})
 }
