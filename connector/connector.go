@@ -96,6 +96,14 @@ type Fetch[T any] struct {
 	// SplitStateReader) from Next on: a checkpoint taken after this fetch
 	// records it with Next.
 	State []byte
+	// Recycle, if not nil, is called on the subtask's goroutine once the
+	// engine has emitted every record of the fetch. Records are passed on
+	// by value, so from then on nothing refers to the Records slice
+	// itself, and the reader may fill it again for a later fetch (what
+	// the records point to is not the reader's to reuse). A fetch the
+	// engine drops unemitted (its reader is replaced, the job fails) is
+	// never recycled.
+	Recycle func()
 }
 
 // Permanent marks err as a failure that restarting cannot cure (a

@@ -22,7 +22,7 @@ const defaultFlinkJar = "bench/flink/target/weir-flink-bench.jar"
 
 func newBenchGatewayMeterCmd() *cobra.Command {
 	c := bench.DefaultGatewayMeterBench()
-	var vsFlink bool
+	var vsFlink, ckptCost bool
 	var rounds int
 	var work, write, note string
 	c.FlinkJar = defaultFlinkJar
@@ -48,7 +48,13 @@ and checkpoint durations p50/p99 from each side's REST API
 taken within each round, median and min–max over the rounds. Last, the limit
 next to both: the same computation as a hand-written loop on one goroutine
 over the same trace (the oracle's single pass, run once per round), and
-each side's events per CPU-second as a fraction of the loop's.
+each side's events per CPU-second as a fraction of the loop's. Then, with
+--checkpoint-cost (the default), what checkpointing costs weir: its side
+runs --rounds times more with checkpoints every --checkpoint and as many
+without a checkpoint during the run (only the one at the end of the input
+that commits the outputs, which every run takes), in turn, and the command
+prints the throughput lost and the CPU time added, per round's pair,
+median and min–max.
 
 --write FILE (with --vs-flink) writes all that as the GatewayMeter section
 of FILE (BENCHMARKS.md), keeping its other sections, with SVG charts drawn
@@ -114,18 +120,31 @@ and Maven is on the PATH, the command builds it (mvn package in bench/flink).`,
 				fmt.Fprintf(out, "  hand-written loop (1 goroutine) %.2f CPU-s\n", l.CPU.Seconds())
 				loops = append(loops, l)
 			}
+			var cost *bench.CheckpointCost
+			if ckptCost {
+				fmt.Fprintf(out, "weir with checkpoints every %v and without, in turn:\n", c.Checkpoint)
+				cc, err := c.CheckpointCost(cmd.Context(), w, rounds, filepath.Join(work, "checkpoint-cost"), out)
+				if err != nil {
+					return err
+				}
+				cost = &cc
+			}
 			bench.FormatSideBySide(out, r)
 			bench.FormatLoop(out, r, loops)
+			if cost != nil {
+				bench.FormatCheckpointCost(out, *cost)
+			}
 			loadAfter := loadAvg()
 			fmt.Fprintf(out, "took %v, load %s\n", time.Since(start).Round(time.Second), loadAfter)
 			if write == "" {
 				return nil
 			}
-			return writeGatewayMeterReport(cmd, c, w, write, note, r, loops, printed.String(), start, loadBefore, loadAfter)
+			return writeGatewayMeterReport(cmd, c, w, write, note, r, loops, cost, printed.String(), start, loadBefore, loadAfter)
 		},
 	}
 	f := cmd.Flags()
 	f.BoolVar(&vsFlink, "vs-flink", false, "run the same job on Apache Flink too, interleaved with weir")
+	f.BoolVar(&ckptCost, "checkpoint-cost", true, "run weir again without checkpoints during the run, interleaved with runs checkpointing every --checkpoint, and report what checkpointing costs")
 	f.IntVar(&rounds, "rounds", 3, "rounds: each runs every side once")
 	f.Int64Var(&c.Lines, "lines", c.Lines, "about how many lines the trace has (half as many requests)")
 	f.Uint64Var(&c.Seed, "seed", c.Seed, "seed of the trace")
@@ -144,7 +163,7 @@ and Maven is on the PATH, the command builds it (mvn package in bench/flink).`,
 // writeGatewayMeterReport writes the GatewayMeter section of the report
 // file path and its charts.
 func writeGatewayMeterReport(cmd *cobra.Command, c bench.GatewayMeterBench, w bench.Workload, path, note string,
-	r bench.SideBySide, loops []bench.LoopResult, printed string, start time.Time, loadBefore, loadAfter string) error {
+	r bench.SideBySide, loops []bench.LoopResult, cost *bench.CheckpointCost, printed string, start time.Time, loadBefore, loadAfter string) error {
 	rep := bench.Report{
 		Heading: "GatewayMeter", Command: "weir bench gatewaymeter --vs-flink --write", Row: "job", When: start, Note: note,
 		LoadBefore: loadBefore, LoadAfter: loadAfter, Output: printed, Machine: machineLines(cmd, c.Java, c.FlinkJar),
@@ -159,7 +178,7 @@ func writeGatewayMeterReport(cmd *cobra.Command, c bench.GatewayMeterBench, w be
 		"Flink: bench/flink's GatewayMeter DataStream job (a source with a split per trace file and per-split watermarks, one parse per line, Kryo off), local MiniCluster, OpenJDK defaults (G1, heap a quarter of RAM); docs/bench-flink.md says where it differs from weir's job.",
 		"Results: every round, each side's outputs were diffed against examples/gatewaymeter's oracle and had to equal it exactly, or the command failed.",
 	}
-	res := []bench.WorkloadResult{{Query: "gatewaymeter", SideBySide: r, Loop: loops, Equal: true,
+	res := []bench.WorkloadResult{{Query: "gatewaymeter", SideBySide: r, Loop: loops, Equal: true, CheckpointCost: cost,
 		Check: "equal to the oracle's on both sides in every round"}}
 	return writeReportSection(cmd, path, "weir bench gatewaymeter", "gatewaymeter", rep, res)
 }

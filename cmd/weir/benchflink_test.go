@@ -65,7 +65,8 @@ func TestBenchGatewayMeterVsFlink(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%v: %v\n%s", cmd.Args, err, out)
 			}
-			for _, want := range []string{"outputs equal to the oracle's on every side in every round", "\n  weir ", "\n  flink ", "weir/flink per round"} {
+			for _, want := range []string{"outputs equal to the oracle's on every side in every round", "\n  weir ", "\n  flink ", "weir/flink per round",
+				"checkpoints every 1s against none during the run"} {
 				if !strings.Contains(string(out), want) {
 					t.Errorf("the output lacks %q:\n%s", want, out)
 				}
@@ -75,12 +76,41 @@ func TestBenchGatewayMeterVsFlink(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, want := range []string{"## GatewayMeter", "| gatewaymeter |", "equal to the oracle's on both sides in every round", "bench/charts/gatewaymeter-ratio.svg",
-				"--backend " + backend, "<!-- end: weir bench gatewaymeter -->"} {
+				"--backend " + backend, "What checkpointing costs weir", "<!-- end: weir bench gatewaymeter -->"} {
 				if !strings.Contains(string(md), want) {
 					t.Errorf("the report lacks %q:\n%s", want, md)
 				}
 			}
 		})
+	}
+}
+
+// TestBenchGatewayMeterCheckpointCost runs `weir bench gatewaymeter`
+// (weir alone) over a small trace: after its round, weir's side runs with
+// and without checkpoints during the run, each run's outputs equal to the
+// oracle's or the command fails. It asserts that the command succeeded and
+// reported the cost of checkpointing (with its runs, one of each), never a
+// time; --checkpoint-cost=false leaves it out.
+func TestBenchGatewayMeterCheckpointCost(t *testing.T) {
+	bin := weirBinary(t)
+	traces := t.TempDir()
+	cmd := exec.Command(bin, "bench", "gatewaymeter", "--lines", "4000", "--rounds", "1", "--trace-dir", traces, "--work-dir", t.TempDir())
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %v\n%s", cmd.Args, err, out)
+	}
+	for _, want := range []string{"outputs equal to the oracle's on every side in every round", "round 1  weir-ckpt ", "round 1  weir-none ",
+		"checkpoints every 1s against none during the run (weir, 1 rounds interleaved", "CPU time added "} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the output lacks %q:\n%s", want, out)
+		}
+	}
+	cmd = exec.Command(bin, "bench", "gatewaymeter", "--lines", "4000", "--rounds", "1", "--trace-dir", traces, "--work-dir", t.TempDir(), "--checkpoint-cost=false")
+	if out, err = cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v: %v\n%s", cmd.Args, err, out)
+	}
+	if strings.Contains(string(out), "weir-none") || strings.Contains(string(out), "against none") {
+		t.Errorf("--checkpoint-cost=false ran the cost runs:\n%s", out)
 	}
 }
 

@@ -198,7 +198,7 @@ func (o *gatewayMeterOptions) check() error {
 
 // io makes the job's source from --kafka, --input or the live generator,
 // and its sinks if they are Kafka topics (nil: files, in --output).
-func (o *gatewayMeterOptions) io() (connector.Source[file.Line], *gm.Sinks, error) {
+func (o *gatewayMeterOptions) io() (connector.Source[gm.Parsed], *gm.Sinks, error) {
 	if err := o.check(); err != nil {
 		return nil, nil, err
 	}
@@ -220,7 +220,7 @@ func (o *gatewayMeterOptions) io() (connector.Source[file.Line], *gm.Sinks, erro
 		}
 		return src, &s, nil
 	case o.input != "":
-		src, err := file.Lines(filepath.Join(o.input, "part-*.jsonl"), file.LinesPerSecond(o.inputRate))
+		src, err := gm.FileSource(o.input, file.LinesPerSecond(o.inputRate))
 		if err != nil {
 			return nil, nil, fmt.Errorf("--input: %w", err)
 		}

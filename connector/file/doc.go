@@ -11,6 +11,12 @@
 // lines it cannot decode, with their file and offset, to a dead-letter
 // output instead of failing.
 //
+// Decode is the same source with the decoding done where the lines are
+// read, on the reader's goroutine: the decoder turns each Line into the
+// job's record straight from the read buffer, and each fetch's batch of
+// records is reused once the job has emitted it, so reading allocates
+// nothing per line.
+//
 // # Sink
 //
 // Sink writes one encoded record per line under a directory. With

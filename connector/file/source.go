@@ -199,6 +199,10 @@ func (s *LineSource) Path(split string) string {
 // file's size, or just after a "\n". Any other offset means the file
 // changed since the checkpoint was taken, and is an error.
 func (s *LineSource) NewReader(_ context.Context, _ connector.ReaderInfo, splits []connector.SplitStart) (connector.Reader[Line], error) {
+	return s.newReader(splits)
+}
+
+func (s *LineSource) newReader(splits []connector.SplitStart) (*lineReader, error) {
 	r := &lineReader{batch: s.batch, rate: s.rate}
 	if r.rate > 0 {
 		// Small batches keep a paced stream smooth: about 20 a second.
@@ -292,20 +296,30 @@ type lineReader struct {
 }
 
 func (r *lineReader) Fetch(ctx context.Context) (connector.Fetch[Line], error) {
-	if err := ctx.Err(); err != nil {
+	sp, err := r.next(ctx)
+	if err != nil {
 		return connector.Fetch[Line]{}, err
+	}
+	return r.read(sp)
+}
+
+// next returns the split to read a batch from, in turn, once the pace
+// allows: connector.ErrEndOfInput when every split is done.
+func (r *lineReader) next(ctx context.Context) (*splitReader, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
 	for range r.splits {
 		sp := r.splits[r.rr]
 		r.rr = (r.rr + 1) % len(r.splits)
 		if !sp.done {
 			if err := r.pace(ctx, sp); err != nil {
-				return connector.Fetch[Line]{}, err
+				return nil, err
 			}
-			return r.read(sp)
+			return sp, nil
 		}
 	}
-	return connector.Fetch[Line]{}, connector.ErrEndOfInput
+	return nil, connector.ErrEndOfInput
 }
 
 // pace waits until sp may return another batch at the configured rate.
@@ -357,25 +371,34 @@ func (r *lineReader) read(sp *splitReader) (connector.Fetch[Line], error) {
 			break
 		}
 	}
-	if !sp.done {
-		if _, err := sp.br.Peek(1); err == io.EOF {
-			sp.done = true
-		} else if err != nil {
-			return connector.Fetch[Line]{}, fmt.Errorf("file: reading %s at offset %d: %w", sp.path, off, err)
-		}
+	if err := sp.finish(off, len(recs)); err != nil {
+		return connector.Fetch[Line]{}, err
 	}
 	for i := range recs {
 		s, e := ends[2*i], ends[2*i+1]
 		recs[i].Text = buf[s:e:e]
 	}
 	r.hintBytes, r.hintLines, r.ends = len(buf)+len(buf)/8, len(recs), ends
+	return connector.Fetch[Line]{Split: sp.id, Records: recs, Next: off, EndOfSplit: sp.done}, nil
+}
+
+// finish ends a batch of n lines that stopped before offset off: the split
+// is done if nothing follows, and its file is closed then.
+func (sp *splitReader) finish(off int64, n int) error {
+	if !sp.done {
+		if _, err := sp.br.Peek(1); err == io.EOF {
+			sp.done = true
+		} else if err != nil {
+			return fmt.Errorf("file: reading %s at offset %d: %w", sp.path, off, err)
+		}
+	}
 	sp.next = off
-	sp.lines += int64(len(recs))
+	sp.lines += int64(n)
 	if sp.done {
 		sp.f.Close()
 		sp.f, sp.br = nil, nil
 	}
-	return connector.Fetch[Line]{Split: sp.id, Records: recs, Next: off, EndOfSplit: sp.done}, nil
+	return nil
 }
 
 // appendLine appends the next line of br, with its newline if it has one,

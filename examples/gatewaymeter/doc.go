@@ -25,7 +25,10 @@
 // # Files
 //
 //	model.go   records, prices, windows, percentiles, Join, the alert rule
-//	parse.go   ParseEvent: the strict, allocation-light parser of one line
+//	parse.go   ParseEvent: the strict, allocation-light parser of one line;
+//	           ParseLine, LineParser: a line into its event or dead letter
+//	job.go     Build: the streaming job; FileSource: a trace's files,
+//	           parsed as they are read
 //	gen.go     Generate, GenerateFiles: seeded, byte-identical traces and
 //	           their manifests
 //	oracle.go  Oracle, OracleFiles: the failure-free expected output

@@ -90,23 +90,26 @@ func jsonSink[T any](dir string, opts []file.SinkOption) (connector.Sink[T], err
 
 // Build adds GatewayMeter to env: source → parse (chained) →
 // keyBy(request_id) → assemble → keyBy(tenant_id) → tenant-cost → sink,
-// with the alerts, model-latency, orphans and dead-letter branches. src
-// yields the raw lines of gateway-events, one split per partition, whose
-// split ids name the partition (part-NNNNN.jsonl).
-func Build(env *stream.Environment, src connector.Source[file.Line], sinks Sinks) {
-	wm := stream.BoundedOutOfOrderness[file.Line](time.Duration(OutOfOrderness) * time.Millisecond).
-		WithTimestamps(func(l file.Line, _ int64) int64 {
-			if ts, ok := EventTS(l.Text); ok {
-				return ts
+// with the alerts, model-latency (over latency samples mapped from the
+// records), orphans and dead-letter branches. src
+// yields the lines of gateway-events parsed where it reads them
+// (FileSource, KafkaSource, LiveSource), one split per partition, whose
+// split ids name the partition (part-NNNNN.jsonl). A line's event time is
+// its event's ts; a malformed line has none.
+func Build(env *stream.Environment, src connector.Source[Parsed], sinks Sinks) {
+	wm := stream.BoundedOutOfOrderness[Parsed](time.Duration(OutOfOrderness) * time.Millisecond).
+		WithTimestamps(func(p Parsed, _ int64) int64 {
+			if p.Dead != nil {
+				// The parse operator routes it to the dead letters, and
+				// whatever ts it may hold is not event time.
+				return stream.NoTimestamp
 			}
-			// A malformed line: the parser routes it to the dead letters,
-			// and whatever ts it may hold is not event time.
-			return stream.NoTimestamp
+			return p.Event.TS
 		})
 	lines := stream.FromSource(env, src, UIDSource, wm, stream.Uid(UIDSource))
 
 	deadTag := stream.NewOutputTag[DeadLetter]("dead-letters")
-	events := stream.ProcessRecords(lines, stream.ProcessFunction[file.Line, Event](lineParser{dead: deadTag}), stream.Uid(UIDParse))
+	events := stream.ProcessRecords(lines, stream.ProcessFunction[Parsed, Event](deadLetters{dead: deadTag}), stream.Uid(UIDParse))
 	stream.SinkTo(stream.SideOutputOf(events, deadTag), sinks.DeadLetters, stream.Uid(SinkUID(OutDeadLetters)), stream.Parallelism(1))
 
 	orphanTag := stream.NewOutputTag[Orphan]("orphans")
@@ -126,34 +129,39 @@ func Build(env *stream.Environment, src connector.Source[file.Line], sinks Sinks
 		stream.KeyedProcessFunction[string, TenantCostMinute, Alert](&alerter{}), stream.Uid(UIDAlerts))
 	stream.SinkTo(alerts, sinks.Alerts, stream.Uid(SinkUID(OutAlerts)))
 
-	byModel := stream.KeyBy(requests, func(r RequestRecord) string { return r.Model })
+	// The window keeps what the percentiles need of each record, not the
+	// record: its model and latency, at its event time (EndTS).
+	samples := stream.Map(requests, func(r RequestRecord) LatencySample { return LatencySample{Model: r.Model, LatencyMS: r.LatencyMS} },
+		stream.Name("latency-sample"))
+	byModel := stream.KeyBy(samples, func(s LatencySample) string { return s.Model })
 	latency := stream.ProcessWindow(stream.Windowed(byModel, minute),
-		func(model string, w stream.Window, recs []RequestRecord, emit func(ModelLatencyMinute) error) error {
-			lat := make([]int64, len(recs))
-			for i, r := range recs {
-				lat[i] = r.LatencyMS
+		func(model string, w stream.Window, samples []LatencySample, emit func(ModelLatencyMinute) error) error {
+			lat := make([]int64, len(samples))
+			for i, s := range samples {
+				lat[i] = s.LatencyMS
 			}
 			return emit(NewModelLatencyMinute(model, w.Start, lat))
 		}, stream.Uid(UIDModelLatency))
 	stream.SinkTo(latency, sinks.ModelLatency, stream.Uid(SinkUID(OutModelLatency)))
 }
 
-// lineParser turns raw lines into events; a malformed line goes to the dead
-// letters with the partition and byte offset it came from.
-type lineParser struct {
+// deadLetters passes the events of the parsed lines on and sends the
+// dead letters of the malformed ones to their output.
+type deadLetters struct {
 	dead stream.OutputTag[DeadLetter]
 }
 
-func (p lineParser) ProcessElement(ctx *stream.RecordContext[Event], l file.Line) error {
-	e, err := ParseEvent(l.Text)
-	if err == nil {
-		return ctx.Emit(e)
+func (d deadLetters) ProcessElement(ctx *stream.RecordContext[Event], p Parsed) error {
+	if p.Dead == nil {
+		return ctx.Emit(p.Event)
 	}
-	part, perr := PartitionOf(l.File)
-	if perr != nil {
-		return perr
-	}
-	return stream.SideOutput(ctx, p.dead, DeadLetter{Partition: part, Offset: l.Offset, Line: jsonString(l.Text), Reason: err.Error()})
+	return stream.SideOutput(ctx, d.dead, *p.Dead)
+}
+
+// FileSource reads the trace GenerateFiles wrote in dir (its files
+// part-NNNNN.jsonl, one split each), each line parsed as it is read.
+func FileSource(dir string, opts ...file.SourceOption) (*file.DecodedSource[Parsed], error) {
+	return file.Decode(filepath.Join(dir, "part-*.jsonl"), NewLineParser, opts...)
 }
 
 // assembler holds the first event of a request until its partner arrives
@@ -194,6 +202,13 @@ func (a *assembler) OnTimer(ctx *stream.Context[string, RequestRecord], t stream
 	}
 	a.first.Clear()
 	return stream.SideOutput(ctx, a.orphans, OrphanOf(first))
+}
+
+// LatencySample is what the model-latency window keeps of a
+// RequestRecord; its event time is the record's, EndTS.
+type LatencySample struct {
+	Model     string
+	LatencyMS int64
 }
 
 type costAcc struct {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -121,7 +120,7 @@ func runJobWith(t *testing.T, trace, out string, extra []stream.Option, kv ...st
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := file.Lines(filepath.Join(trace, "part-*.jsonl"), file.BatchLines(64))
+	src, err := gm.FileSource(trace, file.BatchLines(64))
 	if err != nil {
 		t.Fatal(err)
 	}

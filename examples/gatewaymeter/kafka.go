@@ -135,10 +135,11 @@ func ProduceTrace(ctx context.Context, brokers []string, topic, dir string) (int
 	return n, nil
 }
 
-// KafkaSource reads gateway-events from Kafka as lines, partition p as the
-// split a trace file part-NNNNN.jsonl would be, with Kafka offsets as
-// positions. Bounded stops at the offsets that were latest at start.
-func KafkaSource(brokers []string, topic, group string, bounded bool) (connector.Source[file.Line], error) {
+// KafkaSource reads gateway-events from Kafka, partition p as the split a
+// trace file part-NNNNN.jsonl would be, with Kafka offsets as positions,
+// each record parsed (ParseLine) as it is read. Bounded stops at the
+// offsets that were latest at start.
+func KafkaSource(brokers []string, topic, group string, bounded bool) (connector.Source[Parsed], error) {
 	opts := []kafka.SourceOption{kafka.BootstrapServers(brokers...), kafka.Topics(topic), kafka.StartingOffsets(kafka.Earliest())}
 	if group != "" {
 		opts = append(opts, kafka.GroupID(group))
@@ -146,8 +147,8 @@ func KafkaSource(brokers []string, topic, group string, bounded bool) (connector
 	if bounded {
 		opts = append(opts, kafka.Bounded())
 	}
-	return kafka.NewSource(func(r *kgo.Record) (file.Line, error) {
-		return file.Line{File: TraceFileName(int(r.Partition)), Offset: r.Offset, Text: r.Value}, nil
+	return kafka.NewSource(func(r *kgo.Record) (Parsed, error) {
+		return ParseLine(file.Line{File: TraceFileName(int(r.Partition)), Offset: r.Offset, Text: r.Value})
 	}, opts...)
 }
 

@@ -17,7 +17,8 @@ import (
 // per partition in processing time. It is deterministic: partition p's
 // bytes are those GenerateFiles would write, so a restore that seeks to a
 // byte offset resumes exactly where the checkpoint was taken (the lines
-// before it are generated again and skipped, without pacing).
+// before it are generated again and skipped, without pacing). Its reader
+// parses each line as it returns it (LineParser).
 type LiveSource struct {
 	cfg  GenConfig
 	rate float64
@@ -48,9 +49,9 @@ func (s *LiveSource) Splits(context.Context) ([]string, error) {
 func (s *LiveSource) Bounded() bool { return false }
 
 // NewReader implements connector.Source.
-func (s *LiveSource) NewReader(ctx context.Context, _ connector.ReaderInfo, splits []connector.SplitStart) (connector.Reader[file.Line], error) {
+func (s *LiveSource) NewReader(ctx context.Context, _ connector.ReaderInfo, splits []connector.SplitStart) (connector.Reader[Parsed], error) {
 	rctx, cancel := context.WithCancel(ctx)
-	r := &liveReader{cancel: cancel, start: time.Now(), rate: s.rate}
+	r := &liveReader{cancel: cancel, start: time.Now(), rate: s.rate, parse: NewLineParser()}
 	for _, sp := range splits {
 		p, err := PartitionOf(sp.Split)
 		if err != nil || p >= s.cfg.Partitions {
@@ -123,11 +124,12 @@ type liveReader struct {
 	cancel context.CancelFunc
 	start  time.Time
 	rate   float64
+	parse  func(file.Line) (Parsed, error)
 }
 
 // Fetch returns the lines a partition may emit by now: linesPerSecond
 // since the reader started.
-func (r *liveReader) Fetch(ctx context.Context) (connector.Fetch[file.Line], error) {
+func (r *liveReader) Fetch(ctx context.Context) (connector.Fetch[Parsed], error) {
 	for {
 		allowed := int64(r.rate*time.Since(r.start).Seconds()) + 1
 		for range r.parts {
@@ -137,7 +139,7 @@ func (r *liveReader) Fetch(ctx context.Context) (connector.Fetch[file.Line], err
 			if n <= 0 {
 				continue
 			}
-			f := connector.Fetch[file.Line]{Split: p.id}
+			f := connector.Fetch[Parsed]{Split: p.id}
 			for int64(len(f.Records)) < n {
 				select {
 				case l, ok := <-p.lines:
@@ -147,7 +149,11 @@ func (r *liveReader) Fetch(ctx context.Context) (connector.Fetch[file.Line], err
 						}
 						return f, errors.New("gatewaymeter: the live trace ended")
 					}
-					f.Records = append(f.Records, l)
+					pl, err := r.parse(l)
+					if err != nil {
+						return connector.Fetch[Parsed]{}, err
+					}
+					f.Records = append(f.Records, pl)
 					f.Next = l.Offset + int64(len(l.Text)) + 1
 					continue
 				default:
@@ -164,7 +170,7 @@ func (r *liveReader) Fetch(ctx context.Context) (connector.Fetch[file.Line], err
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return connector.Fetch[file.Line]{}, ctx.Err()
+			return connector.Fetch[Parsed]{}, ctx.Err()
 		case <-t.C:
 		}
 	}

@@ -1,10 +1,14 @@
 package gatewaymeter
 
 import (
+	"encoding/binary"
 	"fmt"
+	"math/bits"
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/weirstream/weir/connector/file"
 )
 
 // MaxTokens bounds input_tokens and output_tokens, so that no cost, nor any
@@ -69,6 +73,77 @@ func ParseEvent(line []byte) (Event, error) {
 		return Event{}, err
 	}
 	return e, nil
+}
+
+// Parsed is one line of gateway-events, parsed where the source read it:
+// its event, or, for a line ParseEvent rejects, its dead letter.
+type Parsed struct {
+	Event Event
+	// Dead is the line's dead letter, nil for a valid line.
+	Dead *DeadLetter
+}
+
+// ParseLine parses a line of a trace partition's file (or of a Kafka
+// partition, named as the trace file would be: TraceFileName): its event,
+// or its dead letter with the partition and offset it came from. It keeps
+// nothing of l. It fails only on a malformed line whose split does not
+// name a partition (PartitionOf).
+func ParseLine(l file.Line) (Parsed, error) {
+	return parseLine(parser{b: l.Text}, l)
+}
+
+func parseLine(p parser, l file.Line) (Parsed, error) {
+	e, err := p.event()
+	if err == nil {
+		return Parsed{Event: e}, nil
+	}
+	part, perr := PartitionOf(l.File)
+	if perr != nil {
+		return Parsed{}, perr
+	}
+	return Parsed{Dead: &DeadLetter{Partition: part, Offset: l.Offset, Line: jsonString(l.Text), Reason: err.Error()}}, nil
+}
+
+// LineParser is ParseLine with a cache of tenant ids: a tenant's id is
+// allocated once per cache slot rather than once per request. Tenants are
+// few next to requests, and the cache is bounded (a tenant that misses is
+// allocated as ParseLine would), so it costs a few kilobytes whatever the
+// input. A LineParser is for one goroutine.
+type LineParser struct {
+	tenants *tenantCache
+}
+
+// NewLineParser returns a LineParser's Parse, for file.Decode (a parser
+// per reader).
+func NewLineParser() func(file.Line) (Parsed, error) {
+	lp := LineParser{tenants: new(tenantCache)}
+	return lp.Parse
+}
+
+// Parse is ParseLine.
+func (lp LineParser) Parse(l file.Line) (Parsed, error) {
+	return parseLine(parser{b: l.Text, tenants: lp.tenants}, l)
+}
+
+// tenantSlots is the size of a tenantCache, a power of two.
+const tenantSlots = 1024
+
+// tenantCache holds strings by a hash of their bytes, one per slot: a
+// direct-mapped cache, whose newest string wins its slot.
+type tenantCache [tenantSlots]string
+
+// get returns b as a string, from the cache if it holds it.
+func (c *tenantCache) get(b []byte) string {
+	h := uint32(2166136261) // FNV-1a
+	for _, x := range b {
+		h = (h ^ uint32(x)) * 16777619
+	}
+	slot := &c[h&(tenantSlots-1)]
+	if *slot == string(b) { // compares without allocating
+		return *slot
+	}
+	*slot = string(b)
+	return *slot
 }
 
 // EventTS returns the ts of the event line holds, exactly as ParseEvent
@@ -152,9 +227,21 @@ type parser struct {
 	// scan leaves RequestID and TenantID empty, so that a line is
 	// validated without allocating (EventTS).
 	scan bool
+	// tenants, if set, caches tenant ids (LineParser).
+	tenants *tenantCache
 }
 
+// ws skips JSON whitespace. The check for none, the usual case, is
+// inlined.
 func (p *parser) ws() {
+	if p.i < len(p.b) && p.b[p.i] > ' ' {
+		return
+	}
+	p.skipWS()
+}
+
+//go:noinline
+func (p *parser) skipWS() {
 	for p.i < len(p.b) {
 		switch p.b[p.i] {
 		case ' ', '\t', '\n', '\r':
@@ -304,6 +391,8 @@ func (p *parser) field(f uint, e *Event) error {
 		case p.scan:
 		case f == fRequestID:
 			e.RequestID = string(s)
+		case p.tenants != nil:
+			e.TenantID = p.tenants.get(s)
 		default:
 			e.TenantID = string(s)
 		}
@@ -430,17 +519,23 @@ func (p *parser) intField(f uint) (int64, error) {
 	if c == '0' {
 		p.i++
 	} else {
-		for p.i < len(p.b) {
-			c := p.b[p.i]
-			if c < '0' || c > '9' {
-				break
-			}
-			if v > (1<<63-1-uint64(c-'0'))/10 {
-				overflow = true
-			}
-			v = v*10 + uint64(c-'0')
-			p.i++
+		b, i := p.b, p.i
+		for i < len(b) && b[i]-'0' <= 9 {
+			v = v*10 + uint64(b[i]-'0')
+			i++
 		}
+		// Up to 18 digits fit in an int64; only a longer number needs
+		// the exact check (and a division per digit).
+		if i-p.i > 18 {
+			v = 0
+			for _, c := range b[p.i:i] {
+				if v > (1<<63-1-uint64(c-'0'))/10 {
+					overflow = true
+				}
+				v = v*10 + uint64(c-'0')
+			}
+		}
+		p.i = i
 	}
 	if p.i >= len(p.b) {
 		return 0, p.truncated() // the number may go on
@@ -470,15 +565,42 @@ const plainASCII = "" +
 	"\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01" +
 	"\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01"
 
+// Masks of SWAR byte tests on a 64-bit word.
+const (
+	ones  = 0x0101010101010101
+	highs = 0x8080808080808080
+)
+
+// special returns a mask of the bytes of w (little-endian: the first byte
+// is the lowest) that a string cannot hold without a closer look: control
+// bytes, '"', '\\' and bytes from 0x80 on. The lowest set bit is exactly
+// the first such byte (bits above it may be false positives), which is
+// all str uses.
+func special(w uint64) uint64 {
+	q := w ^ (ones * '"')
+	s := w ^ (ones * '\\')
+	return ((w-ones*0x20) & ^w | (q-ones) & ^q | (s-ones) & ^s | w) & highs
+}
+
 // str parses the string at p.i (an opening quote) and returns its content,
 // unescaped. Without escapes the content aliases the line.
 func (p *parser) str() ([]byte, error) {
 	// Fast path: plain ASCII up to the closing quote, as every identifier
-	// the gateway writes.
+	// the gateway writes, eight bytes at a time.
 	b, i := p.b, p.i+1
 	start := i
-	for i < len(b) && b[i] < 0x80 && plainASCII[b[i]] != 0 {
-		i++
+	for {
+		if i+8 > len(b) {
+			for i < len(b) && b[i] < 0x80 && plainASCII[b[i]] != 0 {
+				i++
+			}
+			break
+		}
+		if m := special(binary.LittleEndian.Uint64(b[i:])); m != 0 {
+			i += bits.TrailingZeros64(m) / 8
+			break
+		}
+		i += 8
 	}
 	if i < len(b) && b[i] == '"' {
 		p.i = i + 1

@@ -2,11 +2,21 @@ package gatewaymeter
 
 import (
 	"bytes"
+	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"io"
+	"math/bits"
+	"math/rand/v2"
+	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/weirstream/weir/connector"
+	"github.com/weirstream/weir/connector/file"
 )
 
 const (
@@ -189,6 +199,76 @@ func TestPlainASCIITable(t *testing.T) {
 	}
 }
 
+// TestSpecialFindsTheFirstSpecialByte: the lowest byte special flags in a
+// word is the first byte plainASCII rejects, whatever the bytes around it:
+// every byte value at every position, among plain bytes and among random
+// ones (which flag false positives above the first).
+func TestSpecialFindsTheFirstSpecialByte(t *testing.T) {
+	first := func(w [8]byte) int {
+		for k, c := range w {
+			if c >= 0x80 || plainASCII[c] == 0 {
+				return k
+			}
+		}
+		return 8
+	}
+	got := func(w [8]byte) int {
+		m := special(binary.LittleEndian.Uint64(w[:]))
+		if m == 0 {
+			return 8
+		}
+		return bits.TrailingZeros64(m) / 8
+	}
+	for k := range 8 {
+		for c := range 256 {
+			var w [8]byte
+			for j := range w {
+				w[j] = 'a'
+			}
+			w[k] = byte(c)
+			if g, want := got(w), first(w); g != want {
+				t.Fatalf("%q: special says byte %d, want %d", w, g, want)
+			}
+		}
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 200_000 {
+		var w [8]byte
+		for j := range w {
+			w[j] = byte(rng.IntN(256))
+			if rng.IntN(2) == 0 {
+				w[j] = byte(0x20 + rng.IntN(0x60)) // mostly plain
+			}
+		}
+		if g, want := got(w), first(w); g != want {
+			t.Fatalf("%q: special says byte %d, want %d", w, g, want)
+		}
+	}
+}
+
+// TestIntFieldBounds: integers up to the int64 range parse, one beyond
+// does not, at every length.
+func TestIntFieldBounds(t *testing.T) {
+	for _, tc := range []struct {
+		n  string
+		ok bool
+	}{
+		{"0", true}, {"7", true}, {"999999999999999999", true}, {"1000000000000000000", true},
+		{"9223372036854775807", true}, {"9223372036854775808", false}, {"10000000000000000000", false},
+		{"99999999999999999999", false}, {"18446744073709551617", false}, {"-9223372036854775807", true},
+	} {
+		p := parser{b: []byte(tc.n + ",")}
+		v, err := p.intField(fTS)
+		if (err == nil) != tc.ok {
+			t.Errorf("%s: %d, %v; want ok %v", tc.n, v, err, tc.ok)
+			continue
+		}
+		if tc.ok && strconv.FormatInt(v, 10) != tc.n {
+			t.Errorf("%s parses to %d", tc.n, v)
+		}
+	}
+}
+
 // FuzzParseEvent checks ParseEvent against encoding/json: whatever it
 // accepts is valid JSON and decodes to the same fields.
 func FuzzParseEvent(f *testing.F) {
@@ -321,4 +401,170 @@ func BenchmarkParseEventEncodingJSON(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// TestLineParserAgreesWithParseEvent: over a trace with malformed lines
+// and more tenants than the tenant cache has slots, ParseLine and a
+// LineParser return what ParseEvent does: the event of a valid line, the
+// dead letter (partition, offset, line, reason) of a malformed one.
+func TestLineParserAgreesWithParseEvent(t *testing.T) {
+	cfg := DefaultGenConfig()
+	cfg.Requests, cfg.Tenants, cfg.BadRate, cfg.Partitions = 20_000, 5*tenantSlots, 0.02, 1
+	var buf bytes.Buffer
+	if _, err := Generate(cfg, func(int) io.Writer { return &buf }); err != nil {
+		t.Fatal(err)
+	}
+	parse := NewLineParser()
+	var off int64
+	bad := 0
+	for _, line := range bytes.SplitAfter(buf.Bytes(), []byte("\n")) {
+		l := file.Line{File: TraceFileName(3), Offset: off, Text: bytes.TrimSuffix(line, []byte("\n"))}
+		off += int64(len(line))
+		e, err := ParseEvent(l.Text)
+		want := Parsed{Event: e}
+		if err != nil {
+			bad++
+			want = Parsed{Dead: &DeadLetter{Partition: 3, Offset: l.Offset, Line: jsonString(l.Text), Reason: err.Error()}}
+		}
+		for name, got := range map[string]func(file.Line) (Parsed, error){"ParseLine": ParseLine, "LineParser": parse} {
+			p, err := got(l)
+			if err != nil {
+				t.Fatalf("%s(%s): %v", name, l.Text, err)
+			}
+			if p.Event != want.Event || (p.Dead == nil) != (want.Dead == nil) || p.Dead != nil && *p.Dead != *want.Dead {
+				t.Fatalf("%s(%s) = %+v %+v, want %+v %+v", name, l.Text, p.Event, p.Dead, want.Event, want.Dead)
+			}
+		}
+	}
+	if bad == 0 {
+		t.Fatal("the trace has no malformed line")
+	}
+	if _, err := ParseLine(file.Line{File: "events.log", Text: []byte("{")}); err == nil {
+		t.Fatal("a malformed line of a split that names no partition: no error")
+	}
+	if p, err := ParseLine(file.Line{File: "events.log", Text: []byte(specRequest)}); err != nil || p.Dead != nil {
+		t.Fatalf("a valid line of a split that names no partition: %v, %+v", err, p.Dead)
+	}
+}
+
+// TestLineParserAllocatesOnlyTheRequestID: once a tenant is cached, a
+// request allocates its request_id alone, and a response too.
+func TestLineParserAllocatesOnlyTheRequestID(t *testing.T) {
+	parse := NewLineParser()
+	req := file.Line{File: TraceFileName(0), Text: []byte(specRequest)}
+	resp := file.Line{File: TraceFileName(0), Text: []byte(specResponse)}
+	if _, err := parse(req); err != nil {
+		t.Fatal(err)
+	}
+	for name, l := range map[string]file.Line{"request": req, "response": resp} {
+		if n := testing.AllocsPerRun(100, func() { _, _ = parse(l) }); n != 1 {
+			t.Errorf("%s: %v allocations, want 1 (its request_id)", name, n)
+		}
+	}
+}
+
+// BenchmarkLineParser parses a generated trace as the job's source does;
+// ns/op and allocs/op are per line.
+func BenchmarkLineParser(b *testing.B) {
+	cfg := DefaultGenConfig()
+	cfg.Requests = 10_000
+	var buf bytes.Buffer
+	if _, err := Generate(cfg, func(int) io.Writer { return &buf }); err != nil {
+		b.Fatal(err)
+	}
+	lines := bytes.Split(bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}), []byte{'\n'})
+	parse := NewLineParser()
+	b.SetBytes(int64(buf.Len() / len(lines)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		if _, err := parse(file.Line{File: "part-00000.jsonl", Text: lines[i%len(lines)]}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkReadTrace reads and parses a trace file as the job's source
+// does (FileSource: file.Decode with a LineParser), and, for comparison,
+// as a job that reads raw lines (file.Lines) and parses them downstream
+// with ParseEvent, after the watermark's EventTS. Reported per line: time,
+// bytes and allocations.
+func BenchmarkReadTrace(b *testing.B) {
+	cfg := DefaultGenConfig()
+	cfg.Requests, cfg.Partitions = 50_000, 1
+	dir := b.TempDir()
+	m, err := GenerateFiles(cfg, dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	lines := m.Partitions[0].Lines
+	split := []connector.SplitStart{{Split: TraceFileName(0), Offset: connector.StartDefault}}
+	perLine := func(b *testing.B, read func()) {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		b.ResetTimer()
+		n := 0
+		for b.Loop() {
+			read()
+			n++
+		}
+		b.StopTimer()
+		runtime.ReadMemStats(&after)
+		total := float64(n) * float64(lines)
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/total, "ns/line")
+		b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/total, "B/line")
+		b.ReportMetric(float64(after.Mallocs-before.Mallocs)/total, "allocs/line")
+	}
+	b.Run("FileSource", func(b *testing.B) {
+		src, err := FileSource(dir)
+		if err != nil {
+			b.Fatal(err)
+		}
+		perLine(b, func() {
+			r, err := src.NewReader(context.Background(), connector.ReaderInfo{}, split)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for {
+				f, err := r.Fetch(context.Background())
+				if err != nil {
+					break
+				}
+				for _, p := range f.Records {
+					if p.Dead != nil {
+						b.Fatal(p.Dead.Reason)
+					}
+				}
+				f.Recycle()
+			}
+			r.Close()
+		})
+	})
+	b.Run("Lines+EventTS+ParseEvent", func(b *testing.B) {
+		src, err := file.Lines(filepath.Join(dir, "part-*.jsonl"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		perLine(b, func() {
+			r, err := src.NewReader(context.Background(), connector.ReaderInfo{}, split)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for {
+				f, err := r.Fetch(context.Background())
+				if err != nil {
+					break
+				}
+				for _, l := range f.Records {
+					if _, ok := EventTS(l.Text); !ok {
+						b.Fatal("no ts")
+					}
+					if _, err := ParseEvent(l.Text); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			r.Close()
+		})
+	})
 }

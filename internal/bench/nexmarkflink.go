@@ -58,6 +58,9 @@ type WorkloadResult struct {
 	Loop []LoopResult
 	// Latency is the query's latency phase, nil if it had none.
 	Latency *LatencyResult
+	// CheckpointCost is what checkpointing cost weir's side, nil if it
+	// was not measured.
+	CheckpointCost *CheckpointCost
 }
 
 // LoopPerCPU is the median events per CPU-second of r's loop runs, 0

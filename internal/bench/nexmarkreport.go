@@ -310,6 +310,28 @@ func WriteMarkdown(out io.Writer, rep Report, results []WorkloadResult) {
 			p("\n")
 		}
 	}
+	var costs bool
+	for _, r := range results {
+		costs = costs || r.CheckpointCost != nil
+	}
+	if costs {
+		p("\n#### What checkpointing costs weir\n\n")
+		p("weir's side ran again, as many rounds, with its checkpoint interval and with no checkpoint during the run (interval %v: only the one at the end of the input that commits the outputs, which every run takes), ", noCheckpoints)
+		p("in turn, each run's outputs equal to the oracle's. Throughput lost and CPU time added by the checkpoints, in percent of the runs without, ")
+		p("taken within each round's pair, median [min–max].\n\n")
+		p("| %s | interval | throughput lost | CPU time added | checkpoints per run |\n|---|---:|---:|---:|---:|\n", row)
+		for _, r := range results {
+			c := r.CheckpointCost
+			if c == nil {
+				continue
+			}
+			t := "runs too short for a rate"
+			if s := c.Throughput(); !math.IsNaN(s.Median) {
+				t = percent(s)
+			}
+			p("| %s | %v | %s | %s | %d |\n", r.Query, c.Interval, t, percent(c.CPU()), c.Checkpoints())
+		}
+	}
 	var lats bool
 	for _, r := range results {
 		lats = lats || r.Latency != nil

@@ -428,6 +428,9 @@ func (s *Source[T]) emit(f connector.Fetch[T]) (int, bool, error) {
 		}
 	}
 	s.maxTs[f.Split] = maxTs
+	if f.Recycle != nil {
+		f.Recycle()
+	}
 	st.Offset = f.Next
 	if f.State != nil {
 		st.State = f.State

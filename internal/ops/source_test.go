@@ -3,7 +3,9 @@ package ops_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"slices"
 	"testing"
 	"time"
 
@@ -84,5 +86,54 @@ func TestSourceCanceledInsideNewReader(t *testing.T) {
 	}))
 	if err := runWithin(t, ctx, jm); !errors.Is(err, context.Canceled) {
 		t.Fatalf("job ended with %v, want its cancellation", err)
+	}
+}
+
+// logOutput records what a source emits, in order.
+type logOutput struct{ log *[]string }
+
+func (o logOutput) Collect(v int64, _ int64) error {
+	*o.log = append(*o.log, fmt.Sprint("record ", v))
+	return nil
+}
+func (logOutput) EmitWatermark(int64) error { return nil }
+
+// recyclingReader returns fetches of two records that log their Recycle.
+type recyclingReader struct {
+	log     *[]string
+	fetches int
+}
+
+func (r *recyclingReader) Fetch(context.Context) (connector.Fetch[int64], error) {
+	if r.fetches == 3 {
+		return connector.Fetch[int64]{}, connector.ErrEndOfInput
+	}
+	r.fetches++
+	n := int64(r.fetches)
+	return connector.Fetch[int64]{Split: "s", Records: []int64{10*n + 1, 10*n + 2}, Next: n, EndOfSplit: n == 3,
+		Recycle: func() { *r.log = append(*r.log, fmt.Sprint("recycle ", n)) }}, nil
+}
+func (r *recyclingReader) Close() error { return nil }
+
+// TestSourceRecyclesEmittedFetches: a fetch's Recycle runs once, after
+// every record of the fetch was emitted and before any of the next.
+func TestSourceRecyclesEmittedFetches(t *testing.T) {
+	var log []string
+	src := openFunc(func(context.Context) (connector.Reader[int64], error) { return &recyclingReader{log: &log}, nil })
+	v := &runtime.Vertex{Name: "src", UID: "src", Parallelism: 1, MaxParallelism: 128,
+		Build: func(*runtime.TaskContext) (*runtime.Chain, error) {
+			s := ops.NewSource(connector.Source[int64](src), ops.Watermarks[int64]{Disabled: true}, runtime.Output[int64](logOutput{&log}))
+			return &runtime.Chain{Operators: []runtime.ChainedOperator{{UID: "src", Name: "src", Op: s}}, Source: s}, nil
+		}}
+	jm, err := runtime.NewJobMaster(&runtime.JobGraph{Name: "source", Vertices: []*runtime.Vertex{v}}, runtime.Options{JobID: "test", Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := runWithin(t, context.Background(), jm); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"record 11", "record 12", "recycle 1", "record 21", "record 22", "recycle 2", "record 31", "record 32", "recycle 3"}
+	if !slices.Equal(log, want) {
+		t.Fatalf("emitted %q, want %q", log, want)
 	}
 }
