@@ -107,7 +107,7 @@ var keyedKinds = append(slices.Clone(faultKinds), kindPartitionChange)
 func TestDifferentialKeyedSum(t *testing.T) {
 	seeds := diffSeedList(300)
 	var tally kindTally
-	var largeFinished, passThrough, atLeastOnce, inexact, replayed, onPebble atomic.Int64
+	var largeFinished, passThrough, atLeastOnce, inexact, replayed, onPebble, leakChecked atomic.Int64
 	forEachSeed(t, seeds, func(t *testing.T, seed uint64) {
 		r := rand.New(rand.NewPCG(seed, 99))
 		partitions := 1 + r.IntN(4)
@@ -311,6 +311,15 @@ func TestDifferentialKeyedSum(t *testing.T) {
 		if err := verify(); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
+		if eng.corruptible && !grow {
+			// The job finished after its failures, restores, aborted,
+			// subsumed and damaged checkpoints: its directory holds what
+			// its retained checkpoints name, and no more of them.
+			if n := len(checkOnlyRetained(t, eng.dir, diffJobID)[diffJobID]); n > eng.retained {
+				t.Fatalf("%s: %d complete checkpoints left, more than the %d retained", name, n, eng.retained)
+			}
+			leakChecked.Add(1)
+		}
 		if eng.atLeastOnce {
 			atLeastOnce.Add(1)
 			if check(false) != nil {
@@ -337,6 +346,10 @@ func TestDifferentialKeyedSum(t *testing.T) {
 		t.Error("no seed restored an unaligned checkpoint's channel state: the suite proves nothing about replaying records in flight")
 	}
 	checkPebbleSeeds(t, len(seeds), onPebble.Load())
+	t.Logf("%d seeds counted the files left in their checkpoint directory", leakChecked.Load())
+	if len(seeds) >= 100 && leakChecked.Load() == 0 {
+		t.Error("no finished seed checkpointed to a directory: the suite proves nothing about files left behind")
+	}
 	if len(seeds) >= 100 && passThrough.Load() == 0 {
 		t.Error("no seed ran the pass-through pipeline: the suite proves nothing about partition changes under region failover")
 	}
