@@ -128,7 +128,7 @@ func (b *KeyedBackend[K]) restoreNative(blob io.Reader, dir string, want KeyGrou
 	if adopting && b.lsm.slot != nil {
 		cache = b.lsm.slot.blockCache()
 	} else {
-		cache = pebble.NewCache(mem / 4)
+		cache = pebble.NewCache(blockCacheOf(mem))
 		defer cache.Unref()
 	}
 	broken := newBGFailure()
