@@ -153,6 +153,22 @@ type bgFailure struct {
 	fatal atomic.Bool
 	// onStall is PebbleOptions.onStall.
 	onStall func()
+	// parked says the database is left open for good (see closeDB): the
+	// background work that fails next stops there, for ever, rather than
+	// retry without end.
+	parked atomic.Bool
+}
+
+// background is the store's handler of the errors of its background
+// work.
+func (f *bgFailure) background(err error) {
+	f.set(err)
+	if f.parked.Load() {
+		// Pebble retries a failed flush at once and without end: on a
+		// database left open that would spin for ever. What waits here
+		// holds the database's lock, which nothing takes again.
+		select {}
+	}
 }
 
 func newBGFailure() *bgFailure { return &bgFailure{done: make(chan struct{})} }
@@ -310,7 +326,7 @@ func openPebble(dir string, mem int64, cache *pebble.Cache, fs vfs.FS, broken *b
 		Merger:                      listMerger,
 		Logger:                      storeLogger{broken},
 		FS:                          fs,
-		EventListener: &pebble.EventListener{BackgroundError: broken.set, WriteStallBegin: func(pebble.WriteStallBeginInfo) {
+		EventListener: &pebble.EventListener{BackgroundError: broken.background, WriteStallBegin: func(pebble.WriteStallBeginInfo) {
 			if broken.onStall != nil {
 				broken.onStall()
 			}
@@ -375,7 +391,9 @@ func (l *lsm) closeDB() (err error) {
 	if l.inflight.Load() > 0 {
 		// A commit waits for room that the failed flushes never make,
 		// holding Pebble's commit pipeline, which Close would wait for:
-		// the database is left open, its directory removed.
+		// the database is left open, its directory removed, and its
+		// retries of the failed flush parked.
+		l.broken.parked.Store(true)
 		return fmt.Errorf("state: the pebble store in %s is left open: a write waits in it since its background work failed: %w", l.dir, l.failed())
 	}
 	if l.commits != nil {
