@@ -50,9 +50,9 @@ type PebbleOptions struct {
 	// Dir is where the backend makes its working directory, removed at
 	// Close; "" is os.TempDir().
 	Dir string
-	// Memory bounds the backend's memory: half for the write-back cache of
-	// its states, a quarter for the store's block cache, a quarter for its
-	// memtables. 0 is DefaultPebbleMemory.
+	// Memory bounds the backend's memory: five eighths for the write-back
+	// caches of its states, an eighth for the store's block cache, a
+	// quarter for its memtables. 0 is DefaultPebbleMemory.
 	Memory int64
 	// HeapTimers keeps timers on the heap, as the heap backend does
 	// (Flink's timer-service factory HEAP), rather than in the store.
@@ -65,6 +65,9 @@ type PebbleOptions struct {
 	// the block cache is the slot's, and the backend's write-back cache
 	// and memtables take its share of the rest (see SlotMemory).
 	Slot *SlotMemory
+	// onStall, if set, is called when a write begins to wait for room in
+	// the store's memtables (for tests).
+	onStall func()
 }
 
 // DefaultPebbleMemory is the memory of a Pebble keyed backend unless
@@ -73,6 +76,23 @@ const DefaultPebbleMemory = 64 << 20
 
 // minPebbleMemory is the least memory of a Pebble keyed backend.
 const minPebbleMemory = 4 << 20
+
+// The shares of a Pebble backend's memory, in eighths. The write-back
+// caches take most: a row they hold costs a map lookup, where one the
+// block cache holds costs a read of the store (its memtables, and a
+// filter, index and data block per level), and while the state fits in
+// them the block cache is hardly read at all. The memtables take two
+// eighths, one filling while the other flushes.
+const (
+	cacheEighths      = 5
+	blockCacheEighths = 1
+	memTableEighths   = 1 // each of two
+)
+
+// cacheBudgetOf and blockCacheOf are the write-back caches' and the block
+// cache's shares of mem bytes.
+func cacheBudgetOf(mem int64) int64 { return mem * cacheEighths / 8 }
+func blockCacheOf(mem int64) int64  { return mem * blockCacheEighths / 8 }
 
 // WithPebble keeps the backend's keyed state in an embedded LSM store
 // (Pebble) on local disk instead of the heap, so state may be far larger
@@ -115,6 +135,14 @@ type lsm struct {
 	// that follow (see store), rather than leaving them to wait for room
 	// that never comes.
 	broken *bgFailure
+
+	// commits and committed hand batches to the committer goroutine and
+	// its answers back (see commitBatch); inflight counts the commits it
+	// has not finished. rowBatch is the batch of single-row writes.
+	commits   chan *pebble.Batch
+	committed chan error
+	inflight  atomic.Int32
+	rowBatch  *pebble.Batch
 }
 
 // bgFailure holds the first error of a store's background work.
@@ -123,6 +151,24 @@ type bgFailure struct {
 	done chan struct{} // closed when err is set
 	// fatal says Pebble gave up on the database (see storeLogger).
 	fatal atomic.Bool
+	// onStall is PebbleOptions.onStall.
+	onStall func()
+	// parked says the database is left open for good (see closeDB): the
+	// background work that fails next stops there, for ever, rather than
+	// retry without end.
+	parked atomic.Bool
+}
+
+// background is the store's handler of the errors of its background
+// work.
+func (f *bgFailure) background(err error) {
+	f.set(err)
+	if f.parked.Load() {
+		// Pebble retries a failed flush at once and without end: on a
+		// database left open that would spin for ever. What waits here
+		// holds the database's lock, which nothing takes again.
+		select {}
+	}
 }
 
 func newBGFailure() *bgFailure { return &bgFailure{done: make(chan struct{})} }
@@ -216,9 +262,10 @@ func openLSM(o PebbleOptions) (*lsm, error) {
 		return nil, fmt.Errorf("state: pebble memory %d bytes is below the 4 MiB minimum", mem)
 	}
 	if o.Slot != nil {
-		// A lone backend's own three quarters, cache and memtables,
-		// are the member's share: its memory is 4/3 of it.
-		mem = o.Slot.memberShare() * 4 / 3
+		// A lone backend's own share, caches and memtables (all but
+		// the block cache), is the member's: its memory is that much
+		// more.
+		mem = o.Slot.memberShare() * 8 / (8 - blockCacheEighths)
 	}
 	parent := o.Dir
 	if parent == "" {
@@ -239,10 +286,11 @@ func openLSM(o PebbleOptions) (*lsm, error) {
 	if o.Slot != nil {
 		cache = o.Slot.blockCache()
 	} else {
-		cache = pebble.NewCache(mem / 4)
+		cache = pebble.NewCache(blockCacheOf(mem))
 		defer cache.Unref() // the database holds its own reference
 	}
 	broken := newBGFailure()
+	broken.onStall = o.onStall
 	db, err := openPebble(dir, mem, cache, fs, broken)
 	if err != nil {
 		_ = os.RemoveAll(dir)
@@ -251,16 +299,17 @@ func openLSM(o PebbleOptions) (*lsm, error) {
 		}
 		return nil, err
 	}
-	return &lsm{db: db, dir: dir, mem: mem, snaps: map[*pebble.Snapshot]bool{}, cacheBudget: mem / 2, heapTimers: o.HeapTimers,
+	return &lsm{db: db, dir: dir, mem: mem, snaps: map[*pebble.Snapshot]bool{}, cacheBudget: cacheBudgetOf(mem), heapTimers: o.HeapTimers,
 		slot: o.Slot, fs: fs, broken: broken}, nil
 }
 
 // openPebble opens (or creates) the database in dir with mem bytes of
 // memory and cache as its block cache, its files going through fs; the
 // first error of its background work lands in broken.
-// Of the budget, the write-back caches take half, Pebble's block cache a
-// quarter (a slot's block cache is the quarter of the slot's budget), and
-// its two memtables (one filling while the other flushes) an eighth each.
+// Of the budget, the write-back caches take five eighths, Pebble's block
+// cache an eighth (a slot's block cache is an eighth of the slot's
+// budget), and its two memtables (one filling while the other flushes) an
+// eighth each.
 func openPebble(dir string, mem int64, cache *pebble.Cache, fs vfs.FS, broken *bgFailure) (*pebble.DB, error) {
 	// Bloom filters on every level: state reads are point reads, and
 	// most of a cache miss's probes are of files without the key.
@@ -272,12 +321,16 @@ func openPebble(dir string, mem int64, cache *pebble.Cache, fs vfs.FS, broken *b
 		Levels:                      levels,
 		Cache:                       cache,
 		DisableWAL:                  true,
-		MemTableSize:                uint64(mem / 8),
+		MemTableSize:                uint64(mem * memTableEighths / 8),
 		MemTableStopWritesThreshold: 2,
 		Merger:                      listMerger,
 		Logger:                      storeLogger{broken},
 		FS:                          fs,
-		EventListener:               &pebble.EventListener{BackgroundError: broken.set},
+		EventListener: &pebble.EventListener{BackgroundError: broken.background, WriteStallBegin: func(pebble.WriteStallBeginInfo) {
+			if broken.onStall != nil {
+				broken.onStall()
+			}
+		}},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("state: opening pebble in %s: %w", dir, err)
@@ -330,11 +383,25 @@ func (l *lsm) close() error {
 	return err
 }
 
-// closeDB closes the database. One that Pebble gave up on (see
-// storeLogger) may fail its own checks while closing, which Pebble
-// reports by panicking: that is the store's failure, known already, and
-// not the process's.
+// closeDB closes the database, unless a commit waits in it for ever (see
+// commitBatch). One that Pebble gave up on (see storeLogger) may fail its
+// own checks while closing, which Pebble reports by panicking: that is
+// the store's failure, known already, and not the process's.
 func (l *lsm) closeDB() (err error) {
+	if l.inflight.Load() > 0 {
+		// A commit waits for room that the failed flushes never make,
+		// holding Pebble's commit pipeline, which Close would wait for:
+		// the database is left open, its directory removed, and its
+		// retries of the failed flush parked.
+		l.broken.parked.Store(true)
+		return fmt.Errorf("state: the pebble store in %s is left open: a write waits in it since its background work failed: %w", l.dir, l.failed())
+	}
+	if l.commits != nil {
+		close(l.commits)
+	}
+	if l.rowBatch != nil {
+		_ = l.rowBatch.Close()
+	}
 	if l.broken.fatal.Load() {
 		defer func() {
 			if r := recover(); r != nil {

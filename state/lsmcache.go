@@ -3,7 +3,7 @@ package state
 import (
 	"encoding/binary"
 	"errors"
-	"fmt"
+	"reflect"
 	"unsafe"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -21,7 +21,7 @@ import (
 // running sum, a reduce, an aggregate) looks the key up once. Nothing on
 // that path makes a system call, takes a lock or allocates.
 //
-// Dirty rows are encoded and written to the store in one batch before a
+// Dirty rows are encoded and written to the store (see rowWriter) before a
 // snapshot (so the store holds everything a checkpoint must), before
 // anything that scans the store, and when the caches exceed their share of
 // the backend's memory: then each cache writes and drops rows, in the
@@ -33,20 +33,23 @@ import (
 // written): a key that comes and goes between two flushes (a request
 // waiting for its response) leaves no tombstone.
 //
-// A row is charged its entry's size, an estimate of the map's share, the
-// key's encoding and its value's encoding, measured when the row enters
-// the cache, when it turns dirty and when it is written: a value that
-// grows in place between two of those is charged its older size until the
-// next.
+// A row is charged its slot in the map at the map's lowest load and its
+// entry in the dirty list; and if its key, namespace or value type holds
+// pointers (a string, a slice), what they refer to, estimated by the
+// row key's and the value's encodings, measured when the row enters the
+// cache, when it turns dirty and when it is written: a value that grows
+// in place between two of those is charged its older size until the
+// next. A state of scalar rows (a running sum per key) is charged what
+// its map takes, so as many of its rows stay cached as the budget holds.
 
 // rowCache is what the store sees of a state's cache.
 type rowCache interface {
 	// flush writes the dirty rows to batch and marks them clean; if evict,
 	// it drops every row.
-	flush(batch *pebble.Batch, evict bool) error
+	flush(batch *rowWriter, evict bool) error
 	// evict writes dirty rows to batch and drops rows until the cache
 	// uses at most goal bytes.
-	evict(batch *pebble.Batch, goal int64) error
+	evict(batch *rowWriter, goal int64) error
 	// used returns the bytes the cache is charged.
 	used() int64
 	// len returns the number of cached rows.
@@ -120,9 +123,14 @@ type valueCache[K, N comparable, T any] struct {
 	// that a flush costs what changed, not what is cached.
 	dirty   []cacheKey[K, N]
 	charged int64
-	// overhead is what an entry costs beside its encodings: its share of
-	// the map at its lowest load, and of the dirty list.
+	// overhead is what an entry costs beside what its key, namespace and
+	// value hold outside it: its slot of the map at the map's lowest load,
+	// and its entry in the dirty list.
 	overhead int32
+	// inline: key, namespace and value hold nothing outside the entry
+	// (no pointers), so an entry costs its overhead alone; otherwise the
+	// encodings of its row key and value stand for what they hold.
+	inline bool
 
 	buf, row []byte // scratch encodings
 
@@ -140,7 +148,8 @@ func newValueCache[K, N comparable, T any](st *lsmState[K], nc codec.Codec[N], e
 	c := &valueCache[K, N, T]{
 		l: st.b.lsm, st: st, nc: nc, enc: enc,
 		rows:     map[cacheKey[K, N]]cacheEntry[T]{},
-		overhead: 2*int32(unsafe.Sizeof(k)+unsafe.Sizeof(e)+1) + int32(unsafe.Sizeof(k)),
+		overhead: mapSlotCost(unsafe.Sizeof(k)+unsafe.Sizeof(e)) + int32(unsafe.Sizeof(k)),
+		inline:   !hasPointers(reflect.TypeFor[K]()) && !hasPointers(reflect.TypeFor[N]()) && !hasPointers(reflect.TypeFor[T]()),
 	}
 	st.b.lsm.caches = append(st.b.lsm.caches, c)
 	return c
@@ -217,14 +226,20 @@ func (c *valueCache[K, N, T]) set(ns N, v T, absent bool) {
 // measure charges e its current size, with keyLen bytes of its row key.
 func (c *valueCache[K, N, T]) measure(e *cacheEntry[T], keyLen int) {
 	n := 0
-	if !e.absent() {
+	if !e.absent() && !c.inline {
 		c.buf = c.enc.append(c.buf[:0], e.val)
 		n = len(c.buf)
 	}
-	c.recharge(e, int(c.overhead)+keyLen+n)
+	c.recharge(e, keyLen+n)
 }
 
-func (c *valueCache[K, N, T]) recharge(e *cacheEntry[T], size int) {
+// recharge charges e its overhead and, unless the cache is inline, enc
+// bytes of encodings.
+func (c *valueCache[K, N, T]) recharge(e *cacheEntry[T], enc int) {
+	size := int(c.overhead)
+	if !c.inline {
+		size += enc
+	}
 	size = min(size, 1<<(32-metaShift)-1)
 	c.charged += int64(size - e.charged())
 	c.l.cacheUsed += int64(size - e.charged())
@@ -245,7 +260,7 @@ func (c *valueCache[K, N, T]) insert(ck cacheKey[K, N], e cacheEntry[T], size in
 			c.compactDirty()
 		}
 	} else {
-		c.recharge(&e, int(c.overhead)+size)
+		c.recharge(&e, size)
 	}
 	c.rows[ck] = e
 }
@@ -269,7 +284,7 @@ func (c *valueCache[K, N, T]) remove(ck cacheKey[K, N], e *cacheEntry[T]) {
 }
 
 // write adds row ck to batch if it is dirty, and marks it clean.
-func (c *valueCache[K, N, T]) write(batch *pebble.Batch, ck cacheKey[K, N], e *cacheEntry[T]) error {
+func (c *valueCache[K, N, T]) write(batch *rowWriter, ck cacheKey[K, N], e *cacheEntry[T]) error {
 	if !e.dirty() {
 		return nil
 	}
@@ -285,13 +300,13 @@ func (c *valueCache[K, N, T]) write(batch *pebble.Batch, ck cacheKey[K, N], e *c
 		// A deletion of a row the store cannot have either.
 		e.set(metaUnstored)
 	case e.absent():
-		err = batch.Delete(c.row, nil)
-		c.recharge(e, int(c.overhead)+len(c.row))
+		err = batch.Delete(c.row)
+		c.recharge(e, len(c.row))
 		e.set(metaUnstored)
 	default:
 		c.buf = c.enc.append(c.buf[:0], e.val)
-		err = batch.Set(c.row, c.buf, nil)
-		c.recharge(e, int(c.overhead)+len(c.row)+len(c.buf))
+		err = batch.Set(c.row, c.buf)
+		c.recharge(e, len(c.row)+len(c.buf))
 		e.unset(metaUnstored)
 		c.filter.add(c.row)
 	}
@@ -302,7 +317,7 @@ func (c *valueCache[K, N, T]) write(batch *pebble.Batch, ck cacheKey[K, N], e *c
 	return nil
 }
 
-func (c *valueCache[K, N, T]) flush(batch *pebble.Batch, evict bool) error {
+func (c *valueCache[K, N, T]) flush(batch *rowWriter, evict bool) error {
 	for _, ck := range c.dirty {
 		e, ok := c.rows[ck]
 		if !ok || !e.dirty() {
@@ -322,7 +337,7 @@ func (c *valueCache[K, N, T]) flush(batch *pebble.Batch, evict bool) error {
 	return nil
 }
 
-func (c *valueCache[K, N, T]) evict(batch *pebble.Batch, goal int64) error {
+func (c *valueCache[K, N, T]) evict(batch *rowWriter, goal int64) error {
 	// The map's order is the clock's (each range starts at a random
 	// place); two rounds clear every mark, so they drop whatever must go.
 	for round := 0; round < 2 && c.charged > goal; round++ {
@@ -402,7 +417,7 @@ func (c *valueCache[K, N, T]) judge(k []byte, prune rowPrune, cutoff int64) (boo
 			e.set(metaDirty)
 			c.dirty = append(c.dirty, ck)
 		}
-		c.recharge(&e, int(c.overhead)+len(k))
+		c.recharge(&e, len(k))
 		c.rows[ck] = e
 	}
 	return true, err
@@ -428,61 +443,40 @@ func (c *valueCache[K, N, T]) dropKey() {
 
 // evict makes room in the caches: each writes and drops rows until the
 // caches use three quarters of their budget (each its share of that, in
-// proportion to what it uses), the dirty rows in one batch.
+// proportion to what it uses).
 func (l *lsm) evict() {
 	l.evictions++
-	batch := l.store().NewBatch()
+	w := l.writer("writing the cache's rows")
+	if err := l.failed(); err != nil {
+		w.Close()
+		fail(err)
+	}
 	goal := float64(l.cacheBudget) * 3 / 4
 	total := float64(l.cacheUsed)
 	for _, c := range l.caches {
-		if err := c.evict(batch, int64(float64(c.used())*goal/total)); err != nil {
+		if err := c.evict(w, int64(float64(c.used())*goal/total)); err != nil {
+			w.Close()
 			fail(err)
 		}
 	}
-	l.commit(batch, "writing the cache's rows")
+	w.finish()
 }
 
-// flushCaches writes every cache's dirty rows to the store in one batch,
-// emptying the caches if evict. A failure is a store failure (see fail).
+// flushCaches writes every cache's dirty rows to the store, emptying the
+// caches if evict. A failure is a store failure (see fail).
 func (l *lsm) flushCaches(evict bool) {
-	batch := l.store().NewBatch()
-	for _, c := range l.caches {
-		if err := c.flush(batch, evict); err != nil {
-			fail(err)
-		}
-	}
-	l.commit(batch, "writing the cache's rows")
-}
-
-// commit writes batch to the store and closes it, failing (as fail does)
-// if the write fails, or if the store's background work fails while it
-// waits: Pebble retries a failed flush without end, so a commit that
-// waits for room in full memtables would wait for ever, and the subtask
-// with it. Such a commit is left to its goroutine, which owns the batch
-// and ends if the memtables ever drain.
-func (l *lsm) commit(batch *pebble.Batch, what string) {
-	if batch.Empty() {
-		batch.Close()
-		return
-	}
+	w := l.writer("writing the cache's rows")
 	if err := l.failed(); err != nil {
-		batch.Close()
+		w.Close()
 		fail(err)
 	}
-	done := make(chan error, 1)
-	go func() {
-		err := batch.Commit(pebble.NoSync)
-		batch.Close()
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		if err != nil {
-			fail(fmt.Errorf("%s: %w", what, err))
+	for _, c := range l.caches {
+		if err := c.flush(w, evict); err != nil {
+			w.Close()
+			fail(err)
 		}
-	case <-l.broken.done:
-		fail(fmt.Errorf("%s: %w", what, l.failed()))
 	}
+	w.finish()
 }
 
 // appendCachedRow appends the store row of st's cached key ck: key group,
@@ -496,4 +490,31 @@ func appendCachedRow[K, N comparable](dst []byte, st *lsmState[K], nc codec.Code
 		return append(dst, 0)
 	}
 	return appendPrefixed(dst, nc, ck.ns)
+}
+
+// mapSlotCost is what an entry of size bytes (key and value) costs in a
+// Go map at its lowest load: a slot and its control byte, in a table
+// filled to 7/16 (half its 7/8 maximum, right after it grew).
+func mapSlotCost(size uintptr) int32 { return int32((size + 1) * 16 / 7) }
+
+// hasPointers reports whether a value of type t may refer to memory
+// outside itself.
+func hasPointers(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Array:
+		return t.Len() > 0 && hasPointers(t.Elem())
+	case reflect.Struct:
+		for i := range t.NumField() {
+			if hasPointers(t.Field(i).Type) {
+				return true
+			}
+		}
+		return false
+	case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
+		reflect.Float32, reflect.Float64, reflect.Complex64, reflect.Complex128:
+		return false
+	default:
+		return true
+	}
 }

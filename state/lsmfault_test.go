@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -24,8 +26,20 @@ func failingStore(t *testing.T, kinds ...errorfs.OpKind) (*KeyedBackend[int64], 
 		return nil
 	})}
 	fs := errorfs.Wrap(vfs.Default, sw)
-	b := closeAtEnd(t, must(NewKeyedBackend[int64](nil, 128, KeyGroupRange{0, 127}, WithPebble(PebbleOptions{Dir: t.TempDir(), Memory: 4 << 20, FS: fs}))))
+	b := closeFailedAtEnd(t, must(NewKeyedBackend[int64](nil, 128, KeyGroupRange{0, 127}, WithPebble(PebbleOptions{Dir: t.TempDir(), Memory: 4 << 20, FS: fs}))))
 	return b, sw
+}
+
+// closeFailedAtEnd closes b when the test ends: it must close, or fail
+// only with the disk's error (a write that waits in the store for ever
+// leaves it open).
+func closeFailedAtEnd(t *testing.T, b *KeyedBackend[int64]) *KeyedBackend[int64] {
+	t.Cleanup(func() {
+		if err := b.Close(); err != nil && !errors.Is(err, errorfs.ErrInjected) {
+			t.Errorf("closing the backend: %v", err)
+		}
+	})
+	return b
 }
 
 // storeFailure runs f and returns the store failure it panicked with, or
@@ -117,4 +131,81 @@ func TestStoreFlushFailure(t *testing.T) {
 		}
 		t.Log(err)
 	})
+}
+
+// TestStoreFlushFailureWhileStalled fails the store's first flush only
+// once a write waits for room in its memtables (which that flush would
+// make): each kind of write that goes to the store row by row (a map's
+// entries, a list replaced or cleared, a map cleared) must then
+// fail with the disk's error, rather than wait for ever, and the backend
+// must close.
+func TestStoreFlushFailureWhileStalled(t *testing.T) {
+	writes := map[string]func(b *KeyedBackend[int64]) func(k int64){
+		"map put": func(b *KeyedBackend[int64]) func(int64) {
+			m := must(Map(b, MapDescriptor[int64, string]{Name: "m"}))
+			return func(k int64) { m.Put(k, strings.Repeat("x", 200)) }
+		},
+		"map put and remove": func(b *KeyedBackend[int64]) func(int64) {
+			m := must(Map(b, MapDescriptor[int64, string]{Name: "m"}))
+			return func(k int64) {
+				m.Put(k, strings.Repeat("x", 200))
+				m.Remove(k - 1)
+			}
+		},
+		"list update and clear": func(b *KeyedBackend[int64]) func(int64) {
+			l := must(List(b, ListDescriptor[string]{Name: "l"}))
+			return func(k int64) {
+				l.Update([]string{strings.Repeat("x", 200)})
+				if k%3 == 0 {
+					l.Clear()
+				}
+			}
+		},
+		"map put and clear": func(b *KeyedBackend[int64]) func(int64) {
+			m := must(Map(b, MapDescriptor[int64, string]{Name: "m"}))
+			return func(k int64) {
+				m.Put(k, strings.Repeat("x", 200))
+				if k%3 == 0 {
+					m.Clear()
+				}
+			}
+		},
+	}
+	for name, newWrite := range writes {
+		t.Run(name, func(t *testing.T) {
+			stalled := make(chan struct{})
+			var once sync.Once
+			var armed atomic.Bool
+			fs := errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(func(op errorfs.Op) error {
+				if !armed.Load() || op.Kind != errorfs.OpCreate || !strings.HasSuffix(op.Path, ".sst") {
+					return nil
+				}
+				<-stalled // the flush fails only once a write waits for it
+				return errorfs.ErrInjected
+			}))
+			b := closeFailedAtEnd(t, must(NewKeyedBackend[int64](nil, 128, KeyGroupRange{0, 127}, WithPebble(PebbleOptions{
+				Dir: t.TempDir(), Memory: 4 << 20, FS: fs, onStall: func() { once.Do(func() { close(stalled) }) }}))))
+			write := newWrite(b)
+			armed.Store(true)
+			var failed error
+			for k := int64(0); failed == nil; k++ {
+				if k > 1_000_000 {
+					t.Fatal("a million writes of 200 bytes into a 4 MiB store whose flushes cannot finish, and none failed")
+				}
+				failed = storeFailure(func() {
+					b.SetCurrentKey(k)
+					write(k)
+				})
+			}
+			select {
+			case <-stalled:
+			default:
+				t.Fatalf("a write failed before any waited for room: %v", failed)
+			}
+			if !errors.Is(failed, errorfs.ErrInjected) {
+				t.Fatalf("writes to a store whose flush failed while they waited: %v, want the disk's error", failed)
+			}
+			t.Log(failed)
+		})
+	}
 }

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"unsafe"
 
-	"github.com/cockroachdb/pebble/v2"
-
 	"github.com/weirstream/weir/codec"
 )
 
@@ -149,28 +147,26 @@ func (c *listCache[K, N]) operand(p *listPending) []byte {
 }
 
 // write adds row ck's buffered appends to batch as a merge operand.
-func (c *listCache[K, N]) write(batch *pebble.Batch, ck cacheKey[K, N], p *listPending) error {
+func (c *listCache[K, N]) write(batch *rowWriter, ck cacheKey[K, N], p *listPending) error {
 	c.row = appendCachedRow(c.row[:0], c.st, c.nc, ck)
-	return batch.Merge(c.row, c.operand(p), nil)
+	return batch.Merge(c.row, c.operand(p))
 }
 
 // writeCurrent writes the buffered appends of the current key's list in
 // namespace ns, whose row key is row, to the store, and forgets them.
-func (c *listCache[K, N]) writeCurrent(db *pebble.DB, ns N, row []byte) {
+func (c *listCache[K, N]) writeCurrent(ns N, row []byte) {
 	ck := c.current(ns)
 	p, ok := c.rows[ck]
 	if !ok {
 		return
 	}
-	if err := db.Merge(row, c.operand(p), pebble.NoSync); err != nil {
-		fail(err)
-	}
+	c.l.mergeRow(row, c.operand(p))
 	c.drop(ck, p)
 }
 
 // flush writes every buffered list to batch and forgets it: once written
 // the cache has nothing left of it.
-func (c *listCache[K, N]) flush(batch *pebble.Batch, _ bool) error {
+func (c *listCache[K, N]) flush(batch *rowWriter, _ bool) error {
 	for ck, p := range c.rows {
 		if err := c.write(batch, ck, p); err != nil {
 			return err
@@ -180,7 +176,7 @@ func (c *listCache[K, N]) flush(batch *pebble.Batch, _ bool) error {
 	return nil
 }
 
-func (c *listCache[K, N]) evict(batch *pebble.Batch, goal int64) error {
+func (c *listCache[K, N]) evict(batch *rowWriter, goal int64) error {
 	for ck, p := range c.rows {
 		if c.charged <= goal {
 			break

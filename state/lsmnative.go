@@ -128,7 +128,7 @@ func (b *KeyedBackend[K]) restoreNative(blob io.Reader, dir string, want KeyGrou
 	if adopting && b.lsm.slot != nil {
 		cache = b.lsm.slot.blockCache()
 	} else {
-		cache = pebble.NewCache(mem / 4)
+		cache = pebble.NewCache(blockCacheOf(mem))
 		defer cache.Unref()
 	}
 	broken := newBGFailure()
@@ -194,6 +194,9 @@ func (b *KeyedBackend[K]) adopt(h *keyedHeader, blocks []keyedBlock, src *pebble
 		_ = os.RemoveAll(dir)
 		return fmt.Errorf("restore with %d snapshots pending", pending)
 	}
+	if old.commits != nil {
+		close(old.commits) // an empty backend's: no commit waits in it
+	}
 	if err := old.db.Close(); err != nil {
 		_ = src.Close()
 		if old.slot != nil {
@@ -213,11 +216,11 @@ func (b *KeyedBackend[K]) adopt(h *keyedHeader, blocks []keyedBlock, src *pebble
 	// Rows of key groups outside want (keys start with the key group,
 	// two bytes big-endian, below 0x8000).
 	if want.Start > 0 {
-		if err := src.DeleteRange(appendRowPrefix(nil, 0, 0)[:2], appendRowPrefix(nil, want.Start, 0)[:2], pebble.NoSync); err != nil {
+		if err := b.lsm.tryDeleteRows(appendRowPrefix(nil, 0, 0)[:2], appendRowPrefix(nil, want.Start, 0)[:2]); err != nil {
 			return err
 		}
 	}
-	if err := src.DeleteRange(appendRowPrefix(nil, want.End+1, 0)[:2], []byte{0xff}, pebble.NoSync); err != nil {
+	if err := b.lsm.tryDeleteRows(appendRowPrefix(nil, want.End+1, 0)[:2], []byte{0xff}); err != nil {
 		return err
 	}
 	// The backend was empty, so the snapshot's states take the indices

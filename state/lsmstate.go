@@ -63,7 +63,7 @@ func (s *lsmState[K]) restoreGroup(kgIdx, n int, data []byte) error {
 		s.b.lsm.flushCaches(true) // nothing cached may shadow the rows
 		s.cache.restored()
 	}
-	batch := s.b.lsm.db.NewBatch()
+	batch := s.b.lsm.writer("writing the restored rows")
 	defer batch.Close()
 	var base, row []byte
 	var werr error
@@ -73,7 +73,7 @@ func (s *lsmState[K]) restoreGroup(kgIdx, n int, data []byte) error {
 		h, err := s.restoreEntry(key, ns, val, func(suffix, value []byte) {
 			row = append(append(row[:0], base...), suffix...)
 			if werr == nil {
-				werr = batch.Set(row, value, nil)
+				werr = batch.Set(row, value)
 			}
 		})
 		if err != nil {
@@ -85,7 +85,7 @@ func (s *lsmState[K]) restoreGroup(kgIdx, n int, data []byte) error {
 		err = werr
 	}
 	if err == nil {
-		err = batch.Commit(pebble.NoSync)
+		err = batch.Commit()
 	}
 	return err
 }
@@ -93,7 +93,7 @@ func (s *lsmState[K]) restoreGroup(kgIdx, n int, data []byte) error {
 // evolveRows rewrites the state's rows, as an adopted native snapshot left
 // them, into its current layout.
 func (s *lsmState[K]) evolveRows(ev *evolution) error {
-	batch := s.b.lsm.db.NewBatch()
+	batch := s.b.lsm.writer("rewriting the rows")
 	defer batch.Close()
 	var val []byte
 	for kg := s.b.kgs.Start; kg <= s.b.kgs.End; kg++ {
@@ -116,7 +116,7 @@ func (s *lsmState[K]) evolveRows(ev *evolution) error {
 				}
 			}
 			if err == nil {
-				err = batch.Set(it.Key(), val, nil)
+				err = batch.Set(it.Key(), val)
 			}
 			if err != nil {
 				_ = it.Close()
@@ -127,7 +127,7 @@ func (s *lsmState[K]) evolveRows(ev *evolution) error {
 			return err
 		}
 	}
-	return batch.Commit(pebble.NoSync)
+	return batch.Commit()
 }
 
 // registerLSM returns the Pebble state named inf.name, creating it if
@@ -500,29 +500,10 @@ func (h *lsmHandle[K, N]) scan(p []byte, fn func(k, v []byte)) {
 	}
 }
 
-func (h *lsmHandle[K, N]) deletePrefix(p []byte) {
-	if err := h.db().DeleteRange(p, prefixEnd(p), pebble.NoSync); err != nil {
-		fail(err)
-	}
-}
-
-func (h *lsmHandle[K, N]) set(k, v []byte) {
-	if err := h.db().Set(k, v, pebble.NoSync); err != nil {
-		fail(err)
-	}
-}
-
-func (h *lsmHandle[K, N]) delete(k []byte) {
-	if err := h.db().Delete(k, pebble.NoSync); err != nil {
-		fail(err)
-	}
-}
-
-func (h *lsmHandle[K, N]) merge(k, v []byte) {
-	if err := h.db().Merge(k, v, pebble.NoSync); err != nil {
-		fail(err)
-	}
-}
+func (h *lsmHandle[K, N]) deletePrefix(p []byte) { h.st.b.lsm.deleteRows(p, prefixEnd(p)) }
+func (h *lsmHandle[K, N]) set(k, v []byte)       { h.st.b.lsm.setRow(k, v) }
+func (h *lsmHandle[K, N]) delete(k []byte)       { h.st.b.lsm.deleteRow(k) }
+func (h *lsmHandle[K, N]) merge(k, v []byte)     { h.st.b.lsm.mergeRow(k, v) }
 
 // getRaw returns a copy of row k's value, and false if there is none.
 // It reads the store: the state must have no value cache (a list's
@@ -644,13 +625,13 @@ func (s *lsmList[K, N, T]) ClearAllNamespaces() {
 
 func (s *lsmList[K, N, T]) MergeNamespaces(target N, sources ...N) {
 	s.key2 = s.appendRow(s.key2[:0], target)
-	s.lc.writeCurrent(s.db(), target, s.key2)
+	s.lc.writeCurrent(target, s.key2)
 	for _, src := range sources {
 		if src == target {
 			continue
 		}
 		s.key = s.appendRow(s.key[:0], src)
-		s.lc.writeCurrent(s.db(), src, s.key)
+		s.lc.writeCurrent(src, s.key)
 		if v, ok := s.getRaw(s.key); ok {
 			s.merge(s.key2, v)
 			s.delete(s.key)

@@ -152,7 +152,7 @@ func (l *lsmTimers) markDirty(kgIdx int) {
 
 // writeGroup writes key group kgIdx's dirty rows to batch and marks them
 // clean.
-func (l *lsmTimers) writeGroup(batch *pebble.Batch, kgIdx int) error {
+func (l *lsmTimers) writeGroup(batch *rowWriter, kgIdx int) error {
 	g := &l.groups[kgIdx]
 	for i := range g.cache {
 		if g.dirty == 0 {
@@ -161,7 +161,7 @@ func (l *lsmTimers) writeGroup(batch *pebble.Batch, kgIdx int) error {
 		if !g.cache[i].dirty {
 			continue
 		}
-		if err := batch.Set(g.cache[i].k, nil, nil); err != nil {
+		if err := batch.Set(g.cache[i].k, nil); err != nil {
 			return err
 		}
 		g.cache[i].dirty = false
@@ -174,7 +174,7 @@ func (l *lsmTimers) writeGroup(batch *pebble.Batch, kgIdx int) error {
 // emptied: once flushed its rows are the store's, and they order the key
 // groups.
 
-func (l *lsmTimers) flush(batch *pebble.Batch, _ bool) error {
+func (l *lsmTimers) flush(batch *rowWriter, _ bool) error {
 	for _, kg := range l.listed {
 		if err := l.writeGroup(batch, int(kg)); err != nil {
 			return err
@@ -188,7 +188,7 @@ func (l *lsmTimers) flush(batch *pebble.Batch, _ bool) error {
 // evict halves the caches of the key groups, writing the dirty rows that
 // leave, until they use at most goal bytes or every group keeps only its
 // first row (which orders it among the groups).
-func (l *lsmTimers) evict(batch *pebble.Batch, goal int64) error {
+func (l *lsmTimers) evict(batch *rowWriter, goal int64) error {
 	for l.bytes > goal {
 		cut := false
 		for i := range l.groups {
@@ -200,7 +200,7 @@ func (l *lsmTimers) evict(batch *pebble.Batch, goal int64) error {
 			for j := keep; j < len(g.cache); j++ {
 				row := g.cache[j]
 				if row.dirty {
-					if err := batch.Set(row.k, nil, nil); err != nil {
+					if err := batch.Set(row.k, nil); err != nil {
 						return err
 					}
 					g.dirty--
@@ -341,14 +341,14 @@ func (l *lsmTimers) add(db *pebble.DB, kgIdx int, r []byte) error {
 		l.setFloor(g, l.clone(r))
 	}
 	if !decided {
-		return db.Set(r, nil, pebble.NoSync)
+		return l.lsm.trySet(r, nil)
 	}
 	g.cache = slices.Insert(g.cache, i, l.cacheRow(r, true))
 	l.markDirty(kgIdx)
 	if n := len(g.cache); n > l.rows {
 		last := g.cache[n-1]
 		if last.dirty {
-			if err := db.Set(last.k, nil, pebble.NoSync); err != nil {
+			if err := l.lsm.trySet(last.k, nil); err != nil {
 				// The row stays cached, dirty: nothing is lost.
 				return err
 			}
@@ -373,7 +373,7 @@ func (l *lsmTimers) remove(db *pebble.DB, kgStart, kgIdx int, r []byte) error {
 		return nil
 	}
 	if !decided {
-		return db.Delete(r, pebble.NoSync)
+		return l.lsm.tryDelete(r)
 	}
 	return l.drop(db, kgStart, kgIdx, i)
 }
@@ -385,7 +385,7 @@ func (l *lsmTimers) drop(db *pebble.DB, kgStart, kgIdx, i int) error {
 	row := g.cache[i]
 	if row.dirty {
 		g.dirty--
-	} else if err := db.Delete(row.k, pebble.NoSync); err != nil {
+	} else if err := l.lsm.tryDelete(row.k); err != nil {
 		return err
 	}
 	g.cache = slices.Delete(g.cache, i, i+1)
@@ -465,10 +465,11 @@ func (l *lsmTimers) count(db *pebble.DB, kgStart, kgIdx int) (int, error) {
 
 // reload reads every key group's rows again (after a restore wrote them),
 // writing the cached dirty rows first.
-func (l *lsmTimers) reload(db *pebble.DB, kgStart int) error {
-	if err := l.commitDirty(db); err != nil {
+func (l *lsmTimers) reload(store *lsm, kgStart int) error {
+	if err := l.commitDirty(store); err != nil {
 		return err
 	}
+	db := store.db
 	for i := range l.groups {
 		l.setFloor(&l.groups[i], nil)
 		if err := l.load(db, kgStart, i); err != nil {
@@ -480,16 +481,13 @@ func (l *lsmTimers) reload(db *pebble.DB, kgStart int) error {
 }
 
 // commitDirty writes every cached dirty row to the store.
-func (l *lsmTimers) commitDirty(db *pebble.DB) error {
-	batch := db.NewBatch()
+func (l *lsmTimers) commitDirty(store *lsm) error {
+	batch := store.writer("writing the timers")
 	defer batch.Close()
 	if err := l.flush(batch, false); err != nil {
 		return err
 	}
-	if batch.Empty() {
-		return nil
-	}
-	return batch.Commit(pebble.NoSync)
+	return batch.Commit()
 }
 
 // Ordering key groups by their first row.
@@ -515,7 +513,7 @@ func (t *Timers[K, N]) lsmRow(ns N, ts int64) (int, []byte) {
 func (t *Timers[K, N]) lsmFail(op string, err error) {
 	// The store failed under a timer operation, which has no error
 	// result: the subtask cannot go on without losing a timer.
-	panic(fmt.Sprintf("state: %v: %s: %v", t.inf, op, err))
+	fail(fmt.Errorf("%v: %s: %w", t.inf, op, err))
 }
 
 func (t *Timers[K, N]) lsmRegister(ns N, ts int64) {
@@ -602,7 +600,7 @@ func (t *Timers[K, N]) lsmRestoreGroup(kgIdx, n int, data []byte) error {
 		return err
 	}
 	db := t.b.lsm.db
-	batch := db.NewBatch()
+	batch := t.b.lsm.writer("writing the restored timers")
 	defer batch.Close()
 	var row []byte
 	err := eachEntry(n, data, func(key, ns, val []byte) error {
@@ -611,7 +609,7 @@ func (t *Timers[K, N]) lsmRestoreGroup(kgIdx, n int, data []byte) error {
 			return err
 		}
 		row = t.l.timerRow(row[:0], kgIdx+t.b.kgs.Start, tk.ts, h, key, ns)
-		return batch.Set(row, nil, nil)
+		return batch.Set(row, nil)
 	})
 	if err == nil {
 		// The group is read again from the store: it must hold the rows
@@ -619,7 +617,7 @@ func (t *Timers[K, N]) lsmRestoreGroup(kgIdx, n int, data []byte) error {
 		err = t.l.writeGroup(batch, kgIdx)
 	}
 	if err == nil {
-		err = batch.Commit(pebble.NoSync)
+		err = batch.Commit()
 	}
 	if err != nil {
 		return err

@@ -10,10 +10,10 @@ import (
 // SlotMemory is the memory budget of one task slot, shared by the Pebble
 // backends of the keyed subtasks that run in it, as Flink bounds RocksDB
 // per slot (state.backend.rocksdb.memory.fixed-per-slot, or the slot's
-// share of managed memory): a quarter of it is one block cache that all
+// share of managed memory): an eighth of it is one block cache that all
 // of them share, and the rest is split evenly among the members, each
-// taking for its own write-back cache and memtables what a backend of
-// that much memory would (two thirds and one third). The members are
+// taking for its own write-back caches and memtables what a backend of
+// that much memory would (five sevenths and two sevenths). The members are
 // counted when the slot is made (the keyed operators of the subtasks
 // that run in it), so each member's share is fixed when it opens.
 //
@@ -54,7 +54,7 @@ func (s *SlotMemory) blockCache() *pebble.Cache {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cache == nil {
-		s.cache = pebble.NewCache(s.budget / 4)
+		s.cache = pebble.NewCache(blockCacheOf(s.budget))
 	}
 	s.open++
 	return s.cache
@@ -71,6 +71,8 @@ func (s *SlotMemory) releaseCache() {
 }
 
 // memberShare is what each member has beside the shared block cache: the
-// memory of a lone backend whose own three quarters (write-back cache
-// and memtables) are that share.
-func (s *SlotMemory) memberShare() int64 { return s.budget * 3 / 4 / int64(s.members) }
+// memory of a lone backend whose own shares (write-back caches and
+// memtables) are that share.
+func (s *SlotMemory) memberShare() int64 {
+	return (s.budget - blockCacheOf(s.budget)) / int64(s.members)
+}

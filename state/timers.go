@@ -7,8 +7,6 @@ import (
 	"iter"
 	"slices"
 
-	"github.com/cockroachdb/pebble/v2"
-
 	"github.com/weirstream/weir/codec"
 )
 
@@ -439,7 +437,7 @@ func (t *Timers[K, N]) inStore() bool   { return t.l != nil }
 func (t *Timers[K, N]) adopted() error {
 	db := t.b.lsm.db
 	if t.l != nil {
-		return t.l.reload(db, t.b.kgs.Start)
+		return t.l.reload(t.b.lsm, t.b.kgs.Start)
 	}
 	l := newLSMTimers(nil, uint16(t.b.byName[t.inf.name]), t.b.kgs.Len())
 	v := &lsmView{r: db, id: l.id, kgStart: t.b.kgs.Start, timers: true, kg: -1}
@@ -455,7 +453,7 @@ func (t *Timers[K, N]) adopted() error {
 	}
 	for kg := t.b.kgs.Start; kg <= t.b.kgs.End; kg++ {
 		lo := appendRowPrefix(nil, kg, l.id)
-		if err := db.DeleteRange(lo, prefixEnd(lo), pebble.NoSync); err != nil {
+		if err := t.b.lsm.tryDeleteRows(lo, prefixEnd(lo)); err != nil {
 			return err
 		}
 	}

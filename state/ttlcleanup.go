@@ -336,7 +336,7 @@ func (w *lsmSweeper[K]) sweep() error {
 	st := w.st
 	l := st.b.lsm
 	cutoff := w.ttl.cutoff()
-	batch := l.db.NewBatch()
+	batch := l.writer("writing the swept rows")
 	defer batch.Close()
 	// Every key group entered counts as a row, so that a sweep over an
 	// empty state ends.
@@ -377,22 +377,18 @@ func (w *lsmSweeper[K]) sweep() error {
 				// appends leave the cache when written, and a row read
 				// without them and rewritten in the same batch would
 				// drop them.
-				if err := batch.Commit(pebble.NoSync); err != nil {
+				if err := batch.Commit(); err != nil {
 					return err
 				}
-				batch.Reset()
 				w.sinceFlush = 0
 			}
 		}
 	}
-	if batch.Empty() {
-		return nil
-	}
-	return batch.Commit(pebble.NoSync)
+	return batch.Commit()
 }
 
 // judge deletes or rewrites the iterator's row if it has expired.
-func (w *lsmSweeper[K]) judge(batch *pebble.Batch, it *pebble.Iterator, cutoff int64) error {
+func (w *lsmSweeper[K]) judge(batch *rowWriter, it *pebble.Iterator, cutoff int64) error {
 	k := it.Key()
 	if c := w.st.cache; c != nil {
 		if cached, err := c.judge(k, w.prune, cutoff); cached || err != nil {
@@ -409,10 +405,10 @@ func (w *lsmSweeper[K]) judge(batch *pebble.Batch, it *pebble.Iterator, cutoff i
 	}
 	switch kp {
 	case keepNone:
-		return batch.Delete(k, nil)
+		return batch.Delete(k)
 	case keepSome:
 		w.buf = out
-		return batch.Set(k, out, nil)
+		return batch.Set(k, out)
 	}
 	return nil
 }

@@ -68,6 +68,7 @@ a snapshot of --snapshot-keys keys.`,
 
 func newBenchStateCmd() *cobra.Command {
 	c := bench.DefaultState()
+	backends := []string{"hashmap", "pebble", "pebble-incremental"}
 	cmd := &cobra.Command{
 		Use:   "state",
 		Short: "The keyed sum over many keys on each state backend: heap, pebble, pebble with incremental checkpoints",
@@ -85,7 +86,19 @@ records write every key once and the rest change only that fraction of
 them, so an incremental checkpoint has only the change to write. With
 --rescale-to N, each backend's last checkpoint is then resumed at
 parallelism N, and "rescale" is the time until every keyed subtask has
-opened with its key groups' state.`,
+opened with its key groups' state.
+
+--value-bytes N makes each key's state a value of N incompressible bytes
+(the sum in its first eight) instead of an int64, so that --keys × N is the
+size of the state: with --active, the first --keys records write every key
+once, and state far larger than --memory can be built and kept running.
+--backends picks some of the backends (hashmap, pebble,
+pebble-incremental). "peak RSS" is the most resident memory the process
+had during the run (sampled every 50 ms), "RSS before" what it had when
+the run started.`,
+		Example: `  weir bench state --keys 1000000 --records 8000000
+  weir bench state --backends pebble-incremental --memory 512mb --value-bytes 1000 \
+      --keys 8000000 --active 0.1 --records 10000000 --checkpoint 10s`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if c.Records < 1 || c.Keys < 1 || c.Parallelism < 1 || c.Partitions < 1 || c.Checkpoint <= 0 {
@@ -97,17 +110,40 @@ opened with its key groups' state.`,
 			if c.Active < 0 || c.Active >= 1 {
 				return fmt.Errorf("--active %v: want a fraction of the keys in [0, 1), 0 for all of them", c.Active)
 			}
+			if c.ValueBytes != 0 && c.ValueBytes < 8 {
+				return fmt.Errorf("--value-bytes %d: want at least 8 (the sum), or 0 for an int64", c.ValueBytes)
+			}
+			var runs []int
+			for _, name := range backends {
+				i := slices.IndexFunc(bench.StateBackends, func(b struct {
+					Key, Name string
+					Config    []string
+				}) bool {
+					return b.Key == name
+				})
+				if i < 0 {
+					return fmt.Errorf("--backends: unknown backend %q (backends: hashmap, pebble, pebble-incremental)", name)
+				}
+				if slices.Contains(runs, i) {
+					return fmt.Errorf("--backends: %s named twice", name)
+				}
+				runs = append(runs, i)
+			}
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "state: %d records, %d keys, parallelism %d, checkpoints every %v, pebble memory %s per subtask\n",
 				c.Records, c.Keys, c.Parallelism, c.Checkpoint, c.Memory)
+			if c.ValueBytes > 0 {
+				fmt.Fprintf(out, "  values of %d bytes: %.1f MiB of state once every key is written\n", c.ValueBytes, float64(c.Keys)*float64(c.ValueBytes)/(1<<20))
+			}
 			if c.Active > 0 {
 				fmt.Fprintf(out, "  after every key is written once, %.2f%% of the keys change\n", 100*c.Active)
 			}
 			if c.RescaleTo > 0 {
 				fmt.Fprintf(out, "  rescale: the last checkpoint resumed at parallelism %d\n", c.RescaleTo)
 			}
-			fmt.Fprintf(out, "  %-26s %12s %12s %6s %10s %12s %12s %14s %14s %10s\n", "backend", "records/s", "CPU s/M rec", "ckpts", "last ckpt", "full", "written", "restore remote", "restore local", "rescale")
-			for _, b := range bench.StateBackends {
+			fmt.Fprintf(out, "  %-26s %12s %12s %6s %10s %12s %12s %14s %14s %10s %12s %12s\n", "backend", "records/s", "CPU s/M rec", "ckpts", "last ckpt", "full", "written", "restore remote", "restore local", "rescale", "RSS before", "peak RSS")
+			for _, i := range runs {
+				b := bench.StateBackends[i]
 				r, err := bench.RunState(cmd.Context(), c, b.Config)
 				if err != nil {
 					return fmt.Errorf("%s: %w", b.Name, err)
@@ -116,9 +152,9 @@ opened with its key groups' state.`,
 				if c.RescaleTo > 0 {
 					rescale = r.Rescale.Round(time.Millisecond).String()
 				}
-				fmt.Fprintf(out, "  %-26s %12.0f %12.3f %6d %10v %12s %12s %14v %14v %10s\n", b.Name, r.PerSecond(),
+				fmt.Fprintf(out, "  %-26s %12.0f %12.3f %6d %10v %12s %12s %14v %14v %10s %12s %12s\n", b.Name, r.PerSecond(),
 					r.CPU.Seconds()/(float64(r.Records)/1e6), r.Checkpoints, r.LastDuration.Round(time.Millisecond), mib(r.LastFull), mib(r.LastWritten),
-					r.RestoreRemote.Round(time.Microsecond), r.RestoreLocal.Round(time.Microsecond), rescale)
+					r.RestoreRemote.Round(time.Microsecond), r.RestoreLocal.Round(time.Microsecond), rescale, mib(r.StartRSS), mib(r.PeakRSS))
 			}
 			return nil
 		},
@@ -127,6 +163,8 @@ opened with its key groups' state.`,
 	cmd.Flags().StringVar(&c.Memory, "memory", c.Memory, "pebble memory per keyed subtask (state.backend.pebble.memory)")
 	cmd.Flags().Float64Var(&c.Active, "active", c.Active, "fraction of the keys that change once each key is written (0: all of them)")
 	cmd.Flags().IntVar(&c.RescaleTo, "rescale-to", c.RescaleTo, "resume the last checkpoint at this parallelism and time the rescale (0: no rescale)")
+	cmd.Flags().IntVar(&c.ValueBytes, "value-bytes", c.ValueBytes, "bytes of each key's value (the sum and incompressible padding); 0: an int64")
+	cmd.Flags().StringSliceVar(&backends, "backends", backends, "backends to run, of hashmap, pebble, pebble-incremental")
 	return cmd
 }
 

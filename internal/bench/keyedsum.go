@@ -133,6 +133,11 @@ func RunEngine(ctx context.Context, c KeyedSumConfig) (Result, error) {
 // job builds the benchmark's job in an environment of cfg (and opts): its
 // returned counter counts the checkpoints it completes.
 func (c KeyedSumConfig) job(cfg *config.Configuration, opts ...stream.Option) (*stream.Environment, *atomic.Int64, error) {
+	return c.buildJob(cfg, func() stream.KeyedProcessFunction[int64, Record, struct{}] { return &summer{} }, opts...)
+}
+
+// buildJob builds the benchmark's job with the keyed function fn makes.
+func (c KeyedSumConfig) buildJob(cfg *config.Configuration, fn func() stream.KeyedProcessFunction[int64, Record, struct{}], opts ...stream.Option) (*stream.Environment, *atomic.Int64, error) {
 	completed := new(atomic.Int64)
 	env, err := stream.NewEnvironment(append([]stream.Option{stream.WithConfig(cfg), stream.WithLogger(slog.New(slog.DiscardHandler)),
 		stream.WithEvents(func(e stream.JobEvent) {
@@ -149,7 +154,7 @@ func (c KeyedSumConfig) job(cfg *config.Configuration, opts ...stream.Option) (*
 		return nil, nil, err
 	}
 	in := stream.FromSource(env, src, "datagen", stream.NoWatermarks[Record]())
-	sums := stream.Process(stream.KeyBy(in, func(r Record) int64 { return r.Key }), stream.KeyedProcessFunction[int64, Record, struct{}](&summer{}), stream.Uid("sum"))
+	sums := stream.Process(stream.KeyBy(in, func(r Record) int64 { return r.Key }), fn(), stream.Uid("sum"))
 	stream.SinkTo(sums, connector.Discard[struct{}](), stream.Uid("sink"))
 	return env, completed, nil
 }

@@ -2,18 +2,21 @@ package bench
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"runtime"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/weirstream/weir/config"
 	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/checkpoint/storage"
+	"github.com/weirstream/weir/state"
 	"github.com/weirstream/weir/stream"
 )
 
@@ -26,6 +29,11 @@ type StateConfig struct {
 	// RescaleTo, if positive, resumes each run's last checkpoint at this
 	// parallelism and times the rescale (StateResult.Rescale).
 	RescaleTo int
+	// ValueBytes, if positive, makes each key's state a value of that many
+	// incompressible bytes (the running sum in its first eight), rewritten
+	// by every record, rather than an int64: keys × ValueBytes is then the
+	// size of the state, for state far larger than memory.
+	ValueBytes int
 }
 
 // DefaultState is the configuration `weir bench state` runs.
@@ -36,14 +44,15 @@ func DefaultState() StateConfig {
 	}
 }
 
-// StateBackends are the configurations `weir bench state` compares.
+// StateBackends are the configurations `weir bench state` compares; Key
+// names one in its --backends flag.
 var StateBackends = []struct {
-	Name   string
-	Config []string
+	Key, Name string
+	Config    []string
 }{
-	{"hashmap", []string{"state.backend.type=hashmap"}},
-	{"pebble, full checkpoints", []string{"state.backend.type=pebble"}},
-	{"pebble, incremental", []string{"state.backend.type=pebble", "execution.checkpointing.incremental=true"}},
+	{"hashmap", "hashmap", []string{"state.backend.type=hashmap"}},
+	{"pebble", "pebble, full checkpoints", []string{"state.backend.type=pebble"}},
+	{"pebble-incremental", "pebble, incremental", []string{"state.backend.type=pebble", "execution.checkpointing.incremental=true"}},
 }
 
 // StateResult is one backend's run.
@@ -67,6 +76,10 @@ type StateResult struct {
 	// keyed subtask has opened with its share of the key groups restored:
 	// deployment, reading and redistributing the state.
 	Rescale time.Duration
+	// PeakRSS is the most resident memory of the process seen during the
+	// run (sampled every 50 ms from /proc/self/statm; 0 where there is
+	// none), StartRSS the resident memory when it started.
+	PeakRSS, StartRSS int64
 }
 
 // RunState runs the keyed sum on one backend configuration, checkpointing
@@ -88,21 +101,27 @@ func RunState(ctx context.Context, c StateConfig, backend []string) (StateResult
 		return StateResult{}, err
 	}
 	const jobID = "bench-state"
-	env, completed, err := c.job(cfg, stream.WithJobID(jobID))
+	env, completed, err := c.stateJob(cfg, stream.WithJobID(jobID))
 	if err != nil {
 		return StateResult{}, err
 	}
 	per := c.Records / int64(c.Partitions)
 	runtime.GC()
+	startRSS := residentBytes()
+	peak := sampleRSS()
 	cpu0, start := cpuTime(), time.Now()
 	jc, err := env.ExecuteAsync(ctx, "bench-state")
 	if err != nil {
+		peak()
 		return StateResult{}, err
 	}
-	if err := jc.Wait(); err != nil {
+	err = jc.Wait()
+	peakRSS := peak()
+	if err != nil {
 		return StateResult{}, err
 	}
-	r := StateResult{Result: Result{Records: per * int64(c.Partitions), Elapsed: time.Since(start), Checkpoints: int(completed.Load())}, CPU: cpuTime() - cpu0}
+	r := StateResult{Result: Result{Records: per * int64(c.Partitions), Elapsed: time.Since(start), Checkpoints: int(completed.Load())}, CPU: cpuTime() - cpu0,
+		PeakRSS: peakRSS, StartRSS: startRSS}
 	last := jc.Metrics().LastCheckpoint
 	r.LastDuration = last.Duration
 	if last.ID == 0 {
@@ -161,7 +180,7 @@ func (c StateConfig) rescale(ctx context.Context, cfg *config.Configuration, pat
 	var mu sync.Mutex
 	opened, fresh := 0, []int(nil) // fresh: subtasks that opened without state
 	all := make(chan time.Time, 1)
-	env, _, err := c.job(cfg, stream.WithJobID("bench-state-rescaled"), stream.WithFaults(func(_ context.Context, site stream.FaultSite) error {
+	env, _, err := c.stateJob(cfg, stream.WithJobID("bench-state-rescaled"), stream.WithFaults(func(_ context.Context, site stream.FaultSite) error {
 		if site.Point != stream.FaultOpen || site.Operator != "sum" || site.Step != 1 {
 			return nil
 		}
@@ -268,4 +287,90 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// stateJob builds the benchmark's job: the keyed sum, or with ValueBytes
+// its sum in values of that size.
+func (c StateConfig) stateJob(cfg *config.Configuration, opts ...stream.Option) (*stream.Environment, *atomic.Int64, error) {
+	if c.ValueBytes <= 0 {
+		return c.job(cfg, opts...)
+	}
+	if c.ValueBytes < 8 {
+		return nil, nil, fmt.Errorf("values of %d bytes: want at least 8, for the sum", c.ValueBytes)
+	}
+	return c.buildJob(cfg, func() stream.KeyedProcessFunction[int64, Record, struct{}] { return &paddedSummer{size: c.ValueBytes} }, opts...)
+}
+
+// paddedSummer keeps each key's running sum in the first eight bytes of
+// a value of size bytes, the rest incompressible bytes drawn from the key,
+// and rewrites it on every record.
+type paddedSummer struct {
+	size int
+	sum  state.ValueState[[]byte]
+}
+
+func (s *paddedSummer) Open(rc *stream.RuntimeContext[int64]) error {
+	var err error
+	s.sum, err = stream.ValueState[[]byte](rc, "sum")
+	return err
+}
+
+func (s *paddedSummer) ProcessElement(ctx *stream.Context[int64, struct{}], r Record) error {
+	v, ok := s.sum.Value()
+	if !ok {
+		v = make([]byte, s.size)
+		x := uint64(r.Key)*0x9e3779b97f4a7c15 + 1
+		for i := 8; i < len(v); i += 8 {
+			x ^= x << 13
+			x ^= x >> 7
+			x ^= x << 17
+			var w [8]byte
+			binary.LittleEndian.PutUint64(w[:], x)
+			copy(v[i:], w[:])
+		}
+	}
+	binary.LittleEndian.PutUint64(v, binary.LittleEndian.Uint64(v)+uint64(r.Value))
+	s.sum.Update(v)
+	return nil
+}
+
+// residentBytes is the process's resident memory, 0 if unknown.
+func residentBytes() int64 {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		return 0
+	}
+	pages, err := strconv.ParseInt(f[1], 10, 64)
+	if err != nil {
+		return 0
+	}
+	return pages * int64(os.Getpagesize())
+}
+
+// sampleRSS samples the process's resident memory every 50 ms until the
+// returned function is called, which returns the most it saw.
+func sampleRSS() func() int64 {
+	stop, done := make(chan struct{}), make(chan int64)
+	go func() {
+		peak := residentBytes()
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				peak = max(peak, residentBytes())
+			case <-stop:
+				done <- max(peak, residentBytes())
+				return
+			}
+		}
+	}()
+	return func() int64 {
+		close(stop)
+		return <-done
+	}
 }
