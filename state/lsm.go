@@ -303,6 +303,17 @@ func openLSM(o PebbleOptions) (*lsm, error) {
 		slot: o.Slot, fs: fs, broken: broken}, nil
 }
 
+// maxManifestSize is the size past which the store starts a new MANIFEST
+// (a snapshot of the live files, then the edits after it), as soon as the
+// edits since the last one name more files than the store holds (Pebble's
+// rule, which bounds the rewriting to half of what it writes). A native
+// snapshot copies the MANIFEST whole, record by record, and writes the
+// copy to checkpoint storage at every checkpoint, and every flush (one per
+// checkpoint) adds an edit to it: with Pebble's default of 128 MiB the
+// MANIFEST of a store checkpointed every few milliseconds grows without
+// end, and each checkpoint costs more than the last.
+const maxManifestSize = 16 << 10
+
 // openPebble opens (or creates) the database in dir with mem bytes of
 // memory and cache as its block cache, its files going through fs; the
 // first error of its background work lands in broken.
@@ -323,6 +334,7 @@ func openPebble(dir string, mem int64, cache *pebble.Cache, fs vfs.FS, broken *b
 		DisableWAL:                  true,
 		MemTableSize:                uint64(mem * memTableEighths / 8),
 		MemTableStopWritesThreshold: 2,
+		MaxManifestFileSize:         maxManifestSize,
 		Merger:                      listMerger,
 		Logger:                      storeLogger{broken},
 		FS:                          fs,

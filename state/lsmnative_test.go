@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -197,4 +198,34 @@ func copyOf(t *testing.T, dir string) string {
 		}
 	}
 	return out
+}
+
+// TestNativeSnapshotManifestBounded takes a native snapshot after every
+// change, as a job checkpointing every few milliseconds does: each one
+// flushes the store, which adds an edit to its MANIFEST, and copies the
+// MANIFEST whole. The store must start a new MANIFEST now and then, so
+// that a snapshot's copy stays bounded instead of growing with every
+// checkpoint taken.
+func TestNativeSnapshotManifestBounded(t *testing.T) {
+	const snapshots, bound = 500, 24 << 10
+	b := closeAtEnd(t, must(NewKeyedBackend[int64](nil, 128, KeyGroupRange{0, 127}, pebbleBackend(t))))
+	v := must(Value(b, ValueDescriptor[int64]{Name: "sum"}))
+	largest := int64(0)
+	for i := range int64(snapshots) {
+		b.SetCurrentKey(i % 6)
+		v.Update(i)
+		s, err := b.NativeSnapshot(i + 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range s.Files {
+			if strings.HasPrefix(f.Name, "MANIFEST") {
+				largest = max(largest, f.Size)
+			}
+		}
+		s.Release()
+	}
+	if largest > bound {
+		t.Fatalf("a snapshot's MANIFEST reached %d bytes over %d snapshots, want at most %d", largest, snapshots, bound)
+	}
 }
