@@ -3,6 +3,7 @@ package state
 import (
 	"maps"
 	"math"
+	"slices"
 )
 
 // Copy-on-write tables.
@@ -31,6 +32,23 @@ import (
 //
 // The only mutation allowed on a shared object is appending to a list past
 // the length any snapshot has captured (see listAdd).
+//
+// Shards are reachable from full snapshots only: a delta snapshot copies
+// the entries it writes (their keys and values; values that are
+// containers are shared as any value is) when it is taken, so shards
+// follow the invariant with maxShards, the highest epoch of a pending full
+// snapshot, and everything else with maxPending.
+//
+// Changes. Every entry carries the epoch in which it was last written (its
+// slot's stamp), and every shard the epoch in which it was last made
+// writable (mod). A delta snapshot over an earlier snapshot of epoch B
+// (incremental checkpoints, see delta.go) writes the entries stamped after
+// B, skipping the shards not written since B, and the removals after B:
+// while the backend tracks changes, a removal leaves a tomb (the key and
+// the epoch) in its shard. Tombs live in the shard, so a snapshot sees
+// those of its time; a tomb at or before the horizon (the epoch of the
+// latest base a delta was asked for: later deltas build on it or on a
+// later one) is dropped when its shard is copied or split.
 
 const (
 	// defaultShardSize is the default number of entries at which a shard
@@ -47,6 +65,16 @@ type epochs struct {
 	cur        uint64
 	maxPending uint64
 	pending    []uint64
+	// maxShards is the highest epoch of a pending snapshot that holds
+	// shards (a full one: a delta snapshot copies the entries it writes
+	// when it is taken, see captureDelta); shardless lists the pending
+	// ones that hold none.
+	maxShards uint64
+	shardless []uint64
+	// track says removals leave tombs (the backend takes delta
+	// snapshots); tombs at or before horizon are no longer needed.
+	track   bool
+	horizon uint64
 }
 
 func newEpochs() *epochs { return &epochs{cur: 1} }
@@ -56,6 +84,17 @@ func (e *epochs) begin() uint64 {
 	ep := e.cur
 	e.cur++
 	e.pending = append(e.pending, ep)
+	e.maxPending, e.maxShards = ep, ep
+	return ep
+}
+
+// beginDelta starts a delta snapshot, which holds no shards, and returns
+// its epoch.
+func (e *epochs) beginDelta() uint64 {
+	ep := e.cur
+	e.cur++
+	e.pending = append(e.pending, ep)
+	e.shardless = append(e.shardless, ep)
 	e.maxPending = ep
 	return ep
 }
@@ -66,9 +105,15 @@ func (e *epochs) end(ep uint64) bool {
 	for i, p := range e.pending {
 		if p == ep {
 			e.pending = append(e.pending[:i], e.pending[i+1:]...)
-			e.maxPending = 0
+			if j := slices.Index(e.shardless, ep); j >= 0 {
+				e.shardless = slices.Delete(e.shardless, j, j+1)
+			}
+			e.maxPending, e.maxShards = 0, 0
 			for _, q := range e.pending {
 				e.maxPending = max(e.maxPending, q)
+				if !slices.Contains(e.shardless, q) {
+					e.maxShards = max(e.maxShards, q)
+				}
 			}
 			return true
 		}
@@ -81,10 +126,49 @@ func (e *epochs) end(ep uint64) bool {
 func (e *epochs) shared(ep uint64) bool { return ep <= e.maxPending }
 
 type shard[MK comparable, E any] struct {
-	m     map[MK]E
+	m     map[MK]slot[E]
 	epoch uint64
-	depth uint8 // local depth: the shard holds the keys whose hash starts with a depth-bit prefix
-	limit int   // split when len(m) exceeds limit
+	mod   uint64 // the epoch in which the shard was last made writable
+	depth uint8  // local depth: the shard holds the keys whose hash starts with a depth-bit prefix
+	limit int    // split when len(m) exceeds limit
+	// gone holds the removals while the backend tracks changes.
+	gone []tomb[MK]
+}
+
+// slot is a table entry: its value and the epoch it was last written in.
+type slot[E any] struct {
+	v  E
+	ep uint64
+}
+
+// tomb records that the entry of key mk was removed in epoch ep.
+type tomb[MK comparable] struct {
+	mk MK
+	ep uint64
+}
+
+// pruneTombs drops the tombs of gone at or before the horizon, in place.
+func pruneTombs[MK comparable](gone []tomb[MK], horizon uint64) []tomb[MK] {
+	out := gone[:0]
+	for _, t := range gone {
+		if t.ep > horizon {
+			out = append(out, t)
+		}
+	}
+	clear(gone[len(out):])
+	return out
+}
+
+// liveTombs returns the tombs of gone after the horizon, in a slice of
+// their own.
+func liveTombs[MK comparable](gone []tomb[MK], horizon uint64) []tomb[MK] {
+	var out []tomb[MK]
+	for _, t := range gone {
+		if t.ep > horizon {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 type group[MK comparable, E any] struct {
@@ -105,7 +189,7 @@ func newTable[MK comparable, E any](ep *epochs, groups, shardSize int, hash func
 	t := &table[MK, E]{ep: ep, groups: make([]group[MK, E], groups), hash: hash, shardSize: shardSize}
 	for i := range t.groups {
 		t.groups[i] = group[MK, E]{
-			dir:   []*shard[MK, E]{{m: make(map[MK]E), epoch: ep.cur, limit: shardSize}},
+			dir:   []*shard[MK, E]{{m: make(map[MK]slot[E]), epoch: ep.cur, mod: ep.cur, limit: shardSize}},
 			shift: 32,
 		}
 	}
@@ -120,7 +204,13 @@ func (t *table[MK, E]) shardFor(kg int, h uint32) *shard[MK, E] {
 
 func (t *table[MK, E]) get(kg int, h uint32, mk MK) (E, bool) {
 	e, ok := t.shardFor(kg, h).m[mk]
-	return e, ok
+	return e.v, ok
+}
+
+// at returns the value of mk in shard s.
+func (s *shard[MK, E]) at(mk MK) (E, bool) {
+	e, ok := s.m[mk]
+	return e.v, ok
 }
 
 // writable returns the shard for hash h in key group kg for writing,
@@ -128,14 +218,18 @@ func (t *table[MK, E]) get(kg int, h uint32, mk MK) (E, bool) {
 func (t *table[MK, E]) writable(kg int, h uint32) *shard[MK, E] {
 	g := &t.groups[kg]
 	s := g.dir[h>>g.shift]
-	if s.epoch > t.ep.maxPending {
+	if s.epoch > t.ep.maxShards {
+		s.mod = t.ep.cur
 		return s
 	}
 	return t.copyShard(g, h, s)
 }
 
 func (t *table[MK, E]) copyShard(g *group[MK, E], h uint32, s *shard[MK, E]) *shard[MK, E] {
-	c := &shard[MK, E]{m: maps.Clone(s.m), epoch: t.ep.cur, depth: s.depth, limit: s.limit}
+	c := &shard[MK, E]{m: maps.Clone(s.m), epoch: t.ep.cur, mod: t.ep.cur, depth: s.depth, limit: s.limit}
+	if len(s.gone) > 0 {
+		c.gone = liveTombs(s.gone, t.ep.horizon)
+	}
 	lo, n := g.slots(h, s.depth)
 	for i := lo; i < lo+n; i++ {
 		g.dir[i] = c
@@ -153,7 +247,7 @@ func (g *group[MK, E]) slots(h uint32, d uint8) (lo, n int) {
 
 // put stores e under mk in the writable shard s (from writable).
 func (t *table[MK, E]) put(kg int, h uint32, s *shard[MK, E], mk MK, e E) {
-	s.m[mk] = e
+	s.m[mk] = slot[E]{e, t.ep.cur}
 	if len(s.m) > s.limit {
 		t.split(kg, h, s)
 	}
@@ -168,7 +262,16 @@ func (t *table[MK, E]) remove(kg int, h uint32, mk MK) {
 	if _, ok := s.m[mk]; !ok {
 		return
 	}
-	delete(t.writable(kg, h).m, mk)
+	w := t.writable(kg, h)
+	delete(w.m, mk)
+	if t.ep.track {
+		if n := len(w.gone); n > 0 && n == cap(w.gone) {
+			// Before growing, drop the tombs no delta needs: a
+			// writable shard's tombs are its own.
+			w.gone = pruneTombs(w.gone, t.ep.horizon)
+		}
+		w.gone = append(w.gone, tomb[MK]{mk, t.ep.cur})
+	}
 }
 
 // split replaces the writable shard s (holding hash h in key group kg) by
@@ -188,13 +291,23 @@ func (t *table[MK, E]) split(kg int, h uint32, s *shard[MK, E]) {
 		g.shift--
 	}
 	d := s.depth + 1
-	a := &shard[MK, E]{m: make(map[MK]E, len(s.m)/2), epoch: t.ep.cur, depth: d}
-	b := &shard[MK, E]{m: make(map[MK]E, len(s.m)/2), epoch: t.ep.cur, depth: d}
+	a := &shard[MK, E]{m: make(map[MK]slot[E], len(s.m)/2), epoch: t.ep.cur, mod: t.ep.cur, depth: d}
+	b := &shard[MK, E]{m: make(map[MK]slot[E], len(s.m)/2), epoch: t.ep.cur, mod: t.ep.cur, depth: d}
 	for mk, e := range s.m {
 		if t.hash(mk)>>(32-d)&1 == 0 {
 			a.m[mk] = e
 		} else {
 			b.m[mk] = e
+		}
+	}
+	for _, tb := range s.gone {
+		if tb.ep <= t.ep.horizon {
+			continue
+		}
+		if t.hash(tb.mk)>>(32-d)&1 == 0 {
+			a.gone = append(a.gone, tb)
+		} else {
+			b.gone = append(b.gone, tb)
 		}
 	}
 	// A shard that a split could not shrink (its keys share a longer hash
@@ -226,7 +339,7 @@ func (t *table[MK, E]) reserve(kg, n int) {
 	g.dir = make([]*shard[MK, E], 1<<d)
 	g.shift = 32 - d
 	for i := range g.dir {
-		g.dir[i] = &shard[MK, E]{m: make(map[MK]E, per), epoch: t.ep.cur, depth: d, limit: t.shardSize}
+		g.dir[i] = &shard[MK, E]{m: make(map[MK]slot[E], per), epoch: t.ep.cur, mod: t.ep.cur, depth: d, limit: t.shardSize}
 	}
 }
 

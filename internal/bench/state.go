@@ -42,6 +42,7 @@ var StateBackends = []struct {
 	Config []string
 }{
 	{"hashmap", []string{"state.backend.type=hashmap"}},
+	{"hashmap, incremental", []string{"state.backend.type=hashmap", "execution.checkpointing.incremental=true"}},
 	{"pebble, full checkpoints", []string{"state.backend.type=pebble"}},
 	{"pebble, incremental", []string{"state.backend.type=pebble", "execution.checkpointing.incremental=true"}},
 }
