@@ -76,9 +76,18 @@ func (s *stateTable[MK, E]) captureDelta(now int64, since uint64) stateView {
 			if sh.mod <= since {
 				return
 			}
-			for mk, e := range sh.m {
-				if e.ep > since {
-					v.puts = append(v.puts, deltaEntry[MK, E]{mk, e.v})
+			if s.ep.track && since+1 >= s.writtenBase(sh) {
+				// The keys written after since are listed.
+				for _, mk := range sh.written {
+					if e, ok := sh.m[mk]; ok && e.ep > since {
+						v.puts = append(v.puts, deltaEntry[MK, E]{mk, e.v})
+					}
+				}
+			} else {
+				for mk, e := range sh.m {
+					if e.ep > since {
+						v.puts = append(v.puts, deltaEntry[MK, E]{mk, e.v})
+					}
 				}
 			}
 			for _, tb := range sh.gone {
@@ -205,7 +214,10 @@ func (b *KeyedBackend[K]) rememberEpoch(id int64, ep uint64) {
 	if !b.incremental {
 		return
 	}
-	b.ep.track = true
+	if !b.ep.track {
+		// Writes from now on are listed in their shards.
+		b.ep.track, b.ep.trackFrom = true, b.ep.cur
+	}
 	if b.snapEpochs == nil {
 		b.snapEpochs = make(map[int64]uint64)
 	}

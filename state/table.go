@@ -49,6 +49,22 @@ import (
 // those of its time; a tomb at or before the horizon (the epoch of the
 // latest base a delta was asked for: later deltas build on it or on a
 // later one) is dropped when its shard is copied or split.
+//
+// Written keys. So that a delta does not walk every entry of a shard
+// written since its base (with writes spread over many keys, every shard
+// is, and the walk happens at the barrier), a shard also lists the keys
+// written in it while the backend tracks changes: written holds every key
+// put in the shard at an epoch >= max(wbase, the epoch tracking began),
+// each once unless it was removed and put again, and maybe keys since
+// removed or no longer needed. A put appends its key when the entry's
+// previous stamp is below that bound (or it had none), so a key written
+// again and again costs one list entry. A delta over epoch B looks up the
+// listed keys instead of walking the shard when B+1 reaches the bound.
+// When the list would grow, it keeps only the keys written after the
+// horizon (no delta asks for less) and raises wbase to the horizon's next
+// epoch; if most of the shard's keys stay listed, it keeps only the keys
+// written in the current epoch (wbase = cur), and a delta over an earlier
+// base walks the shard instead.
 
 const (
 	// defaultShardSize is the default number of entries at which a shard
@@ -75,6 +91,10 @@ type epochs struct {
 	// snapshots); tombs at or before horizon are no longer needed.
 	track   bool
 	horizon uint64
+	// trackFrom is the first epoch whose writes happened while the
+	// backend tracked changes (the shards' written lists hold none
+	// before it).
+	trackFrom uint64
 }
 
 func newEpochs() *epochs { return &epochs{cur: 1} }
@@ -133,6 +153,10 @@ type shard[MK comparable, E any] struct {
 	limit int    // split when len(m) exceeds limit
 	// gone holds the removals while the backend tracks changes.
 	gone []tomb[MK]
+	// written lists the keys put at epoch max(wbase, trackFrom) or later
+	// (see Written keys above).
+	written []MK
+	wbase   uint64
 }
 
 // slot is a table entry: its value and the epoch it was last written in.
@@ -226,9 +250,12 @@ func (t *table[MK, E]) writable(kg int, h uint32) *shard[MK, E] {
 }
 
 func (t *table[MK, E]) copyShard(g *group[MK, E], h uint32, s *shard[MK, E]) *shard[MK, E] {
-	c := &shard[MK, E]{m: maps.Clone(s.m), epoch: t.ep.cur, mod: t.ep.cur, depth: s.depth, limit: s.limit}
+	c := &shard[MK, E]{m: maps.Clone(s.m), epoch: t.ep.cur, mod: t.ep.cur, depth: s.depth, limit: s.limit, wbase: s.wbase}
 	if len(s.gone) > 0 {
 		c.gone = liveTombs(s.gone, t.ep.horizon)
+	}
+	if len(s.written) > 0 {
+		c.written = slices.Clone(s.written)
 	}
 	lo, n := g.slots(h, s.depth)
 	for i := lo; i < lo+n; i++ {
@@ -247,9 +274,50 @@ func (g *group[MK, E]) slots(h uint32, d uint8) (lo, n int) {
 
 // put stores e under mk in the writable shard s (from writable).
 func (t *table[MK, E]) put(kg int, h uint32, s *shard[MK, E], mk MK, e E) {
+	if t.ep.track {
+		t.noteWritten(s, mk)
+	}
 	s.m[mk] = slot[E]{e, t.ep.cur}
 	if len(s.m) > s.limit {
 		t.split(kg, h, s)
+	}
+}
+
+// writtenBase is the epoch from which s.written lists every key put.
+func (t *table[MK, E]) writtenBase(s *shard[MK, E]) uint64 {
+	return max(s.wbase, t.ep.trackFrom)
+}
+
+// noteWritten lists mk in the writable shard s before a put, unless its
+// entry was written at or after the list's base (then it is listed).
+func (t *table[MK, E]) noteWritten(s *shard[MK, E], mk MK) {
+	if old, ok := s.m[mk]; ok && old.ep >= t.writtenBase(s) {
+		return
+	}
+	if n := len(s.written); n > 0 && n == cap(s.written) {
+		t.compactWritten(s)
+	}
+	s.written = append(s.written, mk)
+}
+
+// compactWritten drops from s.written the keys no delta needs listed:
+// those removed, and those last written before the horizon's next epoch,
+// which becomes the list's base. If more than half the shard's keys stay
+// listed, the list keeps only the keys written in the current epoch.
+func (t *table[MK, E]) compactWritten(s *shard[MK, E]) {
+	keep := func(base uint64) {
+		out := s.written[:0]
+		for _, mk := range s.written {
+			if e, ok := s.m[mk]; ok && e.ep >= base {
+				out = append(out, mk)
+			}
+		}
+		clear(s.written[len(out):])
+		s.written, s.wbase = out, base
+	}
+	keep(max(s.wbase, t.ep.horizon+1))
+	if len(s.written) > len(s.m)/2 && s.wbase < t.ep.cur {
+		keep(t.ep.cur)
 	}
 }
 
@@ -291,13 +359,20 @@ func (t *table[MK, E]) split(kg int, h uint32, s *shard[MK, E]) {
 		g.shift--
 	}
 	d := s.depth + 1
-	a := &shard[MK, E]{m: make(map[MK]slot[E], len(s.m)/2), epoch: t.ep.cur, mod: t.ep.cur, depth: d}
-	b := &shard[MK, E]{m: make(map[MK]slot[E], len(s.m)/2), epoch: t.ep.cur, mod: t.ep.cur, depth: d}
+	a := &shard[MK, E]{m: make(map[MK]slot[E], len(s.m)/2), epoch: t.ep.cur, mod: t.ep.cur, depth: d, wbase: s.wbase}
+	b := &shard[MK, E]{m: make(map[MK]slot[E], len(s.m)/2), epoch: t.ep.cur, mod: t.ep.cur, depth: d, wbase: s.wbase}
 	for mk, e := range s.m {
 		if t.hash(mk)>>(32-d)&1 == 0 {
 			a.m[mk] = e
 		} else {
 			b.m[mk] = e
+		}
+	}
+	for _, mk := range s.written {
+		if t.hash(mk)>>(32-d)&1 == 0 {
+			a.written = append(a.written, mk)
+		} else {
+			b.written = append(b.written, mk)
 		}
 	}
 	for _, tb := range s.gone {
