@@ -47,10 +47,15 @@ func TestIncrementalCheckpoints(t *testing.T) {
 			return rec{Key: fmt.Sprintf("k%d", datagen.Mix(seed, p, seq)%5000), Value: int64(p) + 2*seq + 1, P: p, Seq: seq}
 		}
 		dir, local := t.TempDir(), t.TempDir()
-		faults := streamtest.NewFaults()
-		first := faults.Add(stream.FaultBatch, streamtest.Fail(nil), streamtest.OnVertex("sum"), streamtest.AfterRecords(int64(1000+seed%3*700)))
-		second := faults.Add(stream.FaultBatch, streamtest.Fail(nil), streamtest.OnVertex("sum"), streamtest.AfterRestore(), streamtest.AfterRecords(int64(1500+seed%5*300)))
 		var ev streamtest.Events
+		faults := streamtest.NewFaults()
+		// The first failure waits for a completed checkpoint as well, so
+		// that the job restores one (a failure before any would redeploy
+		// from the beginning, where the second, after a restore, never
+		// strikes).
+		checkpointed := func(stream.FaultSite) bool { return ev.Count(stream.EventCheckpointCompleted) > 0 }
+		first := faults.Add(stream.FaultBatch, streamtest.Fail(nil), streamtest.OnVertex("sum"), streamtest.AfterRecords(int64(1000+seed%3*700)), streamtest.When(checkpointed))
+		second := faults.Add(stream.FaultBatch, streamtest.Fail(nil), streamtest.OnVertex("sum"), streamtest.AfterRestore(), streamtest.AfterRecords(int64(1500+seed%5*300)))
 		env, err := stream.NewEnvironment(stream.WithConfig(mustConfig(t, append([]string{
 			"parallelism.default=2", "execution.checkpointing.interval=15 ms",
 			"execution.checkpointing.dir=" + dir, "execution.checkpointing.num-retained=3", "execution.checkpointing.externalized-checkpoint-retention=RETAIN_ON_CANCELLATION",
@@ -70,7 +75,7 @@ func TestIncrementalCheckpoints(t *testing.T) {
 			t.Fatalf("%s: %v", name, err)
 		}
 		if !first.Fired() || !second.Fired() {
-			t.Fatalf("%s: faults fired %v, %v: the job restored too few times to prove anything", name, first.Fired(), second.Fired())
+			t.Fatalf("%s: faults fired %v, %v: the job restored too few times to prove anything; events %v", name, first.Fired(), second.Fired(), &ev)
 		}
 		if err := checkRunningSums(sink.Results(), recordsByKey(gen, partitions, perPartition)); err != nil {
 			t.Fatalf("%s: %v", name, err)
