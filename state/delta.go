@@ -77,12 +77,18 @@ func (s *stateTable[MK, E]) captureDelta(now int64, since uint64) stateView {
 				return
 			}
 			if s.ep.track && since+1 >= s.writtenBase(sh) {
-				// The keys written after since are listed.
+				// The keys written after since are listed. Later
+				// deltas build on since or later (it is the horizon):
+				// the list keeps only the keys written after it.
+				out := sh.written[:0]
 				for _, mk := range sh.written {
 					if e, ok := sh.m[mk]; ok && e.ep > since {
 						v.puts = append(v.puts, deltaEntry[MK, E]{mk, e.v})
+						out = append(out, mk)
 					}
 				}
+				clear(sh.written[len(out):])
+				sh.written, sh.wbase = out, max(sh.wbase, since+1)
 			} else {
 				for mk, e := range sh.m {
 					if e.ep > since {

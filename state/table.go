@@ -59,7 +59,8 @@ import (
 // removed or no longer needed. A put appends its key when the entry's
 // previous stamp is below that bound (or it had none), so a key written
 // again and again costs one list entry. A delta over epoch B looks up the
-// listed keys instead of walking the shard when B+1 reaches the bound.
+// listed keys instead of walking the shard when B+1 reaches the bound,
+// and keeps only those written after B (B is the horizon then).
 // When the list would grow, it keeps only the keys written after the
 // horizon (no delta asks for less) and raises wbase to the horizon's next
 // epoch; if most of the shard's keys stay listed, it keeps only the keys
