@@ -58,9 +58,9 @@ const (
 	// NO_EXTERNALIZED_CHECKPOINTS.
 	KeyCheckpointingExternalizedRetention = "execution.checkpointing.externalized-checkpoint-retention"
 
-	// KeyCheckpointingIncremental enables incremental checkpoints on state
-	// backends that support them. Default: false. Replaces
-	// state.backend.incremental.
+	// KeyCheckpointingIncremental enables incremental checkpoints: of the
+	// embedded LSM store's files, or of the heap's changes. Default:
+	// false. Replaces state.backend.incremental.
 	KeyCheckpointingIncremental = "execution.checkpointing.incremental"
 
 	// KeyCheckpointingUnaligned enables unaligned checkpoints, which require

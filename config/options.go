@@ -261,7 +261,7 @@ var optionTable = []option{
 		desc: "Whether retained checkpoints are kept when the job is cancelled or fails."},
 	{key: KeyCheckpointingIncremental, kind: KindBool, def: "false",
 		deprecated: []string{"state.backend.incremental"},
-		desc:       "Incremental checkpoints, on state backends that support them."},
+		desc:       "Incremental checkpoints: pebble's of its store's files, the heap's as deltas over the earlier checkpoints' keyed state."},
 	{key: KeyCheckpointingUnaligned, kind: KindBool, def: "false",
 		deprecated: []string{"execution.checkpointing.unaligned"},
 		desc:       "Unaligned checkpoints; requires EXACTLY_ONCE and one concurrent checkpoint."},

@@ -42,8 +42,8 @@ type Checkpointing struct {
 	// ExternalizedRetention says whether retained checkpoints outlive a
 	// cancelled job. Default: NoExternalizedCheckpoints.
 	ExternalizedRetention ExternalizedRetention
-	// Incremental enables incremental checkpoints where the state backend
-	// supports them. Default: false.
+	// Incremental enables incremental checkpoints, on either state
+	// backend. Default: false.
 	Incremental bool
 	// Unaligned enables unaligned checkpoints. Default: false.
 	Unaligned bool

@@ -69,16 +69,24 @@ type KeyedBackend[K comparable] struct {
 	layouts map[string]layout
 	// restored marks the key groups that a Restore has filled.
 	restored []bool
+	// snapEpochs holds the epochs of recent snapshots by checkpoint, the
+	// bases a delta may build on (delta.go), while the backend tracks
+	// changes.
+	snapEpochs map[int64]uint64
+	// incremental says the backend tracks changes for delta snapshots
+	// (WithIncrementalSnapshots).
+	incremental bool
 }
 
 // BackendOption configures NewKeyedBackend.
 type BackendOption func(*backendConfig)
 
 type backendConfig struct {
-	hasher    any
-	shardSize int
-	pebble    *PebbleOptions
-	now       func() int64
+	hasher      any
+	incremental bool
+	shardSize   int
+	pebble      *PebbleOptions
+	now         func() int64
 }
 
 // WithKeyHasher sets the function that hashes keys to key groups. The
@@ -146,6 +154,7 @@ func NewKeyedBackend[K comparable](keyCodec codec.Codec[K], maxParallelism int, 
 	default:
 		return nil, fmt.Errorf("state: WithKeyHasher got %T, want func(%v) uint32", h, reflect.TypeFor[K]())
 	}
+	b.incremental = cfg.incremental
 	b.now = cfg.now
 	if b.now == nil {
 		b.now = func() int64 { return time.Now().UnixMilli() }
@@ -342,7 +351,24 @@ func register[K comparable, S keyedState](b *KeyedBackend[K], info stateInfo, la
 			}
 		}
 		for kgIdx, segs := range raw.groups {
+			dt, direct := any(s).(deltaTarget)
+			if merged(segs) && !direct {
+				// A delta's removals, for a state that cannot apply
+				// them: merge the key group's segments first.
+				n, data := mergeRaw(segs)
+				segs = []rawSegment{{n: n, data: data}}
+			}
 			for _, seg := range segs {
+				if seg.op == opDel {
+					// n == 0: the mark of a replaced key group, whose
+					// earlier segments are gone.
+					if seg.n > 0 {
+						if err := dt.removeGroup(kgIdx, seg.n, seg.data); err != nil {
+							return zero, fmt.Errorf("state: restoring %v in key group %d: %w", info, kgIdx+b.kgs.Start, err)
+						}
+					}
+					continue
+				}
 				if ev != nil {
 					if seg, err = ev.segment(seg); err != nil {
 						return zero, fmt.Errorf("state: restoring %v in key group %d: %w", info, kgIdx+b.kgs.Start, err)

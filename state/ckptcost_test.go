@@ -37,11 +37,26 @@ func init() {
 // busy with other work disturbs less than ns/op) of every=0 (no
 // checkpoints) with the others: the difference is the cost of
 // checkpoints per record. write-cpu-ms/ckpt is the CPU time of one
-// snapshot's serialization alone.
+// snapshot's serialization alone. The incremental variant takes delta
+// snapshots (IncrementalSnapshot over the previous checkpoint), a full
+// one again once the deltas outweigh the chain's full snapshot, as
+// internal/ops does; bytes/ckpt is the mean size written.
 func BenchmarkCheckpointCost(b *testing.B) {
-	for _, every := range []int{0, 2_000_000} {
-		b.Run("every="+strconv.Itoa(every), func(b *testing.B) {
-			be := must(NewKeyedBackend[int64](nil, 128, KeyGroupRange{0, 127}))
+	for _, tc := range []struct {
+		every       int
+		incremental bool
+	}{{0, false}, {2_000_000, false}, {2_000_000, true}} {
+		every := tc.every
+		name := "every=" + strconv.Itoa(every)
+		if tc.incremental {
+			name += "/incremental"
+		}
+		b.Run(name, func(b *testing.B) {
+			var opts []BackendOption
+			if tc.incremental {
+				opts = append(opts, WithIncrementalSnapshots())
+			}
+			be := must(NewKeyedBackend[int64](nil, 128, KeyGroupRange{0, 127}, opts...))
 			v := must(Value(be, ValueDescriptor[int64]{Name: "sum"}))
 			keys := uint64(checkpointCostKeys)
 			for k := range int64(keys) {
@@ -53,6 +68,8 @@ func BenchmarkCheckpointCost(b *testing.B) {
 			n, ckpts := 0, 0
 			var snap *KeyedSnapshot
 			var writeCPU time.Duration // in WriteTo
+			var written, fullSize, deltas int64
+			prev := int64(0)
 			cpu := processCPU()
 			for b.Loop() {
 				x ^= x << 13
@@ -66,14 +83,26 @@ func BenchmarkCheckpointCost(b *testing.B) {
 				}
 				switch n % every {
 				case 0:
-					snap = be.Snapshot(int64(n))
+					if tc.incremental {
+						snap = be.IncrementalSnapshot(int64(n), prev, prev == 0 || deltas > fullSize)
+						prev = int64(n)
+					} else {
+						snap = be.Snapshot(int64(n))
+					}
 				case every / 2:
 					if snap != nil {
 						c0 := processCPU()
-						if _, err := snap.WriteTo(io.Discard); err != nil {
+						size, err := snap.WriteTo(io.Discard)
+						if err != nil {
 							b.Fatal(err)
 						}
 						writeCPU += processCPU() - c0
+						written += size
+						if _, ok := snap.Delta(); ok {
+							deltas += size
+						} else {
+							fullSize, deltas = size, 0
+						}
 						snap.Release()
 						snap = nil
 						ckpts++
@@ -84,6 +113,7 @@ func BenchmarkCheckpointCost(b *testing.B) {
 			b.ReportMetric(float64(ckpts), "ckpts")
 			if ckpts > 0 {
 				b.ReportMetric(float64(writeCPU.Milliseconds())/float64(ckpts), "write-cpu-ms/ckpt")
+				b.ReportMetric(float64(written)/float64(ckpts), "bytes/ckpt")
 			}
 		})
 	}

@@ -36,6 +36,14 @@
 // maps, reduced values and accumulators passed to Reduce, Add and Merge) is
 // copied when needed, so modifying it through the API is always safe.
 //
+// # Incremental snapshots
+//
+// A backend created WithIncrementalSnapshots stamps every entry with the
+// epoch it was last written in and keeps tombs of removals, so that
+// IncrementalSnapshot can write a delta: the changes since the snapshot of
+// an earlier checkpoint. A chain of a full snapshot and the deltas after
+// it restores with RestoreChain (see delta.go).
+//
 // # Format
 //
 // Snapshots serialize to a versioned, checksummed format (see format.go):

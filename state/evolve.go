@@ -169,5 +169,5 @@ func (e *evolution) segment(seg rawSegment) (rawSegment, error) {
 		out = appendBytes(appendBytes(appendBytes(out, key), ns), val)
 		return nil
 	})
-	return rawSegment{seg.n, out}, err
+	return rawSegment{n: seg.n, data: out, op: seg.op}, err
 }

@@ -19,7 +19,8 @@ import (
 //	crc     = CRC-32C (Castagnoli), 4 bytes little-endian, of every byte
 //	          of the section before it
 //
-// kind is 'K' for keyed state and 'O' for operator state. The header
+// kind is 'K' for keyed state, 'D' for a delta of keyed state (the changes
+// since an earlier snapshot, see delta.go) and 'O' for operator state. The header
 // payload describes the states (see the keyed and operator snapshot
 // writers); a keyed block holds one key group (id = key group), an
 // operator block one state (id = its index in the header). A reader can
@@ -33,6 +34,9 @@ const (
 
 	blobKeyed    = 'K'
 	blobOperator = 'O'
+	// blobDelta is a keyed state's changes since an earlier snapshot
+	// (delta.go).
+	blobDelta = 'D'
 
 	tagBlock = 'B'
 	tagEnd   = 'E'
@@ -194,32 +198,38 @@ func (br *blobReader) checkCRC(what string) error {
 
 // header reads the header and returns its payload.
 func (br *blobReader) header(kind byte) ([]byte, error) {
+	p, _, err := br.readHeader(kind, kind)
+	return p, err
+}
+
+func (br *blobReader) readHeader(kind, alt byte) ([]byte, byte, error) {
 	br.crc = 0
 	var head [len(formatMagic) + 2]byte
 	if _, err := io.ReadFull(br, head[:]); err != nil {
-		return nil, readErr("header", err)
+		return nil, 0, readErr("header", err)
 	}
 	if string(head[:len(formatMagic)]) != formatMagic {
-		return nil, corrupt("not a weir state snapshot (magic %q)", head[:len(formatMagic)])
+		return nil, 0, corrupt("not a weir state snapshot (magic %q)", head[:len(formatMagic)])
 	}
 	if v := head[len(formatMagic)]; v != formatVersion {
-		return nil, corrupt("unsupported snapshot format version %d (this build reads %d)", v, formatVersion)
+		return nil, 0, corrupt("unsupported snapshot format version %d (this build reads %d)", v, formatVersion)
 	}
-	if k := head[len(formatMagic)+1]; k != kind {
-		return nil, corrupt("snapshot holds %s, want %s", blobKindName(k), blobKindName(kind))
+	k := head[len(formatMagic)+1]
+	if k != kind && k != alt {
+		return nil, 0, corrupt("snapshot holds %s, want %s", blobKindName(k), blobKindName(kind))
 	}
 	n, err := br.uvarint("header")
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if n > maxHeader {
-		return nil, corrupt("header of %d bytes", n)
+		return nil, 0, corrupt("header of %d bytes", n)
 	}
 	p, err := br.payload(n, "header")
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return p, br.checkCRC("header")
+	return p, k, br.checkCRC("header")
 }
 
 func blobKindName(k byte) string {
@@ -228,6 +238,8 @@ func blobKindName(k byte) string {
 		return "keyed state"
 	case blobOperator:
 		return "operator state"
+	case blobDelta:
+		return "a delta of keyed state"
 	}
 	return fmt.Sprintf("kind %#x", k)
 }

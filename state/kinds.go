@@ -512,7 +512,7 @@ func readCount(src []byte, perElem int) (n, off int, err error) {
 // Operations on tables, shared by the plain and the namespaced handles.
 
 func listGet[MK comparable, T any](t *table[MK, []T], kg int, h uint32, mk MK) []T {
-	l := t.shardFor(kg, h).m[mk]
+	l, _ := t.shardFor(kg, h).at(mk)
 	return l[:len(l):len(l)]
 }
 
@@ -526,7 +526,7 @@ func listAdd[MK comparable, T any](t *table[MK, []T], kg int, h uint32, mk MK, v
 		return
 	}
 	s := t.writable(kg, h)
-	l := s.m[mk]
+	l, _ := s.at(mk)
 	t.put(kg, h, s, mk, append(l, vs...))
 }
 
@@ -539,22 +539,23 @@ func listUpdate[MK comparable, T any](t *table[MK, []T], kg int, h uint32, mk MK
 }
 
 func mapGet[MK, UK comparable, UV any](t *table[MK, mapEntry[UK, UV]], kg int, h uint32, mk MK, uk UK) (UV, bool) {
-	v, ok := t.shardFor(kg, h).m[mk].m[uk]
+	e, _ := t.shardFor(kg, h).at(mk)
+	v, ok := e.m[uk]
 	return v, ok
 }
 
 func mapPut[MK, UK comparable, UV any](t *table[MK, mapEntry[UK, UV]], kg int, h uint32, mk MK, uk UK, uv UV) {
 	s := t.writable(kg, h)
-	e, ok := s.m[mk]
+	e, ok := s.at(mk)
 	if !ok {
 		t.put(kg, h, s, mk, mapEntry[UK, UV]{m: map[UK]UV{uk: uv}, epoch: t.ep.cur})
 		return
 	}
 	if t.ep.shared(e.epoch) {
 		e = mapEntry[UK, UV]{m: maps.Clone(e.m), epoch: t.ep.cur}
-		s.m[mk] = e
 	}
 	e.m[uk] = uv
+	t.put(kg, h, s, mk, e) // stamps the entry as changed
 }
 
 func mapRemove[MK, UK comparable, UV any](t *table[MK, mapEntry[UK, UV]], kg int, h uint32, mk MK, uk UK) {
@@ -572,9 +573,9 @@ func mapRemove[MK, UK comparable, UV any](t *table[MK, mapEntry[UK, UV]], kg int
 	s := t.writable(kg, h)
 	if t.ep.shared(e.epoch) {
 		e = mapEntry[UK, UV]{m: maps.Clone(e.m), epoch: t.ep.cur}
-		s.m[mk] = e
 	}
 	delete(e.m, uk)
+	t.put(kg, h, s, mk, e) // stamps the entry as changed
 }
 
 func mapAll[UK comparable, UV any](m map[UK]UV) iter.Seq2[UK, UV] {

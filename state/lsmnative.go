@@ -161,7 +161,7 @@ func (b *KeyedBackend[K]) restoreNative(blob io.Reader, dir string, want KeyGrou
 			if n := v.groupLen(kgIdx); n > 0 {
 				// A placeholder keeps the entries until its state is
 				// registered: give it bytes of its own.
-				seg := rawSegment{n, slices.Clone(v.buf)}
+				seg := rawSegment{n: n, data: slices.Clone(v.buf)}
 				if evs[i] != nil {
 					if seg, err = evs[i].segment(seg); err != nil {
 						return fmt.Errorf("key group %d: %w", kg, err)

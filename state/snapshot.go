@@ -31,6 +31,11 @@ type KeyedSnapshot struct {
 	inLSM    []bool
 	release  func(uint64)
 	released bool
+	// since, in a delta snapshot, is the epoch of the snapshot of
+	// checkpoint base that it writes the changes since (0: a full
+	// snapshot).
+	since uint64
+	base  int64
 
 	stats atomic.Pointer[SnapshotStats]
 }
@@ -62,6 +67,12 @@ func (b *KeyedBackend[K]) Snapshot(checkpointID int64) *KeyedSnapshot {
 // snapshot is Snapshot; native leaves the states in the embedded LSM
 // store out of the blob, marked as such, for NativeSnapshot.
 func (b *KeyedBackend[K]) snapshot(checkpointID int64, native bool) *KeyedSnapshot {
+	return b.snapshotSince(checkpointID, native, 0)
+}
+
+// snapshotSince is snapshot; since > 0 captures a delta snapshot of the
+// changes after epoch since (delta.go).
+func (b *KeyedBackend[K]) snapshotSince(checkpointID int64, native bool, since uint64) *KeyedSnapshot {
 	if b.lsm != nil {
 		b.lsm.flushCaches(false) // the store holds every row from here
 	}
@@ -88,9 +99,19 @@ func (b *KeyedBackend[K]) snapshot(checkpointID int64, native bool) *KeyedSnapsh
 			s.views[i], s.inLSM[i] = emptyView{}, true
 			continue
 		}
+		if dc, ok := st.(deltaCapturer); ok && since > 0 {
+			s.views[i] = dc.captureDelta(now, since)
+			continue
+		}
 		s.views[i] = st.capture(now)
 	}
-	s.epoch = b.ep.begin()
+	if since > 0 {
+		s.since = since
+		s.epoch = b.ep.beginDelta()
+	} else {
+		s.epoch = b.ep.begin()
+	}
+	b.rememberEpoch(checkpointID, s.epoch)
 	return s
 }
 
@@ -137,6 +158,10 @@ func (s *KeyedSnapshot) WriteTo(w io.Writer) (int64, error) {
 	hdr = binary.AppendUvarint(hdr, uint64(len(s.infos)))
 	for i, inf := range s.infos {
 		hdr = appendStateInfo(hdr, inf, s.inLSM != nil && s.inLSM[i], s.schemas[i])
+	}
+	if s.since > 0 {
+		bw.header(blobDelta, append(binary.AppendVarint(nil, s.base), hdr...))
+		return s.writeDelta(bw)
 	}
 	bw.header(blobKeyed, hdr)
 
@@ -273,8 +298,12 @@ func readKeyedHeader(br *blobReader) (*keyedHeader, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &decoder{b: p}
-	h := &keyedHeader{}
+	return decodeKeyedHeader(&decoder{b: p}, &keyedHeader{})
+}
+
+// decodeKeyedHeader decodes the payload of a keyed snapshot's header (or
+// what follows a delta's base) into h.
+func decodeKeyedHeader(d *decoder, h *keyedHeader) (*keyedHeader, error) {
 	h.CheckpointID = d.varint()
 	h.MaxParallelism = d.int(config.UpperBoundMaxParallelism, "maxParallelism")
 	h.KeyGroups.Start = d.int(config.UpperBoundMaxParallelism, "key group")
@@ -496,7 +525,7 @@ func parseKeyedBlock(p []byte, states int) ([]blockSegment, error) {
 			return nil, d.err
 		}
 		used := len(start) - len(d.b)
-		segs = append(segs, blockSegment{i, rawSegment{n, start[:used:used]}})
+		segs = append(segs, blockSegment{i, rawSegment{n: n, data: start[:used:used]}})
 	}
 	return segs, nil
 }

@@ -21,12 +21,18 @@ type stateTable[MK comparable, E any] struct {
 	// appendEntry appends an entry as length-prefixed key, namespace and
 	// value bytes. It runs on the serializing goroutine.
 	appendEntry func(dst []byte, mk MK, e E) []byte
+	// appendKey appends a removal: the key and namespace, and no value.
+	appendKey func(dst []byte, mk MK) []byte
 	// decodeEntry decodes an entry and returns the hash of its key.
 	decodeEntry func(key, ns, val []byte) (MK, uint32, E, error)
-	checkKG     func(kgIdx int, h uint32) error
+	// decodeKey decodes the key and namespace of an entry.
+	decodeKey func(key, ns []byte) (MK, uint32, error)
+	checkKG   func(kgIdx int, h uint32) error
 	// ttl is set for a state with a time to live whose snapshots leave
 	// expired values out (TTLConfig.CleanupFullSnapshot).
 	ttl *tableTTL[E]
+	// deltaHint sizes the next delta's entries: the last one's, and some.
+	deltaHint int
 }
 
 // valueEncoding is how a state kind encodes the E it stores per entry.
@@ -65,6 +71,9 @@ func newVoidTable[K comparable, E any](b *KeyedBackend[K], inf stateInfo, ve val
 			dst = append(ka(dst, k), 0) // no namespace
 			return va(dst, e)
 		},
+		appendKey: func(dst []byte, k K) []byte {
+			return append(ka(dst, k), 0, 0) // no namespace, no value
+		},
 		decodeEntry: func(key, ns, val []byte) (K, uint32, E, error) {
 			var e E
 			k, err := decodeExactly(kc, key, "key")
@@ -76,6 +85,16 @@ func newVoidTable[K comparable, E any](b *KeyedBackend[K], inf stateInfo, ve val
 			}
 			e, err = ve.decode(val)
 			return k, b.hasher(k), e, err
+		},
+		decodeKey: func(key, ns []byte) (K, uint32, error) {
+			k, err := decodeExactly(kc, key, "key")
+			if err != nil {
+				return k, 0, err
+			}
+			if len(ns) != 0 {
+				return k, 0, fmt.Errorf("%w: %d namespace bytes in state without namespace", ErrCorrupt, len(ns))
+			}
+			return k, b.hasher(k), nil
 		},
 		checkKG: b.checkKeyGroup,
 	}
@@ -90,6 +109,22 @@ func newNSTable[K, N comparable, E any](b *KeyedBackend[K], inf stateInfo, nc co
 		inf:   inf,
 		appendEntry: func(dst []byte, mk nsKey[K, N], e E) []byte {
 			return va(na(ka(dst, mk.key), mk.ns), e)
+		},
+		appendKey: func(dst []byte, mk nsKey[K, N]) []byte {
+			return append(na(ka(dst, mk.key), mk.ns), 0) // no value
+		},
+		decodeKey: func(key, ns []byte) (nsKey[K, N], uint32, error) {
+			var (
+				mk  nsKey[K, N]
+				err error
+			)
+			if mk.key, err = decodeExactly(kc, key, "key"); err != nil {
+				return mk, 0, err
+			}
+			if mk.ns, err = decodeExactly(nc, ns, "namespace"); err != nil {
+				return mk, 0, err
+			}
+			return mk, hasher(mk.key), nil
 		},
 		decodeEntry: func(key, ns, val []byte) (nsKey[K, N], uint32, E, error) {
 			var (
@@ -131,7 +166,7 @@ func (s *stateTable[MK, E]) info() stateInfo { return s.inf }
 
 func (s *stateTable[MK, E]) capture(now int64) stateView {
 	shards, start := s.table.capture()
-	v := &tableView[MK, E]{shards: shards, start: start, appendEntry: s.appendEntry, kg: -1}
+	v := &tableView[MK, E]{shards: shards, start: start, appendEntry: s.appendEntry, appendKey: s.appendKey, kg: -1}
 	if s.ttl != nil {
 		v.prune, v.cutoff = s.ttl.prune, now-s.ttl.ttl
 	}
@@ -151,6 +186,31 @@ func (s *stateTable[MK, E]) restoreGroup(kgIdx, n int, data []byte) error {
 		s.set(kgIdx, h, mk, e)
 		return nil
 	})
+}
+
+// removeGroup removes the n entries of key group kgIdx named in data (as
+// in a delta snapshot: keys and namespaces, without values).
+func (s *stateTable[MK, E]) removeGroup(kgIdx, n int, data []byte) error {
+	return eachEntry(n, data, func(key, ns, val []byte) error {
+		if len(val) != 0 {
+			return corrupt("a removal with %d value bytes", len(val))
+		}
+		mk, h, err := s.decodeKey(key, ns)
+		if err != nil {
+			return err
+		}
+		if err := s.checkKG(kgIdx, h); err != nil {
+			return err
+		}
+		s.remove(kgIdx, h, mk)
+		return nil
+	})
+}
+
+// clearGroup is never part of a table's delta: a table's changes are
+// entries.
+func (s *stateTable[MK, E]) clearGroup(int) error {
+	return corrupt("%v: a delta clears a key group of a table", s.inf)
 }
 
 // eachEntry calls fn for each of the n entries in data.
@@ -177,6 +237,7 @@ type tableView[MK comparable, E any] struct {
 	shards      []*shard[MK, E]
 	start       []int
 	appendEntry func(dst []byte, mk MK, e E) []byte
+	appendKey   func(dst []byte, mk MK) []byte
 
 	// prune, if set, leaves out the values expired at cutoff: then
 	// groupLen encodes key group kg's live entries, n of them, into buf
@@ -208,7 +269,7 @@ func (v *tableView[MK, E]) appendGroup(dst []byte, kgIdx int) []byte {
 	}
 	for _, s := range v.shards[v.start[kgIdx]:v.start[kgIdx+1]] {
 		for mk, e := range s.m {
-			dst = v.appendEntry(dst, mk, e)
+			dst = v.appendEntry(dst, mk, e.v)
 		}
 	}
 	return dst
@@ -220,7 +281,7 @@ func (v *tableView[MK, E]) fill(kgIdx int) {
 	v.kg, v.n, v.buf = kgIdx, 0, v.buf[:0]
 	for _, s := range v.shards[v.start[kgIdx]:v.start[kgIdx+1]] {
 		for mk, e := range s.m {
-			e, k := v.prune(e, v.cutoff, 0)
+			e, k := v.prune(e.v, v.cutoff, 0)
 			if k == keepNone {
 				continue
 			}
@@ -235,6 +296,9 @@ func (v *tableView[MK, E]) fill(kgIdx int) {
 type rawSegment struct {
 	n    int
 	data []byte
+	// op says what the entries do in a placeholder's key group: a full
+	// snapshot's, or a delta's puts or removals (delta.go).
+	op uint8
 }
 
 // rawState holds the restored entries of a state until it is registered;
@@ -253,26 +317,69 @@ func (r *rawState) info() stateInfo { return r.inf }
 func (r *rawState) capture(int64) stateView {
 	// Segments are only ever appended, so capturing the slice headers
 	// freezes the view.
-	return &rawView{groups: append([][]rawSegment(nil), r.groups...)}
+	return &rawView{groups: append([][]rawSegment(nil), r.groups...), kg: -1, timers: r.inf.kind == kindTimers}
 }
 
 func (r *rawState) restoreGroup(kgIdx, n int, data []byte) error {
-	r.groups[kgIdx] = append(r.groups[kgIdx], rawSegment{n, data})
+	r.groups[kgIdx] = append(r.groups[kgIdx], rawSegment{n: n, data: data})
 	return nil
 }
 
-type rawView struct{ groups [][]rawSegment }
+// addSegment adds a delta's puts or removals.
+func (r *rawState) addSegment(kgIdx int, seg rawSegment) error {
+	r.groups[kgIdx] = append(r.groups[kgIdx], seg)
+	return nil
+}
+
+func (r *rawState) removeGroup(kgIdx, n int, data []byte) error {
+	return r.addSegment(kgIdx, rawSegment{n: n, data: data, op: opDel})
+}
+
+func (r *rawState) clearGroup(kgIdx int) error {
+	// Captured views hold their own slice headers.
+	r.groups[kgIdx] = []rawSegment{{op: opDel}}
+	return nil
+}
+
+// rawView is a placeholder's view. A key group with a delta's segments
+// is merged (into n entries in buf) before it is written, except timers:
+// a delta replaces a key group's timers whole (clearGroup drops the
+// segments before), and the timers of one key and namespace differ in
+// their values.
+type rawView struct {
+	groups [][]rawSegment
+	kg, n  int
+	buf    []byte
+	timers bool
+}
+
+func (v *rawView) segments(kgIdx int) (int, []rawSegment) {
+	segs := v.groups[kgIdx]
+	if v.timers || !merged(segs) {
+		n := 0
+		for _, seg := range segs {
+			n += seg.n
+		}
+		return n, segs
+	}
+	if v.kg != kgIdx || v.buf == nil {
+		v.kg = kgIdx
+		v.n, v.buf = mergeRaw(segs)
+		if v.buf == nil {
+			v.buf = []byte{}
+		}
+	}
+	return v.n, []rawSegment{{n: v.n, data: v.buf}}
+}
 
 func (v *rawView) groupLen(kgIdx int) int {
-	n := 0
-	for _, seg := range v.groups[kgIdx] {
-		n += seg.n
-	}
+	n, _ := v.segments(kgIdx)
 	return n
 }
 
 func (v *rawView) appendGroup(dst []byte, kgIdx int) []byte {
-	for _, seg := range v.groups[kgIdx] {
+	_, segs := v.segments(kgIdx)
+	for _, seg := range segs {
 		dst = append(dst, seg.data...)
 	}
 	return dst

@@ -3,6 +3,7 @@ package state
 import (
 	"maps"
 	"math"
+	"slices"
 )
 
 // Copy-on-write tables.
@@ -31,6 +32,40 @@ import (
 //
 // The only mutation allowed on a shared object is appending to a list past
 // the length any snapshot has captured (see listAdd).
+//
+// Shards are reachable from full snapshots only: a delta snapshot copies
+// the entries it writes (their keys and values; values that are
+// containers are shared as any value is) when it is taken, so shards
+// follow the invariant with maxShards, the highest epoch of a pending full
+// snapshot, and everything else with maxPending.
+//
+// Changes. Every entry carries the epoch in which it was last written (its
+// slot's stamp), and every shard the epoch in which it was last made
+// writable (mod). A delta snapshot over an earlier snapshot of epoch B
+// (incremental checkpoints, see delta.go) writes the entries stamped after
+// B, skipping the shards not written since B, and the removals after B:
+// while the backend tracks changes, a removal leaves a tomb (the key and
+// the epoch) in its shard. Tombs live in the shard, so a snapshot sees
+// those of its time; a tomb at or before the horizon (the epoch of the
+// latest base a delta was asked for: later deltas build on it or on a
+// later one) is dropped when its shard is copied or split.
+//
+// Written keys. So that a delta does not walk every entry of a shard
+// written since its base (with writes spread over many keys, every shard
+// is, and the walk happens at the barrier), a shard also lists the keys
+// written in it while the backend tracks changes: written holds every key
+// put in the shard at an epoch >= max(wbase, the epoch tracking began),
+// each once unless it was removed and put again, and maybe keys since
+// removed or no longer needed. A put appends its key when the entry's
+// previous stamp is below that bound (or it had none), so a key written
+// again and again costs one list entry. A delta over epoch B looks up the
+// listed keys instead of walking the shard when B+1 reaches the bound,
+// and keeps only those written after B (B is the horizon then).
+// When the list would grow, it keeps only the keys written after the
+// horizon (no delta asks for less) and raises wbase to the horizon's next
+// epoch; if most of the shard's keys stay listed, it keeps only the keys
+// written in the current epoch (wbase = cur), and a delta over an earlier
+// base walks the shard instead.
 
 const (
 	// defaultShardSize is the default number of entries at which a shard
@@ -47,6 +82,20 @@ type epochs struct {
 	cur        uint64
 	maxPending uint64
 	pending    []uint64
+	// maxShards is the highest epoch of a pending snapshot that holds
+	// shards (a full one: a delta snapshot copies the entries it writes
+	// when it is taken, see captureDelta); shardless lists the pending
+	// ones that hold none.
+	maxShards uint64
+	shardless []uint64
+	// track says removals leave tombs (the backend takes delta
+	// snapshots); tombs at or before horizon are no longer needed.
+	track   bool
+	horizon uint64
+	// trackFrom is the first epoch whose writes happened while the
+	// backend tracked changes (the shards' written lists hold none
+	// before it).
+	trackFrom uint64
 }
 
 func newEpochs() *epochs { return &epochs{cur: 1} }
@@ -56,6 +105,17 @@ func (e *epochs) begin() uint64 {
 	ep := e.cur
 	e.cur++
 	e.pending = append(e.pending, ep)
+	e.maxPending, e.maxShards = ep, ep
+	return ep
+}
+
+// beginDelta starts a delta snapshot, which holds no shards, and returns
+// its epoch.
+func (e *epochs) beginDelta() uint64 {
+	ep := e.cur
+	e.cur++
+	e.pending = append(e.pending, ep)
+	e.shardless = append(e.shardless, ep)
 	e.maxPending = ep
 	return ep
 }
@@ -66,9 +126,15 @@ func (e *epochs) end(ep uint64) bool {
 	for i, p := range e.pending {
 		if p == ep {
 			e.pending = append(e.pending[:i], e.pending[i+1:]...)
-			e.maxPending = 0
+			if j := slices.Index(e.shardless, ep); j >= 0 {
+				e.shardless = slices.Delete(e.shardless, j, j+1)
+			}
+			e.maxPending, e.maxShards = 0, 0
 			for _, q := range e.pending {
 				e.maxPending = max(e.maxPending, q)
+				if !slices.Contains(e.shardless, q) {
+					e.maxShards = max(e.maxShards, q)
+				}
 			}
 			return true
 		}
@@ -81,10 +147,53 @@ func (e *epochs) end(ep uint64) bool {
 func (e *epochs) shared(ep uint64) bool { return ep <= e.maxPending }
 
 type shard[MK comparable, E any] struct {
-	m     map[MK]E
+	m     map[MK]slot[E]
 	epoch uint64
-	depth uint8 // local depth: the shard holds the keys whose hash starts with a depth-bit prefix
-	limit int   // split when len(m) exceeds limit
+	mod   uint64 // the epoch in which the shard was last made writable
+	depth uint8  // local depth: the shard holds the keys whose hash starts with a depth-bit prefix
+	limit int    // split when len(m) exceeds limit
+	// gone holds the removals while the backend tracks changes.
+	gone []tomb[MK]
+	// written lists the keys put at epoch max(wbase, trackFrom) or later
+	// (see Written keys above).
+	written []MK
+	wbase   uint64
+}
+
+// slot is a table entry: its value and the epoch it was last written in.
+type slot[E any] struct {
+	v  E
+	ep uint64
+}
+
+// tomb records that the entry of key mk was removed in epoch ep.
+type tomb[MK comparable] struct {
+	mk MK
+	ep uint64
+}
+
+// pruneTombs drops the tombs of gone at or before the horizon, in place.
+func pruneTombs[MK comparable](gone []tomb[MK], horizon uint64) []tomb[MK] {
+	out := gone[:0]
+	for _, t := range gone {
+		if t.ep > horizon {
+			out = append(out, t)
+		}
+	}
+	clear(gone[len(out):])
+	return out
+}
+
+// liveTombs returns the tombs of gone after the horizon, in a slice of
+// their own.
+func liveTombs[MK comparable](gone []tomb[MK], horizon uint64) []tomb[MK] {
+	var out []tomb[MK]
+	for _, t := range gone {
+		if t.ep > horizon {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 type group[MK comparable, E any] struct {
@@ -105,7 +214,7 @@ func newTable[MK comparable, E any](ep *epochs, groups, shardSize int, hash func
 	t := &table[MK, E]{ep: ep, groups: make([]group[MK, E], groups), hash: hash, shardSize: shardSize}
 	for i := range t.groups {
 		t.groups[i] = group[MK, E]{
-			dir:   []*shard[MK, E]{{m: make(map[MK]E), epoch: ep.cur, limit: shardSize}},
+			dir:   []*shard[MK, E]{{m: make(map[MK]slot[E]), epoch: ep.cur, mod: ep.cur, limit: shardSize}},
 			shift: 32,
 		}
 	}
@@ -120,7 +229,13 @@ func (t *table[MK, E]) shardFor(kg int, h uint32) *shard[MK, E] {
 
 func (t *table[MK, E]) get(kg int, h uint32, mk MK) (E, bool) {
 	e, ok := t.shardFor(kg, h).m[mk]
-	return e, ok
+	return e.v, ok
+}
+
+// at returns the value of mk in shard s.
+func (s *shard[MK, E]) at(mk MK) (E, bool) {
+	e, ok := s.m[mk]
+	return e.v, ok
 }
 
 // writable returns the shard for hash h in key group kg for writing,
@@ -128,14 +243,21 @@ func (t *table[MK, E]) get(kg int, h uint32, mk MK) (E, bool) {
 func (t *table[MK, E]) writable(kg int, h uint32) *shard[MK, E] {
 	g := &t.groups[kg]
 	s := g.dir[h>>g.shift]
-	if s.epoch > t.ep.maxPending {
+	if s.epoch > t.ep.maxShards {
+		s.mod = t.ep.cur
 		return s
 	}
 	return t.copyShard(g, h, s)
 }
 
 func (t *table[MK, E]) copyShard(g *group[MK, E], h uint32, s *shard[MK, E]) *shard[MK, E] {
-	c := &shard[MK, E]{m: maps.Clone(s.m), epoch: t.ep.cur, depth: s.depth, limit: s.limit}
+	c := &shard[MK, E]{m: maps.Clone(s.m), epoch: t.ep.cur, mod: t.ep.cur, depth: s.depth, limit: s.limit, wbase: s.wbase}
+	if len(s.gone) > 0 {
+		c.gone = liveTombs(s.gone, t.ep.horizon)
+	}
+	if len(s.written) > 0 {
+		c.written = slices.Clone(s.written)
+	}
 	lo, n := g.slots(h, s.depth)
 	for i := lo; i < lo+n; i++ {
 		g.dir[i] = c
@@ -153,9 +275,50 @@ func (g *group[MK, E]) slots(h uint32, d uint8) (lo, n int) {
 
 // put stores e under mk in the writable shard s (from writable).
 func (t *table[MK, E]) put(kg int, h uint32, s *shard[MK, E], mk MK, e E) {
-	s.m[mk] = e
+	if t.ep.track {
+		t.noteWritten(s, mk)
+	}
+	s.m[mk] = slot[E]{e, t.ep.cur}
 	if len(s.m) > s.limit {
 		t.split(kg, h, s)
+	}
+}
+
+// writtenBase is the epoch from which s.written lists every key put.
+func (t *table[MK, E]) writtenBase(s *shard[MK, E]) uint64 {
+	return max(s.wbase, t.ep.trackFrom)
+}
+
+// noteWritten lists mk in the writable shard s before a put, unless its
+// entry was written at or after the list's base (then it is listed).
+func (t *table[MK, E]) noteWritten(s *shard[MK, E], mk MK) {
+	if old, ok := s.m[mk]; ok && old.ep >= t.writtenBase(s) {
+		return
+	}
+	if n := len(s.written); n > 0 && n == cap(s.written) {
+		t.compactWritten(s)
+	}
+	s.written = append(s.written, mk)
+}
+
+// compactWritten drops from s.written the keys no delta needs listed:
+// those removed, and those last written before the horizon's next epoch,
+// which becomes the list's base. If more than half the shard's keys stay
+// listed, the list keeps only the keys written in the current epoch.
+func (t *table[MK, E]) compactWritten(s *shard[MK, E]) {
+	keep := func(base uint64) {
+		out := s.written[:0]
+		for _, mk := range s.written {
+			if e, ok := s.m[mk]; ok && e.ep >= base {
+				out = append(out, mk)
+			}
+		}
+		clear(s.written[len(out):])
+		s.written, s.wbase = out, base
+	}
+	keep(max(s.wbase, t.ep.horizon+1))
+	if len(s.written) > len(s.m)/2 && s.wbase < t.ep.cur {
+		keep(t.ep.cur)
 	}
 }
 
@@ -168,7 +331,16 @@ func (t *table[MK, E]) remove(kg int, h uint32, mk MK) {
 	if _, ok := s.m[mk]; !ok {
 		return
 	}
-	delete(t.writable(kg, h).m, mk)
+	w := t.writable(kg, h)
+	delete(w.m, mk)
+	if t.ep.track {
+		if n := len(w.gone); n > 0 && n == cap(w.gone) {
+			// Before growing, drop the tombs no delta needs: a
+			// writable shard's tombs are its own.
+			w.gone = pruneTombs(w.gone, t.ep.horizon)
+		}
+		w.gone = append(w.gone, tomb[MK]{mk, t.ep.cur})
+	}
 }
 
 // split replaces the writable shard s (holding hash h in key group kg) by
@@ -188,13 +360,30 @@ func (t *table[MK, E]) split(kg int, h uint32, s *shard[MK, E]) {
 		g.shift--
 	}
 	d := s.depth + 1
-	a := &shard[MK, E]{m: make(map[MK]E, len(s.m)/2), epoch: t.ep.cur, depth: d}
-	b := &shard[MK, E]{m: make(map[MK]E, len(s.m)/2), epoch: t.ep.cur, depth: d}
+	a := &shard[MK, E]{m: make(map[MK]slot[E], len(s.m)/2), epoch: t.ep.cur, mod: t.ep.cur, depth: d, wbase: s.wbase}
+	b := &shard[MK, E]{m: make(map[MK]slot[E], len(s.m)/2), epoch: t.ep.cur, mod: t.ep.cur, depth: d, wbase: s.wbase}
 	for mk, e := range s.m {
 		if t.hash(mk)>>(32-d)&1 == 0 {
 			a.m[mk] = e
 		} else {
 			b.m[mk] = e
+		}
+	}
+	for _, mk := range s.written {
+		if t.hash(mk)>>(32-d)&1 == 0 {
+			a.written = append(a.written, mk)
+		} else {
+			b.written = append(b.written, mk)
+		}
+	}
+	for _, tb := range s.gone {
+		if tb.ep <= t.ep.horizon {
+			continue
+		}
+		if t.hash(tb.mk)>>(32-d)&1 == 0 {
+			a.gone = append(a.gone, tb)
+		} else {
+			b.gone = append(b.gone, tb)
 		}
 	}
 	// A shard that a split could not shrink (its keys share a longer hash
@@ -226,7 +415,7 @@ func (t *table[MK, E]) reserve(kg, n int) {
 	g.dir = make([]*shard[MK, E], 1<<d)
 	g.shift = 32 - d
 	for i := range g.dir {
-		g.dir[i] = &shard[MK, E]{m: make(map[MK]E, per), epoch: t.ep.cur, depth: d, limit: t.shardSize}
+		g.dir[i] = &shard[MK, E]{m: make(map[MK]slot[E], per), epoch: t.ep.cur, mod: t.ep.cur, depth: d, limit: t.shardSize}
 	}
 }
 

@@ -80,6 +80,7 @@ type timerQueue[K, N comparable] struct {
 	index timerIndex
 	free  []int32
 	epoch uint64
+	mod   uint64 // the epoch in which the queue was last made writable
 }
 
 // NewTimers registers a timer queue named name in b. A nil nsCodec means
@@ -106,7 +107,7 @@ func NewTimers[K, N comparable](b *KeyedBackend[K], name string, nsCodec codec.C
 		t.q = make([]*timerQueue[K, N], b.kgs.Len())
 		t.groupHeap = newGroupHeap(b.kgs.Len())
 		for i := range t.q {
-			t.q[i] = &timerQueue[K, N]{epoch: b.ep.cur}
+			t.q[i] = &timerQueue[K, N]{epoch: b.ep.cur, mod: b.ep.cur}
 		}
 		return t
 	})
@@ -233,6 +234,7 @@ func (t *Timers[K, N]) PopUntil(upTo int64) iter.Seq[Timer[K, N]] {
 func (t *Timers[K, N]) writable(kg int) *timerQueue[K, N] {
 	q := t.q[kg]
 	if !t.b.ep.shared(q.epoch) {
+		q.mod = t.b.ep.cur
 		return q
 	}
 	c := &timerQueue[K, N]{
@@ -241,6 +243,7 @@ func (t *Timers[K, N]) writable(kg int) *timerQueue[K, N] {
 		index: q.index.clone(),
 		free:  slices.Clone(q.free),
 		epoch: t.b.ep.cur,
+		mod:   t.b.ep.cur,
 	}
 	t.q[kg] = c
 	return c
@@ -517,6 +520,28 @@ func (t *Timers[K, N]) restore(kgIdx int, key, ns, val []byte) error {
 	}
 	t.push(t.writable(kgIdx), timerNode[K, N]{timerKey: tk, hash: h})
 	t.n++
+	t.fixHead(kgIdx)
+	return nil
+}
+
+// removeGroup is never part of the timers' delta: a changed key group
+// is replaced whole.
+func (t *Timers[K, N]) removeGroup(int, int, []byte) error {
+	return corrupt("%v: a delta removes single timers", t.inf)
+}
+
+// clearGroup removes every timer of key group kgIdx, for a delta that
+// replaces it.
+func (t *Timers[K, N]) clearGroup(kgIdx int) error {
+	if t.l != nil {
+		return fmt.Errorf("%v: timers in an embedded store take no delta", t.inf)
+	}
+	q := t.q[kgIdx]
+	if len(q.heap) == 0 {
+		return nil
+	}
+	t.n -= len(q.heap)
+	t.q[kgIdx] = &timerQueue[K, N]{epoch: t.b.ep.cur, mod: t.b.ep.cur}
 	t.fixHead(kgIdx)
 	return nil
 }

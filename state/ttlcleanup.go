@@ -221,7 +221,7 @@ func (c *heapCleaner[MK, E]) sweepShard(cutoff int64) int {
 	lo, n := g.slots(h, s.depth)
 	c.next = uint64(lo+n) << g.shift
 	for mk, e := range s.m {
-		if c.judge(e, cutoff) != keepAll {
+		if c.judge(e.v, cutoff) != keepAll {
 			c.keys = append(c.keys, mk)
 		}
 	}

@@ -107,7 +107,7 @@ var keyedKinds = append(slices.Clone(faultKinds), kindPartitionChange)
 func TestDifferentialKeyedSum(t *testing.T) {
 	seeds := diffSeedList(300)
 	var tally kindTally
-	var largeFinished, passThrough, atLeastOnce, inexact, replayed, onPebble, leakChecked atomic.Int64
+	var largeFinished, passThrough, atLeastOnce, inexact, replayed, onPebble, onHeapIncremental, leakChecked atomic.Int64
 	forEachSeed(t, seeds, func(t *testing.T, seed uint64) {
 		r := rand.New(rand.NewPCG(seed, 99))
 		partitions := 1 + r.IntN(4)
@@ -117,8 +117,11 @@ func TestDifferentialKeyedSum(t *testing.T) {
 		early := []string{"none", "joined", "separate"}[r.IntN(3)]
 		const earlySplits, earlyPerSplit = 1000, 2
 		eng := drawEngine(r)
+		eng.drawHeapIncremental(seed)
 		if eng.pebble {
 			onPebble.Add(1)
+		} else if eng.incremental {
+			onHeapIncremental.Add(1)
 		}
 		kinds := drawKinds(r, 4, keyedKinds)
 		grow := slices.Contains(kinds, kindPartitionChange)
@@ -345,7 +348,7 @@ func TestDifferentialKeyedSum(t *testing.T) {
 	if len(seeds) >= 60 && replayed.Load() == 0 {
 		t.Error("no seed restored an unaligned checkpoint's channel state: the suite proves nothing about replaying records in flight")
 	}
-	checkPebbleSeeds(t, len(seeds), onPebble.Load())
+	checkPebbleSeeds(t, len(seeds), onPebble.Load(), onHeapIncremental.Load())
 	t.Logf("%d seeds counted the files left in their checkpoint directory", leakChecked.Load())
 	if len(seeds) >= 100 && leakChecked.Load() == 0 {
 		t.Error("no finished seed checkpointed to a directory: the suite proves nothing about files left behind")

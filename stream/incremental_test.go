@@ -18,34 +18,50 @@ import (
 	"github.com/weirstream/weir/streamtest"
 )
 
+// incrementalBackends are the state backends whose incremental
+// checkpoints TestIncrementalCheckpoints proves.
+var incrementalBackends = []struct {
+	name string
+	kv   []string
+}{
+	{"pebble", []string{"state.backend.type=rocksdb", "state.backend.pebble.memory=4 mb"}},
+	{"hashmap", []string{"state.backend.type=hashmap"}},
+}
+
 // TestIncrementalCheckpoints runs a keyed running sum over many keys with
-// the pebble backend and incremental checkpoints every few milliseconds,
-// fails the sum's subtasks twice at seeded points (so they restore the
-// store from a native snapshot, and go on building on it), and checks:
-// the output holds every record's sum exactly once; the retained
-// checkpoints name files that earlier checkpoints wrote (the checkpoints
-// are incremental); and the checkpoint directory holds exactly the files
-// the retained checkpoints name, nothing that retention should have
-// deleted.
+// incremental checkpoints every few milliseconds, on the pebble backend
+// (native snapshots: the store's files) and on the heap (deltas over the
+// earlier checkpoints' keyed state), fails the sum's subtasks twice at
+// seeded points (so they restore from an incremental checkpoint, and go
+// on building on new ones), and checks: the output holds every record's
+// sum exactly once; the retained checkpoints name files that earlier
+// checkpoints wrote (the checkpoints are incremental); and the checkpoint
+// directory holds exactly the files the retained checkpoints name,
+// nothing that retention should have deleted.
 func TestIncrementalCheckpoints(t *testing.T) {
 	const partitions, perPartition = 2, 6000
-	for _, seed := range diffSeedList(3) {
-		name := fmt.Sprintf("seed=%d", seed)
+	for _, seed := range diffSeedList(3 * len(incrementalBackends)) {
+		backend := incrementalBackends[int(seed)%len(incrementalBackends)]
+		name := fmt.Sprintf("seed=%d backend=%s", seed, backend.name)
 		gen := func(p int, seq int64) rec {
 			return rec{Key: fmt.Sprintf("k%d", datagen.Mix(seed, p, seq)%5000), Value: int64(p) + 2*seq + 1, P: p, Seq: seq}
 		}
 		dir, local := t.TempDir(), t.TempDir()
-		faults := streamtest.NewFaults()
-		first := faults.Add(stream.FaultBatch, streamtest.Fail(nil), streamtest.OnVertex("sum"), streamtest.AfterRecords(int64(1000+seed%3*700)))
-		second := faults.Add(stream.FaultBatch, streamtest.Fail(nil), streamtest.OnVertex("sum"), streamtest.AfterRestore(), streamtest.AfterRecords(int64(1500+seed%5*300)))
 		var ev streamtest.Events
-		env, err := stream.NewEnvironment(stream.WithConfig(mustConfig(t,
+		faults := streamtest.NewFaults()
+		// The first failure waits for a completed checkpoint as well, so
+		// that the job restores one (a failure before any would redeploy
+		// from the beginning, where the second, after a restore, never
+		// strikes).
+		checkpointed := func(stream.FaultSite) bool { return ev.Count(stream.EventCheckpointCompleted) > 0 }
+		first := faults.Add(stream.FaultBatch, streamtest.Fail(nil), streamtest.OnVertex("sum"), streamtest.AfterRecords(int64(1000+seed%3*700)), streamtest.When(checkpointed))
+		second := faults.Add(stream.FaultBatch, streamtest.Fail(nil), streamtest.OnVertex("sum"), streamtest.AfterRestore(), streamtest.AfterRecords(int64(1500+seed%5*300)))
+		env, err := stream.NewEnvironment(stream.WithConfig(mustConfig(t, append([]string{
 			"parallelism.default=2", "execution.checkpointing.interval=15 ms",
-			"execution.checkpointing.dir="+dir, "execution.checkpointing.num-retained=3", "execution.checkpointing.externalized-checkpoint-retention=RETAIN_ON_CANCELLATION",
-			"execution.checkpointing.data-inline-threshold=0 b",
-			"state.backend.type=rocksdb", "execution.checkpointing.incremental=true",
-			"state.backend.pebble.localdir="+local, "state.backend.pebble.memory=4 mb",
-			"restart-strategy.type=fixed-delay", "restart-strategy.fixed-delay.attempts=10", "restart-strategy.fixed-delay.delay=0 ms")),
+			"execution.checkpointing.dir=" + dir, "execution.checkpointing.num-retained=3", "execution.checkpointing.externalized-checkpoint-retention=RETAIN_ON_CANCELLATION",
+			"execution.checkpointing.data-inline-threshold=0 b", "execution.checkpointing.incremental=true",
+			"state.backend.pebble.localdir=" + local,
+			"restart-strategy.type=fixed-delay", "restart-strategy.fixed-delay.attempts=10", "restart-strategy.fixed-delay.delay=0 ms"}, backend.kv...)...)),
 			stream.WithLogger(quiet), stream.WithJobID("incremental"), faults.Option(), ev.Option())
 		if err != nil {
 			t.Fatal(err)
@@ -59,7 +75,7 @@ func TestIncrementalCheckpoints(t *testing.T) {
 			t.Fatalf("%s: %v", name, err)
 		}
 		if !first.Fired() || !second.Fired() {
-			t.Fatalf("%s: faults fired %v, %v: the job restored too few times to prove anything", name, first.Fired(), second.Fired())
+			t.Fatalf("%s: faults fired %v, %v: the job restored too few times to prove anything; events %v", name, first.Fired(), second.Fired(), &ev)
 		}
 		if err := checkRunningSums(sink.Results(), recordsByKey(gen, partitions, perPartition)); err != nil {
 			t.Fatalf("%s: %v", name, err)
@@ -111,10 +127,10 @@ func TestIncrementalCheckpoints(t *testing.T) {
 				}
 			}
 		}
-		t.Logf("%s: %d retained checkpoints name %d files of native snapshots, %d of them written by an earlier checkpoint; %d restarts",
+		t.Logf("%s: %d retained checkpoints name %d files of native snapshots or earlier pieces, %d of them written by an earlier checkpoint; %d restarts",
 			name, retained, files, reused, ev.Count(stream.EventRestarting))
 		if files == 0 || reused == 0 {
-			t.Fatalf("%s: the retained checkpoints name %d native snapshot files, %d of an earlier checkpoint: not incremental", name, files, reused)
+			t.Fatalf("%s: the retained checkpoints name %d native snapshot files or earlier pieces, %d of an earlier checkpoint: not incremental", name, files, reused)
 		}
 		// Every state file in the job's directory is named by a retained
 		// checkpoint: retention deleted what it no longer needed. (The

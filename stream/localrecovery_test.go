@@ -23,6 +23,7 @@ var localBackends = []struct {
 	kv   []string
 }{
 	{"hashmap", []string{"state.backend.type=hashmap"}},
+	{"hashmap-incremental", []string{"state.backend.type=hashmap", "execution.checkpointing.incremental=true"}},
 	{"pebble", []string{"state.backend.type=pebble", "state.backend.pebble.memory=4 mb"}},
 	{"pebble-incremental", []string{"state.backend.type=pebble", "state.backend.pebble.memory=4 mb", "execution.checkpointing.incremental=true"}},
 }

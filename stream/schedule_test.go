@@ -171,6 +171,15 @@ func (e *engine) drawDebloat(seed uint64) {
 	e.debloatSamples = []int{1, 3}[r.IntN(2)]
 }
 
+// drawHeapIncremental draws, for half the seeds whose keyed state is on
+// the heap, incremental checkpoints (deltas over the earlier checkpoints'
+// keyed state), from a generator of its own as drawAtLeastOnce.
+func (e *engine) drawHeapIncremental(seed uint64) {
+	if !e.pebble {
+		e.incremental = rand.New(rand.NewPCG(seed, 0xde17a)).IntN(2) == 0
+	}
+}
+
 // drawAtLeastOnce draws, for a third of the seeds, at-least-once
 // checkpoints, from a generator of its own: the seed's other draws, and
 // so its input, engine and faults, are those it had before the mode was

@@ -100,7 +100,7 @@ var windowKinds = slices.DeleteFunc(slices.Clone(faultKinds), func(k string) boo
 func TestDifferentialWindows(t *testing.T) {
 	seeds := diffSeedList(300)
 	var tally kindTally
-	var onPebble atomic.Int64
+	var onPebble, onHeapIncremental atomic.Int64
 	forEachSeed(t, seeds, func(t *testing.T, seed uint64) {
 		r := rand.New(rand.NewPCG(seed, 7))
 		kind := []string{"tumbling", "sliding", "session"}[r.IntN(3)]
@@ -117,8 +117,11 @@ func TestDifferentialWindows(t *testing.T) {
 			return tsRec{Key: fmt.Sprintf("k%d", m%uint64(keys)), Value: int64(m>>20%100) + 1, Ts: 1_700_000_000_000 + base + int64(m>>40%100)}
 		}
 		eng := drawEngine(r)
+		eng.drawHeapIncremental(seed)
 		if eng.pebble {
 			onPebble.Add(1)
+		} else if eng.incremental {
+			onHeapIncremental.Add(1)
 		}
 		eng.drawAlignment(seed)
 		eng.drawDebloat(seed)
@@ -173,16 +176,19 @@ func TestDifferentialWindows(t *testing.T) {
 		}
 	})
 	tally.check(t, len(seeds), windowKinds)
-	checkPebbleSeeds(t, len(seeds), onPebble.Load())
+	checkPebbleSeeds(t, len(seeds), onPebble.Load(), onHeapIncremental.Load())
 }
 
 // checkPebbleSeeds logs how many of a suite's seeds kept their keyed state
 // in the pebble backend, and fails a suite of 30 seeds or more where none
 // did: it would prove nothing about it.
-func checkPebbleSeeds(t *testing.T, seeds int, onPebble int64) {
-	t.Logf("%d of %d seeds kept their keyed state in the pebble backend", onPebble, seeds)
+func checkPebbleSeeds(t *testing.T, seeds int, onPebble, onHeapIncremental int64) {
+	t.Logf("%d of %d seeds kept their keyed state in the pebble backend, %d on the heap with incremental checkpoints", onPebble, seeds, onHeapIncremental)
 	if seeds >= 30 && onPebble == 0 {
 		t.Error("no seed kept its keyed state in the pebble backend: the suite proves nothing about it")
+	}
+	if seeds >= 30 && onHeapIncremental == 0 {
+		t.Error("no seed took incremental checkpoints of the heap backend: the suite proves nothing about them")
 	}
 }
 
@@ -436,6 +442,7 @@ func TestLateDataAcrossRestores(t *testing.T) {
 		par := 1 + r.IntN(3)
 		gen := lateGen(seed, keys)
 		eng := drawEngine(r)
+		eng.drawHeapIncremental(seed)
 		eng.drawAlignment(seed)
 		kinds := drawKinds(r, 3, windowKinds)
 		needsEngine(&eng, kinds)
@@ -481,7 +488,9 @@ func TestLateDataAcrossRestores(t *testing.T) {
 // checkpoints and resumes it from its checkpoint directory with the keyed
 // operators at another parallelism: each new subtask starts at the event
 // time of the old subtasks whose key groups it takes, so the output of
-// both runs together is the failure-free run's.
+// both runs together is the failure-free run's. Half the seeds take
+// incremental checkpoints of the heap backend, so the resume splits and
+// merges the key groups of chains of deltas, timers included.
 func TestLateDataRescaledResume(t *testing.T) {
 	const bound, size = 200, 1000
 	seeds := diffSeedList(6)
@@ -493,9 +502,12 @@ func TestLateDataRescaledResume(t *testing.T) {
 		before := 1 + r.IntN(3)
 		after := 1 + (before+r.IntN(2))%3
 		stopAt := int64(3 + r.IntN(6))
-		name := fmt.Sprintf("seed=%d splits=%d records=%d keys=%d parallelism %d then %d, stopped after %d checkpoints", seed, splits, count, keys, before, after, stopAt)
+		// Odd seeds checkpoint the heap incrementally: the resume
+		// rescales a chain of a full snapshot and deltas.
+		incremental := seed%2 == 1
+		name := fmt.Sprintf("seed=%d splits=%d records=%d keys=%d parallelism %d then %d, stopped after %d checkpoints, incremental=%v", seed, splits, count, keys, before, after, stopAt, incremental)
 		gen := lateGen(seed, keys)
-		common := streamtest.Config("execution.checkpointing.interval=10 ms")
+		common := streamtest.Config("execution.checkpointing.interval=10 ms", fmt.Sprintf("execution.checkpointing.incremental=%v", incremental))
 		// One pair of sinks for both runs: the external system outlives
 		// the job.
 		windows, tags := streamtest.NewCollector[WindowSum](true), streamtest.NewCollector[Tagged](true)

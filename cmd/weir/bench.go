@@ -25,8 +25,11 @@ once with checkpoints off, and times a single-goroutine Go loop folding the
 same records into a map: the practical limit. It prints the throughputs,
 the engine's share of the loop's, the cost of checkpointing in throughput
 and in CPU time per record (the figure to trust on a machine busy with
-other work), the last checkpoint's duration, and the synchronous part of
-a snapshot of --snapshot-keys keys.`,
+other work), the last checkpoint's duration and the size of the state it
+names, and the synchronous part of a snapshot of --snapshot-keys keys.
+With --incremental the checkpoints are incremental
+(execution.checkpointing.incremental): on the heap, deltas over the
+earlier checkpoints' keyed state.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if c.Records < 1 || c.Keys < 1 || c.Parallelism < 1 || c.Partitions < 1 {
@@ -48,9 +51,9 @@ a snapshot of --snapshot-keys keys.`,
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(out, "  engine, checkpoints every %-7v %12.0f records/s  (%.2f of the loop, %d checkpoints, %+.1f%% vs off)  %.3f CPU s/M records (%+.1f%% vs off), last checkpoint %v\n",
+			fmt.Fprintf(out, "  engine, checkpoints every %-7v %12.0f records/s  (%.2f of the loop, %d checkpoints, %+.1f%% vs off)  %.3f CPU s/M records (%+.1f%% vs off), last checkpoint %v naming %s\n",
 				c.Checkpoint, ckpt.PerSecond(), ckpt.PerSecond()/loop.PerSecond(), ckpt.Checkpoints, 100*(ckpt.PerSecond()/noCkpt.PerSecond()-1),
-				ckpt.CPUPerMillion(), 100*(ckpt.CPUPerMillion()/noCkpt.CPUPerMillion()-1), ckpt.LastCheckpoint.Round(time.Millisecond))
+				ckpt.CPUPerMillion(), 100*(ckpt.CPUPerMillion()/noCkpt.CPUPerMillion()-1), ckpt.LastCheckpoint.Round(time.Millisecond), mib(ckpt.LastCheckpointSize))
 			d, err := bench.SnapshotSync(snapshotKeys)
 			if err != nil {
 				return err
@@ -62,6 +65,7 @@ a snapshot of --snapshot-keys keys.`,
 	keyedSumFlags(ks.Flags(), &c)
 	f := ks.Flags()
 	f.IntVar(&snapshotKeys, "snapshot-keys", 1_000_000, "keys in the snapshot measured")
+	f.BoolVar(&c.Incremental, "incremental", false, "incremental checkpoints (execution.checkpointing.incremental)")
 	cmd.AddCommand(ks, newBenchBackpressureCmd(), newBenchStateCmd(), newBenchNexmarkCmd(), newBenchGatewayMeterCmd())
 	return cmd
 }

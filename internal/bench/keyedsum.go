@@ -32,6 +32,9 @@ type KeyedSumConfig struct {
 	// once, and the rest go to the first Active*Keys keys only. 0 (or 1)
 	// spreads every record over all the keys.
 	Active float64
+	// Incremental takes incremental checkpoints
+	// (execution.checkpointing.incremental).
+	Incremental bool
 }
 
 // DefaultKeyedSum is the configuration `weir bench keyed-sum` runs.
@@ -73,8 +76,10 @@ type Result struct {
 	// (RunEngine): on a machine shared with other work it measures the
 	// cost of the records, and of their checkpoints, better than the wall
 	// time does. LastCheckpoint is the duration of the run's last
-	// completed checkpoint, from trigger to completion.
+	// completed checkpoint, from trigger to completion, and
+	// LastCheckpointSize the size of the state it names.
 	CPUTime, LastCheckpoint time.Duration
+	LastCheckpointSize      int64
 }
 
 // PerSecond is the throughput in records per second.
@@ -108,6 +113,9 @@ func RunEngine(ctx context.Context, c KeyedSumConfig) (Result, error) {
 		if c.CheckpointDir != "" {
 			kv = append(kv, "execution.checkpointing.dir="+c.CheckpointDir)
 		}
+		if c.Incremental {
+			kv = append(kv, "execution.checkpointing.incremental=true")
+		}
 	}
 	cfg, err := config.ParseDynamic(kv)
 	if err != nil {
@@ -127,7 +135,7 @@ func RunEngine(ctx context.Context, c KeyedSumConfig) (Result, error) {
 		return Result{}, err
 	}
 	return Result{Records: c.Records / int64(c.Partitions) * int64(c.Partitions), Elapsed: time.Since(start), Checkpoints: int(completed.Load()),
-		CPUTime: cpuTime() - cpu0, LastCheckpoint: jc.Metrics().LastCheckpoint.Duration}, nil
+		CPUTime: cpuTime() - cpu0, LastCheckpoint: jc.Metrics().LastCheckpoint.Duration, LastCheckpointSize: jc.Metrics().LastCheckpoint.Size}, nil
 }
 
 // job builds the benchmark's job in an environment of cfg (and opts): its

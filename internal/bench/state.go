@@ -51,6 +51,7 @@ var StateBackends = []struct {
 	Config    []string
 }{
 	{"hashmap", "hashmap", []string{"state.backend.type=hashmap"}},
+	{"hashmap-incremental", "hashmap, incremental", []string{"state.backend.type=hashmap", "execution.checkpointing.incremental=true"}},
 	{"pebble", "pebble, full checkpoints", []string{"state.backend.type=pebble"}},
 	{"pebble-incremental", "pebble, incremental", []string{"state.backend.type=pebble", "execution.checkpointing.incremental=true"}},
 }

@@ -104,10 +104,6 @@ func prepare(ctx context.Context, j Job) (*runtime.JobMaster, *ending, func() er
 		// would be ignored and the job would start from nothing.
 		return nil, nil, nop, errorf("execution.state-recovery.path %s needs checkpointing: set execution.checkpointing.interval (a job that resumes without checkpoints would start over, not resume)", cp.RecoveryPath)
 	}
-	if cp.Enabled && cp.Incremental && !ks.Backend.EmbeddedLSM() {
-		// Flink accepts and ignores it with the heap backend too.
-		j.Logger.Warn("execution.checkpointing.incremental=true has no effect: the hashmap state backend takes full checkpoints")
-	}
 	if ks.Backend == config.BackendRocksDB || ks.Backend == config.BackendForSt {
 		j.Logger.Info("weir's embedded LSM state backend (Pebble) serves state.backend.type="+string(ks.Backend), "localdir", ks.Dir, "memory", ks.Memory)
 	}
@@ -216,7 +212,7 @@ func keyedState(c *config.Configuration, g *runtime.JobGraph, slots int) (runtim
 	}
 	ks := runtime.KeyedStateOptions{Backend: p.StateBackend, Dir: p.PebbleLocalDir, Memory: p.PebbleMemory,
 		HeapTimers:  p.TimerService == config.TimersOnHeap,
-		Incremental: cp.Incremental && p.StateBackend.EmbeddedLSM()}
+		Incremental: cp.Incremental}
 	if !p.StateBackend.EmbeddedLSM() {
 		return ks, nil
 	}

@@ -3,10 +3,12 @@ package ops
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -62,7 +64,18 @@ type Keyed[K, N comparable] struct {
 	// again. Snapshot writers add to it on their goroutines.
 	mu      sync.Mutex
 	uploads map[int64]map[string]checkpoint.StateHandle
+	// chains holds, for the latest checkpoints of a heap backend with
+	// incremental checkpoints, the pieces of their keyed state in order
+	// (a full snapshot, then deltas), each named heapPiecePrefix and the
+	// checkpoint that wrote it: what a delta building on one of them
+	// names before itself.
+	chains map[int64][]checkpoint.StateHandle
 }
+
+// heapPiecePrefix starts the File of the handles that name the earlier
+// pieces of a heap backend's incremental checkpoint: its full snapshot
+// and deltas, before the handle of the piece the checkpoint wrote.
+const heapPiecePrefix = "heap-"
 
 // keptUploads is how many checkpoints' uploads Keyed remembers: enough
 // for the checkpoints that may still be pending when the next triggers.
@@ -88,6 +101,8 @@ func (k *Keyed[K, N]) Open(ctx *runtime.OperatorContext) error {
 			po.Memory, po.Slot = 0, ks.Slot
 		}
 		opts = append(opts, state.WithPebble(po))
+	} else if ks.Incremental {
+		opts = append(opts, state.WithIncrementalSnapshots())
 	}
 	b, err := state.NewKeyedBackend(k.KeyCodec, ctx.MaxParallelism, kgs, opts...)
 	if err != nil {
@@ -146,6 +161,26 @@ func (k *Keyed[K, N]) restore(ctx *runtime.OperatorContext) error {
 			}
 			continue
 		}
+		if strings.HasPrefix(files[0].File, heapPiecePrefix) {
+			// A heap backend's incremental checkpoint: the pieces its
+			// delta builds on, then the delta.
+			pieces := make([]io.Reader, 0, len(files)+1)
+			for _, f := range files {
+				if !strings.HasPrefix(f.File, heapPiecePrefix) {
+					return fmt.Errorf("file %s among the pieces of a heap backend's incremental checkpoint", f.File)
+				}
+				b, err := r.Store.ReadState(ctx, f)
+				if err != nil {
+					return fmt.Errorf("piece %s of an incremental checkpoint: %w", f.File, err)
+				}
+				pieces = append(pieces, bytes.NewReader(b))
+			}
+			pieces = append(pieces, bytes.NewReader(data))
+			if err := k.Backend.RestoreChain(pieces, ctx.KeyGroups); err != nil {
+				return err
+			}
+			continue
+		}
 		// The first native snapshot into an empty Pebble backend becomes
 		// its store: its files are this subtask's uploads too.
 		adopts := i == len(files)+1 && k.Backend.Storage() == "pebble"
@@ -185,7 +220,9 @@ func (k *Keyed[K, N]) recordUploads(id int64, files []checkpoint.StateHandle) {
 	}
 	m := make(map[string]checkpoint.StateHandle, len(files))
 	for _, f := range files {
-		m[f.File] = f
+		if f.File != "" {
+			m[f.File] = f
+		}
 	}
 	k.uploads[id] = m
 	for len(k.uploads) > keptUploads {
@@ -295,6 +332,9 @@ func (k *Keyed[K, N]) Snapshot(id int64) (runtime.Snapshot, error) {
 	// The store's own files: for incremental checkpoints, and for
 	// savepoints in the native format, which name no checkpoint's file.
 	native := k.Ctx.SnapshottingNative() || !savepoint && k.Ctx.KeyedState.Incremental
+	if !savepoint && k.Ctx.KeyedState.Incremental && k.Backend.Storage() == "heap" {
+		return k.heapIncremental(id, base), nil
+	}
 	if !native || k.Backend.Storage() != "pebble" {
 		s := k.Backend.Snapshot(id)
 		return runtime.Snapshot{Keyed: s, KeyGroups: s.KeyGroups(), Release: s.Release}, nil
@@ -320,4 +360,57 @@ func (k *Keyed[K, N]) Snapshot(id int64) (runtime.Snapshot, error) {
 	}
 	return runtime.Snapshot{Keyed: ns, KeyGroups: ns.KeyGroups(), KeyedFiles: files, Release: ns.Release,
 		Written: func(hs []checkpoint.StateHandle) { k.recordUploads(id, hs) }}, nil
+}
+
+// heapIncremental takes a heap backend's snapshot for an incremental
+// checkpoint: a delta over the keyed state of checkpoint base, naming
+// the pieces of base's chain before itself, or a full snapshot when base
+// is not one of this subtask's recent checkpoints (the first checkpoint
+// after a start or a restore) or when its deltas already outweigh its
+// full snapshot, so that a restore reads at most about twice the state.
+func (k *Keyed[K, N]) heapIncremental(id, base int64) runtime.Snapshot {
+	chain := k.chainOf(base)
+	var deltas int64
+	for _, h := range chain[min(1, len(chain)):] {
+		deltas += h.Size
+	}
+	full := len(chain) == 0 || deltas > chain[0].Size
+	s := k.Backend.IncrementalSnapshot(id, base, full)
+	var files []runtime.KeyedFile
+	if _, ok := s.Delta(); ok {
+		files = make([]runtime.KeyedFile, len(chain))
+		for i := range chain {
+			files[i] = runtime.KeyedFile{Name: chain[i].File, Reuse: &chain[i]}
+		}
+	}
+	return runtime.Snapshot{Keyed: s, KeyGroups: s.KeyGroups(), KeyedFiles: files, Release: s.Release,
+		Written: func(hs []checkpoint.StateHandle) { k.recordChain(id, hs) }}
+}
+
+// recordChain remembers the chain of checkpoint id's keyed state from its
+// handles: the piece it wrote, then those it named.
+func (k *Keyed[K, N]) recordChain(id int64, hs []checkpoint.StateHandle) {
+	if len(hs) == 0 {
+		return
+	}
+	piece := hs[0]
+	piece.File = fmt.Sprintf("%s%d", heapPiecePrefix, id)
+	chain := append(slices.Clone(hs[1:]), piece)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.chains == nil {
+		k.chains = map[int64][]checkpoint.StateHandle{}
+	}
+	k.chains[id] = chain
+	for len(k.chains) > keptUploads {
+		delete(k.chains, slices.Min(slices.Collect(maps.Keys(k.chains))))
+	}
+}
+
+// chainOf returns the chain of checkpoint id's keyed state (nil if
+// unknown).
+func (k *Keyed[K, N]) chainOf(id int64) []checkpoint.StateHandle {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return slices.Clone(k.chains[id])
 }

@@ -49,9 +49,10 @@ type Snapshot struct {
 	// snapshotted in its own files, are those files; their handles follow
 	// Keyed's in the checkpoint, each naming its File.
 	KeyedFiles []KeyedFile
-	// Written, if set, is called with the handles of KeyedFiles once they
-	// are written, on the goroutine that wrote them.
-	Written func(files []checkpoint.StateHandle)
+	// Written, if set, is called once Keyed and KeyedFiles are written,
+	// on the goroutine that wrote them, with their handles: Keyed's
+	// first, then those of KeyedFiles.
+	Written func(keyed []checkpoint.StateHandle)
 	// Operator is the non-keyed state, already serialized.
 	Operator []byte
 	// Release is called on the subtask's goroutine once the snapshot is
@@ -174,8 +175,10 @@ type KeyedStateOptions struct {
 	// HeapTimers keeps the timers of an embedded LSM store's operators in
 	// memory rather than in the store.
 	HeapTimers bool
-	// Incremental takes the embedded LSM store's checkpoints in its own
-	// files, written only when an earlier checkpoint does not hold them.
+	// Incremental takes incremental checkpoints: the embedded LSM store's
+	// in its own files, written only when an earlier checkpoint does not
+	// hold them; the heap's as deltas over the earlier checkpoints' keyed
+	// state (state.KeyedBackend.IncrementalSnapshot).
 	Incremental bool
 }
 

@@ -969,8 +969,8 @@ func (t *Task) writeSnapshot(id int64, target string, ops []ChainedOperator, sna
 				break
 			}
 			st.Keyed = append(st.Keyed, files...)
-			if s.Written != nil && len(files) > 0 {
-				s.Written(files)
+			if s.Written != nil {
+				s.Written(st.Keyed[len(st.Keyed)-len(files)-1:])
 			}
 		}
 		if s.Operator != nil {
