@@ -73,10 +73,17 @@ time it was due: its bid's time for q0, q1 and q14; its window's end for
 q5, q7, q8 and q11 (so it includes the watermark's four seconds). Rows
 due in the first --latency-warmup are not counted, nor those of the
 last seconds, which the end of the input would fire; --latency-duration
-is the span counted (0: no latency runs). It prints p50/p99 per side. --write FILE writes that as Markdown (BENCHMARKS.md) with SVG
-charts drawn here, in FILE's directory under bench/charts.`,
+is the span counted (0: no latency runs). It prints p50/p99 per side.
+
+--write FILE writes that as Markdown, the section of weir's --backend in
+FILE (BENCHMARKS.md: hashmap and rocksdb have a section each), keeping its
+other sections, with SVG charts drawn here in FILE's directory under
+bench/charts (nexmark-*.svg, with --backend rocksdb nexmark-rocksdb-*.svg).
+With rocksdb both sides have the same managed memory
+(taskmanager.memory.managed.size 128mb), which each slot's stores share.`,
 		Example: `  weir bench nexmark --query q0,q5 --events 2000000
   weir bench nexmark --vs-flink --query q0,q1,q5,q7 --events 2000000 --rounds 3 --write BENCHMARKS.md
+  weir bench nexmark --vs-flink --query q0,q1,q5,q7,q8 --backend rocksdb --events 1000000 --rounds 2 --write BENCHMARKS.md
   weir bench nexmark --vs-flink --query q5 --flink-backend hashmap,rocksdb --latency-rate 20000`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/weirstream/weir/config"
 	"github.com/weirstream/weir/examples/nexmark"
 	"github.com/weirstream/weir/internal/bench"
 )
@@ -145,8 +146,9 @@ func runNexmarkVsFlink(cmd *cobra.Command, c bench.NexmarkConfig, v vsFlinkFlags
 // writeNexmarkReport writes the Nexmark section of v.write and its charts.
 func writeNexmarkReport(cmd *cobra.Command, cfg bench.NexmarkVsFlink, v vsFlinkFlags, results []bench.WorkloadResult,
 	printed string, start time.Time, loadBefore, loadAfter string) error {
+	sec := bench.SectionOf("weir bench nexmark", "Nexmark", "nexmark", cfg.Backend, cfg.FlinkBackends)
 	rep := bench.Report{
-		Heading: "Nexmark", Command: "weir bench nexmark --vs-flink --write", Row: "query", When: start, Note: v.note,
+		Heading: sec.Heading, Command: sec.Command, Row: "query", When: start, Note: v.note,
 		LoadBefore: loadBefore, LoadAfter: loadAfter, Output: printed,
 		Machine: machineLines(cmd, v.java, v.flinkJar),
 	}
@@ -168,9 +170,10 @@ func writeNexmarkReport(cmd *cobra.Command, cfg bench.NexmarkVsFlink, v vsFlinkF
 		fmt.Sprintf("Both sides: parallelism %d, checkpoints every %v to a local directory, backend %s (weir: %s; Flink's rocksdb checkpoints incrementally).",
 			cfg.Nexmark.Parallelism, cfg.Nexmark.Checkpoint, backendsText(cfg.Backend, cfg.FlinkBackends), backendText(cfg.Backend)),
 		"Flink: the reference suite's table options (mini-batch 50,000 rows or 2 s, split distinct aggregates), local MiniCluster, OpenJDK defaults (G1, heap a quarter of RAM).",
+		memoryText(cfg.Backend, cfg.FlinkBackends, cfg.Nexmark.Parallelism),
 		"Results: before its timed rounds each query ran once per side writing its rows (weir: exactly-once files; Flink: the filesystem sink in Debezium JSON, a changelog), and the final contents of its table were compared as multisets of rows; an updating query's final content is, for weir, each key's latest version and, for Flink, its inserts less its retractions.",
 	}
-	return writeReportSection(cmd, v.write, "weir bench nexmark", "nexmark", rep, results)
+	return writeReportSection(cmd, v.write, sec, rep, results)
 }
 
 // childCommands are the command lines of w's sides' timed runs, the
@@ -193,9 +196,10 @@ func childCommands(cmd *cobra.Command, w bench.Workload, input, inputName string
 }
 
 // writeReportSection draws the charts of results into bench/charts next
-// to the report file path (their names start with prefix) and writes rep
-// as the report's section name.
-func writeReportSection(cmd *cobra.Command, path, name, prefix string, rep bench.Report, results []bench.WorkloadResult) error {
+// to the report file path (their names start with sec.ChartPrefix) and
+// writes rep as the report's section sec.
+func writeReportSection(cmd *cobra.Command, path string, sec bench.Section, rep bench.Report, results []bench.WorkloadResult) error {
+	prefix := sec.ChartPrefix
 	charts := filepath.Join(filepath.Dir(path), "bench", "charts")
 	if err := os.MkdirAll(charts, 0o755); err != nil {
 		return err
@@ -222,10 +226,10 @@ func writeReportSection(cmd *cobra.Command, path, name, prefix string, rep bench
 	}
 	var md bytes.Buffer
 	bench.WriteMarkdown(&md, rep, results)
-	if err := bench.WriteSection(path, name, md.Bytes()); err != nil {
+	if err := bench.WriteSection(path, sec.Name, md.Bytes()); err != nil {
 		return err
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "wrote the section %q of %s and its charts in %s\n", name, path, charts)
+	fmt.Fprintf(cmd.OutOrStdout(), "wrote the section %q of %s and its charts in %s\n", sec.Name, path, charts)
 	return nil
 }
 
@@ -248,6 +252,38 @@ func backendsText(weir string, flink []string) string {
 		return weir
 	}
 	return fmt.Sprintf("%s for weir, %s for Flink (a side each)", weir, strings.Join(flink, " and "))
+}
+
+// memoryText says what bounds the state's memory on each side: the heap
+// with hashmap; with rocksdb, the same managed memory on both, shared per
+// slot by the slot's embedded stores. flink are Flink's backends (nil:
+// weir's).
+func memoryText(weir string, flink []string, parallelism int) string {
+	if len(flink) == 0 {
+		flink = []string{weir}
+	}
+	if weir != "rocksdb" && !slices.Contains(flink, "rocksdb") {
+		return "Memory of the state: the heap on both sides (weir: the Go heap, GOGC 100 and no memory limit; Flink: the JVM heap, a quarter of RAM), no managed memory."
+	}
+	size, err := config.ParseMemorySize(bench.SideManagedMemory)
+	if err != nil {
+		return "Memory of the state: " + err.Error()
+	}
+	share := config.FormatMemorySize(size / int64(max(parallelism, 1)))
+	var s strings.Builder
+	fmt.Fprintf(&s, "Memory of the state with rocksdb: taskmanager.memory.managed.size %s, set explicitly on both sides (it is what a Flink MiniCluster takes when none is set), "+
+		"and a slot's share of it (%s, one slot per subtask index: %d slots) bounds the embedded stores of that slot's keyed subtasks together: ",
+		config.FormatMemorySize(size), share, max(parallelism, 1))
+	var sides []string
+	if weir == "rocksdb" {
+		sides = append(sides, "weir's pebble stores (state.backend.rocksdb.memory.managed, true by default) share one block cache per slot, and split the rest evenly among the slot's keyed subtasks, each for its write-back caches of rows and its memtables (state.SlotMemory)")
+	}
+	if slices.Contains(flink, "rocksdb") {
+		sides = append(sides, "Flink's RocksDB instances (state.backend.rocksdb.memory.managed, true by default) share one cache per slot for block cache and write buffers (Flink's default ratios)")
+	}
+	s.WriteString(strings.Join(sides, "; "))
+	s.WriteString(". Beside it, weir's Go heap (GOGC 100, no memory limit) and Flink's JVM heap (a quarter of RAM) hold what is not state; peak RSS counts all of it.")
+	return s.String()
 }
 
 func backendText(b string) string {

@@ -57,15 +57,20 @@ prints the throughput lost and the CPU time added, per round's pair,
 median and min–max.
 
 --write FILE (with --vs-flink) writes all that as the GatewayMeter section
-of FILE (BENCHMARKS.md), keeping its other sections, with SVG charts drawn
-here in FILE's directory under bench/charts: events per CPU-second, the
-ratio, and checkpoint duration against state size.
+of FILE (BENCHMARKS.md) of the --backend (hashmap and rocksdb have a
+section each), keeping its other sections, with SVG charts drawn here in
+FILE's directory under bench/charts (gatewaymeter-*.svg, with rocksdb
+gatewaymeter-rocksdb-*.svg): events per CPU-second, the ratio, and
+checkpoint duration against state size. With rocksdb both sides have the
+same managed memory (taskmanager.memory.managed.size 128mb), which each
+slot's stores share.
 
 The Flink side is bench/flink/target/weir-flink-bench.jar; if it is missing
 and Maven is on the PATH, the command builds it (mvn package in bench/flink).`,
 		Example: `  weir bench gatewaymeter --vs-flink --lines 4000000 --rounds 3
   weir bench gatewaymeter --vs-flink --backend rocksdb
-  weir bench gatewaymeter --vs-flink --lines 4000000 --rounds 3 --write BENCHMARKS.md`,
+  weir bench gatewaymeter --vs-flink --lines 4000000 --rounds 3 --write BENCHMARKS.md
+  weir bench gatewaymeter --vs-flink --backend rocksdb --rounds 3 --write BENCHMARKS.md`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if c.Lines < 2 || rounds < 1 || c.Parallelism < 1 || c.Checkpoint <= 0 {
@@ -155,7 +160,7 @@ and Maven is on the PATH, the command builds it (mvn package in bench/flink).`,
 	f.StringVar(&work, "work-dir", "", "where the runs write outputs and checkpoints (default: a temporary directory, removed)")
 	f.StringVar(&c.FlinkJar, "flink-jar", c.FlinkJar, "the Flink side's jar (bench/flink)")
 	f.StringVar(&c.Java, "java", c.Java, "the java binary that runs the Flink side")
-	f.StringVar(&write, "write", "", "with --vs-flink: write the results as the GatewayMeter section of this Markdown file (BENCHMARKS.md), charts in its directory's bench/charts")
+	f.StringVar(&write, "write", "", "with --vs-flink: write the results as the --backend's GatewayMeter section of this Markdown file (BENCHMARKS.md), charts in its directory's bench/charts")
 	f.StringVar(&note, "note", "", "with --write: a sentence for the section's header (e.g. what else ran on the machine)")
 	return cmd
 }
@@ -164,8 +169,9 @@ and Maven is on the PATH, the command builds it (mvn package in bench/flink).`,
 // file path and its charts.
 func writeGatewayMeterReport(cmd *cobra.Command, c bench.GatewayMeterBench, w bench.Workload, path, note string,
 	r bench.SideBySide, loops []bench.LoopResult, cost *bench.CheckpointCost, printed string, start time.Time, loadBefore, loadAfter string) error {
+	sec := bench.SectionOf("weir bench gatewaymeter", "GatewayMeter", "gatewaymeter", c.Backend, nil)
 	rep := bench.Report{
-		Heading: "GatewayMeter", Command: "weir bench gatewaymeter --vs-flink --write", Row: "job", When: start, Note: note,
+		Heading: sec.Heading, Command: sec.Command, Row: "job", When: start, Note: note,
 		LoadBefore: loadBefore, LoadAfter: loadAfter, Output: printed, Machine: machineLines(cmd, c.Java, c.FlinkJar),
 	}
 	rep.Commands = append(rep.Commands, "go build -o weir ./cmd/weir", "mvn -q -f bench/flink/pom.xml package", shellJoin(append([]string{"./weir"}, os.Args[1:]...)))
@@ -176,11 +182,12 @@ func writeGatewayMeterReport(cmd *cobra.Command, c bench.GatewayMeterBench, w be
 		fmt.Sprintf("Both sides: parallelism %d, checkpoints every %v to a local directory, backend %s (weir: %s; Flink's rocksdb checkpoints incrementally), outputs as exactly-once files.",
 			c.Parallelism, c.Checkpoint, c.Backend, backendText(c.Backend)),
 		"Flink: bench/flink's GatewayMeter DataStream job (a source with a split per trace file and per-split watermarks, one parse per line, Kryo off), local MiniCluster, OpenJDK defaults (G1, heap a quarter of RAM); docs/bench-flink.md says where it differs from weir's job.",
+		memoryText(c.Backend, nil, c.Parallelism),
 		"Results: every round, each side's outputs were diffed against examples/gatewaymeter's oracle and had to equal it exactly, or the command failed.",
 	}
 	res := []bench.WorkloadResult{{Query: "gatewaymeter", SideBySide: r, Loop: loops, Equal: true, CheckpointCost: cost,
 		Check: "equal to the oracle's on both sides in every round"}}
-	return writeReportSection(cmd, path, "weir bench gatewaymeter", "gatewaymeter", rep, res)
+	return writeReportSection(cmd, path, sec, rep, res)
 }
 
 // ensureFlinkJar builds the Flink side's jar with Maven if it is missing

@@ -17,14 +17,27 @@ import (
 	gm "github.com/weirstream/weir/examples/gatewaymeter"
 )
 
+// SideManagedMemory is the managed memory of each side's one task
+// manager with the rocksdb backend, which the embedded LSM stores of a
+// slot share (a slot's share is it divided by the slots, one per
+// subtask index, so by the parallelism): the size a Flink MiniCluster
+// gives itself when none is set, set explicitly on both sides so that
+// weir's pebble stores and Flink's RocksDB instances have the same
+// budget.
+const SideManagedMemory = "128mb"
+
 // Backends of the side-by-side benchmarks: each names weir's options and
 // Flink's for the same kind of state backend.
 var sideBackends = map[string]struct{ weir, flink []string }{
 	// State on the heap, full copy-on-write snapshots.
 	"hashmap": {weir: []string{"state.backend.type=hashmap"}, flink: []string{"--backend", "hashmap"}},
 	// An embedded LSM store with incremental checkpoints: weir's pebble,
-	// Flink's RocksDB.
-	"rocksdb": {weir: []string{"state.backend.type=pebble", "execution.checkpointing.incremental=true"}, flink: []string{"--backend", "rocksdb"}},
+	// Flink's RocksDB, both bounded by SideManagedMemory.
+	"rocksdb": {
+		weir: []string{"state.backend.type=pebble", "execution.checkpointing.incremental=true",
+			"taskmanager.memory.managed.size=" + SideManagedMemory},
+		flink: []string{"--backend", "rocksdb", "--managed-memory", SideManagedMemory},
+	},
 }
 
 // SideBackends returns the backends the side-by-side benchmarks know.

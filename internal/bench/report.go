@@ -18,12 +18,63 @@ import (
 // section, so `weir bench nexmark --write` and `weir bench gatewaymeter
 // --write` can each regenerate their part of one file.
 
-// reportTitle and reportIntro start a report file written from nothing.
+// reportTitle and reportIntro start the report file; WriteSection
+// rewrites them (everything before the first section) on every write, so
+// the list of commands stays the one this code knows.
 const (
 	reportTitle = "# Benchmarks: weir and Apache Flink"
 	reportIntro = "Every section below is written by the command its heading names, with `--write`; each command replaces its own section " +
-		"(between its markers) and keeps the others, and nothing here is edited by hand. Rerun a command to check or refresh its figures."
+		"(between its markers) and keeps the others, and nothing here is edited by hand. Rerun a command to check or refresh its figures " +
+		"(from the repository's root, after `go build -o weir ./cmd/weir` and `mvn -q -f bench/flink/pom.xml package`; " +
+		"each section lists its exact flags):\n\n" +
+		"* `./weir bench gatewaymeter --vs-flink --write BENCHMARKS.md`: GatewayMeter, state on the heap on both sides (hashmap).\n" +
+		"* `./weir bench gatewaymeter --vs-flink --backend rocksdb --write BENCHMARKS.md`: GatewayMeter, RocksDB on both sides (weir: pebble), incremental checkpoints.\n" +
+		"* `./weir bench nexmark --vs-flink --write BENCHMARKS.md`: Nexmark, state on the heap on both sides (hashmap).\n" +
+		"* `./weir bench nexmark --vs-flink --backend rocksdb --write BENCHMARKS.md`: Nexmark, RocksDB on both sides (weir: pebble), incremental checkpoints."
 )
+
+// Section names one command's section of the report file.
+type Section struct {
+	// Name is what its markers say; Heading its title; Command the
+	// command line that writes it, as the section's header names it.
+	Name, Heading, Command string
+	// ChartPrefix starts the names of its charts' files, so that no two
+	// sections draw into the same file.
+	ChartPrefix string
+}
+
+// SectionOf returns the section of a side-by-side command (command its
+// name, "weir bench nexmark"; heading and prefix its hashmap section's
+// heading and chart prefix) for weir's backend and Flink's (nil: the
+// same as weir's). Each of weir's backends has a section of its own, so
+// the file holds a hashmap run and a rocksdb run side by side; hashmap's
+// (and "", weir's default) keeps the command's plain name.
+func SectionOf(command, heading, prefix, backend string, flink []string) Section {
+	s := Section{Name: command, Heading: heading, Command: command + " --vs-flink --write", ChartPrefix: prefix}
+	if backend == "" || backend == "hashmap" {
+		return s
+	}
+	s.Name += " --backend " + backend
+	s.Command = command + " --vs-flink --backend " + backend + " --write"
+	s.ChartPrefix += "-" + backend
+	desc, weir := backend, ""
+	if backend == "rocksdb" {
+		desc = "RocksDB"
+	}
+	if o, err := WeirBackendOptions(backend); err == nil {
+		for _, kv := range o {
+			if v, ok := strings.CutPrefix(kv, "state.backend.type="); ok && v != backend {
+				weir = " (weir: " + v + ")"
+			}
+		}
+	}
+	if len(flink) == 0 || (len(flink) == 1 && flink[0] == backend) {
+		s.Heading += ", " + desc + " on both sides" + weir
+	} else {
+		s.Heading += ", weir on " + desc + weir + ", Flink on " + strings.Join(flink, " and ")
+	}
+	return s
+}
 
 func sectionMarkers(name string) (begin, end string) {
 	return "<!-- begin: " + name + " (written by the command; do not edit) -->", "<!-- end: " + name + " -->"
@@ -31,12 +82,13 @@ func sectionMarkers(name string) (begin, end string) {
 
 // WriteSection replaces section name of the report file path with body,
 // or appends it if the file has no such section, creating the file with
-// the report's title if it does not exist. A file whose markers for name
-// are missing one half or out of order is an error, not overwritten.
+// the report's title if it does not exist, and rewrites the report's
+// title and introduction. A file whose markers for name are missing one
+// half or out of order is an error, not overwritten.
 func WriteSection(path, name string, body []byte) error {
 	old, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		old, err = []byte(reportTitle+"\n\n"+reportIntro+"\n"), nil
+		old, err = []byte(reportTitle+"\n"), nil
 	}
 	if err != nil {
 		return err
@@ -56,20 +108,38 @@ func replaceSection(old []byte, name string, body []byte) ([]byte, error) {
 	sec.Write(bytes.TrimSpace(body))
 	sec.WriteString("\n\n" + end + "\n")
 	b, e := bytes.Index(old, []byte(begin)), bytes.Index(old, []byte(end))
+	var out []byte
 	switch {
 	case b < 0 && e < 0:
-		out := bytes.TrimRight(slices.Clone(old), "\n")
+		out = bytes.TrimRight(slices.Clone(old), "\n")
 		out = append(out, "\n\n"...)
-		return append(out, sec.Bytes()...), nil
+		out = append(out, sec.Bytes()...)
 	case b < 0 || e < 0 || e < b:
 		return nil, fmt.Errorf("the markers of section %q are incomplete or out of order: fix or remove them by hand", name)
+	default:
+		e += len(end)
+		if e < len(old) && old[e] == '\n' {
+			e++
+		}
+		out = append(slices.Clone(old[:b]), sec.Bytes()...)
+		out = append(out, old[e:]...)
 	}
-	e += len(end)
-	if e < len(old) && old[e] == '\n' {
-		e++
+	return withIntro(out), nil
+}
+
+// withIntro replaces what comes before the first section of a report
+// that starts with the report's title by the title and the introduction;
+// a file with another first line is left as it is.
+func withIntro(report []byte) []byte {
+	if !bytes.HasPrefix(report, []byte(reportTitle+"\n")) {
+		return report
 	}
-	out := append(slices.Clone(old[:b]), sec.Bytes()...)
-	return append(out, old[e:]...), nil
+	first := bytes.Index(report, []byte("<!-- begin: "))
+	if first < 0 {
+		first = len(report)
+	}
+	out := []byte(reportTitle + "\n\n" + reportIntro + "\n\n")
+	return append(out, report[first:]...)
 }
 
 // CheckpointSeries is one side's completed checkpoints in one workload,

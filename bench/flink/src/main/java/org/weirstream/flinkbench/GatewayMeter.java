@@ -56,9 +56,12 @@ import org.weirstream.flinkbench.Records.TenantCostMinute;
  * <pre>
  * java -jar weir-flink-bench.jar --input TRACE --output DIR --checkpoint-dir DIR
  *     [--backend hashmap|rocksdb] [--parallelism 2] [--checkpoint-interval-ms 1000] [--rest-port 8081]
+ *     [--managed-memory SIZE]
  * </pre>
  *
- * rocksdb checkpoints incrementally.
+ * rocksdb checkpoints incrementally. --managed-memory sets the MiniCluster's
+ * taskmanager.memory.managed.size (default: the MiniCluster's, 128 MiB), which the RocksDB
+ * instances of each slot share (state.backend.rocksdb.memory.managed, true by default).
  */
 public final class GatewayMeter {
     static final long WINDOW = 60_000;
@@ -86,6 +89,9 @@ public final class GatewayMeter {
         conf.put("state.backend.type", backend);
         conf.put("execution.checkpointing.incremental", Boolean.toString(backend.equals("rocksdb")));
         conf.put("parallelism.default", Integer.toString(parallelism));
+        if (a.containsKey("managed-memory")) {
+            conf.put("taskmanager.memory.managed.size", a.get("managed-memory"));
+        }
         conf.put("rest.bind-address", "localhost");
         conf.put("rest.address", "localhost");
         conf.put("rest.port", a.getOrDefault("rest-port", "8081"));
@@ -366,11 +372,12 @@ public final class GatewayMeter {
                 case "parallelism":
                 case "checkpoint-interval-ms":
                 case "rest-port":
+                case "managed-memory":
                     m.put(name, args[++i]);
                     break;
                 default:
                     throw new IllegalArgumentException("unknown flag " + k
-                            + " (known: --input --output --checkpoint-dir --backend --parallelism --checkpoint-interval-ms --rest-port)");
+                            + " (known: --input --output --checkpoint-dir --backend --parallelism --checkpoint-interval-ms --rest-port --managed-memory)");
             }
         }
         return m;

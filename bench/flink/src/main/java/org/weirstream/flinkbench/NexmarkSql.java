@@ -26,7 +26,7 @@ import org.apache.flink.table.api.bridge.java.StreamTableEnvironment;
  * java -cp weir-flink-bench.jar org.weirstream.flinkbench.NexmarkSql --version
  * java -cp weir-flink-bench.jar org.weirstream.flinkbench.NexmarkSql --query q5 --input DIR
  *     --checkpoint-dir DIR [--output DIR] [--backend hashmap|rocksdb] [--parallelism 2]
- *     [--checkpoint-interval-ms 1000] [--rest-port 8081]
+ *     [--checkpoint-interval-ms 1000] [--rest-port 8081] [--managed-memory SIZE]
  *     [--latency-dir DIR --base-time MS --latency-column C --latency-round-ms R
  *      --latency-offset-ms O --latency-from MS --latency-until MS]
  * </pre>
@@ -43,11 +43,13 @@ import org.apache.flink.table.api.bridge.java.StreamTableEnvironment;
  * to files of Debezium JSON under DIR, committed at checkpoints: a changelog (an insert is
  * {@code "op":"c"}, a retraction {@code "op":"d"}), so updating queries are written too.
  * The table options are the reference suite's (mini-batches of 50,000 rows or 2 s, distinct
- * aggregates split); rocksdb checkpoints incrementally.
+ * aggregates split); rocksdb checkpoints incrementally. --managed-memory sets the MiniCluster's
+ * taskmanager.memory.managed.size (default: the MiniCluster's, 128 MiB), which the RocksDB
+ * instances of each slot share (state.backend.rocksdb.memory.managed, true by default).
  */
 public final class NexmarkSql {
     private static final Set<String> FLAGS =
-            Set.of("query", "input", "output", "checkpoint-dir", "backend", "parallelism", "checkpoint-interval-ms", "rest-port",
+            Set.of("query", "input", "output", "checkpoint-dir", "backend", "parallelism", "checkpoint-interval-ms", "rest-port", "managed-memory",
                     "latency-dir", "base-time", "latency-column", "latency-round-ms", "latency-offset-ms", "latency-from", "latency-until");
 
     private NexmarkSql() {}
@@ -88,6 +90,9 @@ public final class NexmarkSql {
         conf.put("state.backend.type", backend);
         conf.put("execution.checkpointing.incremental", Boolean.toString(backend.equals("rocksdb")));
         conf.put("parallelism.default", Integer.toString(parallelism));
+        if (a.containsKey("managed-memory")) {
+            conf.put("taskmanager.memory.managed.size", a.get("managed-memory"));
+        }
         conf.put("rest.bind-address", "localhost");
         conf.put("rest.address", "localhost");
         conf.put("rest.port", a.getOrDefault("rest-port", "8081"));
