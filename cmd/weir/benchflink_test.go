@@ -7,6 +7,11 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/weirstream/weir/internal/bench"
 )
 
 // flinkJar returns the jar of bench/flink: $WEIR_FLINK_JAR, or one built
@@ -47,8 +52,9 @@ func flinkJar(t *testing.T) string {
 // over a small trace with each backend: weir and the Flink job of
 // bench/flink each run it, and the command fails unless each side's
 // outputs equal the oracle's (gatewaymeter.OracleFiles, diffed by
-// gatewaymeter.Diff) to the last record. It asserts that the command
-// succeeded and reported both sides, never a time.
+// gatewaymeter.Diff) to the last record. Both runs write one report,
+// each its own section. It asserts that the command succeeded and
+// reported both sides, never a time.
 func TestBenchGatewayMeterVsFlink(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a JVM per run")
@@ -56,9 +62,10 @@ func TestBenchGatewayMeterVsFlink(t *testing.T) {
 	jar := flinkJar(t)
 	bin := weirBinary(t)
 	traces := t.TempDir()
+	report := filepath.Join(t.TempDir(), "BENCHMARKS.md")
 	for _, backend := range []string{"hashmap", "rocksdb"} {
 		t.Run(backend, func(t *testing.T) {
-			report := filepath.Join(t.TempDir(), "BENCHMARKS.md")
+			sec := bench.SectionOf("weir bench gatewaymeter", "GatewayMeter", "gatewaymeter", backend, nil)
 			cmd := exec.Command(bin, "bench", "gatewaymeter", "--vs-flink", "--flink-jar", jar, "--lines", "40000", "--rounds", "1",
 				"--backend", backend, "--trace-dir", traces, "--work-dir", t.TempDir(), "--write", report)
 			out, err := cmd.CombinedOutput()
@@ -75,8 +82,9 @@ func TestBenchGatewayMeterVsFlink(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, want := range []string{"## GatewayMeter", "| gatewaymeter |", "equal to the oracle's on both sides in every round", "bench/charts/gatewaymeter-ratio.svg",
-				"--backend " + backend, "What checkpointing costs weir", "<!-- end: weir bench gatewaymeter -->"} {
+			for _, want := range []string{"## " + sec.Heading + "\n", "| gatewaymeter |", "equal to the oracle's on both sides in every round",
+				"bench/charts/" + sec.ChartPrefix + "-ratio.svg", "--backend " + backend, "What checkpointing costs weir", "Memory of the state",
+				"<!-- end: " + sec.Name + " -->", "<!-- end: weir bench gatewaymeter -->"} {
 				if !strings.Contains(string(md), want) {
 					t.Errorf("the report lacks %q:\n%s", want, md)
 				}
@@ -174,5 +182,75 @@ func TestBenchNexmarkVsFlink(t *testing.T) {
 		if err != nil || !strings.HasPrefix(string(b), "<svg") || !strings.Contains(string(b), ">q7<") {
 			t.Errorf("%s: %v\n%.300s", chart, err, b)
 		}
+	}
+}
+
+// TestWriteReportSectionPerBackend writes a GatewayMeter result as the
+// hashmap section and as the rocksdb section of one report: each has its
+// own heading, markers and chart files, and rewriting the rocksdb one
+// leaves the hashmap one and its charts as they were.
+func TestWriteReportSectionPerBackend(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "BENCHMARKS.md")
+	run := func(wall time.Duration) bench.ProcessRun {
+		return bench.ProcessRun{Wall: wall, CPU: wall, MaxRSS: 100 << 20, Checkpoints: []bench.CheckpointStat{{Duration: 5 * time.Millisecond, Size: 2 << 20}}}
+	}
+	result := func(weirWall time.Duration) []bench.WorkloadResult {
+		side := func(name string, wall time.Duration) bench.SideResult {
+			return bench.SideResult{Name: name, Runs: []bench.ProcessRun{run(wall)}, Startup: []bench.ProcessRun{run(time.Second)}}
+		}
+		return []bench.WorkloadResult{{Query: "gatewaymeter", Equal: true, Check: "equal",
+			SideBySide: bench.SideBySide{Workload: "gatewaymeter", Events: 1000, Sides: []bench.SideResult{side("weir", weirWall), side("flink", 9*time.Second)}}}}
+	}
+	write := func(backend string, weirWall time.Duration) {
+		t.Helper()
+		sec := bench.SectionOf("weir bench gatewaymeter", "GatewayMeter", "gatewaymeter", backend, nil)
+		rep := bench.Report{Heading: sec.Heading, Command: sec.Command, Row: "job", Config: []string{memoryText(backend, nil, 2)}}
+		if err := writeReportSection(&cobra.Command{}, path, sec, rep, result(weirWall)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func(name string) string {
+		t.Helper()
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	write("hashmap", 2*time.Second)
+	write("rocksdb", 3*time.Second)
+	md := read("BENCHMARKS.md")
+	heap, lsm, ok := strings.Cut(md, "<!-- end: weir bench gatewaymeter -->")
+	if !ok {
+		t.Fatalf("no hashmap section:\n%s", md)
+	}
+	for _, want := range []string{"## GatewayMeter\n", "bench/charts/gatewaymeter-ratio.svg", "the heap on both sides"} {
+		if !strings.Contains(heap, want) {
+			t.Errorf("the hashmap section lacks %q:\n%s", want, heap)
+		}
+	}
+	for _, want := range []string{"<!-- begin: weir bench gatewaymeter --backend rocksdb ", "## GatewayMeter, RocksDB on both sides (weir: pebble)\n",
+		"Written by `weir bench gatewaymeter --vs-flink --backend rocksdb --write`", "bench/charts/gatewaymeter-rocksdb-ratio.svg",
+		"taskmanager.memory.managed.size 128 mb", "(64 mb, one slot per subtask index: 2 slots)", "weir's pebble stores", "Flink's RocksDB instances",
+		"<!-- end: weir bench gatewaymeter --backend rocksdb -->"} {
+		if !strings.Contains(lsm, want) {
+			t.Errorf("the rocksdb section lacks %q:\n%s", want, lsm)
+		}
+	}
+	if strings.Contains(lsm, "bench/charts/gatewaymeter-ratio.svg") || strings.Contains(heap, "rocksdb-") {
+		t.Errorf("a section shows the other's charts:\n%s", md)
+	}
+	heapRatio := read("bench/charts/gatewaymeter-ratio.svg")
+	if heapRatio == read("bench/charts/gatewaymeter-rocksdb-ratio.svg") {
+		t.Error("the two sections' ratio charts are the same file's contents; want each its run's")
+	}
+	write("rocksdb", 4*time.Second)
+	again := read("BENCHMARKS.md")
+	if h, _, _ := strings.Cut(again, "<!-- end: weir bench gatewaymeter -->"); h != heap {
+		t.Errorf("rewriting the rocksdb section changed the hashmap one:\n%s\nwas:\n%s", h, heap)
+	}
+	if again == md || read("bench/charts/gatewaymeter-ratio.svg") != heapRatio {
+		t.Error("rewriting the rocksdb section did not rewrite it, or redrew the hashmap section's chart")
 	}
 }

@@ -73,3 +73,96 @@ func TestCheckpointSizeChart(t *testing.T) {
 		t.Errorf("a chart of no state: %s", svg)
 	}
 }
+
+// TestSectionOf gives the rocksdb backend a section of its own (markers,
+// heading, command and chart files) and leaves hashmap's as it was.
+func TestSectionOf(t *testing.T) {
+	for _, b := range []string{"", "hashmap"} {
+		want := Section{Name: "weir bench gatewaymeter", Heading: "GatewayMeter", Command: "weir bench gatewaymeter --vs-flink --write", ChartPrefix: "gatewaymeter"}
+		if got := SectionOf("weir bench gatewaymeter", "GatewayMeter", "gatewaymeter", b, nil); got != want {
+			t.Errorf("backend %q: %+v, want %+v", b, got, want)
+		}
+	}
+	want := Section{Name: "weir bench gatewaymeter --backend rocksdb", Heading: "GatewayMeter, RocksDB on both sides (weir: pebble)",
+		Command: "weir bench gatewaymeter --vs-flink --backend rocksdb --write", ChartPrefix: "gatewaymeter-rocksdb"}
+	if got := SectionOf("weir bench gatewaymeter", "GatewayMeter", "gatewaymeter", "rocksdb", []string{"rocksdb"}); got != want {
+		t.Errorf("rocksdb: %+v, want %+v", got, want)
+	}
+	got := SectionOf("weir bench nexmark", "Nexmark", "nexmark", "rocksdb", []string{"hashmap", "rocksdb"})
+	if got.Name != "weir bench nexmark --backend rocksdb" || got.ChartPrefix != "nexmark-rocksdb" ||
+		got.Heading != "Nexmark, weir on RocksDB (weir: pebble), Flink on hashmap and rocksdb" {
+		t.Errorf("rocksdb against Flink on both: %+v", got)
+	}
+}
+
+// TestWriteSectionPerBackend writes a command's hashmap section and its
+// rocksdb section into one report file: both are there after writing
+// each, and rewriting either keeps the other as it was. The introduction
+// before the first section, an older one here, is rewritten to list the
+// commands.
+func TestWriteSectionPerBackend(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "BENCHMARKS.md")
+	if err := os.WriteFile(path, []byte(reportTitle+"\n\nAn older introduction.\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	read := func() string {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	heap := SectionOf("weir bench gatewaymeter", "GatewayMeter", "gatewaymeter", "hashmap", nil)
+	lsm := SectionOf("weir bench gatewaymeter", "GatewayMeter", "gatewaymeter", "rocksdb", nil)
+	write := func(s Section, body string) {
+		t.Helper()
+		if err := WriteSection(path, s.Name, []byte("## "+s.Heading+"\n\n"+body+"\n")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	section := func(text string, s Section) string {
+		t.Helper()
+		begin, end := sectionMarkers(s.Name)
+		b, e := strings.Index(text, begin), strings.Index(text, end)
+		if b < 0 || e < b {
+			t.Fatalf("no section %q:\n%s", s.Name, text)
+		}
+		return text[b : e+len(end)]
+	}
+	write(heap, "HEAP-1")
+	write(lsm, "LSM-1")
+	both := read()
+	if h, l := section(both, heap), section(both, lsm); !strings.Contains(h, "HEAP-1") || strings.Contains(h, "LSM-1") ||
+		!strings.Contains(l, "LSM-1") || strings.Contains(l, "HEAP-1") {
+		t.Fatalf("each section should hold its own body:\n%s", both)
+	}
+	if strings.Contains(both, "An older introduction.") || !strings.HasPrefix(both, reportTitle+"\n\n"+reportIntro+"\n\n<!-- begin: ") {
+		t.Errorf("the introduction was not rewritten:\n%s", both)
+	}
+	for _, cmd := range []string{"--vs-flink --write BENCHMARKS.md", "--vs-flink --backend rocksdb --write BENCHMARKS.md"} {
+		for _, c := range []string{"gatewaymeter ", "nexmark "} {
+			if !strings.Contains(both, "`./weir bench "+c+cmd+"`") {
+				t.Errorf("the introduction does not list weir bench %s%s:\n%s", c, cmd, both)
+			}
+		}
+	}
+	write(lsm, "LSM-2")
+	if got, want := read(), strings.Replace(both, "LSM-1", "LSM-2", 1); got != want {
+		t.Fatalf("rewriting the rocksdb section changed more than it:\n%s\nwant:\n%s", got, want)
+	}
+	write(heap, "HEAP-2")
+	if got, want := read(), strings.Replace(strings.Replace(both, "LSM-1", "LSM-2", 1), "HEAP-1", "HEAP-2", 1); got != want {
+		t.Fatalf("rewriting the hashmap section changed more than it:\n%s\nwant:\n%s", got, want)
+	}
+	// A file that does not start with the report's title keeps its top.
+	other := filepath.Join(t.TempDir(), "OTHER.md")
+	if err := os.WriteFile(other, []byte("# Something else\n\nKept.\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteSection(other, lsm.Name, []byte("LSM")); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(other); !strings.HasPrefix(string(b), "# Something else\n\nKept.\n\n<!-- begin: ") {
+		t.Errorf("a file of another title lost its top:\n%s", b)
+	}
+}
