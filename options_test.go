@@ -64,7 +64,6 @@ func TestEveryOptionIsReadOrRefused(t *testing.T) {
 		config.KeySSLRESTEnabled:            {"true"},
 		config.KeyRocksDBWriteBufferRatio:   {"0.5", "0.25"},
 		config.KeyRocksDBHighPrioPoolRatio:  {"0.1"},
-		config.KeyManagedMemoryFraction:     {"0.4"},
 		config.KeyMinSegmentSize:            {"256 b", "1 kb"},
 	}
 	for _, o := range config.Options() {

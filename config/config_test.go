@@ -74,7 +74,9 @@ func TestDefaults(t *testing.T) {
 		KeyRocksDBWriteBufferRatio:   "",
 		KeyRocksDBHighPrioPoolRatio:  "",
 		KeyManagedMemorySize:         "",
-		KeyManagedMemoryFraction:     "",
+		KeyManagedMemoryFraction:     "0.4",
+		KeyTaskManagerProcessSize:    "",
+		KeyJobManagerProcessSize:     "",
 
 		KeyHeartbeatInterval:      "10 s",
 		KeyHeartbeatTimeout:       "50 s",

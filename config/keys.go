@@ -297,10 +297,39 @@ const (
 	// Default: unset.
 	KeyManagedMemorySize = "taskmanager.memory.managed.size"
 
-	// KeyManagedMemoryFraction is Flink's managed memory as a fraction of
-	// the total memory; weir has no total memory to take it of and
-	// refuses it (set taskmanager.memory.managed.size).
+	// KeyManagedMemoryFraction is the share of
+	// taskmanager.memory.process.size that is a task manager's managed
+	// memory when taskmanager.memory.managed.size is not set, as Flink
+	// takes it of the total Flink memory: weir has no JVM metaspace or
+	// overhead to set aside, so its total memory is the process size.
+	// Only with taskmanager.memory.process.size set; refused without it.
+	// Default: 0.4, as in Flink. Above 0 and below 1.
 	KeyManagedMemoryFraction = "taskmanager.memory.managed.fraction"
+
+	// KeyTaskManagerProcessSize is the memory of a task manager's process
+	// (Flink's total process memory). weir makes it the Go runtime's soft
+	// memory limit (runtime/debug.SetMemoryLimit) of the process that
+	// runs subtasks — weir taskmanager, and a process that runs a job
+	// embedded — with nothing taken off: the limit bounds the memory the
+	// Go runtime maps for its heap (the heap backend's state, the pebble
+	// backend's write-back caches, records in flight), goroutine stacks
+	// and its own metadata; in a build with CGO_ENABLED=0 (the container
+	// image) also the pebble stores' block caches and memtables, which a
+	// cgo build allocates with C's malloc, outside the limit. It does not
+	// bound the page cache of the stores' files. The limit is soft: the
+	// garbage collector runs more often as the heap nears it, but no
+	// allocation fails. Its managed fraction
+	// (taskmanager.memory.managed.fraction) bounds the pebble stores when
+	// no other key does. GOMEMLIMIT in the environment wins. Default:
+	// unset (no limit but GOMEMLIMIT's). At least 64 mb.
+	KeyTaskManagerProcessSize = "taskmanager.memory.process.size"
+
+	// KeyJobManagerProcessSize is the memory of a job manager's process:
+	// the Go runtime's soft memory limit of weir jobmanager, bounding
+	// what taskmanager.memory.process.size bounds. It does not apply to
+	// an embedded run, whose process is its task manager. GOMEMLIMIT in
+	// the environment wins. Default: unset. At least 64 mb.
+	KeyJobManagerProcessSize = "jobmanager.memory.process.size"
 
 	// KeyTimerService says where the embedded LSM backend keeps timers:
 	// ROCKSDB, in the store with the keyed state (Flink's default), or

@@ -179,6 +179,12 @@ func floatBetween(lo, hi float64) *constraint {
 	}
 }
 
+// floatAbove0Below1 accepts a fraction strictly between 0 and 1.
+var floatAbove0Below1 = &constraint{
+	desc: "above 0 and below 1",
+	ok:   func(v any) bool { return v.(float64) > 0 && v.(float64) < 1 },
+}
+
 func durationAtLeast(d time.Duration) *constraint {
 	return &constraint{
 		desc: "at least " + FormatDuration(d),
@@ -369,9 +375,12 @@ var optionTable = []option{
 		desc:  "Share of the block cache for index and filter blocks."},
 	{key: KeyManagedMemorySize, kind: KindMemory, check: memoryBetween(4<<20, 1<<50),
 		desc: "Managed memory of a task manager, shared by its slots' pebble stores (state.backend.rocksdb.memory.managed)."},
-	{key: KeyManagedMemoryFraction, kind: KindFloat,
-		check: unset("weir has no total task manager memory to take a fraction of; set taskmanager.memory.managed.size, or state.backend.rocksdb.memory.fixed-per-slot"),
-		desc:  "Managed memory as a fraction of the total memory."},
+	{key: KeyManagedMemoryFraction, kind: KindFloat, def: "0.4", check: floatAbove0Below1,
+		desc: "Managed memory as a fraction of taskmanager.memory.process.size, when no managed size is set."},
+	{key: KeyTaskManagerProcessSize, kind: KindMemory, check: memoryBetween(64<<20, 1<<50),
+		desc: "Memory of a task manager's process: the Go runtime's soft memory limit of a process that runs subtasks, and what the managed fraction is taken of."},
+	{key: KeyJobManagerProcessSize, kind: KindMemory, check: memoryBetween(64<<20, 1<<50),
+		desc: "Memory of a job manager's process: the Go runtime's soft memory limit of weir jobmanager."},
 	{key: KeyTimerService, kind: KindEnum, def: string(TimersInStore), values: timerServices,
 		desc: "Where the pebble (rocksdb, forst) backend keeps timers: ROCKSDB, in its store with the keyed state, or HEAP, in memory."},
 

@@ -334,7 +334,9 @@ type Pipeline struct {
 	// ManagedMemory, if not 0, is a task manager's managed memory, whose
 	// share per slot its pebble stores share
 	// (state.backend.rocksdb.memory.managed with
-	// taskmanager.memory.managed.size), replacing PebbleMemory.
+	// taskmanager.memory.managed.size, or else with
+	// taskmanager.memory.managed.fraction of
+	// taskmanager.memory.process.size), replacing PebbleMemory.
 	ManagedMemory int64
 }
 
@@ -378,13 +380,22 @@ func (c *Configuration) Pipeline() (Pipeline, error) {
 
 // pebbleMemory settles what bounds the pebble stores' memory, in Flink's
 // order: fixed-per-slot, else managed memory if a managed size is set,
-// else state.backend.pebble.memory per keyed subtask. A key that the
-// chosen one would leave without effect is a conflict.
+// else managed memory as the managed fraction of the process size if that
+// is set (and state.backend.pebble.memory is not), else
+// state.backend.pebble.memory per keyed subtask. A key that the chosen
+// one would leave without effect is a conflict.
 func (c *Configuration) pebbleMemory(p *Pipeline) error {
 	fixed, fixedSet := c.Get(KeyRocksDBMemoryFixedPerSlot)
 	size, sizeSet := c.Get(KeyManagedMemorySize)
 	managed, managedSet := c.Get(KeyRocksDBMemoryManaged)
 	perSubtask, perSubtaskSet := c.Get(KeyPebbleMemory)
+	fraction, fractionSet := c.Get(KeyManagedMemoryFraction)
+	process, processSet := c.Get(KeyTaskManagerProcessSize)
+	unused := func(key, value, why string) error {
+		return &ConflictError{Keys: []string{KeyManagedMemoryFraction, key}, Reason: fmt.Sprintf(
+			"%s (%s) would have no effect: %s (%s) %s; leave the fraction unset",
+			KeyManagedMemoryFraction, fraction, key, value, why)}
+	}
 	switch {
 	case fixedSet && perSubtaskSet:
 		return &ConflictError{Keys: []string{KeyPebbleMemory, KeyRocksDBMemoryFixedPerSlot}, Reason: fmt.Sprintf(
@@ -394,6 +405,8 @@ func (c *Configuration) pebbleMemory(p *Pipeline) error {
 		return &ConflictError{Keys: []string{KeyManagedMemorySize, KeyRocksDBMemoryFixedPerSlot}, Reason: fmt.Sprintf(
 			"%s (%s) overrides managed memory, so %s (%s) would have no effect: set one of them",
 			KeyRocksDBMemoryFixedPerSlot, fixed, KeyManagedMemorySize, size)}
+	case fixedSet && fractionSet:
+		return unused(KeyRocksDBMemoryFixedPerSlot, fixed, "overrides managed memory")
 	case fixedSet:
 		p.PebbleSlotMemory = c.MemorySize(KeyRocksDBMemoryFixedPerSlot)
 	case sizeSet && !c.Bool(KeyRocksDBMemoryManaged):
@@ -404,12 +417,30 @@ func (c *Configuration) pebbleMemory(p *Pipeline) error {
 		return &ConflictError{Keys: []string{KeyPebbleMemory, KeyManagedMemorySize}, Reason: fmt.Sprintf(
 			"%s (%s) bounds each keyed subtask alone, managed memory (%s %s) the keyed subtasks of a slot together: set one of them, or %s false",
 			KeyPebbleMemory, perSubtask, KeyManagedMemorySize, size, KeyRocksDBMemoryManaged)}
+	case sizeSet && fractionSet:
+		return unused(KeyManagedMemorySize, size, "is the managed memory")
+	case sizeSet && processSet && c.MemorySize(KeyManagedMemorySize) >= c.MemorySize(KeyTaskManagerProcessSize):
+		return &ConflictError{Keys: []string{KeyManagedMemorySize, KeyTaskManagerProcessSize}, Reason: fmt.Sprintf(
+			"%s (%s) must be below %s (%s), the memory of the whole process",
+			KeyManagedMemorySize, size, KeyTaskManagerProcessSize, process)}
 	case sizeSet:
 		p.ManagedMemory = c.MemorySize(KeyManagedMemorySize)
-	case managedSet && managed == "true":
+	case fractionSet && !processSet:
+		return &ConflictError{Keys: []string{KeyManagedMemoryFraction, KeyTaskManagerProcessSize}, Reason: fmt.Sprintf(
+			"%s (%s) is a share of %s, which is not set: set the process size, or %s instead",
+			KeyManagedMemoryFraction, fraction, KeyTaskManagerProcessSize, KeyManagedMemorySize)}
+	case processSet && !c.Bool(KeyRocksDBMemoryManaged) && fractionSet:
+		return unused(KeyRocksDBMemoryManaged, managed, "leaves the pebble stores out of managed memory (nothing else in weir uses it)")
+	case processSet && perSubtaskSet && (fractionSet || managedSet && managed == "true"):
+		return &ConflictError{Keys: []string{KeyPebbleMemory, KeyManagedMemoryFraction, KeyRocksDBMemoryManaged}, Reason: fmt.Sprintf(
+			"%s (%s) bounds each keyed subtask alone, managed memory (%s of %s %s) the keyed subtasks of a slot together: set one of them (%s false keeps %s)",
+			KeyPebbleMemory, perSubtask, KeyManagedMemoryFraction, KeyTaskManagerProcessSize, process, KeyRocksDBMemoryManaged, KeyPebbleMemory)}
+	case processSet && c.Bool(KeyRocksDBMemoryManaged) && !perSubtaskSet:
+		p.ManagedMemory = int64(c.Float(KeyManagedMemoryFraction) * float64(c.MemorySize(KeyTaskManagerProcessSize)))
+	case managedSet && managed == "true" && !processSet:
 		return &ConflictError{Keys: []string{KeyRocksDBMemoryManaged, KeyManagedMemorySize}, Reason: fmt.Sprintf(
-			"%s is true but %s is not set, and weir has no total memory to take a managed fraction of: set the size, or %s, or leave %s unset (or false) for %s per keyed subtask",
-			KeyRocksDBMemoryManaged, KeyManagedMemorySize, KeyRocksDBMemoryFixedPerSlot, KeyRocksDBMemoryManaged, KeyPebbleMemory)}
+			"%s is true but neither %s nor %s is set, so there is no managed memory: set one of them, or %s, or leave %s unset (or false) for %s per keyed subtask",
+			KeyRocksDBMemoryManaged, KeyManagedMemorySize, KeyTaskManagerProcessSize, KeyRocksDBMemoryFixedPerSlot, KeyRocksDBMemoryManaged, KeyPebbleMemory)}
 	}
 	return nil
 }
@@ -488,6 +519,12 @@ type Cluster struct {
 	// AuthToken is the secret the cluster's processes share; "" when
 	// authentication is off (the default). It must not be logged.
 	AuthToken string
+	// TaskManagerProcessMemory and JobManagerProcessMemory, if not 0, are
+	// taskmanager.memory.process.size and jobmanager.memory.process.size:
+	// the Go runtime's soft memory limit of a process that runs subtasks,
+	// and of one that is only a job manager.
+	TaskManagerProcessMemory int64
+	JobManagerProcessMemory  int64
 }
 
 // Cluster returns the cluster configuration with defaults resolved. It returns
@@ -503,6 +540,9 @@ func (c *Configuration) Cluster() (Cluster, error) {
 		RESTAuthToken:     c.String(KeyRESTAuthToken),
 		CheckpointHistory: c.Int(KeyCheckpointHistory),
 		AuthToken:         c.String(KeyClusterAuthToken),
+
+		TaskManagerProcessMemory: c.MemorySize(KeyTaskManagerProcessSize),
+		JobManagerProcessMemory:  c.MemorySize(KeyJobManagerProcessSize),
 	}
 	if cl.HeartbeatTimeout < cl.HeartbeatInterval {
 		return Cluster{}, &ConflictError{

@@ -255,7 +255,7 @@ func TestConflicts(t *testing.T) {
 			kv:        []string{KeyRocksDBMemoryManaged, "true"},
 			view:      func(c *Configuration) error { _, err := c.Pipeline(); return err },
 			wantKeys:  []string{KeyRocksDBMemoryManaged, KeyManagedMemorySize},
-			wantInMsg: []string{"no total memory", KeyRocksDBMemoryFixedPerSlot, KeyPebbleMemory},
+			wantInMsg: []string{"no managed memory", KeyRocksDBMemoryFixedPerSlot, KeyPebbleMemory},
 		},
 		{
 			name:     "unaligned with two concurrent checkpoints",
@@ -364,8 +364,8 @@ func TestValidateReportsEveryConflict(t *testing.T) {
 }
 
 // TestPebbleMemoryPrecedence checks which key bounds the pebble stores'
-// memory, and that the ratios and the managed fraction weir does not
-// implement are refused naming the key.
+// memory, and that the ratios weir does not implement are refused naming
+// the key.
 func TestPebbleMemoryPrecedence(t *testing.T) {
 	for _, tt := range []struct {
 		kv                      []string
@@ -378,6 +378,16 @@ func TestPebbleMemoryPrecedence(t *testing.T) {
 		{[]string{KeyRocksDBMemoryFixedPerSlot, "256 mb", KeyRocksDBMemoryManaged, "true"}, 64 << 20, 256 << 20, 0},
 		{[]string{KeyManagedMemorySize, "1 gb"}, 64 << 20, 0, 1 << 30},
 		{[]string{KeyManagedMemorySize, "1 gb", KeyRocksDBMemoryManaged, "true"}, 64 << 20, 0, 1 << 30},
+		// The process size alone: managed memory is 0.4 of it.
+		{[]string{KeyTaskManagerProcessSize, "1000 mb"}, 64 << 20, 0, 400 << 20},
+		{[]string{KeyTaskManagerProcessSize, "1000 mb", KeyManagedMemoryFraction, "0.25"}, 64 << 20, 0, 250 << 20},
+		{[]string{KeyTaskManagerProcessSize, "1000 mb", KeyRocksDBMemoryManaged, "true"}, 64 << 20, 0, 400 << 20},
+		// A managed size or fixed-per-slot wins over the fraction.
+		{[]string{KeyTaskManagerProcessSize, "1 gb", KeyManagedMemorySize, "256 mb"}, 64 << 20, 0, 256 << 20},
+		{[]string{KeyTaskManagerProcessSize, "1 gb", KeyRocksDBMemoryFixedPerSlot, "128 mb"}, 64 << 20, 128 << 20, 0},
+		// Per-subtask memory, or managed memory off, keeps it per subtask.
+		{[]string{KeyTaskManagerProcessSize, "1 gb", KeyPebbleMemory, "32 mb"}, 32 << 20, 0, 0},
+		{[]string{KeyTaskManagerProcessSize, "1 gb", KeyRocksDBMemoryManaged, "false"}, 64 << 20, 0, 0},
 	} {
 		p, err := with(t, tt.kv...).Pipeline()
 		if err != nil {
@@ -388,7 +398,7 @@ func TestPebbleMemoryPrecedence(t *testing.T) {
 			t.Errorf("%q: per subtask %d, per slot %d, managed %d; want %d, %d, %d", tt.kv, p.PebbleMemory, p.PebbleSlotMemory, p.ManagedMemory, tt.perSubtask, tt.slot, tt.total)
 		}
 	}
-	for _, key := range []string{KeyRocksDBWriteBufferRatio, KeyRocksDBHighPrioPoolRatio, KeyManagedMemoryFraction} {
+	for _, key := range []string{KeyRocksDBWriteBufferRatio, KeyRocksDBHighPrioPoolRatio} {
 		c := New()
 		err := c.Set(key, "0.5")
 		if err == nil || !strings.Contains(err.Error(), key) || !strings.Contains(err.Error(), "not implemented") && !strings.Contains(err.Error(), "no total") {
@@ -397,5 +407,65 @@ func TestPebbleMemoryPrecedence(t *testing.T) {
 	}
 	if err := New().Set(KeyRocksDBMemoryFixedPerSlot, "1 mb"); err == nil || !strings.Contains(err.Error(), KeyRocksDBMemoryFixedPerSlot) {
 		t.Errorf("fixed-per-slot of 1 mb: %v", err)
+	}
+}
+
+// TestProcessSize checks taskmanager.memory.process.size and
+// jobmanager.memory.process.size: parsed as Flink's memory sizes into the
+// cluster view, invalid values refused naming the key and the syntax, and
+// the managed fraction refused where it would have no effect.
+func TestProcessSize(t *testing.T) {
+	cl, err := with(t, KeyTaskManagerProcessSize, "1536m", KeyJobManagerProcessSize, "1 gb").Cluster()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cl.TaskManagerProcessMemory != 1536<<20 || cl.JobManagerProcessMemory != 1<<30 {
+		t.Errorf("process sizes %d and %d, want %d and %d", cl.TaskManagerProcessMemory, cl.JobManagerProcessMemory, 1536<<20, 1<<30)
+	}
+	if cl, _ := New().Cluster(); cl.TaskManagerProcessMemory != 0 || cl.JobManagerProcessMemory != 0 {
+		t.Errorf("unset process sizes are %d and %d, want 0", cl.TaskManagerProcessMemory, cl.JobManagerProcessMemory)
+	}
+	for _, key := range []string{KeyTaskManagerProcessSize, KeyJobManagerProcessSize} {
+		for _, v := range []string{"1.5 gb", "lots", "-1 gb", "1 gib", "16 mb"} {
+			err := New().Set(key, v)
+			var iv *InvalidValueError
+			if !errors.As(err, &iv) || !strings.Contains(err.Error(), key) {
+				t.Errorf("%s=%q: %v, want an InvalidValueError naming the key", key, v, err)
+				continue
+			}
+			if v != "16 mb" && !strings.Contains(err.Error(), "whole number") {
+				t.Errorf("%s=%q: %v, want the syntax of a memory size", key, v, err)
+			}
+		}
+	}
+	for _, v := range []string{"0", "1", "1.5", "-0.1"} {
+		if err := New().Set(KeyManagedMemoryFraction, v); err == nil || !strings.Contains(err.Error(), KeyManagedMemoryFraction) {
+			t.Errorf("%s=%s: %v, want a refusal naming the key", KeyManagedMemoryFraction, v, err)
+		}
+	}
+	for _, tt := range []struct {
+		kv   []string
+		want []string // keys the conflict names
+	}{
+		{[]string{KeyManagedMemoryFraction, "0.4"}, []string{KeyManagedMemoryFraction, KeyTaskManagerProcessSize}},
+		{[]string{KeyTaskManagerProcessSize, "1 gb", KeyManagedMemorySize, "256 mb", KeyManagedMemoryFraction, "0.3"}, []string{KeyManagedMemoryFraction, KeyManagedMemorySize}},
+		{[]string{KeyTaskManagerProcessSize, "1 gb", KeyRocksDBMemoryFixedPerSlot, "256 mb", KeyManagedMemoryFraction, "0.3"}, []string{KeyManagedMemoryFraction, KeyRocksDBMemoryFixedPerSlot}},
+		{[]string{KeyTaskManagerProcessSize, "1 gb", KeyRocksDBMemoryManaged, "false", KeyManagedMemoryFraction, "0.3"}, []string{KeyManagedMemoryFraction, KeyRocksDBMemoryManaged}},
+		{[]string{KeyTaskManagerProcessSize, "1 gb", KeyPebbleMemory, "32 mb", KeyManagedMemoryFraction, "0.3"}, []string{KeyPebbleMemory, KeyManagedMemoryFraction}},
+		{[]string{KeyTaskManagerProcessSize, "1 gb", KeyPebbleMemory, "32 mb", KeyRocksDBMemoryManaged, "true"}, []string{KeyPebbleMemory, KeyRocksDBMemoryManaged}},
+		{[]string{KeyTaskManagerProcessSize, "1 gb", KeyManagedMemorySize, "1 gb"}, []string{KeyManagedMemorySize, KeyTaskManagerProcessSize}},
+		{[]string{KeyRocksDBMemoryManaged, "true"}, []string{KeyRocksDBMemoryManaged, KeyTaskManagerProcessSize}},
+	} {
+		_, err := with(t, tt.kv...).Pipeline()
+		var ce *ConflictError
+		if !errors.As(err, &ce) {
+			t.Errorf("%q: %v, want a ConflictError", tt.kv, err)
+			continue
+		}
+		for _, k := range tt.want {
+			if !strings.Contains(err.Error(), k) {
+				t.Errorf("%q: %v, want it to name %s", tt.kv, err, k)
+			}
+		}
 	}
 }

@@ -143,6 +143,9 @@ type lsm struct {
 	committed chan error
 	inflight  atomic.Int32
 	rowBatch  *pebble.Batch
+	// unflushed says a batch was committed since the memtables were last
+	// flushed (see flush): a store without one has nothing to write out.
+	unflushed bool
 }
 
 // bgFailure holds the first error of a store's background work.
@@ -447,10 +450,18 @@ func (l *lsm) store() *pebble.DB {
 
 // flush writes the memtables out and waits until they are, or until the
 // store's background work fails: Pebble retries a failed flush without
-// end, so waiting for it alone could last for ever.
+// end, so waiting for it alone could last for ever. A store with no
+// commit since its last flush has empty memtables (its writes skip the
+// WAL, so none is replayed into them when it opens) and flush leaves it
+// alone: Pebble would still rotate the empty memtable and record a
+// flush in its MANIFEST, so that every checkpoint of an idle subtask
+// would grow it.
 func (l *lsm) flush() error {
 	if err := l.failed(); err != nil {
 		return err
+	}
+	if !l.unflushed {
+		return nil
 	}
 	flushed, err := l.db.AsyncFlush()
 	if err != nil {
@@ -460,7 +471,11 @@ func (l *lsm) flush() error {
 	case <-flushed:
 	case <-l.broken.done:
 	}
-	return l.failed()
+	if err := l.failed(); err != nil {
+		return err
+	}
+	l.unflushed = false
+	return nil
 }
 
 // failed returns the error of the store's background work, if it failed.

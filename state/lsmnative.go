@@ -58,7 +58,7 @@ type NativeFile struct {
 
 // NativeSnapshot takes a native snapshot of a backend created WithPebble.
 // It flushes the store's memtables first, so it takes as long as writing
-// them out.
+// them out; a store without a write since its last flush is not flushed.
 func (b *KeyedBackend[K]) NativeSnapshot(checkpointID int64) (*NativeSnapshot, error) {
 	if b.lsm == nil {
 		return nil, fmt.Errorf("state: a native snapshot needs a backend created WithPebble")

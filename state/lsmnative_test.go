@@ -229,3 +229,82 @@ func TestNativeSnapshotManifestBounded(t *testing.T) {
 		t.Fatalf("a snapshot's MANIFEST reached %d bytes over %d snapshots, want at most %d", largest, snapshots, bound)
 	}
 }
+
+// TestNativeSnapshotIdle takes many native snapshots of a store that no
+// write reaches between them, as the checkpoints of an idle subtask do:
+// none may flush the store (Pebble would rotate its empty memtable and
+// add an edit to its MANIFEST each time), and the state must still be
+// whole in every one. A write after them is flushed by the next.
+func TestNativeSnapshotIdle(t *testing.T) {
+	const idle = 200
+	b := closeAtEnd(t, must(NewKeyedBackend[int64](nil, 128, KeyGroupRange{0, 127}, pebbleBackend(t))))
+	v := must(Value(b, ValueDescriptor[int64]{Name: "sum"}))
+	for k := range int64(100) {
+		b.SetCurrentKey(k)
+		v.Update(k)
+	}
+	snapshot := func(id int64) {
+		t.Helper()
+		s, err := b.NativeSnapshot(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Release()
+	}
+	snapshot(1)
+	flushes, manifest := b.lsm.db.Metrics().Flush.Count, manifestSize(t, b.lsm.dir)
+	for id := range int64(idle) {
+		snapshot(id + 2)
+	}
+	if n := b.lsm.db.Metrics().Flush.Count - flushes; n != 0 {
+		t.Errorf("%d idle snapshots flushed the store %d times, want 0", idle, n)
+	}
+	if m := manifestSize(t, b.lsm.dir); m != manifest {
+		t.Errorf("%d idle snapshots grew the MANIFEST from %d to %d bytes", idle, manifest, m)
+	}
+	// The last idle snapshot holds the state: restored, every key reads back.
+	s, err := b.NativeSnapshot(idle + 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blob, dir := nativeCopy(t, s)
+	r := closeAtEnd(t, must(NewKeyedBackend[int64](nil, 128, KeyGroupRange{0, 127}, pebbleBackend(t))))
+	if err := r.RestoreNative(bytes.NewReader(blob), dir, KeyGroupRange{0, 127}); err != nil {
+		t.Fatal(err)
+	}
+	rv := must(Value(r, ValueDescriptor[int64]{Name: "sum"}))
+	for k := range int64(100) {
+		r.SetCurrentKey(k)
+		if got, ok := rv.Value(); !ok || got != k {
+			t.Fatalf("key %d restored as %d (%v), want %d", k, got, ok, k)
+		}
+	}
+	// A write after the idle snapshots is flushed by the next one.
+	flushes = b.lsm.db.Metrics().Flush.Count
+	b.SetCurrentKey(1000)
+	v.Update(7)
+	snapshot(idle + 3)
+	if n := b.lsm.db.Metrics().Flush.Count - flushes; n == 0 {
+		t.Error("the snapshot after a write did not flush the store")
+	}
+}
+
+// manifestSize returns the size of the store's current MANIFEST files.
+func manifestSize(t *testing.T, dir string) int64 {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), "MANIFEST") {
+			fi, err := e.Info()
+			if err != nil {
+				t.Fatal(err)
+			}
+			n += fi.Size()
+		}
+	}
+	return n
+}

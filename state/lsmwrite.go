@@ -119,6 +119,7 @@ func (l *lsm) commitBatch(batch *pebble.Batch) error {
 		l.commits, l.committed = make(chan *pebble.Batch), make(chan error)
 		go committer(l.commits, l.committed, &l.inflight)
 	}
+	l.unflushed = true
 	l.inflight.Add(1)
 	l.commits <- batch
 	select {

@@ -99,10 +99,15 @@ once, and state far larger than --memory can be built and kept running.
 --backends picks some of the backends (hashmap, pebble,
 pebble-incremental). "peak RSS" is the most resident memory the process
 had during the run (sampled every 50 ms), "RSS before" what it had when
-the run started.`,
+the run started. --process-size sets taskmanager.memory.process.size, the
+Go runtime's soft memory limit while each run lasts; without --memory,
+the pebble stores then share managed memory, 0.4 of it
+(taskmanager.memory.managed.fraction), rather than --memory each.`,
 		Example: `  weir bench state --keys 1000000 --records 8000000
   weir bench state --backends pebble-incremental --memory 512mb --value-bytes 1000 \
-      --keys 8000000 --active 0.1 --records 10000000 --checkpoint 10s`,
+      --keys 8000000 --active 0.1 --records 10000000 --checkpoint 10s
+  weir bench state --backends pebble-incremental --process-size 1gb --value-bytes 1000 \
+      --keys 5000000 --active 0.1 --records 7000000 --checkpoint 10s`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if c.Records < 1 || c.Keys < 1 || c.Parallelism < 1 || c.Partitions < 1 || c.Checkpoint <= 0 {
@@ -134,8 +139,16 @@ the run started.`,
 				runs = append(runs, i)
 			}
 			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "state: %d records, %d keys, parallelism %d, checkpoints every %v, pebble memory %s per subtask\n",
-				c.Records, c.Keys, c.Parallelism, c.Checkpoint, c.Memory)
+			memory := "pebble memory " + c.Memory + " per subtask"
+			if c.ProcessSize != "" {
+				if !cmd.Flags().Changed("memory") {
+					c.Memory = ""
+					memory = "pebble memory 0.4 of the process size (taskmanager.memory.managed.fraction), shared by a slot's subtasks"
+				}
+				memory += ", process size " + c.ProcessSize + " (the Go runtime's soft memory limit)"
+			}
+			fmt.Fprintf(out, "state: %d records, %d keys, parallelism %d, checkpoints every %v, %s, load %s\n",
+				c.Records, c.Keys, c.Parallelism, c.Checkpoint, memory, loadAvg())
 			if c.ValueBytes > 0 {
 				fmt.Fprintf(out, "  values of %d bytes: %.1f MiB of state once every key is written\n", c.ValueBytes, float64(c.Keys)*float64(c.ValueBytes)/(1<<20))
 			}
@@ -164,7 +177,8 @@ the run started.`,
 		},
 	}
 	keyedSumFlags(cmd.Flags(), &c.KeyedSumConfig)
-	cmd.Flags().StringVar(&c.Memory, "memory", c.Memory, "pebble memory per keyed subtask (state.backend.pebble.memory)")
+	cmd.Flags().StringVar(&c.Memory, "memory", c.Memory, "pebble memory per keyed subtask (state.backend.pebble.memory); with --process-size and no --memory, managed memory instead")
+	cmd.Flags().StringVar(&c.ProcessSize, "process-size", "", "taskmanager.memory.process.size: the run's soft memory limit and, without --memory, what pebble's managed memory is 0.4 of")
 	cmd.Flags().Float64Var(&c.Active, "active", c.Active, "fraction of the keys that change once each key is written (0: all of them)")
 	cmd.Flags().IntVar(&c.RescaleTo, "rescale-to", c.RescaleTo, "resume the last checkpoint at this parallelism and time the rescale (0: no rescale)")
 	cmd.Flags().IntVar(&c.ValueBytes, "value-bytes", c.ValueBytes, "bytes of each key's value (the sum and incompressible padding); 0: an int64")

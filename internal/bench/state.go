@@ -24,8 +24,13 @@ import (
 // KeyedSumConfig over many keys, run once per backend.
 type StateConfig struct {
 	KeyedSumConfig
-	// Memory is each keyed subtask's pebble memory (state.backend.pebble.memory).
+	// Memory is each keyed subtask's pebble memory
+	// (state.backend.pebble.memory); "" leaves it unset.
 	Memory string
+	// ProcessSize, if not "", is taskmanager.memory.process.size: the
+	// run's soft memory limit and, with Memory "", what the pebble
+	// stores' managed memory is a fraction of.
+	ProcessSize string
 	// RescaleTo, if positive, resumes each run's last checkpoint at this
 	// parallelism and times the rescale (StateResult.Rescale).
 	RescaleTo int
@@ -93,7 +98,13 @@ func RunState(ctx context.Context, c StateConfig, backend []string) (StateResult
 	defer os.RemoveAll(dir)
 	kv := append([]string{fmt.Sprintf("parallelism.default=%d", c.Parallelism),
 		"execution.checkpointing.dir=" + dir, "execution.checkpointing.externalized-checkpoint-retention=RETAIN_ON_CANCELLATION",
-		"state.backend.pebble.memory=" + c.Memory, "state.backend.pebble.localdir=" + dir + "/local"}, backend...)
+		"state.backend.pebble.localdir=" + dir + "/local"}, backend...)
+	if c.Memory != "" {
+		kv = append(kv, config.KeyPebbleMemory+"="+c.Memory)
+	}
+	if c.ProcessSize != "" {
+		kv = append(kv, config.KeyTaskManagerProcessSize+"="+c.ProcessSize)
+	}
 	if c.Checkpoint > 0 {
 		kv = append(kv, "execution.checkpointing.interval="+c.Checkpoint.String())
 	}

@@ -314,6 +314,7 @@ func runJobManager(ctx context.Context, prog string, stderr io.Writer, listen, a
 	}
 	logger := NewLogger(stderr)
 	WarnDeprecated(logger, cfg)
+	launch.MemoryLimit(cfg, config.KeyJobManagerProcessSize, nil, logger)
 	ln, err := listenOn("--listen", listen, cl.AuthToken)
 	if err != nil {
 		return err
@@ -489,6 +490,7 @@ func hangWritingChannelState(newJobs NewJobs, from int64, prog string, stderr io
 func runTaskManager(ctx context.Context, prog string, stderr io.Writer, id, jmAddr, dataListen string, slots int, cfg *config.Configuration, newJobs NewJobs) error {
 	logger := NewLogger(stderr)
 	WarnDeprecated(logger, cfg)
+	launch.MemoryLimit(cfg, config.KeyTaskManagerProcessSize, nil, logger)
 	if id == "" {
 		host, _ := os.Hostname()
 		id = fmt.Sprintf("tm-%s-%d", host, os.Getpid())

@@ -35,9 +35,17 @@ func Start(ctx context.Context, j Job) (*Handle, error) {
 	if err != nil {
 		return nil, err
 	}
+	// An embedded run's process is its task manager: its process size
+	// is the Go runtime's memory limit while the job runs. A job master
+	// whose subtasks run elsewhere leaves the limit to its process.
+	unlimit := func() {}
+	if j.NewExecutor == nil {
+		unlimit = MemoryLimit(j.Config, config.KeyTaskManagerProcessSize, nil, j.Logger)
+	}
 	h := &Handle{jm: jm, done: make(chan struct{})}
 	go func() {
 		defer close(h.done)
+		defer unlimit()
 		defer closer()
 		h.err = jm.Run(ctx)
 		if g, ok := exec.(runtime.RetentionGate); ok && st != nil && !g.MayDiscard(h.err) {
@@ -222,6 +230,9 @@ func keyedState(c *config.Configuration, g *runtime.JobGraph, slots int) (runtim
 		ks.SlotMemory = p.PebbleSlotMemory
 	case p.RocksDBMemoryManaged && p.ManagedMemory > 0:
 		key = config.KeyManagedMemorySize
+		if _, ok := c.Get(key); !ok {
+			key = config.KeyManagedMemoryFraction + " of " + config.KeyTaskManagerProcessSize
+		}
 		ks.SlotMemory = p.ManagedMemory / int64(max(slots, 1))
 	default:
 		return ks, nil
