@@ -262,9 +262,9 @@ const (
 	KeyPebbleLocalDir = "state.backend.pebble.localdir"
 
 	// KeyPebbleMemory bounds the memory of each keyed operator subtask's
-	// pebble store: half for a write-back cache of its states' rows, a
-	// quarter for its block cache, a quarter for its memtables. Default:
-	// 64 mb. At least 4 mb.
+	// pebble store: five eighths for the write-back caches of its states'
+	// rows, an eighth for its block cache, a quarter for its memtables.
+	// Default: 64 mb. At least 4 mb.
 	KeyPebbleMemory = "state.backend.pebble.memory"
 
 	// KeyRocksDBMemoryFixedPerSlot is the memory that the embedded LSM
