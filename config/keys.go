@@ -269,7 +269,7 @@ const (
 
 	// KeyRocksDBMemoryFixedPerSlot is the memory that the embedded LSM
 	// stores of the keyed operator subtasks in one slot share (subtask i
-	// of every vertex runs in slot i): one block cache of a quarter of
+	// of every vertex runs in slot i): one block cache of an eighth of
 	// it, the rest split evenly among them. It overrides managed memory,
 	// as in Flink, and cannot be combined with state.backend.pebble.memory
 	// or taskmanager.memory.managed.size. Default: unset. At least 4 mb.
