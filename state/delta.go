@@ -82,7 +82,7 @@ func (s *stateTable[MK, E]) captureDelta(now int64, since uint64) stateView {
 				// the list keeps only the keys written after it.
 				out := sh.written[:0]
 				for _, mk := range sh.written {
-					if e, ok := sh.m[mk]; ok && e.ep > since {
+					if e, ok := sh.m.get(s.hv(s.hash(mk), mk), mk); ok && e.ep > since {
 						v.puts = append(v.puts, deltaEntry[MK, E]{mk, e.v})
 						out = append(out, mk)
 					}
@@ -90,7 +90,7 @@ func (s *stateTable[MK, E]) captureDelta(now int64, since uint64) stateView {
 				clear(sh.written[len(out):])
 				sh.written, sh.wbase = out, max(sh.wbase, since+1)
 			} else {
-				for mk, e := range sh.m {
+				for mk, e := range sh.m.all() {
 					if e.ep > since {
 						v.puts = append(v.puts, deltaEntry[MK, E]{mk, e.v})
 					}
@@ -100,7 +100,7 @@ func (s *stateTable[MK, E]) captureDelta(now int64, since uint64) stateView {
 				if tb.ep <= since {
 					continue
 				}
-				if _, ok := sh.m[tb.mk]; !ok { // else written again since: its put says it
+				if sh.m.find(s.hv(s.hash(tb.mk), tb.mk), tb.mk) < 0 { // else written again since: its put says it
 					v.dels = append(v.dels, tb.mk)
 				}
 			}

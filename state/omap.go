@@ -1,0 +1,235 @@
+package state
+
+import (
+	"hash/maphash"
+	"iter"
+	"reflect"
+	"slices"
+)
+
+// omap is the hash table of a shard: open addressing with linear probing
+// and backward-shift deletion. Inserting and deleting entries at a high
+// rate (a request's state written when it starts and cleared when it
+// ends) leaves no tombstones, where a Go map's deleted slots lengthen the
+// probes of later lookups until it grows; and copying a shard for
+// copy-on-write copies two flat arrays instead of rehashing every entry.
+//
+// Each slot holds an entry and, in hs, the entry's inner hash (see
+// innerHash) with bit 0 set, 0 for an empty slot. An entry's home slot is
+// its inner hash's top bits, so comparing hashes before keys rejects
+// almost every other entry of a probe run without touching its key. The
+// table is at most 3/4 full.
+type omap[MK comparable, E any] struct {
+	hs    []uint32 // len(hs) is 0 or a power of two
+	es    []oent[MK, E]
+	n     int
+	shift uint8 // 32 - log2(len(hs))
+}
+
+type oent[MK comparable, E any] struct {
+	mk MK
+	s  slot[E]
+}
+
+const minOmapLen = 8
+
+// omapLen returns the number of slots for n entries.
+func omapLen(n int) int {
+	c := minOmapLen
+	for c*3 < n*4 {
+		c *= 2
+	}
+	return c
+}
+
+// newOmap returns a table with room for n entries before it grows.
+func newOmap[MK comparable, E any](n int) omap[MK, E] {
+	var m omap[MK, E]
+	if n > 0 {
+		m.alloc(omapLen(n))
+	}
+	return m
+}
+
+func (m *omap[MK, E]) alloc(c int) {
+	m.hs = make([]uint32, c)
+	m.es = make([]oent[MK, E], c)
+	s := uint8(32)
+	for 1<<(32-s) < c {
+		s--
+	}
+	m.shift = s
+}
+
+func (m *omap[MK, E]) len() int { return m.n }
+
+// innerHash is an entry's hash inside a shard, from its key's hash h
+// (and, for namespaced state, its namespace's, mixed in by the caller).
+// A key group's keys share the low bits of h (KeyGroupFor takes it modulo
+// the key groups) and a shard's share its top bits, so h is mixed again
+// (the lowbias32 finalizer, a bijection) before its top bits pick a slot.
+func innerHash(h uint32) uint32 {
+	h ^= h >> 16
+	h *= 0x7feb352d
+	h ^= h >> 15
+	h *= 0x846ca68b
+	h ^= h >> 16
+	return h | 1
+}
+
+// find returns the slot of mk, whose inner hash is hv, or -1.
+func (m *omap[MK, E]) find(hv uint32, mk MK) int {
+	if m.n == 0 {
+		return -1
+	}
+	mask := len(m.hs) - 1
+	for p := int(hv >> m.shift); ; p = (p + 1) & mask {
+		x := m.hs[p]
+		if x == 0 {
+			return -1
+		}
+		if x == hv && m.es[p].mk == mk {
+			return p
+		}
+	}
+}
+
+func (m *omap[MK, E]) get(hv uint32, mk MK) (slot[E], bool) {
+	if p := m.find(hv, mk); p >= 0 {
+		return m.es[p].s, true
+	}
+	return slot[E]{}, false
+}
+
+// set stores s under mk and reports whether mk is new.
+func (m *omap[MK, E]) set(hv uint32, mk MK, s slot[E]) bool {
+	if (m.n+1)*4 > len(m.hs)*3 {
+		if p := m.find(hv, mk); p >= 0 {
+			m.es[p].s = s
+			return false
+		}
+		m.resize(max(minOmapLen, 2*len(m.hs)))
+	}
+	mask := len(m.hs) - 1
+	p := int(hv >> m.shift)
+	for ; ; p = (p + 1) & mask {
+		x := m.hs[p]
+		if x == 0 {
+			break
+		}
+		if x == hv && m.es[p].mk == mk {
+			m.es[p].s = s
+			return false
+		}
+	}
+	m.hs[p], m.es[p] = hv, oent[MK, E]{mk, s}
+	m.n++
+	return true
+}
+
+// add puts an entry known to be absent.
+func (m *omap[MK, E]) add(hv uint32, e oent[MK, E]) {
+	if (m.n+1)*4 > len(m.hs)*3 {
+		m.resize(max(minOmapLen, 2*len(m.hs)))
+	}
+	m.place(hv, e)
+}
+
+// place puts an entry known to be absent, with room for it.
+func (m *omap[MK, E]) place(hv uint32, e oent[MK, E]) {
+	mask := len(m.hs) - 1
+	p := int(hv >> m.shift)
+	for m.hs[p] != 0 {
+		p = (p + 1) & mask
+	}
+	m.hs[p], m.es[p] = hv, e
+	m.n++
+}
+
+func (m *omap[MK, E]) resize(c int) {
+	hs, es := m.hs, m.es
+	m.alloc(c)
+	m.n = 0
+	for i, x := range hs {
+		if x != 0 {
+			m.place(x, es[i])
+		}
+	}
+}
+
+// del removes mk and reports whether it was there.
+func (m *omap[MK, E]) del(hv uint32, mk MK) bool {
+	p := m.find(hv, mk)
+	if p < 0 {
+		return false
+	}
+	m.n--
+	mask := len(m.hs) - 1
+	// Backward shift: move later entries of the probe run into the hole
+	// while that keeps each at or after its home slot.
+	for {
+		m.hs[p], m.es[p] = 0, oent[MK, E]{}
+		j := p
+		for {
+			j = (j + 1) & mask
+			x := m.hs[j]
+			if x == 0 {
+				return true
+			}
+			if (j-int(x>>m.shift))&mask >= (j-p)&mask {
+				m.hs[p], m.es[p] = x, m.es[j]
+				p = j
+				break
+			}
+		}
+	}
+}
+
+// clone returns a copy of m that shares nothing with it but the values'
+// contents (the caller's copy-on-write rules cover those).
+func (m *omap[MK, E]) clone() omap[MK, E] {
+	return omap[MK, E]{hs: slices.Clone(m.hs), es: slices.Clone(m.es), n: m.n, shift: m.shift}
+}
+
+// all yields every entry, in slot order. The table must not be modified
+// while it yields.
+func (m *omap[MK, E]) all() iter.Seq2[MK, slot[E]] {
+	return func(yield func(MK, slot[E]) bool) {
+		for i, x := range m.hs {
+			if x != 0 && !yield(m.es[i].mk, m.es[i].s) {
+				return
+			}
+		}
+	}
+}
+
+// entries yields every entry with its inner hash, in slot order.
+func (m *omap[MK, E]) entries() iter.Seq2[uint32, *oent[MK, E]] {
+	return func(yield func(uint32, *oent[MK, E]) bool) {
+		for i, x := range m.hs {
+			if x != 0 && !yield(x, &m.es[i]) {
+				return
+			}
+		}
+	}
+}
+
+// nsHasher returns the hash of a namespace that a table mixes into its
+// keys' hashes: a scalar namespace's deterministic hash, or for others
+// the runtime's hash of the value (a table's inner hashes are never
+// stored or sent, so a process's seed is enough).
+func nsHasher[N comparable]() func(N) uint32 {
+	switch reflect.TypeFor[N]().Kind() {
+	case reflect.Float32, reflect.Float64, reflect.Complex64, reflect.Complex128:
+		// -0 and +0 are one key: hash them as Go does.
+	default:
+		if h := scalarHasher[N](); h != nil {
+			return h
+		}
+	}
+	seed := maphash.MakeSeed()
+	return func(n N) uint32 {
+		x := maphash.Comparable(seed, n)
+		return uint32(x ^ x>>32)
+	}
+}
