@@ -108,7 +108,7 @@ func newNSTable[K, N comparable, E any](b *KeyedBackend[K], inf stateInfo, nc co
 		table: newTable[nsKey[K, N], E](b.ep, b.kgs.Len(), b.shardSize,
 			func(mk nsKey[K, N]) uint32 { return hasher(mk.key) },
 			func(mk nsKey[K, N]) uint32 { return nsh(mk.ns) }),
-		inf:   inf,
+		inf: inf,
 		appendEntry: func(dst []byte, mk nsKey[K, N], e E) []byte {
 			return va(na(ka(dst, mk.key), mk.ns), e)
 		},
