@@ -103,10 +103,18 @@ func (m *omap[MK, E]) get(hv uint32, mk MK) (slot[E], bool) {
 
 // set stores s under mk and reports whether mk is new.
 func (m *omap[MK, E]) set(hv uint32, mk MK, s slot[E]) bool {
+	e, found := m.upsert(hv, mk)
+	e.s = s
+	return !found
+}
+
+// upsert returns the entry of mk, adding it (with a zero slot) if it is
+// absent, and whether it was there. The pointer is valid until the next
+// change to the table.
+func (m *omap[MK, E]) upsert(hv uint32, mk MK) (*oent[MK, E], bool) {
 	if (m.n+1)*4 > len(m.hs)*3 {
 		if p := m.find(hv, mk); p >= 0 {
-			m.es[p].s = s
-			return false
+			return &m.es[p], true
 		}
 		m.resize(max(minOmapLen, 2*len(m.hs)))
 	}
@@ -118,13 +126,12 @@ func (m *omap[MK, E]) set(hv uint32, mk MK, s slot[E]) bool {
 			break
 		}
 		if x == hv && m.es[p].mk == mk {
-			m.es[p].s = s
-			return false
+			return &m.es[p], true
 		}
 	}
-	m.hs[p], m.es[p] = hv, oent[MK, E]{mk, s}
+	m.hs[p], m.es[p] = hv, oent[MK, E]{mk: mk}
 	m.n++
-	return true
+	return &m.es[p], false
 }
 
 // add puts an entry known to be absent.
@@ -163,6 +170,12 @@ func (m *omap[MK, E]) del(hv uint32, mk MK) bool {
 	if p < 0 {
 		return false
 	}
+	m.delAt(p)
+	return true
+}
+
+// delAt removes the entry in slot p.
+func (m *omap[MK, E]) delAt(p int) {
 	m.n--
 	mask := len(m.hs) - 1
 	// Backward shift: move later entries of the probe run into the hole
@@ -174,7 +187,7 @@ func (m *omap[MK, E]) del(hv uint32, mk MK) bool {
 			j = (j + 1) & mask
 			x := m.hs[j]
 			if x == 0 {
-				return true
+				return
 			}
 			if (j-int(x>>m.shift))&mask >= (j-p)&mask {
 				m.hs[p], m.es[p] = x, m.es[j]

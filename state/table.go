@@ -286,10 +286,13 @@ func (g *group[MK, E]) slots(h uint32, d uint8) (lo, n int) {
 // put stores e under mk, whose inner hash is hv, in the writable shard s
 // (from writable).
 func (t *table[MK, E]) put(kg int, h uint32, s *shard[MK, E], hv uint32, mk MK, e E) {
-	if t.ep.track {
-		t.noteWritten(s, hv, mk)
+	en, found := s.m.upsert(hv, mk)
+	if t.ep.track && (!found || en.s.ep < t.writtenBase(s)) {
+		// Not listed yet (see Written keys above).
+		t.noteWritten(s, mk)
 	}
-	if s.m.set(hv, mk, slot[E]{e, t.ep.cur}) && s.m.len() > s.limit {
+	en.s = slot[E]{e, t.ep.cur}
+	if !found && s.m.len() > s.limit {
 		t.split(kg, h, s)
 	}
 }
@@ -299,12 +302,8 @@ func (t *table[MK, E]) writtenBase(s *shard[MK, E]) uint64 {
 	return max(s.wbase, t.ep.trackFrom)
 }
 
-// noteWritten lists mk in the writable shard s before a put, unless its
-// entry was written at or after the list's base (then it is listed).
-func (t *table[MK, E]) noteWritten(s *shard[MK, E], hv uint32, mk MK) {
-	if old, ok := s.m.get(hv, mk); ok && old.ep >= t.writtenBase(s) {
-		return
-	}
+// noteWritten lists mk, put in the writable shard s and not listed.
+func (t *table[MK, E]) noteWritten(s *shard[MK, E], mk MK) {
 	if n := len(s.written); n > 0 && n == cap(s.written) {
 		t.compactWritten(s)
 	}
@@ -339,11 +338,13 @@ func (t *table[MK, E]) set(kg int, h uint32, mk MK, e E) {
 func (t *table[MK, E]) remove(kg int, h uint32, mk MK) {
 	s := t.shardFor(kg, h)
 	hv := t.hv(h, mk)
-	if s.m.find(hv, mk) < 0 {
+	p := s.m.find(hv, mk)
+	if p < 0 {
 		return
 	}
+	// A copy has the entries in the same slots.
 	w := t.writable(kg, h)
-	w.m.del(hv, mk)
+	w.m.delAt(p)
 	if t.ep.track {
 		if n := len(w.gone); n > 0 && n == cap(w.gone) {
 			// Before growing, drop the tombs no delta needs: a
