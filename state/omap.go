@@ -12,21 +12,23 @@ import (
 // rate (a request's state written when it starts and cleared when it
 // ends) leaves no tombstones, where a Go map's deleted slots lengthen the
 // probes of later lookups until it grows; and copying a shard for
-// copy-on-write copies two flat arrays instead of rehashing every entry.
+// copy-on-write copies one flat array instead of rehashing every entry.
 //
-// Each slot holds an entry and, in hs, the entry's inner hash (see
-// innerHash) with bit 0 set, 0 for an empty slot. An entry's home slot is
-// its inner hash's top bits, so comparing hashes before keys rejects
-// almost every other entry of a probe run without touching its key. The
-// table is at most 3/4 full.
+// Each slot holds an entry and its inner hash (see innerHash). An entry's
+// home slot is its inner hash's top bits; comparing hashes before keys
+// rejects almost every other entry of a probe run without comparing its
+// key. The table is at most 3/4 full.
 type omap[MK comparable, E any] struct {
-	hs    []uint32 // len(hs) is 0 or a power of two
-	es    []oent[MK, E]
+	es    []oent[MK, E] // len(es) is 0 or a power of two
 	n     int
-	shift uint8 // 32 - log2(len(hs))
+	shift uint8 // 32 - log2(len(es))
 }
 
+// oent is a slot: an entry and its inner hash with bit 0 set (0: the
+// slot is empty). The hash sits beside the key, so that a lookup in a
+// table too large for the CPU caches misses them once.
 type oent[MK comparable, E any] struct {
+	hv uint32
 	mk MK
 	s  slot[E]
 }
@@ -52,7 +54,6 @@ func newOmap[MK comparable, E any](n int) omap[MK, E] {
 }
 
 func (m *omap[MK, E]) alloc(c int) {
-	m.hs = make([]uint32, c)
 	m.es = make([]oent[MK, E], c)
 	s := uint8(32)
 	for 1<<(32-s) < c {
@@ -82,13 +83,13 @@ func (m *omap[MK, E]) find(hv uint32, mk MK) int {
 	if m.n == 0 {
 		return -1
 	}
-	mask := len(m.hs) - 1
+	mask := len(m.es) - 1
 	for p := int(hv >> m.shift); ; p = (p + 1) & mask {
-		x := m.hs[p]
-		if x == 0 {
+		e := &m.es[p]
+		if e.hv == 0 {
 			return -1
 		}
-		if x == hv && m.es[p].mk == mk {
+		if e.hv == hv && e.mk == mk {
 			return p
 		}
 	}
@@ -112,54 +113,54 @@ func (m *omap[MK, E]) set(hv uint32, mk MK, s slot[E]) bool {
 // absent, and whether it was there. The pointer is valid until the next
 // change to the table.
 func (m *omap[MK, E]) upsert(hv uint32, mk MK) (*oent[MK, E], bool) {
-	if (m.n+1)*4 > len(m.hs)*3 {
+	if (m.n+1)*4 > len(m.es)*3 {
 		if p := m.find(hv, mk); p >= 0 {
 			return &m.es[p], true
 		}
-		m.resize(max(minOmapLen, 2*len(m.hs)))
+		m.resize(max(minOmapLen, 2*len(m.es)))
 	}
-	mask := len(m.hs) - 1
+	mask := len(m.es) - 1
 	p := int(hv >> m.shift)
 	for ; ; p = (p + 1) & mask {
-		x := m.hs[p]
-		if x == 0 {
+		e := &m.es[p]
+		if e.hv == 0 {
 			break
 		}
-		if x == hv && m.es[p].mk == mk {
-			return &m.es[p], true
+		if e.hv == hv && e.mk == mk {
+			return e, true
 		}
 	}
-	m.hs[p], m.es[p] = hv, oent[MK, E]{mk: mk}
+	m.es[p] = oent[MK, E]{hv: hv, mk: mk}
 	m.n++
 	return &m.es[p], false
 }
 
 // add puts an entry known to be absent.
-func (m *omap[MK, E]) add(hv uint32, e oent[MK, E]) {
-	if (m.n+1)*4 > len(m.hs)*3 {
-		m.resize(max(minOmapLen, 2*len(m.hs)))
+func (m *omap[MK, E]) add(e oent[MK, E]) {
+	if (m.n+1)*4 > len(m.es)*3 {
+		m.resize(max(minOmapLen, 2*len(m.es)))
 	}
-	m.place(hv, e)
+	m.place(e)
 }
 
 // place puts an entry known to be absent, with room for it.
-func (m *omap[MK, E]) place(hv uint32, e oent[MK, E]) {
-	mask := len(m.hs) - 1
-	p := int(hv >> m.shift)
-	for m.hs[p] != 0 {
+func (m *omap[MK, E]) place(e oent[MK, E]) {
+	mask := len(m.es) - 1
+	p := int(e.hv >> m.shift)
+	for m.es[p].hv != 0 {
 		p = (p + 1) & mask
 	}
-	m.hs[p], m.es[p] = hv, e
+	m.es[p] = e
 	m.n++
 }
 
 func (m *omap[MK, E]) resize(c int) {
-	hs, es := m.hs, m.es
+	es := m.es
 	m.alloc(c)
 	m.n = 0
-	for i, x := range hs {
-		if x != 0 {
-			m.place(x, es[i])
+	for i := range es {
+		if es[i].hv != 0 {
+			m.place(es[i])
 		}
 	}
 }
@@ -177,20 +178,20 @@ func (m *omap[MK, E]) del(hv uint32, mk MK) bool {
 // delAt removes the entry in slot p.
 func (m *omap[MK, E]) delAt(p int) {
 	m.n--
-	mask := len(m.hs) - 1
+	mask := len(m.es) - 1
 	// Backward shift: move later entries of the probe run into the hole
 	// while that keeps each at or after its home slot.
 	for {
-		m.hs[p], m.es[p] = 0, oent[MK, E]{}
+		m.es[p] = oent[MK, E]{}
 		j := p
 		for {
 			j = (j + 1) & mask
-			x := m.hs[j]
+			x := m.es[j].hv
 			if x == 0 {
 				return
 			}
 			if (j-int(x>>m.shift))&mask >= (j-p)&mask {
-				m.hs[p], m.es[p] = x, m.es[j]
+				m.es[p] = m.es[j]
 				p = j
 				break
 			}
@@ -201,26 +202,26 @@ func (m *omap[MK, E]) delAt(p int) {
 // clone returns a copy of m that shares nothing with it but the values'
 // contents (the caller's copy-on-write rules cover those).
 func (m *omap[MK, E]) clone() omap[MK, E] {
-	return omap[MK, E]{hs: slices.Clone(m.hs), es: slices.Clone(m.es), n: m.n, shift: m.shift}
+	return omap[MK, E]{es: slices.Clone(m.es), n: m.n, shift: m.shift}
 }
 
 // all yields every entry, in slot order. The table must not be modified
 // while it yields.
 func (m *omap[MK, E]) all() iter.Seq2[MK, slot[E]] {
 	return func(yield func(MK, slot[E]) bool) {
-		for i, x := range m.hs {
-			if x != 0 && !yield(m.es[i].mk, m.es[i].s) {
+		for i := range m.es {
+			if e := &m.es[i]; e.hv != 0 && !yield(e.mk, e.s) {
 				return
 			}
 		}
 	}
 }
 
-// entries yields every entry with its inner hash, in slot order.
-func (m *omap[MK, E]) entries() iter.Seq2[uint32, *oent[MK, E]] {
-	return func(yield func(uint32, *oent[MK, E]) bool) {
-		for i, x := range m.hs {
-			if x != 0 && !yield(x, &m.es[i]) {
+// entries yields every entry, in slot order.
+func (m *omap[MK, E]) entries() iter.Seq[*oent[MK, E]] {
+	return func(yield func(*oent[MK, E]) bool) {
+		for i := range m.es {
+			if e := &m.es[i]; e.hv != 0 && !yield(e) {
 				return
 			}
 		}

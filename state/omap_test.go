@@ -48,8 +48,8 @@ func TestOmapModel(t *testing.T) {
 				if m.len() != len(model) {
 					t.Fatalf("seed %d step %d: %d entries, want %d", seed, step, m.len(), len(model))
 				}
-				if len(m.hs) > 0 && m.len()*4 > len(m.hs)*3 {
-					t.Fatalf("seed %d step %d: %d entries in %d slots", seed, step, m.len(), len(m.hs))
+				if len(m.es) > 0 && m.len()*4 > len(m.es)*3 {
+					t.Fatalf("seed %d step %d: %d entries in %d slots", seed, step, m.len(), len(m.es))
 				}
 				if step%50 == 0 || step > 2900 {
 					checkOmap(t, fmt.Sprintf("seed %d step %d", seed, step), &m, model, keys, hv)
@@ -122,5 +122,31 @@ func BenchmarkShardChurn(b *testing.B) {
 				}
 			})
 		})
+	}
+}
+
+// BenchmarkValueStateLarge reads and writes a running sum over 5 M keys in
+// a random order, where nearly every lookup misses the CPU caches: the
+// table's layout decides how many lines a lookup touches.
+func BenchmarkValueStateLarge(b *testing.B) {
+	const n = 5_000_000
+	be := must(NewKeyedBackend[int64](nil, 128, KeyGroupRange{0, 127}))
+	v := must(Value(be, ValueDescriptor[int64]{Name: "sum"}))
+	for k := range int64(n) {
+		be.SetCurrentKey(k)
+		v.Update(k)
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	keys := make([]int64, 1<<20)
+	for i := range keys {
+		keys[i] = r.Int64N(n)
+	}
+	b.ResetTimer()
+	i := 0
+	for b.Loop() {
+		be.SetCurrentKey(keys[i&(len(keys)-1)])
+		x, _ := v.Value()
+		v.Update(x + 1)
+		i++
 	}
 }

@@ -374,11 +374,11 @@ func (t *table[MK, E]) split(kg int, h uint32, s *shard[MK, E]) {
 	d := s.depth + 1
 	a := &shard[MK, E]{m: newOmap[MK, E](s.m.len() / 2), epoch: t.ep.cur, mod: t.ep.cur, depth: d, wbase: s.wbase}
 	b := &shard[MK, E]{m: newOmap[MK, E](s.m.len() / 2), epoch: t.ep.cur, mod: t.ep.cur, depth: d, wbase: s.wbase}
-	for hv, e := range s.m.entries() {
+	for e := range s.m.entries() {
 		if t.hash(e.mk)>>(32-d)&1 == 0 {
-			a.m.add(hv, *e)
+			a.m.add(*e)
 		} else {
-			b.m.add(hv, *e)
+			b.m.add(*e)
 		}
 	}
 	for _, mk := range s.written {
