@@ -284,7 +284,7 @@ func (c *valueCache[K, N, T]) remove(ck cacheKey[K, N], e *cacheEntry[T]) {
 }
 
 // write adds row ck to batch if it is dirty, and marks it clean.
-func (c *valueCache[K, N, T]) write(batch *rowWriter, ck cacheKey[K, N], e *cacheEntry[T]) error {
+func (c *valueCache[K, N, T]) write(batch rowSink, ck cacheKey[K, N], e *cacheEntry[T]) error {
 	if !e.dirty() {
 		return nil
 	}
@@ -294,27 +294,65 @@ func (c *valueCache[K, N, T]) write(batch *rowWriter, ck cacheKey[K, N], e *cach
 		return nil
 	}
 	c.row = appendCachedRow(c.row[:0], c.st, c.nc, ck)
+	return c.writeRow(batch, e, c.row)
+}
+
+// writeRow adds dirty row e, of row key row, to batch and marks it clean.
+func (c *valueCache[K, N, T]) writeRow(batch rowSink, e *cacheEntry[T], row []byte) error {
 	var err error
 	switch {
-	case e.absent() && c.filter.valid && !c.filter.mayHave(c.row):
+	case e.absent() && e.meta&metaUnstored != 0:
+		// A deletion of a row the store does not have.
+	case e.absent() && c.filter.valid && !c.filter.mayHave(row):
 		// A deletion of a row the store cannot have either.
 		e.set(metaUnstored)
 	case e.absent():
-		err = batch.Delete(c.row)
-		c.recharge(e, len(c.row))
+		err = batch.Delete(row)
+		c.recharge(e, len(row))
 		e.set(metaUnstored)
 	default:
 		c.buf = c.enc.append(c.buf[:0], e.val)
-		err = batch.Set(c.row, c.buf)
-		c.recharge(e, len(c.row)+len(c.buf))
+		err = batch.Set(row, c.buf)
+		c.recharge(e, len(row)+len(c.buf))
 		e.unset(metaUnstored)
-		c.filter.add(c.row)
+		c.filter.add(row)
 	}
 	if err != nil {
 		return err
 	}
 	e.unset(metaDirty)
 	return nil
+}
+
+func (c *valueCache[K, N, T]) dirtyLen() int { return len(c.dirty) }
+
+func (c *valueCache[K, N, T]) listDirty(t *rowTable, ci uint32, from int) int {
+	for ; from < len(c.dirty) && !t.full(); from++ {
+		off := len(t.keys)
+		t.keys = appendCachedRow(t.keys, c.st, c.nc, c.dirty[from])
+		t.add(off, ci, from)
+	}
+	return from
+}
+
+func (c *valueCache[K, N, T]) writeListed(w rowSink, idx uint32, k []byte) error {
+	ck := c.dirty[idx]
+	e, ok := c.rows[ck]
+	if !ok || !e.dirty() {
+		return nil // written already (listed twice, or by an eviction)
+	}
+	err := c.writeRow(w, &e, k)
+	c.rows[ck] = e
+	return err
+}
+
+func (c *valueCache[K, N, T]) listWritten(evict bool) {
+	c.dirty = c.dirty[:0]
+	if evict {
+		c.l.cacheUsed -= c.charged
+		c.charged = 0
+		clear(c.rows)
+	}
 }
 
 func (c *valueCache[K, N, T]) flush(batch *rowWriter, evict bool) error {
@@ -464,19 +502,44 @@ func (l *lsm) evict() {
 
 // flushCaches writes every cache's dirty rows to the store, emptying the
 // caches if evict. A failure is a store failure (see fail).
-func (l *lsm) flushCaches(evict bool) {
-	w := l.writer("writing the cache's rows")
+func (l *lsm) flushCaches(evict bool) { must0(l.tryFlushCaches(evict)) }
+
+// tryFlushCaches writes every cache's dirty rows to the store, emptying
+// the caches if evict: many rows as sorted tables (see lsmtable.go), the
+// rest through batches.
+func (l *lsm) tryFlushCaches(evict bool) error {
 	if err := l.failed(); err != nil {
-		w.Close()
-		fail(err)
+		return err
 	}
+	var sorted []sortedCache
+	listed := 0
 	for _, c := range l.caches {
-		if err := c.flush(w, evict); err != nil {
-			w.Close()
-			fail(err)
+		if sc, ok := c.(sortedCache); ok {
+			sorted = append(sorted, sc)
+			listed += sc.dirtyLen()
 		}
 	}
-	w.finish()
+	if listed < l.tableRows {
+		sorted = nil
+	}
+	w := l.writer("writing the cache's rows")
+	for _, c := range l.caches {
+		if sorted != nil {
+			if _, ok := c.(sortedCache); ok {
+				continue
+			}
+		}
+		if err := c.flush(w, evict); err != nil {
+			w.Close()
+			return err
+		}
+	}
+	err := w.Commit()
+	w.Close()
+	if err != nil || sorted == nil {
+		return err
+	}
+	return l.writeTables(sorted, evict)
 }
 
 // appendCachedRow appends the store row of st's cached key ck: key group,
