@@ -326,33 +326,56 @@ func (c *valueCache[K, N, T]) writeRow(batch rowSink, e *cacheEntry[T], row []by
 
 func (c *valueCache[K, N, T]) dirtyLen() int { return len(c.dirty) }
 
-func (c *valueCache[K, N, T]) listDirty(t *rowTable, ci uint32, from int) int {
-	for ; from < len(c.dirty) && !t.full(); from++ {
-		off := len(t.keys)
-		t.keys = appendCachedRow(t.keys, c.st, c.nc, c.dirty[from])
-		t.add(off, ci, from)
+func (c *valueCache[K, N, T]) writeSorted(t *rowTable, full func() error, evict bool) error {
+	if len(c.dirty) == 0 {
+		if evict {
+			c.drop()
+		}
+		return nil
 	}
-	return from
-}
-
-func (c *valueCache[K, N, T]) writeListed(w rowSink, idx uint32, k []byte) error {
-	ck := c.dirty[idx]
-	e, ok := c.rows[ck]
-	if !ok || !e.dirty() {
-		return nil // written already (listed twice, or by an eviction)
+	if len(c.dirty) < len(c.rows)/4 {
+		// Few of the rows are dirty: look them up.
+		for _, ck := range c.dirty {
+			e, ok := c.rows[ck]
+			if !ok || !e.dirty() {
+				continue
+			}
+			err := c.write(t, ck, &e)
+			c.rows[ck] = e
+			if err == nil && t.full() {
+				err = full()
+			}
+			if err != nil {
+				return err
+			}
+		}
+	} else {
+		for ck, e := range c.rows {
+			if !e.dirty() {
+				continue
+			}
+			err := c.write(t, ck, &e)
+			c.rows[ck] = e
+			if err == nil && t.full() {
+				err = full()
+			}
+			if err != nil {
+				return err
+			}
+		}
 	}
-	err := c.writeRow(w, &e, k)
-	c.rows[ck] = e
-	return err
-}
-
-func (c *valueCache[K, N, T]) listWritten(evict bool) {
 	c.dirty = c.dirty[:0]
 	if evict {
-		c.l.cacheUsed -= c.charged
-		c.charged = 0
-		clear(c.rows)
+		c.drop()
 	}
+	return nil
+}
+
+// drop drops every row.
+func (c *valueCache[K, N, T]) drop() {
+	c.l.cacheUsed -= c.charged
+	c.charged = 0
+	clear(c.rows)
 }
 
 func (c *valueCache[K, N, T]) flush(batch *rowWriter, evict bool) error {
@@ -368,9 +391,7 @@ func (c *valueCache[K, N, T]) flush(batch *rowWriter, evict bool) error {
 	}
 	c.dirty = c.dirty[:0]
 	if evict {
-		c.l.cacheUsed -= c.charged
-		c.charged = 0
-		clear(c.rows)
+		c.drop()
 	}
 	return nil
 }

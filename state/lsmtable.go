@@ -23,31 +23,27 @@ import (
 // skips the skiplist and the memtable flushes, and leaves the store one
 // table per flush to compact, not one per memtable's worth of rows.
 //
-// The list takes at most a memtable's share of the backend's memory (the
-// memtables stay empty while it is built): a flush of more rows than fit
-// writes more than one table. A flush of few rows (a scan's, or an idle
+// The rows are taken from the cache in its map's order (a range over the
+// map reads its memory in order, where looking up each dirty row would
+// miss the processor's caches on every row), encoded into a list that
+// takes at most a memtable's share of the backend's memory (the
+// memtables stay empty while it is built), sorted, and written: a flush
+// of more rows than fit writes more than one table. A flush of few rows (a scan's, or an idle
 // subtask's) goes through a batch, as evictions do: a table costs a file,
 // its sync and an edit of the store's manifest.
 
-// sortedCache is a rowCache that can list its dirty rows for a sorted
-// write-out.
+// sortedCache is a rowCache that can write its dirty rows to a rowTable.
 type sortedCache interface {
 	rowCache
 	// dirtyLen returns the length of the cache's list of dirty rows.
 	dirtyLen() int
-	// listDirty lists the row keys of the rows of its dirty list from
-	// index from on in t, as cache number ci, until t is full, and returns
-	// where it stopped: dirtyLen() when it listed them all.
-	listDirty(t *rowTable, ci uint32, from int) int
-	// writeListed writes row idx of its dirty list, of row key k, to w if
-	// it is still dirty, and marks it clean.
-	writeListed(w rowSink, idx uint32, k []byte) error
-	// listWritten says that every row of the dirty list is written: the
-	// list is cleared, and the rows dropped too if evict.
-	listWritten(evict bool)
+	// writeSorted writes its dirty rows to t, marking them clean, and
+	// calls full whenever t is full; it clears its dirty list, and drops
+	// every row if evict.
+	writeSorted(t *rowTable, full func() error, evict bool) error
 }
 
-// rowSink takes rows: a rowWriter, or a table being written.
+// rowSink takes rows: a rowWriter, or a rowTable.
 type rowSink interface {
 	Set(k, v []byte) error
 	Delete(k []byte) error
@@ -57,42 +53,58 @@ type rowSink interface {
 // as tables rather than through batches.
 const minTableRows = 1 << 14
 
-// tableRowSize is what a listed row costs beside its key's bytes.
+// tableRowSize is what a listed row costs beside its key's and value's
+// bytes.
 const tableRowSize = 32
 
 // rowTable lists rows to write in key order.
 type rowTable struct {
-	keys  []byte
+	data  []byte // the rows' keys and values
 	rows  []tableRow
-	limit int // bytes of keys and rows
+	limit int // bytes of data and rows
 }
 
 // tableRow is a listed row: its key's first 16 bytes (big-endian,
-// zero-padded) to compare most keys without touching keys, the key in
-// keys, and the cache and dirty list index it is of.
+// zero-padded), to compare most keys without reading data, and where its
+// key and value are in data.
 type tableRow struct {
-	pre      [2]uint64
-	off, n   uint32
-	cache    uint32
-	dirtyIdx uint32
+	pre        [2]uint64
+	off        uint32
+	klen, vlen uint32
+	del        bool
 }
 
-// add lists row key k (appended to t.keys from off on by the caller) of
-// cache ci's dirty list index idx.
-func (t *rowTable) add(off int, ci uint32, idx int) {
-	k := t.keys[off:]
+// Set lists row k with value v.
+func (t *rowTable) Set(k, v []byte) error {
+	t.add(k, v, false)
+	return nil
+}
+
+// Delete lists the deletion of row k.
+func (t *rowTable) Delete(k []byte) error {
+	t.add(k, nil, true)
+	return nil
+}
+
+func (t *rowTable) add(k, v []byte, del bool) {
 	var p [16]byte
 	copy(p[:], k)
 	t.rows = append(t.rows, tableRow{
 		pre: [2]uint64{binary.BigEndian.Uint64(p[:8]), binary.BigEndian.Uint64(p[8:])},
-		off: uint32(off), n: uint32(len(k)), cache: ci, dirtyIdx: uint32(idx),
+		off: uint32(len(t.data)), klen: uint32(len(k)), vlen: uint32(len(v)), del: del,
 	})
+	t.data = append(append(t.data, k...), v...)
 }
 
 // full says whether t holds its limit.
-func (t *rowTable) full() bool { return len(t.keys)+len(t.rows)*tableRowSize >= t.limit }
+func (t *rowTable) full() bool { return len(t.data)+len(t.rows)*tableRowSize >= t.limit }
 
-func (t *rowTable) key(r *tableRow) []byte { return t.keys[r.off : r.off+r.n] }
+func (t *rowTable) key(r *tableRow) []byte { return t.data[r.off : r.off+r.klen] }
+func (t *rowTable) value(r *tableRow) []byte {
+	return t.data[r.off+r.klen : r.off+r.klen+r.vlen]
+}
+
+func (t *rowTable) reset() { t.data, t.rows = t.data[:0], t.rows[:0] }
 
 func (t *rowTable) sort() {
 	slices.SortFunc(t.rows, func(a, b tableRow) int {
@@ -112,41 +124,27 @@ func (t *rowTable) sort() {
 	})
 }
 
-// tableSink writes rows to a table, counting them.
-type tableSink struct {
-	w *sstable.Writer
-	n int
-}
-
-func (s *tableSink) Set(k, v []byte) error { s.n++; return s.w.Set(k, v) }
-func (s *tableSink) Delete(k []byte) error { s.n++; return s.w.Delete(k) }
-
 // writeTables writes the dirty rows of caches as tables that the store
 // ingests, and clears the caches' dirty lists (dropping every row if
 // evict).
 func (l *lsm) writeTables(caches []sortedCache, evict bool) error {
 	t := &rowTable{limit: int(l.mem * memTableEighths / 8)}
-	for ci, from := 0, 0; ci < len(caches); {
-		t.keys, t.rows = t.keys[:0], t.rows[:0]
-		for ci < len(caches) && !t.full() {
-			c := caches[ci]
-			if from = c.listDirty(t, uint32(ci), from); from >= c.dirtyLen() {
-				ci, from = ci+1, 0
-			}
-		}
-		if err := l.writeTable(t, caches); err != nil {
+	full := func() error {
+		err := l.writeTable(t)
+		t.reset()
+		return err
+	}
+	for _, c := range caches {
+		if err := c.writeSorted(t, full, evict); err != nil {
 			return err
 		}
 	}
-	for _, c := range caches {
-		c.listWritten(evict)
-	}
-	return nil
+	return full()
 }
 
 // writeTable sorts the rows t lists, writes them to a table and has the
 // store ingest it.
-func (l *lsm) writeTable(t *rowTable, caches []sortedCache) error {
+func (l *lsm) writeTable(t *rowTable) error {
 	if len(t.rows) == 0 {
 		return nil
 	}
@@ -157,24 +155,25 @@ func (l *lsm) writeTable(t *rowTable, caches []sortedCache) error {
 	if err != nil {
 		return fmt.Errorf("writing the cache's rows: %w", err)
 	}
-	s := &tableSink{w: sstable.NewWriter(objstorageprovider.NewFileWritable(f), l.tableOptions())}
+	w := sstable.NewWriter(objstorageprovider.NewFileWritable(f), l.tableOptions())
 	for i := range t.rows {
 		r := &t.rows[i]
-		if err = caches[r.cache].writeListed(s, r.dirtyIdx, t.key(r)); err != nil {
+		if r.del {
+			err = w.Delete(t.key(r))
+		} else {
+			err = w.Set(t.key(r), t.value(r))
+		}
+		if err != nil {
 			break
 		}
 	}
-	if cerr := s.w.Close(); err == nil {
+	if cerr := w.Close(); err == nil {
 		err = cerr
 	}
-	if err != nil || s.n == 0 {
-		_ = l.fs.Remove(path)
-		if err != nil {
-			return fmt.Errorf("writing the cache's rows: %w", err)
-		}
-		return nil
+	if err == nil {
+		err = l.ingest(path)
 	}
-	if err := l.ingest(path); err != nil {
+	if err != nil {
 		_ = l.fs.Remove(path)
 		return fmt.Errorf("writing the cache's rows: %w", err)
 	}
