@@ -337,10 +337,16 @@ func openPebble(dir string, mem int64, cache *pebble.Cache, fs vfs.FS, broken *b
 		DisableWAL:                  true,
 		MemTableSize:                uint64(mem * memTableEighths / 8),
 		MemTableStopWritesThreshold: 2,
-		MaxManifestFileSize:         maxManifestSize,
-		Merger:                      listMerger,
-		Logger:                      storeLogger{broken},
-		FS:                          fs,
+		// A flush of the write-back caches before a snapshot adds a
+		// table or two to L0 spanning every key group (see lsmtable.go),
+		// and each compaction of L0 rewrites the whole state below it:
+		// compacting at eight sublevels rather than four halves that.
+		L0CompactionThreshold: 8,
+		L0StopWritesThreshold: 24,
+		MaxManifestFileSize:   maxManifestSize,
+		Merger:                listMerger,
+		Logger:                storeLogger{broken},
+		FS:                    fs,
 		EventListener: &pebble.EventListener{BackgroundError: broken.background, WriteStallBegin: func(pebble.WriteStallBeginInfo) {
 			if broken.onStall != nil {
 				broken.onStall()
