@@ -12,7 +12,7 @@ import (
 
 // KeyedBackend is the keyed-state backend of one subtask: every keyed
 // state of an operator, for the key groups the subtask owns, and its
-// timers. By default the states live on the heap, in Go maps, and
+// timers. By default the states live on the heap, in hash tables, and
 // snapshot copy-on-write; created WithPebble, they live in an embedded
 // LSM store on local disk (see lsm.go) and snapshot through it, and so
 // do its timers unless PebbleOptions.HeapTimers (see lsmtimers.go). Both

@@ -76,13 +76,28 @@ func (s *stateTable[MK, E]) captureDelta(now int64, since uint64) stateView {
 			if sh.mod <= since {
 				return
 			}
-			if s.ep.track && since+1 >= s.writtenBase(sh) {
-				// The keys written after since are listed. Later
-				// deltas build on since or later (it is the horizon):
-				// the list keeps only the keys written after it.
+			if listed := s.ep.track && since+1 >= s.writtenBase(sh); listed && len(sh.written) < len(sh.m.es)/16 {
+				// The keys written after since are listed, few
+				// enough to look up one by one. Later deltas build on
+				// since or later (it is the horizon): the list keeps
+				// only the keys written after it.
 				out := sh.written[:0]
 				for _, mk := range sh.written {
-					if e, ok := sh.m[mk]; ok && e.ep > since {
+					if e, ok := sh.m.get(s.hv(s.hash(mk), mk), mk); ok && e.ep > since {
+						v.puts = append(v.puts, deltaEntry[MK, E]{mk, e.v})
+						out = append(out, mk)
+					}
+				}
+				clear(sh.written[len(out):])
+				sh.written, sh.wbase = out, max(sh.wbase, since+1)
+			} else if listed {
+				// Many are: walking the slots in order costs less
+				// than a lookup each (which misses the CPU caches in
+				// a large state). The list becomes exactly the keys
+				// written after since, no more than it held.
+				out := sh.written[:0]
+				for mk, e := range sh.m.all() {
+					if e.ep > since {
 						v.puts = append(v.puts, deltaEntry[MK, E]{mk, e.v})
 						out = append(out, mk)
 					}
@@ -90,7 +105,7 @@ func (s *stateTable[MK, E]) captureDelta(now int64, since uint64) stateView {
 				clear(sh.written[len(out):])
 				sh.written, sh.wbase = out, max(sh.wbase, since+1)
 			} else {
-				for mk, e := range sh.m {
+				for mk, e := range sh.m.all() {
 					if e.ep > since {
 						v.puts = append(v.puts, deltaEntry[MK, E]{mk, e.v})
 					}
@@ -100,7 +115,7 @@ func (s *stateTable[MK, E]) captureDelta(now int64, since uint64) stateView {
 				if tb.ep <= since {
 					continue
 				}
-				if _, ok := sh.m[tb.mk]; !ok { // else written again since: its put says it
+				if sh.m.find(s.hv(s.hash(tb.mk), tb.mk), tb.mk) < 0 { // else written again since: its put says it
 					v.dels = append(v.dels, tb.mk)
 				}
 			}

@@ -512,7 +512,7 @@ func readCount(src []byte, perElem int) (n, off int, err error) {
 // Operations on tables, shared by the plain and the namespaced handles.
 
 func listGet[MK comparable, T any](t *table[MK, []T], kg int, h uint32, mk MK) []T {
-	l, _ := t.shardFor(kg, h).at(mk)
+	l, _ := t.get(kg, h, mk)
 	return l[:len(l):len(l)]
 }
 
@@ -525,9 +525,9 @@ func listAdd[MK comparable, T any](t *table[MK, []T], kg int, h uint32, mk MK, v
 	if len(vs) == 0 {
 		return
 	}
-	s := t.writable(kg, h)
-	l, _ := s.at(mk)
-	t.put(kg, h, s, mk, append(l, vs...))
+	s, hv := t.writable(kg, h), t.hv(h, mk)
+	l, _ := s.at(hv, mk)
+	t.put(kg, h, s, hv, mk, append(l, vs...))
 }
 
 func listUpdate[MK comparable, T any](t *table[MK, []T], kg int, h uint32, mk MK, vs []T) {
@@ -539,23 +539,23 @@ func listUpdate[MK comparable, T any](t *table[MK, []T], kg int, h uint32, mk MK
 }
 
 func mapGet[MK, UK comparable, UV any](t *table[MK, mapEntry[UK, UV]], kg int, h uint32, mk MK, uk UK) (UV, bool) {
-	e, _ := t.shardFor(kg, h).at(mk)
+	e, _ := t.get(kg, h, mk)
 	v, ok := e.m[uk]
 	return v, ok
 }
 
 func mapPut[MK, UK comparable, UV any](t *table[MK, mapEntry[UK, UV]], kg int, h uint32, mk MK, uk UK, uv UV) {
-	s := t.writable(kg, h)
-	e, ok := s.at(mk)
+	s, hv := t.writable(kg, h), t.hv(h, mk)
+	e, ok := s.at(hv, mk)
 	if !ok {
-		t.put(kg, h, s, mk, mapEntry[UK, UV]{m: map[UK]UV{uk: uv}, epoch: t.ep.cur})
+		t.put(kg, h, s, hv, mk, mapEntry[UK, UV]{m: map[UK]UV{uk: uv}, epoch: t.ep.cur})
 		return
 	}
 	if t.ep.shared(e.epoch) {
 		e = mapEntry[UK, UV]{m: maps.Clone(e.m), epoch: t.ep.cur}
 	}
 	e.m[uk] = uv
-	t.put(kg, h, s, mk, e) // stamps the entry as changed
+	t.put(kg, h, s, hv, mk, e) // stamps the entry as changed
 }
 
 func mapRemove[MK, UK comparable, UV any](t *table[MK, mapEntry[UK, UV]], kg int, h uint32, mk MK, uk UK) {
@@ -575,7 +575,7 @@ func mapRemove[MK, UK comparable, UV any](t *table[MK, mapEntry[UK, UV]], kg int
 		e = mapEntry[UK, UV]{m: maps.Clone(e.m), epoch: t.ep.cur}
 	}
 	delete(e.m, uk)
-	t.put(kg, h, s, mk, e) // stamps the entry as changed
+	t.put(kg, h, s, t.hv(h, mk), mk, e) // stamps the entry as changed
 }
 
 func mapAll[UK comparable, UV any](m map[UK]UV) iter.Seq2[UK, UV] {
@@ -796,7 +796,7 @@ func (s *nsBase[K, N, E]) cur() (int, uint32, nsKey[K, N]) { return s.at(s.ns) }
 func (s *nsBase[K, N, E]) Namespaces() []N {
 	kg, h := s.b.pos()
 	var out []N
-	for mk := range s.t.shardFor(kg, h).m {
+	for mk := range s.t.shardFor(kg, h).m.all() {
 		if mk.key == s.b.key {
 			out = append(out, mk.ns)
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
@@ -136,16 +137,24 @@ type lsm struct {
 	// that never comes.
 	broken *bgFailure
 
-	// commits and committed hand batches to the committer goroutine and
-	// its answers back (see commitBatch); inflight counts the commits it
-	// has not finished. rowBatch is the batch of single-row writes.
-	commits   chan *pebble.Batch
+	// commits and committed hand batches and tables to ingest to the
+	// committer goroutine and its answers back (see commitBatch, ingest);
+	// inflight counts the writes it has not finished. rowBatch is the
+	// batch of single-row writes.
+	commits   chan storeWrite
 	committed chan error
 	inflight  atomic.Int32
 	rowBatch  *pebble.Batch
 	// unflushed says a batch was committed since the memtables were last
 	// flushed (see flush): a store without one has nothing to write out.
 	unflushed bool
+
+	// tables counts the tables of cached rows written for ingestion, for
+	// their names; tableOpts are their options, and tableRows the least
+	// number of dirty rows written as tables (see lsmtable.go).
+	tables    int
+	tableOpts *sstable.WriterOptions
+	tableRows int
 }
 
 // bgFailure holds the first error of a store's background work.
@@ -303,7 +312,7 @@ func openLSM(o PebbleOptions) (*lsm, error) {
 		return nil, err
 	}
 	return &lsm{db: db, dir: dir, mem: mem, snaps: map[*pebble.Snapshot]bool{}, cacheBudget: cacheBudgetOf(mem), heapTimers: o.HeapTimers,
-		slot: o.Slot, fs: fs, broken: broken}, nil
+		slot: o.Slot, fs: fs, broken: broken, tableRows: minTableRows}, nil
 }
 
 // maxManifestSize is the size past which the store starts a new MANIFEST
@@ -325,22 +334,22 @@ const maxManifestSize = 16 << 10
 // budget), and its two memtables (one filling while the other flushes) an
 // eighth each.
 func openPebble(dir string, mem int64, cache *pebble.Cache, fs vfs.FS, broken *bgFailure) (*pebble.DB, error) {
-	// Bloom filters on every level: state reads are point reads, and
-	// most of a cache miss's probes are of files without the key.
-	var levels [len(pebble.Options{}.Levels)]pebble.LevelOptions
-	for i := range levels {
-		levels[i].FilterPolicy = bloom.FilterPolicy(10)
-	}
 	db, err := pebble.Open(dir, &pebble.Options{
-		Levels:                      levels,
+		Levels:                      filteredLevels(),
 		Cache:                       cache,
 		DisableWAL:                  true,
 		MemTableSize:                uint64(mem * memTableEighths / 8),
 		MemTableStopWritesThreshold: 2,
-		MaxManifestFileSize:         maxManifestSize,
-		Merger:                      listMerger,
-		Logger:                      storeLogger{broken},
-		FS:                          fs,
+		// A flush of the write-back caches before a snapshot adds a
+		// table or two to L0 spanning every key group (see lsmtable.go),
+		// and each compaction of L0 rewrites the whole state below it:
+		// compacting at eight sublevels rather than four halves that.
+		L0CompactionThreshold: 8,
+		L0StopWritesThreshold: 24,
+		MaxManifestFileSize:   maxManifestSize,
+		Merger:                listMerger,
+		Logger:                storeLogger{broken},
+		FS:                    fs,
 		EventListener: &pebble.EventListener{BackgroundError: broken.background, WriteStallBegin: func(pebble.WriteStallBeginInfo) {
 			if broken.onStall != nil {
 				broken.onStall()
@@ -351,6 +360,17 @@ func openPebble(dir string, mem int64, cache *pebble.Cache, fs vfs.FS, broken *b
 		return nil, fmt.Errorf("state: opening pebble in %s: %w", dir, err)
 	}
 	return db, nil
+}
+
+// filteredLevels returns the store's options of its levels: Bloom
+// filters on every level, as state reads are point reads, and most of a
+// cache miss's probes are of files without the key.
+func filteredLevels() [len(pebble.Options{}.Levels)]pebble.LevelOptions {
+	var levels [len(pebble.Options{}.Levels)]pebble.LevelOptions
+	for i := range levels {
+		levels[i].FilterPolicy = bloom.FilterPolicy(10)
+	}
+	return levels
 }
 
 func (l *lsm) snapshot() *pebble.Snapshot {

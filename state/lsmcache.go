@@ -284,7 +284,7 @@ func (c *valueCache[K, N, T]) remove(ck cacheKey[K, N], e *cacheEntry[T]) {
 }
 
 // write adds row ck to batch if it is dirty, and marks it clean.
-func (c *valueCache[K, N, T]) write(batch *rowWriter, ck cacheKey[K, N], e *cacheEntry[T]) error {
+func (c *valueCache[K, N, T]) write(batch rowSink, ck cacheKey[K, N], e *cacheEntry[T]) error {
 	if !e.dirty() {
 		return nil
 	}
@@ -294,27 +294,88 @@ func (c *valueCache[K, N, T]) write(batch *rowWriter, ck cacheKey[K, N], e *cach
 		return nil
 	}
 	c.row = appendCachedRow(c.row[:0], c.st, c.nc, ck)
+	return c.writeRow(batch, e, c.row)
+}
+
+// writeRow adds dirty row e, of row key row, to batch and marks it clean.
+func (c *valueCache[K, N, T]) writeRow(batch rowSink, e *cacheEntry[T], row []byte) error {
 	var err error
 	switch {
-	case e.absent() && c.filter.valid && !c.filter.mayHave(c.row):
+	case e.absent() && e.meta&metaUnstored != 0:
+		// A deletion of a row the store does not have.
+	case e.absent() && c.filter.valid && !c.filter.mayHave(row):
 		// A deletion of a row the store cannot have either.
 		e.set(metaUnstored)
 	case e.absent():
-		err = batch.Delete(c.row)
-		c.recharge(e, len(c.row))
+		err = batch.Delete(row)
+		c.recharge(e, len(row))
 		e.set(metaUnstored)
 	default:
 		c.buf = c.enc.append(c.buf[:0], e.val)
-		err = batch.Set(c.row, c.buf)
-		c.recharge(e, len(c.row)+len(c.buf))
+		err = batch.Set(row, c.buf)
+		c.recharge(e, len(row)+len(c.buf))
 		e.unset(metaUnstored)
-		c.filter.add(c.row)
+		c.filter.add(row)
 	}
 	if err != nil {
 		return err
 	}
 	e.unset(metaDirty)
 	return nil
+}
+
+func (c *valueCache[K, N, T]) dirtyLen() int { return len(c.dirty) }
+
+func (c *valueCache[K, N, T]) writeSorted(t *rowTable, full func() error, evict bool) error {
+	if len(c.dirty) == 0 {
+		if evict {
+			c.drop()
+		}
+		return nil
+	}
+	if len(c.dirty) < len(c.rows)/4 {
+		// Few of the rows are dirty: look them up.
+		for _, ck := range c.dirty {
+			e, ok := c.rows[ck]
+			if !ok || !e.dirty() {
+				continue
+			}
+			err := c.write(t, ck, &e)
+			c.rows[ck] = e
+			if err == nil && t.full() {
+				err = full()
+			}
+			if err != nil {
+				return err
+			}
+		}
+	} else {
+		for ck, e := range c.rows {
+			if !e.dirty() {
+				continue
+			}
+			err := c.write(t, ck, &e)
+			c.rows[ck] = e
+			if err == nil && t.full() {
+				err = full()
+			}
+			if err != nil {
+				return err
+			}
+		}
+	}
+	c.dirty = c.dirty[:0]
+	if evict {
+		c.drop()
+	}
+	return nil
+}
+
+// drop drops every row.
+func (c *valueCache[K, N, T]) drop() {
+	c.l.cacheUsed -= c.charged
+	c.charged = 0
+	clear(c.rows)
 }
 
 func (c *valueCache[K, N, T]) flush(batch *rowWriter, evict bool) error {
@@ -330,9 +391,7 @@ func (c *valueCache[K, N, T]) flush(batch *rowWriter, evict bool) error {
 	}
 	c.dirty = c.dirty[:0]
 	if evict {
-		c.l.cacheUsed -= c.charged
-		c.charged = 0
-		clear(c.rows)
+		c.drop()
 	}
 	return nil
 }
@@ -464,19 +523,44 @@ func (l *lsm) evict() {
 
 // flushCaches writes every cache's dirty rows to the store, emptying the
 // caches if evict. A failure is a store failure (see fail).
-func (l *lsm) flushCaches(evict bool) {
-	w := l.writer("writing the cache's rows")
+func (l *lsm) flushCaches(evict bool) { must0(l.tryFlushCaches(evict)) }
+
+// tryFlushCaches writes every cache's dirty rows to the store, emptying
+// the caches if evict: many rows as sorted tables (see lsmtable.go), the
+// rest through batches.
+func (l *lsm) tryFlushCaches(evict bool) error {
 	if err := l.failed(); err != nil {
-		w.Close()
-		fail(err)
+		return err
 	}
+	var sorted []sortedCache
+	listed := 0
 	for _, c := range l.caches {
-		if err := c.flush(w, evict); err != nil {
-			w.Close()
-			fail(err)
+		if sc, ok := c.(sortedCache); ok {
+			sorted = append(sorted, sc)
+			listed += sc.dirtyLen()
 		}
 	}
-	w.finish()
+	if listed < l.tableRows {
+		sorted = nil
+	}
+	w := l.writer("writing the cache's rows")
+	for _, c := range l.caches {
+		if sorted != nil {
+			if _, ok := c.(sortedCache); ok {
+				continue
+			}
+		}
+		if err := c.flush(w, evict); err != nil {
+			w.Close()
+			return err
+		}
+	}
+	err := w.Commit()
+	w.Close()
+	if err != nil || sorted == nil {
+		return err
+	}
+	return l.writeTables(sorted, evict)
 }
 
 // appendCachedRow appends the store row of st's cached key ck: key group,

@@ -63,7 +63,9 @@ func (b *KeyedBackend[K]) NativeSnapshot(checkpointID int64) (*NativeSnapshot, e
 	if b.lsm == nil {
 		return nil, fmt.Errorf("state: a native snapshot needs a backend created WithPebble")
 	}
-	b.lsm.flushCaches(false)
+	if err := b.lsm.tryFlushCaches(false); err != nil {
+		return nil, fmt.Errorf("state: native snapshot of checkpoint %d: %w", checkpointID, err)
+	}
 	if err := b.lsm.flush(); err != nil {
 		return nil, fmt.Errorf("state: native snapshot of checkpoint %d: flushing: %w", checkpointID, err)
 	}
@@ -212,7 +214,7 @@ func (b *KeyedBackend[K]) adopt(h *keyedHeader, blocks []keyedBlock, src *pebble
 	// The snapshot's directory is the database now (it is open: it
 	// cannot be renamed): Close removes it, native snapshots go beside it.
 	b.lsm = &lsm{db: src, dir: dir, mem: old.mem, snaps: map[*pebble.Snapshot]bool{}, cacheBudget: old.cacheBudget, heapTimers: old.heapTimers,
-		slot: old.slot, fs: old.fs, broken: broken}
+		slot: old.slot, fs: old.fs, broken: broken, tableRows: old.tableRows}
 	// Rows of key groups outside want (keys start with the key group,
 	// two bytes big-endian, below 0x8000).
 	if want.Start > 0 {

@@ -1,6 +1,7 @@
 package state
 
 import (
+	"context"
 	"fmt"
 	"sync/atomic"
 
@@ -55,13 +56,21 @@ func (w *rowWriter) Merge(k, v []byte) error {
 	return w.spill()
 }
 
-// spill commits the batch once it holds limit bytes.
+// spill commits the batch once it holds limit bytes, counting what each
+// row takes in a memtable: Pebble reserves a skiplist node of its tallest
+// size for each row of a batch, and holds a batch whose rows would take
+// more than half a memtable in memory whole, as a memtable of its own.
 func (w *rowWriter) spill() error {
-	if len(w.b.Repr()) < w.limit {
+	if len(w.b.Repr())+int(w.b.Count())*memTableRowSize < w.limit {
 		return nil
 	}
 	return w.Commit()
 }
+
+// memTableRowSize is what Pebble reserves in a memtable for a row besides
+// its key and value: a skiplist node of the tallest size, and the key's
+// trailer.
+const memTableRowSize = 200
 
 // Commit writes the rows written so far to the store.
 func (w *rowWriter) Commit() error {
@@ -112,16 +121,36 @@ func (l *lsm) commitBatch(batch *pebble.Batch) error {
 	if batch.Empty() {
 		return nil
 	}
+	return l.onCommitter(storeWrite{batch: batch})
+}
+
+// ingest adds the sorted table at path (see rowTable) to the store,
+// through the committer goroutine as commitBatch commits: an ingest that
+// overlaps a memtable may wait for its flush.
+func (l *lsm) ingest(path string) error {
+	return l.onCommitter(storeWrite{ingest: path})
+}
+
+// storeWrite is a write the committer goroutine makes: a batch to commit
+// or the path of a table to ingest.
+type storeWrite struct {
+	batch  *pebble.Batch
+	ingest string
+}
+
+// onCommitter has the committer goroutine make w and waits for its
+// answer or for the store's background work to fail (see commitBatch).
+func (l *lsm) onCommitter(w storeWrite) error {
 	if err := l.failed(); err != nil {
 		return err
 	}
 	if l.commits == nil {
-		l.commits, l.committed = make(chan *pebble.Batch), make(chan error)
-		go committer(l.commits, l.committed, &l.inflight)
+		l.commits, l.committed = make(chan storeWrite), make(chan error)
+		go committer(l.db, l.commits, l.committed, &l.inflight)
 	}
 	l.unflushed = true
 	l.inflight.Add(1)
-	l.commits <- batch
+	l.commits <- w
 	select {
 	case err := <-l.committed:
 		return err
@@ -130,11 +159,16 @@ func (l *lsm) commitBatch(batch *pebble.Batch) error {
 	}
 }
 
-// committer commits the batches it receives, answering each with the
-// commit's error, until in is closed.
-func committer(in <-chan *pebble.Batch, out chan<- error, inflight *atomic.Int32) {
-	for b := range in {
-		err := b.Commit(pebble.NoSync)
+// committer makes the writes it receives to db, answering each with its
+// error, until in is closed.
+func committer(db *pebble.DB, in <-chan storeWrite, out chan<- error, inflight *atomic.Int32) {
+	for w := range in {
+		var err error
+		if w.batch != nil {
+			err = w.batch.Commit(pebble.NoSync)
+		} else {
+			err = db.Ingest(context.Background(), []string{w.ingest})
+		}
 		inflight.Add(-1)
 		out <- err
 	}

@@ -49,11 +49,14 @@ func TestPebbleWriteBackMatchesHeap(t *testing.T) {
 	base := testSeed(t)
 	for i, rows := range []int{timerCacheRows, 3} {
 		seed := base + uint64(i)
-		t.Run(fmt.Sprintf("timer-rows-%d", rows), func(t *testing.T) { testWriteBack(t, seed, rows) })
+		t.Run(fmt.Sprintf("timer-rows-%d", rows), func(t *testing.T) { testWriteBack(t, seed, rows, minTableRows) })
 	}
+	// Every flush of more than a few dirty value rows written as a
+	// sorted table that the store ingests (see lsmtable.go).
+	t.Run("tables", func(t *testing.T) { testWriteBack(t, base+2, 3, 4) })
 }
 
-func testWriteBack(t *testing.T, seed uint64, timerRows int) {
+func testWriteBack(t *testing.T, seed uint64, timerRows, tableRows int) {
 	steps := 30_000
 	if raceEnabled {
 		steps = 10_000
@@ -63,6 +66,7 @@ func testWriteBack(t *testing.T, seed uint64, timerRows int) {
 	small := func() *KeyedBackend[string] {
 		b := newBackend(t, WithPebble(PebbleOptions{Dir: t.TempDir(), Memory: minPebbleMemory}))
 		b.lsm.cacheBudget = 24 << 10
+		b.lsm.tableRows = tableRows
 		return b
 	}
 	hb := newBackend(t)
@@ -71,6 +75,7 @@ func testWriteBack(t *testing.T, seed uint64, timerRows int) {
 	var (
 		now         int64
 		evictions   int
+		tables      int
 		crashDirty  int
 		checkpoints int
 	)
@@ -199,6 +204,7 @@ func testWriteBack(t *testing.T, seed uint64, timerRows int) {
 			crashIn = -1
 			crashDirty += countDirtyAll(lb)
 			evictions += lb.lsm.evictions
+			tables += lb.lsm.tables
 			nh := newBackend(t)
 			if err := nh.Restore(strings.NewReader(hblob)); err != nil {
 				t.Fatal(err)
@@ -231,10 +237,11 @@ func testWriteBack(t *testing.T, seed uint64, timerRows int) {
 		}
 	}
 	evictions += lb.lsm.evictions
-	if evictions == 0 || crashDirty == 0 || checkpoints == 0 {
-		t.Fatalf("seed %d: %d checkpoints, %d evictions, %d dirty rows at crashes: the test proves nothing", seed, checkpoints, evictions, crashDirty)
+	tables += lb.lsm.tables
+	if evictions == 0 || crashDirty == 0 || checkpoints == 0 || tableRows < minTableRows && tables == 0 {
+		t.Fatalf("seed %d: %d checkpoints, %d evictions, %d tables, %d dirty rows at crashes: the test proves nothing", seed, checkpoints, evictions, tables, crashDirty)
 	}
-	t.Logf("%d checkpoints, %d evictions, %d dirty rows lost in crashes", checkpoints, evictions, crashDirty)
+	t.Logf("%d checkpoints, %d evictions, %d tables, %d dirty rows lost in crashes", checkpoints, evictions, tables, crashDirty)
 }
 
 // countDirtyAll counts what b's write-back caches hold that the store

@@ -65,7 +65,7 @@ func newVoidTable[K comparable, E any](b *KeyedBackend[K], inf stateInfo, ve val
 	kc := b.keyCodec
 	ka, va := prefixedAppender(kc), ve.prefixed()
 	return &stateTable[K, E]{
-		table: newTable[K, E](b.ep, b.kgs.Len(), b.shardSize, b.hasher),
+		table: newTable[K, E](b.ep, b.kgs.Len(), b.shardSize, b.hasher, nil),
 		inf:   inf,
 		appendEntry: func(dst []byte, k K, e E) []byte {
 			dst = append(ka(dst, k), 0) // no namespace
@@ -102,11 +102,13 @@ func newVoidTable[K comparable, E any](b *KeyedBackend[K], inf stateInfo, ve val
 
 // newNSTable returns a table for namespaced state.
 func newNSTable[K, N comparable, E any](b *KeyedBackend[K], inf stateInfo, nc codec.Codec[N], ve valueEncoding[E]) *stateTable[nsKey[K, N], E] {
-	kc, hasher := b.keyCodec, b.hasher
+	kc, hasher, nsh := b.keyCodec, b.hasher, nsHasher[N]()
 	ka, na, va := prefixedAppender(kc), prefixedAppender(nc), ve.prefixed()
 	return &stateTable[nsKey[K, N], E]{
-		table: newTable[nsKey[K, N], E](b.ep, b.kgs.Len(), b.shardSize, func(mk nsKey[K, N]) uint32 { return hasher(mk.key) }),
-		inf:   inf,
+		table: newTable[nsKey[K, N], E](b.ep, b.kgs.Len(), b.shardSize,
+			func(mk nsKey[K, N]) uint32 { return hasher(mk.key) },
+			func(mk nsKey[K, N]) uint32 { return nsh(mk.ns) }),
+		inf: inf,
 		appendEntry: func(dst []byte, mk nsKey[K, N], e E) []byte {
 			return va(na(ka(dst, mk.key), mk.ns), e)
 		},
@@ -255,7 +257,7 @@ func (v *tableView[MK, E]) groupLen(kgIdx int) int {
 	}
 	n := 0
 	for _, s := range v.shards[v.start[kgIdx]:v.start[kgIdx+1]] {
-		n += len(s.m)
+		n += s.m.len()
 	}
 	return n
 }
@@ -268,7 +270,7 @@ func (v *tableView[MK, E]) appendGroup(dst []byte, kgIdx int) []byte {
 		return append(dst, v.buf...)
 	}
 	for _, s := range v.shards[v.start[kgIdx]:v.start[kgIdx+1]] {
-		for mk, e := range s.m {
+		for mk, e := range s.m.all() {
 			dst = v.appendEntry(dst, mk, e.v)
 		}
 	}
@@ -280,7 +282,7 @@ func (v *tableView[MK, E]) appendGroup(dst []byte, kgIdx int) []byte {
 func (v *tableView[MK, E]) fill(kgIdx int) {
 	v.kg, v.n, v.buf = kgIdx, 0, v.buf[:0]
 	for _, s := range v.shards[v.start[kgIdx]:v.start[kgIdx+1]] {
-		for mk, e := range s.m {
+		for mk, e := range s.m.all() {
 			e, k := v.prune(e.v, v.cutoff, 0)
 			if k == keepNone {
 				continue

@@ -1,7 +1,6 @@
 package state
 
 import (
-	"maps"
 	"math"
 	"slices"
 )
@@ -147,7 +146,7 @@ func (e *epochs) end(ep uint64) bool {
 func (e *epochs) shared(ep uint64) bool { return ep <= e.maxPending }
 
 type shard[MK comparable, E any] struct {
-	m     map[MK]slot[E]
+	m     omap[MK, E]
 	epoch uint64
 	mod   uint64 // the epoch in which the shard was last made writable
 	depth uint8  // local depth: the shard holds the keys whose hash starts with a depth-bit prefix
@@ -204,21 +203,32 @@ type group[MK comparable, E any] struct {
 // table is the copy-on-write store of one keyed state. Entries are keyed by
 // MK (the key, or the key and namespace) and hold E.
 type table[MK comparable, E any] struct {
-	ep        *epochs
-	groups    []group[MK, E]
-	hash      func(MK) uint32 // the key hash of an entry, to split shards
+	ep     *epochs
+	groups []group[MK, E]
+	hash   func(MK) uint32 // the key hash of an entry, to split shards
+	// nsHash, if set, hashes an entry's namespace into its inner hash
+	// (namespaced state: the entries of a key share its hash).
+	nsHash    func(MK) uint32
 	shardSize int
 }
 
-func newTable[MK comparable, E any](ep *epochs, groups, shardSize int, hash func(MK) uint32) *table[MK, E] {
-	t := &table[MK, E]{ep: ep, groups: make([]group[MK, E], groups), hash: hash, shardSize: shardSize}
+func newTable[MK comparable, E any](ep *epochs, groups, shardSize int, hash, nsHash func(MK) uint32) *table[MK, E] {
+	t := &table[MK, E]{ep: ep, groups: make([]group[MK, E], groups), hash: hash, nsHash: nsHash, shardSize: shardSize}
 	for i := range t.groups {
 		t.groups[i] = group[MK, E]{
-			dir:   []*shard[MK, E]{{m: make(map[MK]slot[E]), epoch: ep.cur, mod: ep.cur, limit: shardSize}},
+			dir:   []*shard[MK, E]{{epoch: ep.cur, mod: ep.cur, limit: shardSize}},
 			shift: 32,
 		}
 	}
 	return t
+}
+
+// hv returns the inner hash of mk, whose key hash is h.
+func (t *table[MK, E]) hv(h uint32, mk MK) uint32 {
+	if t.nsHash != nil {
+		h ^= t.nsHash(mk) * 0x9e3779b9
+	}
+	return innerHash(h)
 }
 
 // shardFor returns the shard for hash h in key group kg, for reading.
@@ -228,13 +238,13 @@ func (t *table[MK, E]) shardFor(kg int, h uint32) *shard[MK, E] {
 }
 
 func (t *table[MK, E]) get(kg int, h uint32, mk MK) (E, bool) {
-	e, ok := t.shardFor(kg, h).m[mk]
+	e, ok := t.shardFor(kg, h).m.get(t.hv(h, mk), mk)
 	return e.v, ok
 }
 
-// at returns the value of mk in shard s.
-func (s *shard[MK, E]) at(mk MK) (E, bool) {
-	e, ok := s.m[mk]
+// at returns the value of mk, whose inner hash is hv, in shard s.
+func (s *shard[MK, E]) at(hv uint32, mk MK) (E, bool) {
+	e, ok := s.m.get(hv, mk)
 	return e.v, ok
 }
 
@@ -251,7 +261,7 @@ func (t *table[MK, E]) writable(kg int, h uint32) *shard[MK, E] {
 }
 
 func (t *table[MK, E]) copyShard(g *group[MK, E], h uint32, s *shard[MK, E]) *shard[MK, E] {
-	c := &shard[MK, E]{m: maps.Clone(s.m), epoch: t.ep.cur, mod: t.ep.cur, depth: s.depth, limit: s.limit, wbase: s.wbase}
+	c := &shard[MK, E]{m: s.m.clone(), epoch: t.ep.cur, mod: t.ep.cur, depth: s.depth, limit: s.limit, wbase: s.wbase}
 	if len(s.gone) > 0 {
 		c.gone = liveTombs(s.gone, t.ep.horizon)
 	}
@@ -273,13 +283,16 @@ func (g *group[MK, E]) slots(h uint32, d uint8) (lo, n int) {
 	return int(prefix << (global - d)), 1 << (global - d)
 }
 
-// put stores e under mk in the writable shard s (from writable).
-func (t *table[MK, E]) put(kg int, h uint32, s *shard[MK, E], mk MK, e E) {
-	if t.ep.track {
+// put stores e under mk, whose inner hash is hv, in the writable shard s
+// (from writable).
+func (t *table[MK, E]) put(kg int, h uint32, s *shard[MK, E], hv uint32, mk MK, e E) {
+	en, found := s.m.upsert(hv, mk)
+	if t.ep.track && (!found || en.s.ep < t.writtenBase(s)) {
+		// Not listed yet (see Written keys above).
 		t.noteWritten(s, mk)
 	}
-	s.m[mk] = slot[E]{e, t.ep.cur}
-	if len(s.m) > s.limit {
+	en.s = slot[E]{e, t.ep.cur}
+	if !found && s.m.len() > s.limit {
 		t.split(kg, h, s)
 	}
 }
@@ -289,12 +302,8 @@ func (t *table[MK, E]) writtenBase(s *shard[MK, E]) uint64 {
 	return max(s.wbase, t.ep.trackFrom)
 }
 
-// noteWritten lists mk in the writable shard s before a put, unless its
-// entry was written at or after the list's base (then it is listed).
+// noteWritten lists mk, put in the writable shard s and not listed.
 func (t *table[MK, E]) noteWritten(s *shard[MK, E], mk MK) {
-	if old, ok := s.m[mk]; ok && old.ep >= t.writtenBase(s) {
-		return
-	}
 	if n := len(s.written); n > 0 && n == cap(s.written) {
 		t.compactWritten(s)
 	}
@@ -309,7 +318,7 @@ func (t *table[MK, E]) compactWritten(s *shard[MK, E]) {
 	keep := func(base uint64) {
 		out := s.written[:0]
 		for _, mk := range s.written {
-			if e, ok := s.m[mk]; ok && e.ep >= base {
+			if e, ok := s.m.get(t.hv(t.hash(mk), mk), mk); ok && e.ep >= base {
 				out = append(out, mk)
 			}
 		}
@@ -317,22 +326,25 @@ func (t *table[MK, E]) compactWritten(s *shard[MK, E]) {
 		s.written, s.wbase = out, base
 	}
 	keep(max(s.wbase, t.ep.horizon+1))
-	if len(s.written) > len(s.m)/2 && s.wbase < t.ep.cur {
+	if len(s.written) > s.m.len()/2 && s.wbase < t.ep.cur {
 		keep(t.ep.cur)
 	}
 }
 
 func (t *table[MK, E]) set(kg int, h uint32, mk MK, e E) {
-	t.put(kg, h, t.writable(kg, h), mk, e)
+	t.put(kg, h, t.writable(kg, h), t.hv(h, mk), mk, e)
 }
 
 func (t *table[MK, E]) remove(kg int, h uint32, mk MK) {
 	s := t.shardFor(kg, h)
-	if _, ok := s.m[mk]; !ok {
+	hv := t.hv(h, mk)
+	p := s.m.find(hv, mk)
+	if p < 0 {
 		return
 	}
+	// A copy has the entries in the same slots.
 	w := t.writable(kg, h)
-	delete(w.m, mk)
+	w.m.delAt(p)
 	if t.ep.track {
 		if n := len(w.gone); n > 0 && n == cap(w.gone) {
 			// Before growing, drop the tombs no delta needs: a
@@ -360,13 +372,13 @@ func (t *table[MK, E]) split(kg int, h uint32, s *shard[MK, E]) {
 		g.shift--
 	}
 	d := s.depth + 1
-	a := &shard[MK, E]{m: make(map[MK]slot[E], len(s.m)/2), epoch: t.ep.cur, mod: t.ep.cur, depth: d, wbase: s.wbase}
-	b := &shard[MK, E]{m: make(map[MK]slot[E], len(s.m)/2), epoch: t.ep.cur, mod: t.ep.cur, depth: d, wbase: s.wbase}
-	for mk, e := range s.m {
-		if t.hash(mk)>>(32-d)&1 == 0 {
-			a.m[mk] = e
+	a := &shard[MK, E]{m: newOmap[MK, E](s.m.len() / 2), epoch: t.ep.cur, mod: t.ep.cur, depth: d, wbase: s.wbase}
+	b := &shard[MK, E]{m: newOmap[MK, E](s.m.len() / 2), epoch: t.ep.cur, mod: t.ep.cur, depth: d, wbase: s.wbase}
+	for e := range s.m.entries() {
+		if t.hash(e.mk)>>(32-d)&1 == 0 {
+			a.m.add(*e)
 		} else {
-			b.m[mk] = e
+			b.m.add(*e)
 		}
 	}
 	for _, mk := range s.written {
@@ -388,8 +400,8 @@ func (t *table[MK, E]) split(kg int, h uint32, s *shard[MK, E]) {
 	}
 	// A shard that a split could not shrink (its keys share a longer hash
 	// prefix, or one key has many namespaces) waits until it doubles.
-	a.limit = max(t.shardSize, 2*len(a.m))
-	b.limit = max(t.shardSize, 2*len(b.m))
+	a.limit = max(t.shardSize, 2*a.m.len())
+	b.limit = max(t.shardSize, 2*b.m.len())
 	lo, n := g.slots(h, s.depth)
 	for i := lo; i < lo+n/2; i++ {
 		g.dir[i] = a
@@ -404,7 +416,7 @@ func (t *table[MK, E]) split(kg int, h uint32, s *shard[MK, E]) {
 // for its share, rather than growing and splitting one entry at a time.
 func (t *table[MK, E]) reserve(kg, n int) {
 	g := &t.groups[kg]
-	if len(g.dir) != 1 || len(g.dir[0].m) != 0 {
+	if len(g.dir) != 1 || g.dir[0].m.len() != 0 {
 		return
 	}
 	d := uint8(0)
@@ -415,7 +427,7 @@ func (t *table[MK, E]) reserve(kg, n int) {
 	g.dir = make([]*shard[MK, E], 1<<d)
 	g.shift = 32 - d
 	for i := range g.dir {
-		g.dir[i] = &shard[MK, E]{m: make(map[MK]slot[E], per), epoch: t.ep.cur, mod: t.ep.cur, depth: d, limit: t.shardSize}
+		g.dir[i] = &shard[MK, E]{m: newOmap[MK, E](per), epoch: t.ep.cur, mod: t.ep.cur, depth: d, limit: t.shardSize}
 	}
 }
 

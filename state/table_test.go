@@ -27,7 +27,7 @@ func checkDirs[MK comparable, E any](t *testing.T, tb *table[MK, E]) {
 					t.Fatalf("group %d: slot %d does not hold the shard of slot %d", kg, k, j)
 				}
 			}
-			for mk := range s.m {
+			for mk := range s.m.all() {
 				if int(uint64(tb.hash(mk))>>g.shift) < j || int(uint64(tb.hash(mk))>>g.shift) >= j+span {
 					t.Fatalf("group %d: key in the wrong shard", kg)
 				}
@@ -50,9 +50,9 @@ func TestTableSplits(t *testing.T) {
 	shards, _ := tb.capture()
 	total := 0
 	for _, s := range shards {
-		total += len(s.m)
-		if len(s.m) > s.limit {
-			t.Fatalf("shard of %d entries over its limit %d", len(s.m), s.limit)
+		total += s.m.len()
+		if s.m.len() > s.limit {
+			t.Fatalf("shard of %d entries over its limit %d", s.m.len(), s.limit)
 		}
 	}
 	if total != n || len(shards) < n/8/2 {

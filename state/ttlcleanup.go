@@ -220,7 +220,7 @@ func (c *heapCleaner[MK, E]) sweepShard(cutoff int64) int {
 	s := g.dir[h>>g.shift]
 	lo, n := g.slots(h, s.depth)
 	c.next = uint64(lo+n) << g.shift
-	for mk, e := range s.m {
+	for mk, e := range s.m.all() {
 		if c.judge(e.v, cutoff) != keepAll {
 			c.keys = append(c.keys, mk)
 		}
@@ -240,7 +240,7 @@ func (c *heapCleaner[MK, E]) sweepShard(cutoff int64) int {
 	}
 	clear(c.keys) // let go of the keys for the collector
 	c.keys = c.keys[:0]
-	return max(1, len(s.m))
+	return max(1, s.m.len())
 }
 
 // A rowPrune judges a Pebble row's value at cutoff and, for keepSome,
