@@ -76,7 +76,7 @@ func (s *stateTable[MK, E]) captureDelta(now int64, since uint64) stateView {
 			if sh.mod <= since {
 				return
 			}
-			if listed := s.ep.track && since+1 >= s.writtenBase(sh); listed && len(sh.written) < len(sh.m.es)/16 {
+			if s.ep.track && since+1 >= s.writtenBase(sh) && len(sh.written) < sh.listCap() {
 				// The keys written after since are listed, few
 				// enough to look up one by one. Later deltas build on
 				// since or later (it is the horizon): the list keeps
@@ -90,25 +90,19 @@ func (s *stateTable[MK, E]) captureDelta(now int64, since uint64) stateView {
 				}
 				clear(sh.written[len(out):])
 				sh.written, sh.wbase = out, max(sh.wbase, since+1)
-			} else if listed {
-				// Many are: walking the slots in order costs less
-				// than a lookup each (which misses the CPU caches in
-				// a large state). The list becomes exactly the keys
-				// written after since, no more than it held.
-				out := sh.written[:0]
+			} else {
+				// Walking the slots in order costs less than a lookup
+				// each (which misses the CPU caches in a large state).
 				for mk, e := range sh.m.all() {
 					if e.ep > since {
 						v.puts = append(v.puts, deltaEntry[MK, E]{mk, e.v})
-						out = append(out, mk)
 					}
 				}
-				clear(sh.written[len(out):])
-				sh.written, sh.wbase = out, max(sh.wbase, since+1)
-			} else {
-				for mk, e := range sh.m.all() {
-					if e.ep > since {
-						v.puts = append(v.puts, deltaEntry[MK, E]{mk, e.v})
-					}
+				if s.ep.track {
+					// The deltas after this one build on it: the list
+					// starts again with the next epoch's writes.
+					clear(sh.written)
+					sh.written, sh.wbase = sh.written[:0], s.ep.cur+1
 				}
 			}
 			for _, tb := range sh.gone {

@@ -52,19 +52,22 @@ import (
 // Written keys. So that a delta does not walk every entry of a shard
 // written since its base (with writes spread over many keys, every shard
 // is, and the walk happens at the barrier), a shard also lists the keys
-// written in it while the backend tracks changes: written holds every key
-// put in the shard at an epoch >= max(wbase, the epoch tracking began),
-// each once unless it was removed and put again, and maybe keys since
-// removed or no longer needed. A put appends its key when the entry's
-// previous stamp is below that bound (or it had none), so a key written
-// again and again costs one list entry. A delta over epoch B looks up the
-// listed keys instead of walking the shard when B+1 reaches the bound,
-// and keeps only those written after B (B is the horizon then).
-// When the list would grow, it keeps only the keys written after the
-// horizon (no delta asks for less) and raises wbase to the horizon's next
-// epoch; if most of the shard's keys stay listed, it keeps only the keys
-// written in the current epoch (wbase = cur), and a delta over an earlier
-// base walks the shard instead.
+// written in it while the backend tracks changes, as long as they are few:
+// written holds every key put in the shard at an epoch >= max(wbase, the
+// epoch tracking began), each once unless it was removed and put again,
+// and maybe keys since removed or no longer needed. A put at or after
+// that bound appends its key when the entry's previous stamp is below it
+// (or it had none), so a key written again and again costs one list
+// entry. A delta over epoch B looks up the listed keys instead of walking
+// the shard when B+1 reaches the bound and the list is short, and keeps
+// only those written after B (B is the horizon then). A list that reaches
+// listCap keys (where walking the shard costs less than a lookup per key)
+// is dropped, and wbase becomes the next epoch: the shard lists nothing
+// more in this epoch, and a delta over an earlier base walks it. A delta
+// that walks a shard leaves its list empty from the next epoch on: the
+// deltas after it build on it (or, if its checkpoint fails, walk again).
+// So a write costs nothing more once its shard has many changes, which is
+// when the changes are many and a delta walks every shard anyway.
 
 const (
 	// defaultShardSize is the default number of entries at which a shard
@@ -287,9 +290,12 @@ func (g *group[MK, E]) slots(h uint32, d uint8) (lo, n int) {
 // (from writable).
 func (t *table[MK, E]) put(kg int, h uint32, s *shard[MK, E], hv uint32, mk MK, e E) {
 	en, found := s.m.upsert(hv, mk)
-	if t.ep.track && (!found || en.s.ep < t.writtenBase(s)) {
-		// Not listed yet (see Written keys above).
-		t.noteWritten(s, mk)
+	if t.ep.track {
+		// List mk if the shard lists this epoch's writes and mk is not
+		// listed yet (see Written keys above).
+		if base := t.writtenBase(s); t.ep.cur >= base && (!found || en.s.ep < base) {
+			t.noteWritten(s, mk)
+		}
 	}
 	en.s = slot[E]{e, t.ep.cur}
 	if !found && s.m.len() > s.limit {
@@ -302,33 +308,19 @@ func (t *table[MK, E]) writtenBase(s *shard[MK, E]) uint64 {
 	return max(s.wbase, t.ep.trackFrom)
 }
 
-// noteWritten lists mk, put in the writable shard s and not listed.
+// listCap is the number of listed keys at which a delta walks the shard
+// rather than looking each one up.
+func (s *shard[MK, E]) listCap() int { return max(8, len(s.m.es)/16) }
+
+// noteWritten lists mk, put in the writable shard s in the current epoch
+// and not listed, or drops the list if it is full.
 func (t *table[MK, E]) noteWritten(s *shard[MK, E], mk MK) {
-	if n := len(s.written); n > 0 && n == cap(s.written) {
-		t.compactWritten(s)
+	if len(s.written) >= s.listCap() {
+		clear(s.written)
+		s.written, s.wbase = s.written[:0], t.ep.cur+1
+		return
 	}
 	s.written = append(s.written, mk)
-}
-
-// compactWritten drops from s.written the keys no delta needs listed:
-// those removed, and those last written before the horizon's next epoch,
-// which becomes the list's base. If more than half the shard's keys stay
-// listed, the list keeps only the keys written in the current epoch.
-func (t *table[MK, E]) compactWritten(s *shard[MK, E]) {
-	keep := func(base uint64) {
-		out := s.written[:0]
-		for _, mk := range s.written {
-			if e, ok := s.m.get(t.hv(t.hash(mk), mk), mk); ok && e.ep >= base {
-				out = append(out, mk)
-			}
-		}
-		clear(s.written[len(out):])
-		s.written, s.wbase = out, base
-	}
-	keep(max(s.wbase, t.ep.horizon+1))
-	if len(s.written) > s.m.len()/2 && s.wbase < t.ep.cur {
-		keep(t.ep.cur)
-	}
 }
 
 func (t *table[MK, E]) set(kg int, h uint32, mk MK, e E) {
