@@ -38,7 +38,17 @@ var buildOnce struct {
 	err error
 }
 
-// weirBinary builds the weir binary once per test run.
+// TestMain removes the weir binary the tests built, if any.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if buildOnce.bin != "" {
+		os.RemoveAll(filepath.Dir(buildOnce.bin))
+	}
+	os.Exit(code)
+}
+
+// weirBinary builds the weir binary once per test run (TestMain removes
+// it).
 func weirBinary(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
