@@ -333,34 +333,30 @@ func (c *valueCache[K, N, T]) writeSorted(t *rowTable, full func() error, evict 
 		}
 		return nil
 	}
+	// one writes the dirty row e of ck to t, and t out when it is full.
+	one := func(ck cacheKey[K, N], e cacheEntry[T]) error {
+		err := c.write(t, ck, &e)
+		c.rows[ck] = e
+		if err == nil && t.full() {
+			err = full()
+		}
+		return err
+	}
 	if len(c.dirty) < len(c.rows)/4 {
 		// Few of the rows are dirty: look them up.
 		for _, ck := range c.dirty {
-			e, ok := c.rows[ck]
-			if !ok || !e.dirty() {
-				continue
-			}
-			err := c.write(t, ck, &e)
-			c.rows[ck] = e
-			if err == nil && t.full() {
-				err = full()
-			}
-			if err != nil {
-				return err
+			if e, ok := c.rows[ck]; ok && e.dirty() {
+				if err := one(ck, e); err != nil {
+					return err
+				}
 			}
 		}
 	} else {
 		for ck, e := range c.rows {
-			if !e.dirty() {
-				continue
-			}
-			err := c.write(t, ck, &e)
-			c.rows[ck] = e
-			if err == nil && t.full() {
-				err = full()
-			}
-			if err != nil {
-				return err
+			if e.dirty() {
+				if err := one(ck, e); err != nil {
+					return err
+				}
 			}
 		}
 	}
