@@ -87,7 +87,28 @@ func median(v []float64) float64 {
 	return SpreadOf(n).Median
 }
 
-func times(s Spread) string { return fmt.Sprintf("%.2f× [%.2f–%.2f]", s.Median, s.Min, s.Max) }
+// noRate stands where a side has no events/s: its runs took less than
+// twice its start-up (see FiguresOf).
+const noRate = "n/a¹"
+
+// noRateNote explains noRate under a table that shows it.
+const noRateNote = "¹ No events/s: the side's runs took less than twice its start-up, so a rate would measure the start-up's noise. " +
+	"Its events per CPU-second, from which the start-up's CPU is subtracted, stand; a longer input (--events) gives a rate.\n"
+
+func times(s Spread) string {
+	if math.IsNaN(s.Median) {
+		return noRate
+	}
+	return fmt.Sprintf("%.2f× [%.2f–%.2f]", s.Median, s.Min, s.Max)
+}
+
+// rate is x as a whole number, or noRate when there is none.
+func rate(x float64) string {
+	if math.IsNaN(x) {
+		return noRate
+	}
+	return fmt.Sprintf("%.0f", x)
+}
 
 func mibOf(b float64) string { return fmt.Sprintf("%.0f MiB", b/(1<<20)) }
 
@@ -112,8 +133,8 @@ func FormatNexmarkVsFlink(out io.Writer, results []WorkloadResult) {
 			if i == 0 {
 				q = r.Query
 			}
-			fmt.Fprintf(out, "  %-5s %-6s %12.0f %13.0f %8.2f %10s %8.2fs,%6.2fs %9s %9s %6d\n", q, f.Name,
-				median(f.Rate), median(f.PerCPU), median(f.CPU), mibOf(median(f.RSS)), f.StartWall.Seconds(), f.StartCPU.Seconds(),
+			fmt.Fprintf(out, "  %-5s %-6s %12s %13.0f %8.2f %10s %8.2fs,%6.2fs %9s %9s %6d\n", q, f.Name,
+				rate(median(f.Rate)), median(f.PerCPU), median(f.CPU), mibOf(median(f.RSS)), f.StartWall.Seconds(), f.StartCPU.Seconds(),
 				ms(f.CkptP50), ms(f.CkptP99), f.Ckpts)
 		}
 		for j := 1; j < len(figs) && len(figs[0].Rate) > 0; j++ {
@@ -262,16 +283,23 @@ func WriteMarkdown(out io.Writer, rep Report, results []WorkloadResult) {
 		}
 		p("| %[2]s | weir events/s | %[1]s events/s | weir/%[1]s events/s | weir events/CPU-s | %[1]s events/CPU-s | weir/%[1]s events/CPU-s | peak RSS weir / %[1]s | checkpoint p50 / p99 weir | checkpoint p50 / p99 %[1]s | start-up weir / %[1]s (wall, CPU) | results |\n", name, row)
 		p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+		noted := false
 		for _, r := range results {
 			figs := FiguresOf(r.SideBySide)
 			if len(figs) <= j || len(figs[0].Rate) == 0 {
 				continue
 			}
 			a, b := figs[0], figs[j]
-			p("| %s | %.0f | %.0f | %s | %.0f | %.0f | **%s** | %s / %s | %s / %s | %s / %s | %.2f s, %.2f s / %.2f s, %.2f s | %s |\n",
-				r.Query, median(a.Rate), median(b.Rate), times(RatioOf(a.Rate, b.Rate)), median(a.PerCPU), median(b.PerCPU),
+			if math.IsNaN(median(a.Rate)) || math.IsNaN(median(b.Rate)) {
+				noted = true
+			}
+			p("| %s | %s | %s | %s | %.0f | %.0f | **%s** | %s / %s | %s / %s | %s / %s | %.2f s, %.2f s / %.2f s, %.2f s | %s |\n",
+				r.Query, rate(median(a.Rate)), rate(median(b.Rate)), times(RatioOf(a.Rate, b.Rate)), median(a.PerCPU), median(b.PerCPU),
 				times(RatioOf(a.PerCPU, b.PerCPU)), mibOf(median(a.RSS)), mibOf(median(b.RSS)), ms(a.CkptP50), ms(a.CkptP99), ms(b.CkptP50), ms(b.CkptP99),
 				a.StartWall.Seconds(), a.StartCPU.Seconds(), b.StartWall.Seconds(), b.StartCPU.Seconds(), strings.ReplaceAll(firstLine(r.Check), "|", "\\|"))
+		}
+		if noted {
+			p("\n%s", noRateNote)
 		}
 	}
 	var loops bool

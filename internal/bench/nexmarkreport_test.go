@@ -55,3 +55,36 @@ func TestNexmarkReportSides(t *testing.T) {
 		t.Errorf("the chart lacks a bar per side:\n%s", svg)
 	}
 }
+
+// TestNexmarkReportNoRate renders a side whose run took less than twice
+// its start-up: no events/s and no ratio of them (never "NaN"), a note
+// under the table saying why, and its events per CPU-second still there.
+func TestNexmarkReportNoRate(t *testing.T) {
+	side := func(name string, wall, cpu time.Duration) SideResult {
+		return SideResult{Name: name, Runs: []ProcessRun{{Wall: wall, CPU: cpu, MaxRSS: 100 << 20}},
+			Startup: []ProcessRun{{Wall: 10 * time.Second, CPU: 10 * time.Second}}}
+	}
+	results := []WorkloadResult{{
+		Query: "q0", Check: "equal (9 rows)", Equal: true,
+		SideBySide: SideBySide{Workload: "q0", Events: 1_000_000, Sides: []SideResult{
+			{Name: "weir", Runs: []ProcessRun{{Wall: 2 * time.Second, CPU: 2 * time.Second}}, Startup: []ProcessRun{{Wall: time.Second / 10, CPU: time.Second / 10}}},
+			side("flink-hashmap", 15*time.Second, 20*time.Second)}},
+	}}
+	var printed, md bytes.Buffer
+	FormatNexmarkVsFlink(&printed, results)
+	WriteMarkdown(&md, Report{Heading: "Nexmark"}, results)
+	for name, s := range map[string]string{"printed": printed.String(), "markdown": md.String()} {
+		if strings.Contains(s, "NaN") {
+			t.Errorf("the %s report shows NaN:\n%s", name, s)
+		}
+		if !strings.Contains(s, "events/s "+noRate) && !strings.Contains(s, "| "+noRate+" |") {
+			t.Errorf("the %s report does not mark the missing rate with %q:\n%s", name, noRate, s)
+		}
+	}
+	// weir: 1 M events over 1.9 s of CPU; Flink: over 10 s.
+	for _, want := range []string{"| q0 | 526316 | " + noRate + " | " + noRate + " | 526316 | 100000 | **5.26× [5.26–5.26]** |", noRateNote} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("the report lacks %q:\n%s", want, md.String())
+		}
+	}
+}
