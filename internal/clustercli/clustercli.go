@@ -36,6 +36,7 @@ import (
 	"github.com/weirstream/weir/internal/objstore"
 	"github.com/weirstream/weir/internal/runtime"
 	"github.com/weirstream/weir/internal/web"
+	"github.com/weirstream/weir/state"
 	"github.com/weirstream/weir/stream"
 )
 
@@ -314,7 +315,9 @@ func runJobManager(ctx context.Context, prog string, stderr io.Writer, listen, a
 	}
 	logger := NewLogger(stderr)
 	WarnDeprecated(logger, cfg)
-	launch.MemoryLimit(cfg, config.KeyJobManagerProcessSize, nil, logger)
+	if _, err := launch.MemoryLimit(cfg, config.KeyJobManagerProcessSize, 0, nil, logger); err != nil {
+		return err
+	}
 	ln, err := listenOn("--listen", listen, cl.AuthToken)
 	if err != nil {
 		return err
@@ -490,7 +493,9 @@ func hangWritingChannelState(newJobs NewJobs, from int64, prog string, stderr io
 func runTaskManager(ctx context.Context, prog string, stderr io.Writer, id, jmAddr, dataListen string, slots int, cfg *config.Configuration, newJobs NewJobs) error {
 	logger := NewLogger(stderr)
 	WarnDeprecated(logger, cfg)
-	launch.MemoryLimit(cfg, config.KeyTaskManagerProcessSize, nil, logger)
+	if _, err := launch.MemoryLimit(cfg, config.KeyTaskManagerProcessSize, launch.OffHeapStores(cfg, slots, state.LSMMemoryOffHeap), nil, logger); err != nil {
+		return err
+	}
 	if id == "" {
 		host, _ := os.Hostname()
 		id = fmt.Sprintf("tm-%s-%d", host, os.Getpid())

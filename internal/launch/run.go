@@ -10,6 +10,7 @@ import (
 	"github.com/weirstream/weir/internal/checkpoint/storage"
 	"github.com/weirstream/weir/internal/runtime"
 	"github.com/weirstream/weir/internal/runtime/restart"
+	"github.com/weirstream/weir/state"
 )
 
 // Handle is a job started with Start.
@@ -31,16 +32,20 @@ func Start(ctx context.Context, j Job) (*Handle, error) {
 			return e, err
 		}
 	}
-	jm, st, closer, err := prepare(ctx, j)
-	if err != nil {
-		return nil, err
-	}
 	// An embedded run's process is its task manager: its process size
 	// is the Go runtime's memory limit while the job runs. A job master
 	// whose subtasks run elsewhere leaves the limit to its process.
 	unlimit := func() {}
 	if j.NewExecutor == nil {
-		unlimit = MemoryLimit(j.Config, config.KeyTaskManagerProcessSize, nil, j.Logger)
+		var err error
+		if unlimit, err = MemoryLimit(j.Config, config.KeyTaskManagerProcessSize, OffHeapStores(j.Config, embeddedSlots(j.Graph), state.LSMMemoryOffHeap), nil, j.Logger); err != nil {
+			return nil, err
+		}
+	}
+	jm, st, closer, err := prepare(ctx, j)
+	if err != nil {
+		unlimit()
+		return nil, err
 	}
 	h := &Handle{jm: jm, done: make(chan struct{})}
 	go func() {
@@ -98,12 +103,7 @@ func prepare(ctx context.Context, j Job) (*runtime.JobMaster, *ending, func() er
 		j.Logger.Warn("operators that may hold state have no uid (stream.Uid): a change to the job's shape moves the uids made for them, and a restore then cannot match their state",
 			"operators", j.WithoutUID)
 	}
-	// The embedded run's one task manager has a slot per subtask index.
-	slots := 0
-	for _, v := range j.Graph.Vertices {
-		slots = max(slots, v.Parallelism)
-	}
-	ks, err := keyedState(j.Config, j.Graph, slots)
+	ks, err := keyedState(j.Config, j.Graph, embeddedSlots(j.Graph))
 	if err != nil {
 		return nil, nil, nop, err
 	}
@@ -202,6 +202,16 @@ func localStore(j Job, cp config.Checkpointing, ks runtime.KeyedStateOptions) (*
 		return nil, errorf("local backup (%s): %w", config.KeyCheckpointingLocalBackupDirs, err)
 	}
 	return l, nil
+}
+
+// embeddedSlots is the number of slots of an embedded run's one task
+// manager: one per subtask index.
+func embeddedSlots(g *runtime.JobGraph) int {
+	slots := 0
+	for _, v := range g.Vertices {
+		slots = max(slots, v.Parallelism)
+	}
+	return slots
 }
 
 // keyedState says where the job's keyed operators keep their state, and
