@@ -289,6 +289,16 @@ func (br *blobReader) next() (id int, payload []byte, ok bool, err error) {
 		if n != uint64(br.blocks) {
 			return 0, nil, false, corrupt("end says %d blocks, read %d", n, br.blocks)
 		}
+		// Read to the end of the source: a blob ends with its end
+		// section, and a source that verifies what it read as it
+		// reaches its end (checkpoint storage's readers) has then done
+		// so before anything is loaded.
+		switch _, err := br.r.ReadByte(); {
+		case err == nil:
+			return 0, nil, false, corrupt("bytes after the end section")
+		case !errors.Is(err, io.EOF):
+			return 0, nil, false, fmt.Errorf("state: reading past the end section: %w", err)
+		}
 		br.done = true
 		return 0, nil, false, nil
 	}

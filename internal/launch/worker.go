@@ -2,6 +2,7 @@ package launch
 
 import (
 	"context"
+	"io"
 	"sync"
 
 	"github.com/weirstream/weir/internal/checkpoint"
@@ -126,5 +127,9 @@ func (w *Worker) Close() error {
 type failingReader struct{ err error }
 
 func (f failingReader) ReadState(context.Context, checkpoint.StateHandle) ([]byte, error) {
+	return nil, f.err
+}
+
+func (f failingReader) OpenState(context.Context, checkpoint.StateHandle) (io.ReadCloser, error) {
 	return nil, f.err
 }

@@ -1,7 +1,8 @@
 package ops
 
 import (
-	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/weirstream/weir/codec"
 	"github.com/weirstream/weir/internal/checkpoint"
+	"github.com/weirstream/weir/internal/checkpoint/storage"
 	"github.com/weirstream/weir/internal/runtime"
 	"github.com/weirstream/weir/state"
 )
@@ -139,7 +141,9 @@ func faultyFS(ctx *runtime.OperatorContext) vfs.FS {
 // restore loads the keyed state of the restored checkpoint's subtasks
 // whose key groups overlap this one's: each is a snapshot in weir's
 // format, or a native snapshot (its blob's handle followed by one handle
-// per file of the store's snapshot).
+// per file of the store's snapshot). Every file is streamed, never held
+// whole: a snapshot's blocks go into the backend as they are read, a
+// native snapshot's files to disk.
 func (k *Keyed[K, N]) restore(ctx *runtime.OperatorContext) error {
 	r := ctx.Restored
 	hs := r.KeyedHandles(ctx.KeyGroups)
@@ -151,12 +155,10 @@ func (k *Keyed[K, N]) restore(ctx *runtime.OperatorContext) error {
 		if blob.File != "" {
 			return fmt.Errorf("file %s of a native snapshot without its blob", blob.File)
 		}
-		data, err := r.Store.ReadState(ctx, blob)
-		if err != nil {
-			return err
-		}
 		if len(files) == 0 {
-			if err := k.Backend.RestoreKeyGroups(bytes.NewReader(data), ctx.KeyGroups); err != nil {
+			if err := streamState(ctx, r.Store, []checkpoint.StateHandle{blob}, func(rs []io.Reader) error {
+				return k.Backend.RestoreKeyGroups(rs[0], ctx.KeyGroups)
+			}); err != nil {
 				return err
 			}
 			continue
@@ -164,19 +166,14 @@ func (k *Keyed[K, N]) restore(ctx *runtime.OperatorContext) error {
 		if strings.HasPrefix(files[0].File, heapPiecePrefix) {
 			// A heap backend's incremental checkpoint: the pieces its
 			// delta builds on, then the delta.
-			pieces := make([]io.Reader, 0, len(files)+1)
 			for _, f := range files {
 				if !strings.HasPrefix(f.File, heapPiecePrefix) {
 					return fmt.Errorf("file %s among the pieces of a heap backend's incremental checkpoint", f.File)
 				}
-				b, err := r.Store.ReadState(ctx, f)
-				if err != nil {
-					return fmt.Errorf("piece %s of an incremental checkpoint: %w", f.File, err)
-				}
-				pieces = append(pieces, bytes.NewReader(b))
 			}
-			pieces = append(pieces, bytes.NewReader(data))
-			if err := k.Backend.RestoreChain(pieces, ctx.KeyGroups); err != nil {
+			if err := streamState(ctx, r.Store, append(slices.Clone(files), blob), func(rs []io.Reader) error {
+				return k.Backend.RestoreChain(rs, ctx.KeyGroups)
+			}); err != nil {
 				return err
 			}
 			continue
@@ -189,19 +186,19 @@ func (k *Keyed[K, N]) restore(ctx *runtime.OperatorContext) error {
 			return err
 		}
 		for _, f := range files {
-			b, err := r.Store.ReadState(ctx, f)
-			if err == nil && (f.File != filepath.Base(f.File) || f.File == "." || f.File == "..") {
+			if f.File != filepath.Base(f.File) || f.File == "." || f.File == ".." {
 				err = fmt.Errorf("a native snapshot's file is named %q", f.File)
-			}
-			if err == nil {
-				err = os.WriteFile(filepath.Join(dir, f.File), b, 0o644)
+			} else {
+				err = copyState(ctx, r.Store, f, filepath.Join(dir, f.File))
 			}
 			if err != nil {
 				_ = os.RemoveAll(dir)
 				return fmt.Errorf("native snapshot file %s: %w", f.File, err)
 			}
 		}
-		if err := k.Backend.RestoreNative(bytes.NewReader(data), dir, ctx.KeyGroups); err != nil {
+		if err := streamState(ctx, r.Store, []checkpoint.StateHandle{blob}, func(rs []io.Reader) error {
+			return k.Backend.RestoreNative(rs[0], dir, ctx.KeyGroups)
+		}); err != nil {
 			return err
 		}
 		if adopts && r.Own {
@@ -209,6 +206,57 @@ func (k *Keyed[K, N]) restore(ctx *runtime.OperatorContext) error {
 		}
 	}
 	return nil
+}
+
+// streamState opens the state files hs and calls load with a reader of
+// each, which it must read to the end: checkpoint storage verifies a
+// file's size and checksum as its reader reaches the end. When load
+// fails, the rest of every file is read, so that a file that does not
+// verify is reported as one (an error matching storage.ErrCorrupt, which
+// lets the job fall back to an older checkpoint) whatever load made of
+// its bytes first.
+func streamState(ctx context.Context, store runtime.StateReader, hs []checkpoint.StateHandle, load func([]io.Reader) error) error {
+	rs := make([]io.Reader, 0, len(hs))
+	defer func() {
+		for _, r := range rs {
+			_ = r.(io.Closer).Close()
+		}
+	}()
+	for _, h := range hs {
+		rc, err := store.OpenState(ctx, h)
+		if err != nil {
+			return err
+		}
+		rs = append(rs, rc)
+	}
+	err := load(rs)
+	if err == nil || errors.Is(err, storage.ErrCorrupt) {
+		return err
+	}
+	for _, r := range rs {
+		if _, derr := io.Copy(io.Discard, r); errors.Is(derr, storage.ErrCorrupt) {
+			return fmt.Errorf("%w (restoring: %w)", derr, err)
+		}
+	}
+	return err
+}
+
+// copyState writes the state file h to path, streaming it.
+func copyState(ctx context.Context, store runtime.StateReader, h checkpoint.StateHandle, path string) error {
+	rc, err := store.OpenState(ctx, h)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(f, rc)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // recordUploads remembers the native snapshot files of checkpoint id.

@@ -591,6 +591,14 @@ func (m memoryStore) WriteSavepointState(ctx context.Context, _, name string, wr
 	return m.WriteState(ctx, 0, name, write)
 }
 
+func (m memoryStore) OpenState(ctx context.Context, h checkpoint.StateHandle) (io.ReadCloser, error) {
+	b, err := m.ReadState(ctx, h)
+	if err != nil {
+		return nil, err
+	}
+	return io.NopCloser(bytes.NewReader(b)), nil
+}
+
 func (memoryStore) ReadState(_ context.Context, h checkpoint.StateHandle) ([]byte, error) {
 	if h.Inline == nil && h.Size > 0 {
 		return nil, fmt.Errorf("runtime: state handle %q is not inline and no checkpoint storage is configured", h.Path)

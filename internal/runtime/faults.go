@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"io"
 
 	"github.com/weirstream/weir/internal/checkpoint"
 )
@@ -133,10 +134,48 @@ type faultReader struct {
 }
 
 func (r *faultReader) ReadState(ctx context.Context, h checkpoint.StateHandle) ([]byte, error) {
-	step := r.reads
-	r.reads++
-	if err := r.t.fault(ctx, FaultSite{Point: FaultRestore, Operator: r.uid, Checkpoint: r.id, Step: step}); err != nil {
+	if err := r.fault(ctx); err != nil {
 		return nil, err
 	}
 	return r.under.ReadState(ctx, h)
+}
+
+// OpenState asks the injector before it opens the state, and again when
+// the reader reaches its end: a fault there fails the restore after part
+// of the state was loaded.
+func (r *faultReader) OpenState(ctx context.Context, h checkpoint.StateHandle) (io.ReadCloser, error) {
+	if err := r.fault(ctx); err != nil {
+		return nil, err
+	}
+	rc, err := r.under.OpenState(ctx, h)
+	if err != nil {
+		return nil, err
+	}
+	return &faultAtEnd{ReadCloser: rc, ctx: ctx, r: r}, nil
+}
+
+func (r *faultReader) fault(ctx context.Context) error {
+	step := r.reads
+	r.reads++
+	return r.t.fault(ctx, FaultSite{Point: FaultRestore, Operator: r.uid, Checkpoint: r.id, Step: step})
+}
+
+// faultAtEnd asks its faultReader's injector when the state it reads
+// ends, and returns the fault instead of io.EOF.
+type faultAtEnd struct {
+	io.ReadCloser
+	ctx   context.Context
+	r     *faultReader
+	asked bool
+}
+
+func (f *faultAtEnd) Read(p []byte) (int, error) {
+	n, err := f.ReadCloser.Read(p)
+	if err == io.EOF && !f.asked {
+		f.asked = true
+		if ferr := f.r.fault(f.ctx); ferr != nil {
+			return n, ferr
+		}
+	}
+	return n, err
 }

@@ -84,9 +84,13 @@ type StateStore interface {
 	WriteSavepointState(ctx context.Context, dir, name string, write func(io.Writer) error) (checkpoint.StateHandle, error)
 }
 
-// StateReader reads state, verifying its checksum.
+// StateReader reads state, verifying its checksum: ReadState returns it
+// whole, OpenState streams it, verifying it as the reader reaches its
+// end, so a caller that loads what it reads before then must be able to
+// discard it.
 type StateReader interface {
 	ReadState(ctx context.Context, h checkpoint.StateHandle) ([]byte, error)
+	OpenState(ctx context.Context, h checkpoint.StateHandle) (io.ReadCloser, error)
 }
 
 // Restored is the state an operator restores from: its uid's state in the

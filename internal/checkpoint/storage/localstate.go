@@ -22,9 +22,12 @@ import (
 var ErrNoLocalCopy = errors.New("storage: no local copy")
 
 // StateReader reads a piece of state, verified against its handle: a
-// Storage, a Snapshot, or anything that reads them.
+// Storage, a Snapshot, or anything that reads them. ReadState returns it
+// whole; OpenState streams it and verifies it as the reader reaches its
+// end (see Storage.OpenState).
 type StateReader interface {
 	ReadState(ctx context.Context, h checkpoint.StateHandle) ([]byte, error)
+	OpenState(ctx context.Context, h checkpoint.StateHandle) (io.ReadCloser, error)
 }
 
 // LocalStore keeps, on this process's disk, a copy of the state files a
@@ -325,6 +328,47 @@ func (l *LocalStore) ReadState(ctx context.Context, h checkpoint.StateHandle) ([
 	return b, nil
 }
 
+// OpenState opens the local copy of the state h points at. It reads the
+// copy once to check its size and CRC-32C before it returns a reader of
+// it (which checks them again as it reaches the end), so that a copy
+// that does not verify costs the caller nothing but a fallback: it
+// returns an error matching ErrNoLocalCopy when there is none, and a
+// *CorruptError when the copy does not verify, which it then drops.
+func (l *LocalStore) OpenState(ctx context.Context, h checkpoint.StateHandle) (io.ReadCloser, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	c, ok := l.files[h.Path]
+	l.mu.Unlock()
+	if !ok || h.Path == "" {
+		return nil, ErrNoLocalCopy
+	}
+	open := func() (io.ReadCloser, error) {
+		f, err := os.Open(c.file)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return nil, fmt.Errorf("%w: %s is gone", ErrNoLocalCopy, c.file)
+		case err != nil:
+			return nil, fmt.Errorf("storage: reading local copy %s: %w", c.file, err)
+		}
+		return &stateReader{r: f, path: c.file, size: h.Size, crc: h.CRC32C}, nil
+	}
+	r, err := open()
+	if err == nil {
+		_, err = io.Copy(io.Discard, r)
+		r.Close()
+	}
+	if err == nil {
+		r, err = open()
+	}
+	if err != nil {
+		l.drop(h.Path, c)
+		return nil, err
+	}
+	return r, nil
+}
+
 // drop forgets the copy c of the state at handle path p and deletes it.
 func (l *LocalStore) drop(p string, c *localCopy) {
 	l.mu.Lock()
@@ -443,6 +487,41 @@ func (r *LocalReader) ReadState(ctx context.Context, h checkpoint.StateHandle) (
 		r.remoteBytes.Add(int64(len(b)))
 	}
 	return b, err
+}
+
+// OpenState opens the state h points at: its local copy if it has one
+// that verifies (see LocalStore.OpenState), else checkpoint storage's.
+func (r *LocalReader) OpenState(ctx context.Context, h checkpoint.StateHandle) (io.ReadCloser, error) {
+	if h.Path != "" {
+		rc, err := r.local.OpenState(ctx, h)
+		if err == nil {
+			return &countingReader{ReadCloser: rc, n: &r.localBytes}, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if !errors.Is(err, ErrNoLocalCopy) {
+			r.fallbacks.Add(1)
+			r.log.Warn("local copy of checkpoint state does not verify; reading checkpoint storage", "path", h.Path, "err", err)
+		}
+	}
+	rc, err := r.remote.OpenState(ctx, h)
+	if err != nil || h.Path == "" {
+		return rc, err
+	}
+	return &countingReader{ReadCloser: rc, n: &r.remoteBytes}, nil
+}
+
+// countingReader adds the bytes read through it to n.
+type countingReader struct {
+	io.ReadCloser
+	n *atomic.Int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.ReadCloser.Read(p)
+	c.n.Add(int64(n))
+	return n, err
 }
 
 // RestoreStats returns the bytes of state files read from local copies and
