@@ -299,33 +299,12 @@ func (l *LocalStore) Paths() []string {
 // ErrNoLocalCopy when there is none, and a *CorruptError when the copy
 // does not verify, which it then drops.
 func (l *LocalStore) ReadState(ctx context.Context, h checkpoint.StateHandle) ([]byte, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	l.mu.Lock()
-	c, ok := l.files[h.Path]
-	l.mu.Unlock()
-	if !ok || h.Path == "" {
-		return nil, ErrNoLocalCopy
-	}
-	b, err := os.ReadFile(c.file)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		err = fmt.Errorf("%w: %s is gone", ErrNoLocalCopy, c.file)
-	case err != nil:
-		err = fmt.Errorf("storage: reading local copy %s: %w", c.file, err)
-	case int64(len(b)) != h.Size:
-		err = sizeError(c.file, h.Size, int64(len(b)))
-	default:
-		if got := crc32.Checksum(b, castagnoli); got != h.CRC32C {
-			err = checksumError(c.file, h.CRC32C, got)
-		}
-	}
+	rc, err := l.OpenState(ctx, h)
 	if err != nil {
-		l.drop(h.Path, c)
 		return nil, err
 	}
-	return b, nil
+	defer rc.Close()
+	return io.ReadAll(rc)
 }
 
 // OpenState opens the local copy of the state h points at. It reads the
@@ -468,25 +447,12 @@ type LocalReader struct {
 
 // ReadState returns the state h points at, verified.
 func (r *LocalReader) ReadState(ctx context.Context, h checkpoint.StateHandle) ([]byte, error) {
-	if h.Path != "" {
-		b, err := r.local.ReadState(ctx, h)
-		if err == nil {
-			r.localBytes.Add(int64(len(b)))
-			return b, nil
-		}
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		if !errors.Is(err, ErrNoLocalCopy) {
-			r.fallbacks.Add(1)
-			r.log.Warn("local copy of checkpoint state does not verify; reading checkpoint storage", "path", h.Path, "err", err)
-		}
+	rc, err := r.OpenState(ctx, h)
+	if err != nil {
+		return nil, err
 	}
-	b, err := r.remote.ReadState(ctx, h)
-	if err == nil && h.Path != "" {
-		r.remoteBytes.Add(int64(len(b)))
-	}
-	return b, err
+	defer rc.Close()
+	return io.ReadAll(rc)
 }
 
 // OpenState opens the state h points at: its local copy if it has one
