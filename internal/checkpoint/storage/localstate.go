@@ -299,12 +299,7 @@ func (l *LocalStore) Paths() []string {
 // ErrNoLocalCopy when there is none, and a *CorruptError when the copy
 // does not verify, which it then drops.
 func (l *LocalStore) ReadState(ctx context.Context, h checkpoint.StateHandle) ([]byte, error) {
-	rc, err := l.OpenState(ctx, h)
-	if err != nil {
-		return nil, err
-	}
-	defer rc.Close()
-	return io.ReadAll(rc)
+	return readAll(l.OpenState(ctx, h))
 }
 
 // OpenState opens the local copy of the state h points at. It reads the
@@ -447,12 +442,7 @@ type LocalReader struct {
 
 // ReadState returns the state h points at, verified.
 func (r *LocalReader) ReadState(ctx context.Context, h checkpoint.StateHandle) ([]byte, error) {
-	rc, err := r.OpenState(ctx, h)
-	if err != nil {
-		return nil, err
-	}
-	defer rc.Close()
-	return io.ReadAll(rc)
+	return readAll(r.OpenState(ctx, h))
 }
 
 // OpenState opens the state h points at: its local copy if it has one
@@ -476,6 +466,15 @@ func (r *LocalReader) OpenState(ctx context.Context, h checkpoint.StateHandle) (
 		return rc, err
 	}
 	return &countingReader{ReadCloser: rc, n: &r.remoteBytes}, nil
+}
+
+// readAll reads the whole of a state opened by an OpenState.
+func readAll(rc io.ReadCloser, err error) ([]byte, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	return io.ReadAll(rc)
 }
 
 // countingReader adds the bytes read through it to n.
