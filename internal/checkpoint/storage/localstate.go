@@ -295,11 +295,21 @@ func (l *LocalStore) Paths() []string {
 }
 
 // ReadState returns the local copy of the state h points at, verified
-// against h's size and CRC-32C. It returns an error matching
-// ErrNoLocalCopy when there is none, and a *CorruptError when the copy
-// does not verify, which it then drops.
+// against h's size and CRC-32C as it is read, in one pass. It returns an
+// error matching ErrNoLocalCopy when there is none, and a *CorruptError
+// when the copy does not verify, which it then drops.
 func (l *LocalStore) ReadState(ctx context.Context, h checkpoint.StateHandle) ([]byte, error) {
-	return readAll(l.OpenState(ctx, h))
+	c, r, err := l.open(ctx, h)
+	if err != nil {
+		return nil, err
+	}
+	b, err := io.ReadAll(r)
+	r.Close()
+	if err != nil {
+		l.drop(h.Path, c)
+		return nil, err
+	}
+	return b, nil
 }
 
 // OpenState opens the local copy of the state h points at. It reads the
@@ -309,38 +319,46 @@ func (l *LocalStore) ReadState(ctx context.Context, h checkpoint.StateHandle) ([
 // returns an error matching ErrNoLocalCopy when there is none, and a
 // *CorruptError when the copy does not verify, which it then drops.
 func (l *LocalStore) OpenState(ctx context.Context, h checkpoint.StateHandle) (io.ReadCloser, error) {
-	if err := ctx.Err(); err != nil {
+	c, r, err := l.open(ctx, h)
+	if err != nil {
 		return nil, err
 	}
-	l.mu.Lock()
-	c, ok := l.files[h.Path]
-	l.mu.Unlock()
-	if !ok || h.Path == "" {
-		return nil, ErrNoLocalCopy
-	}
-	open := func() (io.ReadCloser, error) {
-		f, err := os.Open(c.file)
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-			return nil, fmt.Errorf("%w: %s is gone", ErrNoLocalCopy, c.file)
-		case err != nil:
-			return nil, fmt.Errorf("storage: reading local copy %s: %w", c.file, err)
-		}
-		return &stateReader{r: f, path: c.file, size: h.Size, crc: h.CRC32C}, nil
-	}
-	r, err := open()
+	_, err = io.Copy(io.Discard, r)
+	r.Close()
 	if err == nil {
-		_, err = io.Copy(io.Discard, r)
-		r.Close()
-	}
-	if err == nil {
-		r, err = open()
+		_, r, err = l.open(ctx, h)
 	}
 	if err != nil {
 		l.drop(h.Path, c)
 		return nil, err
 	}
 	return r, nil
+}
+
+// open returns the local copy of the state h points at and a reader of
+// it that checks its size and CRC-32C as it reaches the end. It returns
+// an error matching ErrNoLocalCopy when there is none (dropping a copy
+// whose file is gone).
+func (l *LocalStore) open(ctx context.Context, h checkpoint.StateHandle) (*localCopy, io.ReadCloser, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	l.mu.Lock()
+	c, ok := l.files[h.Path]
+	l.mu.Unlock()
+	if !ok || h.Path == "" {
+		return nil, nil, ErrNoLocalCopy
+	}
+	f, err := os.Open(c.file)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		l.drop(h.Path, c)
+		return nil, nil, fmt.Errorf("%w: %s is gone", ErrNoLocalCopy, c.file)
+	case err != nil:
+		l.drop(h.Path, c)
+		return nil, nil, fmt.Errorf("storage: reading local copy %s: %w", c.file, err)
+	}
+	return c, &stateReader{r: f, path: c.file, size: h.Size, crc: h.CRC32C}, nil
 }
 
 // drop forgets the copy c of the state at handle path p and deletes it.

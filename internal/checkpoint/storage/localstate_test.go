@@ -223,6 +223,10 @@ func TestLocalCopyServesOnlyItsHandle(t *testing.T) {
 	if _, err := l.ReadState(context.Background(), h); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("copy read for a handle of other bytes: %v, want a corrupt error", err)
 	}
+	// A copy that did not verify is dropped.
+	if _, err := l.ReadState(context.Background(), h); !errors.Is(err, ErrNoLocalCopy) {
+		t.Fatalf("copy read again after it did not verify: %v, want no local copy", err)
+	}
 }
 
 // TestLocalStoreLifecycle: copies of subsumed and aborted checkpoints go,
