@@ -3,6 +3,7 @@ package state
 import (
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"time"
 
@@ -350,7 +351,7 @@ func register[K comparable, S keyedState](b *KeyedBackend[K], info stateInfo, la
 				return zero, fmt.Errorf("state: restoring %v: %w", info, err)
 			}
 		}
-		for kgIdx, segs := range raw.groups {
+		apply := func(kgIdx int, segs []rawSegment) error {
 			dt, direct := any(s).(deltaTarget)
 			if merged(segs) && !direct {
 				// A delta's removals, for a state that cannot apply
@@ -364,19 +365,49 @@ func register[K comparable, S keyedState](b *KeyedBackend[K], info stateInfo, la
 					// earlier segments are gone.
 					if seg.n > 0 {
 						if err := dt.removeGroup(kgIdx, seg.n, seg.data); err != nil {
-							return zero, fmt.Errorf("state: restoring %v in key group %d: %w", info, kgIdx+b.kgs.Start, err)
+							return err
 						}
 					}
 					continue
 				}
 				if ev != nil {
+					var err error
 					if seg, err = ev.segment(seg); err != nil {
-						return zero, fmt.Errorf("state: restoring %v in key group %d: %w", info, kgIdx+b.kgs.Start, err)
+						return err
 					}
 				}
 				if err := s.restoreGroup(kgIdx, seg.n, seg.data); err != nil {
-					return zero, fmt.Errorf("state: restoring %v in key group %d: %w", info, kgIdx+b.kgs.Start, err)
+					return err
 				}
+			}
+			return nil
+		}
+		for kgIdx := range b.kgs.Len() {
+			var err error
+			switch _, direct := any(s).(deltaTarget); {
+			case raw.stage == nil:
+				err = apply(kgIdx, raw.groups[kgIdx])
+			case direct || !raw.stage.merging:
+				// One staged row at a time.
+				err = raw.stage.each(b.lsm.db, kgIdx, func(seg rawSegment) error {
+					// The iterator's bytes; a state may keep what
+					// it decodes from them.
+					seg.data = append([]byte(nil), seg.data...)
+					return apply(kgIdx, []rawSegment{seg})
+				})
+			default:
+				var segs []rawSegment
+				if segs, err = raw.stage.segments(b.lsm.db, kgIdx); err == nil {
+					err = apply(kgIdx, segs)
+				}
+			}
+			if err != nil {
+				return zero, fmt.Errorf("state: restoring %v in key group %d: %w", info, kgIdx+b.kgs.Start, err)
+			}
+		}
+		if raw.stage != nil && raw.stage.rows > 0 {
+			if err := raw.stage.drop(); err != nil {
+				return zero, fmt.Errorf("state: restoring %v: %w", info, err)
 			}
 		}
 		b.states[i] = s
@@ -387,6 +418,26 @@ func register[K comparable, S keyedState](b *KeyedBackend[K], info stateInfo, la
 	b.byName[info.name] = len(b.states)
 	b.states = append(b.states, s)
 	return s, nil
+}
+
+// newRaw returns the placeholder of a restored state, info, not
+// registered yet, at index idx of the backend's states.
+func (b *KeyedBackend[K]) newRaw(info stateInfo, idx int) (*rawState, error) {
+	r := &rawState{inf: info}
+	if b.lsm == nil {
+		r.groups = make([][]rawSegment, b.kgs.Len())
+		return r, nil
+	}
+	if idx >= math.MaxUint16 {
+		return nil, fmt.Errorf("more than %d states in one backend", math.MaxUint16)
+	}
+	id := uint16(idx)
+	r.stage = &rawStage{store: func() *lsm { return b.lsm }, id: id}
+	kgStart := b.kgs.Start
+	r.rows = func(rd pebbleReader) *lsmView {
+		return &lsmView{r: rd, id: id, kgStart: kgStart, isMap: info.kind == kindMap, timers: info.kind == kindTimers, kg: -1}
+	}
+	return r, nil
 }
 
 // orFor returns c, or codec.For[T]() if c is nil.

@@ -500,8 +500,12 @@ func (b *KeyedBackend[K]) applyDelta(pd *parsedDelta) error {
 		j, ok := b.byName[inf.name]
 		if !ok {
 			j = len(b.states)
+			raw, err := b.newRaw(inf, j)
+			if err != nil {
+				return err
+			}
 			b.byName[inf.name] = j
-			b.states = append(b.states, &rawState{inf: inf, groups: make([][]rawSegment, b.kgs.Len())})
+			b.states = append(b.states, raw)
 			b.layouts[inf.name] = layout{stateSchema: h.schemas[i]}
 		}
 		if got := b.states[j].info(); got != inf {

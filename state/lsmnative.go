@@ -161,8 +161,9 @@ func (b *KeyedBackend[K]) restoreNative(blob io.Reader, dir string, want KeyGrou
 		for kg := want.Start; kg <= want.End; kg++ {
 			kgIdx := kg - b.kgs.Start
 			if n := v.groupLen(kgIdx); n > 0 {
-				// A placeholder keeps the entries until its state is
-				// registered: give it bytes of its own.
+				// A heap backend's placeholder keeps the entries
+				// until its state is registered: give it bytes of
+				// its own.
 				seg := rawSegment{n: n, data: slices.Clone(v.buf)}
 				if evs[i] != nil {
 					if seg, err = evs[i].segment(seg); err != nil {

@@ -95,7 +95,7 @@ func (b *KeyedBackend[K]) snapshotSince(checkpointID int64, native bool, since u
 	for i, st := range b.states {
 		s.infos[i] = st.info()
 		s.schemas[i] = b.layouts[s.infos[i].name].stateSchema
-		if st, ok := st.(interface{ inStore() bool }); ok && st.inStore() && native {
+		if native && inStoreOnly(st) {
 			s.views[i], s.inLSM[i] = emptyView{}, true
 			continue
 		}
@@ -113,6 +113,18 @@ func (b *KeyedBackend[K]) snapshotSince(checkpointID int64, native bool, since u
 	}
 	b.rememberEpoch(checkpointID, s.epoch)
 	return s
+}
+
+// inStoreOnly says every entry of st is a row of the embedded store,
+// under its id: a native snapshot's files hold them.
+func inStoreOnly(st keyedState) bool {
+	switch st := st.(type) {
+	case interface{ inStore() bool }:
+		return st.inStore()
+	case *rawState:
+		return st.inStoreOnly()
+	}
+	return false
 }
 
 // CheckpointID returns the checkpoint the snapshot belongs to.
@@ -351,13 +363,17 @@ func ReadKeyedSnapshotInfo(r io.Reader) (KeyedSnapshotInfo, error) {
 // snapshot whose key groups overlap its own; each key group may be restored
 // only once. Restore before processing any record.
 //
-// The whole blob is read and verified (checksums, block sequence, block
-// count, entry structure) before anything is loaded, so a corrupt or
-// truncated blob changes nothing. Entries of registered states are decoded
-// with their codecs during the load; entries of states not registered yet
-// are kept as bytes and decoded when the state is registered. If decoding
-// fails during the load, the error is returned and the backend, partly
-// loaded, must be discarded.
+// Into a heap backend, the whole blob is read and verified (checksums,
+// block sequence, block count, entry structure) before anything is
+// loaded, so a corrupt or truncated blob changes nothing. A backend
+// created WithPebble loads each key group's block once it is verified,
+// holding one at a time, so a blob far larger than its memory restores;
+// a corrupt one found there leaves it partly loaded. Entries of
+// registered states are decoded with their codecs during the load;
+// entries of states not registered yet are kept as bytes (in the store,
+// for a backend created WithPebble) and decoded when the state is
+// registered. If the load fails, the error is returned and the backend,
+// partly loaded, must be discarded.
 func (b *KeyedBackend[K]) Restore(r io.Reader) error {
 	return b.RestoreKeyGroups(r, b.kgs)
 }
@@ -383,41 +399,97 @@ type blockSegment struct {
 }
 
 func (b *KeyedBackend[K]) restore(r io.Reader, want KeyGroupRange) error {
+	if b.lsm != nil {
+		return b.restoreStreaming(r, want)
+	}
 	h, blocks, err := b.parse(r, want)
 	if err != nil {
 		return err
 	}
 	if h.native() {
-		return fmt.Errorf("snapshot of checkpoint %d is a native snapshot of an embedded LSM store: restore it with its files (RestoreNative)", h.CheckpointID)
+		return errNative(h)
 	}
 	_, _, err = b.load(h, blocks, false)
 	return err
 }
 
+func errNative(h *keyedHeader) error {
+	return fmt.Errorf("snapshot of checkpoint %d is a native snapshot of an embedded LSM store: restore it with its files (RestoreNative)", h.CheckpointID)
+}
+
+// restoreStreaming is restore for a backend created WithPebble, whose
+// state may be far larger than its memory: each key group's block is
+// loaded into the store as it is read and verified, so a restore holds
+// one block at a time. A blob that turns out corrupt or truncated leaves
+// the backend partly loaded: it must be discarded, as after any failed
+// restore.
+func (b *KeyedBackend[K]) restoreStreaming(r io.Reader, want KeyGroupRange) error {
+	var (
+		h       *keyedHeader
+		targets []keyedState
+		evs     []*evolution
+	)
+	return b.parseEach(r, want, func(hdr *keyedHeader) error {
+		if hdr.native() {
+			return errNative(hdr)
+		}
+		var err error
+		h = hdr
+		targets, evs, err = b.prepare(h, false)
+		return err
+	}, func(blk keyedBlock) error {
+		return b.loadBlock(targets, evs, blk)
+	})
+}
+
 // parse reads and verifies a serialized keyed snapshot, keeping the
 // blocks of the key groups in want.
 func (b *KeyedBackend[K]) parse(r io.Reader, want KeyGroupRange) (*keyedHeader, []keyedBlock, error) {
-	br := newBlobReader(r)
-	h, err := readKeyedHeader(br)
+	var (
+		h      *keyedHeader
+		blocks []keyedBlock
+	)
+	err := b.parseEach(r, want, func(hdr *keyedHeader) error {
+		h = hdr
+		return nil
+	}, func(blk keyedBlock) error {
+		blocks = append(blocks, blk)
+		return nil
+	})
 	if err != nil {
 		return nil, nil, err
 	}
+	return h, blocks, nil
+}
+
+// parseEach reads and verifies a serialized keyed snapshot, calling
+// header with its header and then each with the blocks of the key groups
+// in want, in order, each once it is verified. An error of theirs stops
+// it.
+func (b *KeyedBackend[K]) parseEach(r io.Reader, want KeyGroupRange, header func(*keyedHeader) error, each func(keyedBlock) error) error {
+	br := newBlobReader(r)
+	h, err := readKeyedHeader(br)
+	if err != nil {
+		return err
+	}
 	if h.MaxParallelism != b.maxP {
-		return nil, nil, fmt.Errorf("snapshot of checkpoint %d has %d key groups, this backend %d: maxParallelism cannot change",
+		return fmt.Errorf("snapshot of checkpoint %d has %d key groups, this backend %d: maxParallelism cannot change",
 			h.CheckpointID, h.MaxParallelism, b.maxP)
 	}
-	var blocks []keyedBlock
+	if err := header(h); err != nil {
+		return err
+	}
 	next := h.KeyGroups.Start
 	for {
 		kg, payload, ok, err := br.next()
 		if err != nil {
-			return nil, nil, err
+			return err
 		}
 		if !ok {
 			break
 		}
 		if kg != next || kg > h.KeyGroups.End {
-			return nil, nil, corrupt("block for key group %d where %d was expected (snapshot range %v)", kg, next, h.KeyGroups)
+			return corrupt("block for key group %d where %d was expected (snapshot range %v)", kg, next, h.KeyGroups)
 		}
 		next++
 		if !want.Contains(kg) {
@@ -425,18 +497,19 @@ func (b *KeyedBackend[K]) parse(r io.Reader, want KeyGroupRange) (*keyedHeader, 
 		}
 		segs, err := parseKeyedBlock(payload, len(h.infos))
 		if err != nil {
-			return nil, nil, fmt.Errorf("key group %d: %w", kg, err)
+			return fmt.Errorf("key group %d: %w", kg, err)
 		}
 		if b.restored[kg-b.kgs.Start] {
-			return nil, nil, fmt.Errorf("key group %d restored twice", kg)
+			return fmt.Errorf("key group %d restored twice", kg)
 		}
-		blocks = append(blocks, keyedBlock{kg - b.kgs.Start, segs})
+		if err := each(keyedBlock{kg - b.kgs.Start, segs}); err != nil {
+			return err
+		}
 	}
 	if next != h.KeyGroups.End+1 {
-		return nil, nil, corrupt("snapshot ends after key group %d of %v", next-1, h.KeyGroups)
+		return corrupt("snapshot ends after key group %d of %v", next-1, h.KeyGroups)
 	}
-
-	return h, blocks, nil
+	return nil
 }
 
 // load fills the backend from a verified snapshot's header and blocks. It
@@ -447,15 +520,34 @@ func (b *KeyedBackend[K]) parse(r io.Reader, want KeyGroupRange) (*keyedHeader, 
 // adopting says the snapshot's states in the store are the backend's rows
 // now (adopt).
 func (b *KeyedBackend[K]) load(h *keyedHeader, blocks []keyedBlock, adopting bool) ([]keyedState, []*evolution, error) {
-	// Verified: load.
+	targets, evs, err := b.prepare(h, adopting)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, blk := range blocks {
+		if err := b.loadBlock(targets, evs, blk); err != nil {
+			return nil, nil, err
+		}
+	}
+	return targets, evs, nil
+}
+
+// prepare returns what load does for the snapshot with header h, before
+// any block is loaded: the backend's state of each of its states
+// (placeholders made for those not registered yet) and their evolutions.
+func (b *KeyedBackend[K]) prepare(h *keyedHeader, adopting bool) ([]keyedState, []*evolution, error) {
 	targets := make([]keyedState, len(h.infos))
 	evs := make([]*evolution, len(h.infos))
 	for i, inf := range h.infos {
 		j, ok := b.byName[inf.name]
 		if !ok {
 			j = len(b.states)
+			raw, err := b.newRaw(inf, j)
+			if err != nil {
+				return nil, nil, err
+			}
 			b.byName[inf.name] = j
-			b.states = append(b.states, &rawState{inf: inf, groups: make([][]rawSegment, b.kgs.Len())})
+			b.states = append(b.states, raw)
 			b.layouts[inf.name] = layout{stateSchema: h.schemas[i]}
 		}
 		if got := b.states[j].info(); got != inf {
@@ -478,22 +570,25 @@ func (b *KeyedBackend[K]) load(h *keyedHeader, blocks []keyedBlock, adopting boo
 		}
 		targets[i] = b.states[j]
 	}
-	for _, blk := range blocks {
-		b.restored[blk.kgIdx] = true
-		for _, seg := range blk.segs {
-			st := targets[seg.state]
-			if ev := evs[seg.state]; ev != nil {
-				var err error
-				if seg.rawSegment, err = ev.segment(seg.rawSegment); err != nil {
-					return nil, nil, fmt.Errorf("key group %d: %w", blk.kgIdx+b.kgs.Start, err)
-				}
-			}
-			if err := st.restoreGroup(blk.kgIdx, seg.n, seg.data); err != nil {
-				return nil, nil, fmt.Errorf("%v, key group %d: %w", st.info(), blk.kgIdx+b.kgs.Start, err)
+	return targets, evs, nil
+}
+
+// loadBlock loads the block of one key group into targets (see prepare).
+func (b *KeyedBackend[K]) loadBlock(targets []keyedState, evs []*evolution, blk keyedBlock) error {
+	b.restored[blk.kgIdx] = true
+	for _, seg := range blk.segs {
+		st := targets[seg.state]
+		if ev := evs[seg.state]; ev != nil {
+			var err error
+			if seg.rawSegment, err = ev.segment(seg.rawSegment); err != nil {
+				return fmt.Errorf("key group %d: %w", blk.kgIdx+b.kgs.Start, err)
 			}
 		}
+		if err := st.restoreGroup(blk.kgIdx, seg.n, seg.data); err != nil {
+			return fmt.Errorf("%v, key group %d: %w", st.info(), blk.kgIdx+b.kgs.Start, err)
+		}
 	}
-	return targets, evs, nil
+	return nil
 }
 
 // parseKeyedBlock splits a key group's payload into the segments of each

@@ -308,27 +308,51 @@ type rawSegment struct {
 // registered keep it.
 type rawState struct {
 	inf    stateInfo
-	groups [][]rawSegment // by key group index
+	groups [][]rawSegment // by key group index, unless staged
+	// stage, in a backend created WithPebble, keeps the segments as rows
+	// of its store instead of groups (lsmstage.go).
+	stage *rawStage
 	// inStore marks a state of an adopted native snapshot: its entries
-	// are rows of the embedded store, not segments.
+	// are rows of the embedded store, besides any segments.
 	inStore bool
+	// rows reads those rows (see adoptedRows).
+	rows func(r pebbleReader) *lsmView
 }
 
 func (r *rawState) info() stateInfo { return r.inf }
 
+// inStoreOnly says the state's entries are all rows of the store (an
+// adopted native snapshot's), so that a native snapshot need not write
+// them: its files hold them under the same id.
+func (r *rawState) inStoreOnly() bool { return r.inStore && (r.stage == nil || r.stage.rows == 0) }
+
 func (r *rawState) capture(int64) stateView {
-	// Segments are only ever appended, so capturing the slice headers
-	// freezes the view.
-	return &rawView{groups: append([][]rawSegment(nil), r.groups...), kg: -1, timers: r.inf.kind == kindTimers}
+	timers := r.inf.kind == kindTimers
+	if r.stage == nil {
+		// Segments are only ever appended, so capturing the slice
+		// headers freezes the view.
+		return &rawView{groups: append([][]rawSegment(nil), r.groups...), kg: -1, timers: timers}
+	}
+	l := r.stage.store()
+	src := &storedSegments{l: l, snap: l.snapshot()}
+	if r.stage.rows > 0 {
+		src.stage = r.stage
+	}
+	if r.inStore {
+		src.rows = r.rows(src.snap)
+	}
+	return &rawView{src: src, kg: -1, timers: timers}
 }
 
 func (r *rawState) restoreGroup(kgIdx, n int, data []byte) error {
-	r.groups[kgIdx] = append(r.groups[kgIdx], rawSegment{n: n, data: data})
-	return nil
+	return r.addSegment(kgIdx, rawSegment{n: n, data: data})
 }
 
 // addSegment adds a delta's puts or removals.
 func (r *rawState) addSegment(kgIdx int, seg rawSegment) error {
+	if r.stage != nil {
+		return r.stage.add(kgIdx, seg)
+	}
 	r.groups[kgIdx] = append(r.groups[kgIdx], seg)
 	return nil
 }
@@ -338,41 +362,76 @@ func (r *rawState) removeGroup(kgIdx, n int, data []byte) error {
 }
 
 func (r *rawState) clearGroup(kgIdx int) error {
+	if r.stage != nil {
+		if err := r.stage.clear(kgIdx); err != nil {
+			return err
+		}
+		return r.stage.add(kgIdx, rawSegment{op: opDel})
+	}
 	// Captured views hold their own slice headers.
 	r.groups[kgIdx] = []rawSegment{{op: opDel}}
 	return nil
 }
 
 // rawView is a placeholder's view. A key group with a delta's segments
-// is merged (into n entries in buf) before it is written, except timers:
-// a delta replaces a key group's timers whole (clearGroup drops the
-// segments before), and the timers of one key and namespace differ in
-// their values.
+// is merged (into n entries) before it is written, except timers: a delta
+// replaces a key group's timers whole (clearGroup drops the segments
+// before), and the timers of one key and namespace differ in their
+// values.
 type rawView struct {
 	groups [][]rawSegment
+	// src, if set, holds the segments instead of groups: in the store.
+	src *storedSegments
+	// The segments of key group kg, n entries, as segments made them.
 	kg, n  int
-	buf    []byte
+	segs   []rawSegment
 	timers bool
+	err    error
 }
 
 func (v *rawView) segments(kgIdx int) (int, []rawSegment) {
-	segs := v.groups[kgIdx]
-	if v.timers || !merged(segs) {
+	if v.src == nil && !merged(v.groups[kgIdx]) {
+		segs := v.groups[kgIdx]
 		n := 0
 		for _, seg := range segs {
 			n += seg.n
 		}
 		return n, segs
 	}
-	if v.kg != kgIdx || v.buf == nil {
-		v.kg = kgIdx
-		v.n, v.buf = mergeRaw(segs)
-		if v.buf == nil {
-			v.buf = []byte{}
+	if v.kg == kgIdx {
+		return v.n, v.segs
+	}
+	var segs []rawSegment
+	if v.src == nil {
+		segs = v.groups[kgIdx]
+	} else if v.err == nil {
+		var err error
+		if segs, err = v.src.read(kgIdx); err != nil {
+			v.err = fmt.Errorf("reading the restored entries of key group %d: %w", kgIdx, err)
+			segs = nil
 		}
 	}
-	return v.n, []rawSegment{{n: v.n, data: v.buf}}
+	n := 0
+	if !v.timers && merged(segs) {
+		var data []byte
+		n, data = mergeRaw(segs)
+		segs = []rawSegment{{n: n, data: data}}
+	} else {
+		for _, seg := range segs {
+			n += seg.n
+		}
+	}
+	v.kg, v.n, v.segs = kgIdx, n, segs
+	return n, segs
 }
+
+func (v *rawView) release() {
+	if v.src != nil {
+		v.src.l.release(v.src.snap)
+	}
+}
+
+func (v *rawView) failure() error { return v.err }
 
 func (v *rawView) groupLen(kgIdx int) int {
 	n, _ := v.segments(kgIdx)
