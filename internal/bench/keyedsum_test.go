@@ -111,6 +111,9 @@ func TestStateRescaleRuns(t *testing.T) {
 			if r.Rescale <= 0 {
 				t.Errorf("%s: rescale to %d: no rescale time (%v)", be.Name, to, r.Rescale)
 			}
+			if residentBytes() > 0 && r.RescalePeakRSS <= 0 {
+				t.Errorf("%s: rescale to %d: no resident memory sampled during it", be.Name, to)
+			}
 		}
 	}
 }

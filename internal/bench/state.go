@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -86,6 +87,10 @@ type StateResult struct {
 	// run (sampled every 50 ms from /proc/self/statm; 0 where there is
 	// none), StartRSS the resident memory when it started.
 	PeakRSS, StartRSS int64
+	// RescalePeakRSS is, with RescaleTo, the most resident memory seen
+	// during the rescale, which starts after the run's memory is
+	// returned to the system.
+	RescalePeakRSS int64
 }
 
 // RunState runs the keyed sum on one backend configuration, checkpointing
@@ -156,7 +161,12 @@ func RunState(ctx context.Context, c StateConfig, backend []string) (StateResult
 		return r, err
 	}
 	if c.RescaleTo > 0 {
-		if r.Rescale, err = c.rescale(ctx, cfg, st.CheckpointPath(last.ID)); err != nil {
+		runtime.GC()
+		debug.FreeOSMemory()
+		peak := sampleRSS()
+		r.Rescale, err = c.rescale(ctx, cfg, st.CheckpointPath(last.ID))
+		r.RescalePeakRSS = peak()
+		if err != nil {
 			return r, fmt.Errorf("rescaling to %d: %w", c.RescaleTo, err)
 		}
 	}
