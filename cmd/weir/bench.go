@@ -91,7 +91,12 @@ them, so an incremental checkpoint has only the change to write. With
 --rescale-to N, each backend's last checkpoint is then resumed at
 parallelism N, and "rescale" is the time until every keyed subtask has
 opened with its key groups' state, "rescale RSS" the most resident memory
-during it (after the run's memory is returned to the system).
+during it (after the run's memory is returned to the system). "steady
+written" is the median, over the later half of the run's checkpoints
+(how many in brackets), of what each wrote itself as a share of the
+state it names: with --active and an incremental backend, give the run
+enough records after the first --keys for that half to come after every
+key was written.
 
 --value-bytes N makes each key's state a value of N incompressible bytes
 (the sum in its first eight) instead of an int64, so that --keys × N is the
@@ -159,7 +164,7 @@ the pebble stores then share managed memory, 0.4 of it
 			if c.RescaleTo > 0 {
 				fmt.Fprintf(out, "  rescale: the last checkpoint resumed at parallelism %d\n", c.RescaleTo)
 			}
-			fmt.Fprintf(out, "  %-26s %12s %12s %6s %10s %12s %12s %14s %14s %10s %12s %12s %12s\n", "backend", "records/s", "CPU s/M rec", "ckpts", "last ckpt", "full", "written", "restore remote", "restore local", "rescale", "RSS before", "peak RSS", "rescale RSS")
+			fmt.Fprintf(out, "  %-26s %12s %12s %6s %10s %12s %12s %14s %14s %10s %12s %12s %12s %15s\n", "backend", "records/s", "CPU s/M rec", "ckpts", "last ckpt", "full", "written", "restore remote", "restore local", "rescale", "RSS before", "peak RSS", "rescale RSS", "steady written")
 			for _, i := range runs {
 				b := bench.StateBackends[i]
 				r, err := bench.RunState(cmd.Context(), c, b.Config)
@@ -170,9 +175,13 @@ the pebble stores then share managed memory, 0.4 of it
 				if c.RescaleTo > 0 {
 					rescale, rescaleRSS = r.Rescale.Round(time.Millisecond).String(), mib(r.RescalePeakRSS)
 				}
-				fmt.Fprintf(out, "  %-26s %12.0f %12.3f %6d %10v %12s %12s %14v %14v %10s %12s %12s %12s\n", b.Name, r.PerSecond(),
+				steady := "-"
+				if r.SharesMeasured > 0 {
+					steady = fmt.Sprintf("%.1f%% (%d)", 100*r.WrittenShare, r.SharesMeasured)
+				}
+				fmt.Fprintf(out, "  %-26s %12.0f %12.3f %6d %10v %12s %12s %14v %14v %10s %12s %12s %12s %15s\n", b.Name, r.PerSecond(),
 					r.CPU.Seconds()/(float64(r.Records)/1e6), r.Checkpoints, r.LastDuration.Round(time.Millisecond), mib(r.LastFull), mib(r.LastWritten),
-					r.RestoreRemote.Round(time.Microsecond), r.RestoreLocal.Round(time.Microsecond), rescale, mib(r.StartRSS), mib(r.PeakRSS), rescaleRSS)
+					r.RestoreRemote.Round(time.Microsecond), r.RestoreLocal.Round(time.Microsecond), rescale, mib(r.StartRSS), mib(r.PeakRSS), rescaleRSS, steady)
 			}
 			return nil
 		},

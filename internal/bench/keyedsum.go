@@ -141,16 +141,20 @@ func RunEngine(ctx context.Context, c KeyedSumConfig) (Result, error) {
 // job builds the benchmark's job in an environment of cfg (and opts): its
 // returned counter counts the checkpoints it completes.
 func (c KeyedSumConfig) job(cfg *config.Configuration, opts ...stream.Option) (*stream.Environment, *atomic.Int64, error) {
-	return c.buildJob(cfg, func() stream.KeyedProcessFunction[int64, Record, struct{}] { return &summer{} }, opts...)
+	return c.buildJob(cfg, func() stream.KeyedProcessFunction[int64, Record, struct{}] { return &summer{} }, nil, opts...)
 }
 
-// buildJob builds the benchmark's job with the keyed function fn makes.
-func (c KeyedSumConfig) buildJob(cfg *config.Configuration, fn func() stream.KeyedProcessFunction[int64, Record, struct{}], opts ...stream.Option) (*stream.Environment, *atomic.Int64, error) {
+// buildJob builds the benchmark's job with the keyed function fn makes;
+// onCompleted, if set, is called with each checkpoint it completes.
+func (c KeyedSumConfig) buildJob(cfg *config.Configuration, fn func() stream.KeyedProcessFunction[int64, Record, struct{}], onCompleted func(id int64), opts ...stream.Option) (*stream.Environment, *atomic.Int64, error) {
 	completed := new(atomic.Int64)
 	env, err := stream.NewEnvironment(append([]stream.Option{stream.WithConfig(cfg), stream.WithLogger(slog.New(slog.DiscardHandler)),
 		stream.WithEvents(func(e stream.JobEvent) {
 			if e.Kind == stream.EventCheckpointCompleted {
 				completed.Add(1)
+				if onCompleted != nil {
+					onCompleted(e.Checkpoint)
+				}
 			}
 		})}, opts...)...)
 	if err != nil {

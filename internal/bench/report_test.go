@@ -166,3 +166,22 @@ func TestWriteSectionPerBackend(t *testing.T) {
 		t.Errorf("a file of another title lost its top:\n%s", b)
 	}
 }
+
+func TestSecondHalfMedian(t *testing.T) {
+	for _, tc := range []struct {
+		in   map[int64]float64
+		want float64
+		n    int
+	}{
+		{map[int64]float64{}, 0, 0},
+		{map[int64]float64{1: 0.5}, 0.5, 1},
+		// The first half (ids 1, 2) is left out whatever its values.
+		{map[int64]float64{1: 1, 2: 1, 3: 0.03, 4: 0.01, 5: 0.02}, 0.02, 3},
+		{map[int64]float64{7: 0.9, 3: 0.1, 5: 0.2, 9: 0.3}, 0.9, 2},
+	} {
+		got, n := secondHalfMedian(tc.in)
+		if got != tc.want || n != tc.n {
+			t.Errorf("secondHalfMedian(%v) = %v, %d; want %v, %d", tc.in, got, n, tc.want, tc.n)
+		}
+	}
+}

@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"os"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -78,6 +80,12 @@ type StateResult struct {
 	// out any network), and from local copies (local recovery). Zero
 	// without a completed checkpoint.
 	RestoreRemote, RestoreLocal time.Duration
+	// WrittenShare is the median, over the later half of the run's
+	// checkpoints (SharesMeasured of them), of what each wrote itself as
+	// a share of the state it names: with an incremental backend and
+	// --active, the steady cost of a checkpoint once every key is written.
+	WrittenShare   float64
+	SharesMeasured int
 	// Rescale is, with RescaleTo, the time from submitting the job again
 	// from the last checkpoint at parallelism RescaleTo until its last
 	// keyed subtask has opened with its share of the key groups restored:
@@ -118,7 +126,30 @@ func RunState(ctx context.Context, c StateConfig, backend []string) (StateResult
 		return StateResult{}, err
 	}
 	const jobID = "bench-state"
-	env, completed, err := c.stateJob(cfg, stream.WithJobID(jobID))
+	st, err := storage.Open(ctx, dir, jobID)
+	if err != nil {
+		return StateResult{}, err
+	}
+	defer st.Close()
+	// Each checkpoint's share of the state it wrote itself, read from its
+	// metadata as it completes (retention discards it once the next one
+	// completes).
+	var (
+		sharesMu sync.Mutex
+		shares   = map[int64]float64{}
+		reads    sync.WaitGroup
+	)
+	env, completed, err := c.stateJob(cfg, func(id int64) {
+		reads.Go(func() {
+			md, err := st.ReadMetadata(ctx, st.CheckpointPath(id))
+			if err != nil || md.Size() == 0 {
+				return
+			}
+			sharesMu.Lock()
+			shares[id] = float64(writtenBy(md, id)) / float64(md.Size())
+			sharesMu.Unlock()
+		})
+	}, stream.WithJobID(jobID))
 	if err != nil {
 		return StateResult{}, err
 	}
@@ -134,6 +165,7 @@ func RunState(ctx context.Context, c StateConfig, backend []string) (StateResult
 	}
 	err = jc.Wait()
 	peakRSS := peak()
+	reads.Wait()
 	if err != nil {
 		return StateResult{}, err
 	}
@@ -147,11 +179,7 @@ func RunState(ctx context.Context, c StateConfig, backend []string) (StateResult
 		}
 		return r, nil
 	}
-	st, err := storage.Open(ctx, dir, jobID)
-	if err != nil {
-		return r, err
-	}
-	defer st.Close()
+	r.WrittenShare, r.SharesMeasured = secondHalfMedian(shares)
 	md, err := st.ReadMetadata(ctx, st.CheckpointPath(last.ID))
 	if err != nil {
 		return r, err
@@ -170,17 +198,41 @@ func RunState(ctx context.Context, c StateConfig, backend []string) (StateResult
 			return r, fmt.Errorf("rescaling to %d: %w", c.RescaleTo, err)
 		}
 	}
-	own := fmt.Sprintf("chk-%d/", last.ID)
+	r.LastWritten = writtenBy(md, last.ID)
+	return r, nil
+}
+
+// writtenBy is what checkpoint id, whose metadata is md, wrote itself:
+// the size of its state less the files it names in earlier checkpoints.
+func writtenBy(md *checkpoint.Metadata, id int64) int64 {
+	own := fmt.Sprintf("chk-%d/", id)
+	var n int64
 	for _, op := range md.Operators {
 		for _, sub := range op.Subtasks {
 			for _, h := range append(append(sub.Keyed, sub.Operator...), sub.InputChannels...) {
 				if h.Path == "" || strings.HasPrefix(h.Path, own) {
-					r.LastWritten += h.Size
+					n += h.Size
 				}
 			}
 		}
 	}
-	return r, nil
+	return n
+}
+
+// secondHalfMedian returns the median of the shares of the later half of
+// the checkpoints measured (by id), and how many that half holds.
+func secondHalfMedian(shares map[int64]float64) (float64, int) {
+	ids := slices.Sorted(maps.Keys(shares))
+	ids = ids[len(ids)/2:]
+	if len(ids) == 0 {
+		return 0, 0
+	}
+	vs := make([]float64, len(ids))
+	for i, id := range ids {
+		vs[i] = shares[id]
+	}
+	slices.Sort(vs)
+	return vs[len(vs)/2], len(vs)
 }
 
 // rescale submits the job again at parallelism c.RescaleTo from the
@@ -202,7 +254,7 @@ func (c StateConfig) rescale(ctx context.Context, cfg *config.Configuration, pat
 	var mu sync.Mutex
 	opened, fresh := 0, []int(nil) // fresh: subtasks that opened without state
 	all := make(chan time.Time, 1)
-	env, _, err := c.stateJob(cfg, stream.WithJobID("bench-state-rescaled"), stream.WithFaults(func(_ context.Context, site stream.FaultSite) error {
+	env, _, err := c.stateJob(cfg, nil, stream.WithJobID("bench-state-rescaled"), stream.WithFaults(func(_ context.Context, site stream.FaultSite) error {
 		if site.Point != stream.FaultOpen || site.Operator != "sum" || site.Step != 1 {
 			return nil
 		}
@@ -313,14 +365,15 @@ func cpuTime() time.Duration {
 
 // stateJob builds the benchmark's job: the keyed sum, or with ValueBytes
 // its sum in values of that size.
-func (c StateConfig) stateJob(cfg *config.Configuration, opts ...stream.Option) (*stream.Environment, *atomic.Int64, error) {
-	if c.ValueBytes <= 0 {
-		return c.job(cfg, opts...)
+func (c StateConfig) stateJob(cfg *config.Configuration, onCompleted func(int64), opts ...stream.Option) (*stream.Environment, *atomic.Int64, error) {
+	fn := func() stream.KeyedProcessFunction[int64, Record, struct{}] { return &summer{} }
+	if c.ValueBytes > 0 {
+		if c.ValueBytes < 8 {
+			return nil, nil, fmt.Errorf("values of %d bytes: want at least 8, for the sum", c.ValueBytes)
+		}
+		fn = func() stream.KeyedProcessFunction[int64, Record, struct{}] { return &paddedSummer{size: c.ValueBytes} }
 	}
-	if c.ValueBytes < 8 {
-		return nil, nil, fmt.Errorf("values of %d bytes: want at least 8, for the sum", c.ValueBytes)
-	}
-	return c.buildJob(cfg, func() stream.KeyedProcessFunction[int64, Record, struct{}] { return &paddedSummer{size: c.ValueBytes} }, opts...)
+	return c.buildJob(cfg, fn, onCompleted, opts...)
 }
 
 // paddedSummer keeps each key's running sum in the first eight bytes of
