@@ -17,18 +17,32 @@ import (
 // stagedRows counts the rows of placeholders in b's store.
 func stagedRows(t *testing.T, b *KeyedBackend[string]) int {
 	t.Helper()
-	it, err := b.lsm.db.NewIter(&pebble.IterOptions{LowerBound: []byte{stagePrefix}, UpperBound: []byte{stagePrefix + 1}})
+	return countRows(t, b.lsm.db, &pebble.IterOptions{LowerBound: []byte{stagePrefix}, UpperBound: []byte{stagePrefix + 1}})
+}
+
+// checkSnapshotsBeforeRegistration checks that snapshots of b, whose
+// states are not registered, in weir's format and natively, restore to
+// want (the native one into Pebble and into the heap).
+func checkSnapshotsBeforeRegistration(t *testing.T, b *KeyedBackend[string], want *model) {
+	t.Helper()
+	all := b.KeyGroups()
+	if err := restored(t, all, serialize(t, b, 100)).check(want); err != nil {
+		t.Fatalf("snapshot in weir's format: %v", err)
+	}
+	s, err := b.NativeSnapshot(101)
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := 0
-	for ok := it.First(); ok; ok = it.Next() {
-		n++
+	nblob, ndir := nativeCopy(t, s)
+	for _, opts := range [][]BackendOption{{pebbleBackend(t)}, nil} {
+		rb := closeAtEnd(t, must(NewKeyedBackend[string](nil, 128, all, opts...)))
+		if err := rb.RestoreNative(bytes.NewReader(nblob), copyOf(t, ndir), all); err != nil {
+			t.Fatal(err)
+		}
+		if err := registerAll(t, rb).check(want); err != nil {
+			t.Fatalf("native snapshot into %s: %v", rb.Storage(), err)
+		}
 	}
-	if err := it.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return n
 }
 
 // TestPebbleStagedRestore restores a snapshot into a Pebble backend
@@ -54,24 +68,7 @@ func TestPebbleStagedRestore(t *testing.T) {
 		t.Fatal("nothing staged in the store")
 	}
 
-	// Snapshots before registration, in weir's format and natively.
-	if err := restored(t, all, serialize(t, b, 4)).check(m); err != nil {
-		t.Fatalf("snapshot of the staged placeholders: %v", err)
-	}
-	ns, err := b.NativeSnapshot(5)
-	if err != nil {
-		t.Fatal(err)
-	}
-	nblob, ndir := nativeCopy(t, ns)
-	for _, opts := range [][]BackendOption{{pebbleBackend(t)}, nil} {
-		rb := closeAtEnd(t, must(NewKeyedBackend[string](nil, 128, all, opts...)))
-		if err := rb.RestoreNative(bytes.NewReader(nblob), copyOf(t, ndir), all); err != nil {
-			t.Fatal(err)
-		}
-		if err := registerAll(t, rb).check(m); err != nil {
-			t.Fatalf("native snapshot of the staged placeholders into %s: %v", rb.Storage(), err)
-		}
-	}
+	checkSnapshotsBeforeRegistration(t, b, m)
 
 	r := registerAll(t, b)
 	if err := r.check(m); err != nil {
@@ -221,23 +218,7 @@ func TestAdoptedSnapshotBeforeRegistration(t *testing.T) {
 			if err := tc.load(b); err != nil {
 				t.Fatal(err)
 			}
-			if err := restored(t, all, serialize(t, b, 2)).check(tc.want); err != nil {
-				t.Fatalf("snapshot in weir's format: %v", err)
-			}
-			s, err := b.NativeSnapshot(3)
-			if err != nil {
-				t.Fatal(err)
-			}
-			nblob, ndir := nativeCopy(t, s)
-			for _, opts := range [][]BackendOption{{pebbleBackend(t)}, nil} {
-				rb := closeAtEnd(t, must(NewKeyedBackend[string](nil, 128, all, opts...)))
-				if err := rb.RestoreNative(bytes.NewReader(nblob), copyOf(t, ndir), all); err != nil {
-					t.Fatal(err)
-				}
-				if err := registerAll(t, rb).check(tc.want); err != nil {
-					t.Fatalf("native snapshot into %s: %v", rb.Storage(), err)
-				}
-			}
+			checkSnapshotsBeforeRegistration(t, b, tc.want)
 			if err := registerAll(t, b).check(tc.want); err != nil {
 				t.Fatal(err)
 			}

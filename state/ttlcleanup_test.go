@@ -160,7 +160,7 @@ func testTTLCleanupInBackground(t *testing.T, opts ...BackendOption) {
 				// written, the states hold the live key's rows and the
 				// lists' and maps' live ones.
 				l.flushCaches(false)
-				if n, want := countRows(t, l.db), 1+1+2*len(keys)+1; n != want {
+				if n, want := countRows(t, l.db, nil), 1+1+2*len(keys)+1; n != want {
 					t.Errorf("%d rows in the store, want %d", n, want)
 				}
 			}
@@ -170,9 +170,10 @@ func testTTLCleanupInBackground(t *testing.T, opts ...BackendOption) {
 
 func head(l []string) []string { return l[:min(len(l), 5)] }
 
-func countRows(t testing.TB, db *pebble.DB) int {
+// countRows counts the rows of db within opts' bounds (nil: all).
+func countRows(t testing.TB, db *pebble.DB, opts *pebble.IterOptions) int {
 	t.Helper()
-	it, err := db.NewIter(nil)
+	it, err := db.NewIter(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
