@@ -425,16 +425,14 @@ func errNative(h *keyedHeader) error {
 // restore.
 func (b *KeyedBackend[K]) restoreStreaming(r io.Reader, want KeyGroupRange) error {
 	var (
-		h       *keyedHeader
 		targets []keyedState
 		evs     []*evolution
 	)
-	return b.parseEach(r, want, func(hdr *keyedHeader) error {
-		if hdr.native() {
-			return errNative(hdr)
+	return b.parseEach(r, want, func(h *keyedHeader) error {
+		if h.native() {
+			return errNative(h)
 		}
 		var err error
-		h = hdr
 		targets, evs, err = b.prepare(h, false)
 		return err
 	}, func(blk keyedBlock) error {

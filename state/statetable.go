@@ -315,7 +315,8 @@ type rawState struct {
 	// inStore marks a state of an adopted native snapshot: its entries
 	// are rows of the embedded store, besides any segments.
 	inStore bool
-	// rows reads those rows (see adoptedRows).
+	// rows makes a view of those rows in a snapshot of the store (see
+	// newRaw).
 	rows func(r pebbleReader) *lsmView
 }
 
