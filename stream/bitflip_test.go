@@ -47,7 +47,10 @@ func TestResumeFallsBackPastAFlippedStateFile(t *testing.T) {
 // checkpoint that names it is invalid, and the resume restores the newest
 // that does not; if every retained checkpoint names it, the resume fails.
 func TestResumeFallsBackPastAFlippedSharedFile(t *testing.T) {
-	resumeFlipped(t, []string{"state.backend.type=rocksdb", "execution.checkpointing.incremental=true", "execution.checkpointing.num-retained=5"}, true,
+	// No state inline in _metadata, so that the checkpoints name the
+	// store's files however small they are.
+	resumeFlipped(t, []string{"state.backend.type=rocksdb", "execution.checkpointing.incremental=true", "execution.checkpointing.num-retained=5",
+		"execution.checkpointing.data-inline-threshold=0"}, true,
 		func(t *testing.T, first *streamtest.Result, ids []int64) (string, int64) {
 			st, err := storage.Open(context.Background(), first.Dir, first.JobID)
 			if err != nil {
@@ -176,7 +179,10 @@ func resumeFlipped(t *testing.T, kv []string, pause bool, pick func(t *testing.T
 		t.Fatal(err)
 	}
 	for _, in := range infos {
-		if in.ID > want && in.Status != storage.Invalid {
+		// A discarded checkpoint whose files retained ones still name
+		// keeps its directory, listed as incomplete: only the retained
+		// ones must be reported invalid.
+		if in.ID > want && slices.Contains(ids, in.ID) && in.Status != storage.Invalid {
 			t.Fatalf("the listing reports checkpoint %d, whose state file %s is flipped, as %v", in.ID, flipped, in.Status)
 		}
 	}
