@@ -9,6 +9,7 @@ import (
 
 	"github.com/weirstream/weir/codec"
 	"github.com/weirstream/weir/config"
+	"github.com/weirstream/weir/internal/workdir"
 )
 
 // KeyedBackend is the keyed-state backend of one subtask: every keyed
@@ -38,6 +39,9 @@ type KeyedBackend[K comparable] struct {
 	kgs       KeyGroupRange
 	shardSize int
 	ep        *epochs
+	// nativeDirs are the directories NativeDir made and RestoreNative
+	// has not taken over yet.
+	nativeDirs map[string]*workdir.Dir
 
 	// The current key, its hash and its key group relative to kgs.Start
 	// (-1 before the first SetCurrentKey).

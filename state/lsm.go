@@ -13,6 +13,8 @@ import (
 	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/weirstream/weir/internal/workdir"
 )
 
 // The embedded LSM store (Pebble) of a KeyedBackend created WithPebble.
@@ -106,6 +108,9 @@ func WithPebble(o PebbleOptions) BackendOption {
 type lsm struct {
 	db  *pebble.DB
 	dir string
+	// wd holds dir (nil for a directory given to RestoreNative by its
+	// caller).
+	wd  *workdir.Dir
 	mem int64
 	// staged counts the native snapshots made, for their directories'
 	// names.
@@ -286,10 +291,13 @@ func openLSM(o PebbleOptions) (*lsm, error) {
 	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return nil, fmt.Errorf("state: pebble directory: %w", err)
 	}
-	dir, err := os.MkdirTemp(parent, "weir-keyed-")
+	// A store's directory is held by this process while it lives: the
+	// next store created in parent removes one a killed process left.
+	wd, _, err := workdir.Create(parent, "weir-keyed-")
 	if err != nil {
 		return nil, fmt.Errorf("state: pebble directory: %w", err)
 	}
+	dir := wd.Path()
 	fs := o.FS
 	if fs == nil {
 		fs = vfs.Default
@@ -305,13 +313,13 @@ func openLSM(o PebbleOptions) (*lsm, error) {
 	broken.onStall = o.onStall
 	db, err := openPebble(dir, mem, cache, fs, broken)
 	if err != nil {
-		_ = os.RemoveAll(dir)
+		_ = wd.Remove()
 		if o.Slot != nil {
 			o.Slot.releaseCache()
 		}
 		return nil, err
 	}
-	return &lsm{db: db, dir: dir, mem: mem, snaps: map[*pebble.Snapshot]bool{}, cacheBudget: cacheBudgetOf(mem), heapTimers: o.HeapTimers,
+	return &lsm{db: db, dir: dir, wd: wd, mem: mem, snaps: map[*pebble.Snapshot]bool{}, cacheBudget: cacheBudgetOf(mem), heapTimers: o.HeapTimers,
 		slot: o.Slot, fs: fs, broken: broken, tableRows: minTableRows}, nil
 }
 
@@ -405,10 +413,19 @@ func (l *lsm) close() error {
 	if l.slot != nil {
 		l.slot.releaseCache()
 	}
-	if rerr := os.RemoveAll(l.dir); err == nil {
+	if rerr := l.removeDir(); err == nil {
 		err = rerr
 	}
-	// Native snapshots not released.
+	return err
+}
+
+// removeDir removes the store's directory and the native snapshots not
+// released beside it.
+func (l *lsm) removeDir() error {
+	if l.wd != nil {
+		return l.wd.Remove() // the directory, its siblings, its lock
+	}
+	err := os.RemoveAll(l.dir)
 	staged, _ := filepath.Glob(l.dir + stagedSuffix + "*")
 	for _, d := range staged {
 		if rerr := os.RemoveAll(d); err == nil {
@@ -510,6 +527,9 @@ func (l *lsm) failed() error {
 // backend's database and its working directory. The backend must not be
 // used afterwards; snapshots not yet released are released.
 func (b *KeyedBackend[K]) Close() error {
+	for dir := range b.nativeDirs {
+		b.removeNativeDir(dir)
+	}
 	if b.lsm == nil {
 		return nil
 	}

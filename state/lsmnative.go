@@ -10,6 +10,8 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/weirstream/weir/internal/workdir"
 )
 
 // Native snapshots: a checkpoint of a backend created WithPebble in the
@@ -116,7 +118,7 @@ func (b *KeyedBackend[K]) RestoreNative(blob io.Reader, dir string, kgs KeyGroup
 func (b *KeyedBackend[K]) restoreNative(blob io.Reader, dir string, want KeyGroupRange) error {
 	h, blocks, err := b.parse(blob, want)
 	if err != nil {
-		_ = os.RemoveAll(dir)
+		b.removeNativeDir(dir)
 		return err
 	}
 	mem, fs := int64(DefaultPebbleMemory), vfs.Default
@@ -139,7 +141,7 @@ func (b *KeyedBackend[K]) restoreNative(blob io.Reader, dir string, want KeyGrou
 		if adopting && b.lsm.slot != nil {
 			b.lsm.slot.releaseCache()
 		}
-		_ = os.RemoveAll(dir)
+		b.removeNativeDir(dir)
 		return err
 	}
 	if adopting {
@@ -147,7 +149,7 @@ func (b *KeyedBackend[K]) restoreNative(blob io.Reader, dir string, want KeyGrou
 	}
 	defer func() {
 		_ = src.Close()
-		_ = os.RemoveAll(dir)
+		b.removeNativeDir(dir)
 	}()
 	targets, evs, err := b.load(h, blocks, false)
 	if err != nil {
@@ -194,7 +196,7 @@ func (b *KeyedBackend[K]) adopt(h *keyedHeader, blocks []keyedBlock, src *pebble
 		if old.slot != nil {
 			old.slot.releaseCache()
 		}
-		_ = os.RemoveAll(dir)
+		b.removeNativeDir(dir)
 		return fmt.Errorf("restore with %d snapshots pending", pending)
 	}
 	if old.commits != nil {
@@ -205,16 +207,18 @@ func (b *KeyedBackend[K]) adopt(h *keyedHeader, blocks []keyedBlock, src *pebble
 		if old.slot != nil {
 			old.slot.releaseCache()
 		}
-		_ = os.RemoveAll(dir)
+		b.removeNativeDir(dir)
 		return err
 	}
 	if old.slot != nil {
 		old.slot.releaseCache() // the old database's reference
 	}
-	_ = os.RemoveAll(old.dir)
+	old.removeDir()
 	// The snapshot's directory is the database now (it is open: it
 	// cannot be renamed): Close removes it, native snapshots go beside it.
-	b.lsm = &lsm{db: src, dir: dir, mem: old.mem, snaps: map[*pebble.Snapshot]bool{}, cacheBudget: old.cacheBudget, heapTimers: old.heapTimers,
+	wd := b.nativeDirs[dir]
+	delete(b.nativeDirs, dir)
+	b.lsm = &lsm{db: src, dir: dir, wd: wd, mem: old.mem, snaps: map[*pebble.Snapshot]bool{}, cacheBudget: old.cacheBudget, heapTimers: old.heapTimers,
 		slot: old.slot, fs: old.fs, broken: broken, tableRows: old.tableRows}
 	// Rows of key groups outside want (keys start with the key group,
 	// two bytes big-endian, below 0x8000).
@@ -234,13 +238,32 @@ func (b *KeyedBackend[K]) adopt(h *keyedHeader, blocks []keyedBlock, src *pebble
 
 // NativeDir returns a new directory for the files of a native snapshot
 // to restore, beside the backend's store (or in the system's temporary
-// directory for a heap backend).
+// directory for a heap backend), held by this process (workdir) until
+// RestoreNative removes it or makes it the store, or the backend closes.
 func (b *KeyedBackend[K]) NativeDir() (string, error) {
 	parent := os.TempDir()
 	if b.lsm != nil {
 		parent = filepath.Dir(b.lsm.dir)
 	}
-	return os.MkdirTemp(parent, "weir-restore-")
+	wd, _, err := workdir.Create(parent, "weir-restore-")
+	if err != nil {
+		return "", fmt.Errorf("state: directory of a native snapshot: %w", err)
+	}
+	if b.nativeDirs == nil {
+		b.nativeDirs = map[string]*workdir.Dir{}
+	}
+	b.nativeDirs[wd.Path()] = wd
+	return wd.Path(), nil
+}
+
+// removeNativeDir removes dir, a native snapshot's directory.
+func (b *KeyedBackend[K]) removeNativeDir(dir string) {
+	if wd, ok := b.nativeDirs[dir]; ok {
+		delete(b.nativeDirs, dir)
+		_ = wd.Remove()
+		return
+	}
+	_ = os.RemoveAll(dir)
 }
 
 // emptyView is the view of a state with no entries in the blob: in a

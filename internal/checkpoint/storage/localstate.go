@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 
 	"github.com/weirstream/weir/internal/checkpoint"
+	"github.com/weirstream/weir/internal/workdir"
 )
 
 // ErrNoLocalCopy is returned by LocalStore.ReadState for state it keeps no
@@ -50,12 +51,15 @@ type StateReader interface {
 // completed) deletes the copies of older checkpoints that it does not name
 // itself, Abort those of an aborted checkpoint, Close every one, with the
 // directories. Nothing here survives the process: a restarted task
-// manager starts without copies.
+// manager starts without copies, and the directories a killed process
+// left are removed when the next local store (or pebble store) is created
+// under the same root (internal/workdir).
 //
 // Local copies are not synced: a copy torn by a crash fails its checksum
 // and the restore reads the remote file. Safe for concurrent use.
 type LocalStore struct {
 	dirs []string
+	wds  []*workdir.Dir // hold dirs
 
 	mu sync.Mutex
 	// files are the copies, by handle path.
@@ -88,12 +92,12 @@ func OpenLocalStore(roots []string, jobID string) (*LocalStore, error) {
 			l.removeDirs()
 			return nil, fmt.Errorf("storage: local state directory: %w", err)
 		}
-		d, err := os.MkdirTemp(root, "weir-local-"+jobID+"-")
+		wd, _, err := workdir.Create(root, "weir-local-"+jobID+"-")
 		if err != nil {
 			l.removeDirs()
 			return nil, fmt.Errorf("storage: local state directory: %w", err)
 		}
-		l.dirs = append(l.dirs, d)
+		l.dirs, l.wds = append(l.dirs, wd.Path()), append(l.wds, wd)
 	}
 	return l, nil
 }
@@ -429,8 +433,8 @@ func (l *LocalStore) Close() error {
 
 func (l *LocalStore) removeDirs() error {
 	var first error
-	for _, d := range l.dirs {
-		if err := os.RemoveAll(d); err != nil && first == nil {
+	for _, wd := range l.wds {
+		if err := wd.Remove(); err != nil && first == nil {
 			first = fmt.Errorf("storage: removing local state: %w", err)
 		}
 	}
