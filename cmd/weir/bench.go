@@ -16,6 +16,7 @@ func newBenchCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "bench", Short: "Measure weir's throughput"}
 	c := bench.DefaultKeyedSum()
 	var snapshotKeys int
+	rounds := 1
 	ks := &cobra.Command{
 		Use:   "keyed-sum",
 		Short: "datagen → keyBy → running sum → discard, against a hand-written loop",
@@ -27,13 +28,16 @@ the engine's share of the loop's, the cost of checkpointing in throughput
 and in CPU time per record (the figure to trust on a machine busy with
 other work), the last checkpoint's duration and the size of the state it
 names, and the synchronous part of a snapshot of --snapshot-keys keys.
+With --rounds N the two engine runs alternate N times (off, on, off, on,
+…) and the cost is summarized as the median [min–max] of each round's
+pair, which a machine busy with other work disturbs less than one pair.
 With --incremental the checkpoints are incremental
 (execution.checkpointing.incremental): on the heap, deltas over the
 earlier checkpoints' keyed state.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if c.Records < 1 || c.Keys < 1 || c.Parallelism < 1 || c.Partitions < 1 {
-				return fmt.Errorf("--records, --keys, --parallelism and --partitions must be at least 1")
+			if c.Records < 1 || c.Keys < 1 || c.Parallelism < 1 || c.Partitions < 1 || rounds < 1 {
+				return fmt.Errorf("--records, --keys, --parallelism, --partitions and --rounds must be at least 1")
 			}
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "keyed-sum: %d records, %d keys, parallelism %d, %d partitions\n", c.Records, c.Keys, c.Parallelism, c.Partitions)
@@ -41,19 +45,32 @@ earlier checkpoints' keyed state.`,
 			fmt.Fprintf(out, "  hand-written loop (1 goroutine)   %12.0f records/s\n", loop.PerSecond())
 			off := c
 			off.Checkpoint = 0
-			noCkpt, err := bench.RunEngine(cmd.Context(), off)
-			if err != nil {
-				return err
+			var loss, extra []float64
+			for round := range rounds {
+				if rounds > 1 {
+					fmt.Fprintf(out, "  round %d of %d\n", round+1, rounds)
+				}
+				noCkpt, err := bench.RunEngine(cmd.Context(), off)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(out, "  engine, checkpoints off           %12.0f records/s  (%.2f of the loop)  %.3f CPU s/M records\n",
+					noCkpt.PerSecond(), noCkpt.PerSecond()/loop.PerSecond(), noCkpt.CPUPerMillion())
+				ckpt, err := bench.RunEngine(cmd.Context(), c)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(out, "  engine, checkpoints every %-7v %12.0f records/s  (%.2f of the loop, %d checkpoints, %+.1f%% vs off)  %.3f CPU s/M records (%+.1f%% vs off), last checkpoint %v naming %s\n",
+					c.Checkpoint, ckpt.PerSecond(), ckpt.PerSecond()/loop.PerSecond(), ckpt.Checkpoints, 100*(ckpt.PerSecond()/noCkpt.PerSecond()-1),
+					ckpt.CPUPerMillion(), 100*(ckpt.CPUPerMillion()/noCkpt.CPUPerMillion()-1), ckpt.LastCheckpoint.Round(time.Millisecond), mib(ckpt.LastCheckpointSize))
+				loss = append(loss, 100*(1-ckpt.PerSecond()/noCkpt.PerSecond()))
+				extra = append(extra, 100*(ckpt.CPUPerMillion()/noCkpt.CPUPerMillion()-1))
 			}
-			fmt.Fprintf(out, "  engine, checkpoints off           %12.0f records/s  (%.2f of the loop)  %.3f CPU s/M records\n",
-				noCkpt.PerSecond(), noCkpt.PerSecond()/loop.PerSecond(), noCkpt.CPUPerMillion())
-			ckpt, err := bench.RunEngine(cmd.Context(), c)
-			if err != nil {
-				return err
+			if rounds > 1 {
+				l, e := bench.SpreadOf(loss), bench.SpreadOf(extra)
+				fmt.Fprintf(out, "  cost of checkpoints every %v over %d rounds, median [min–max] of each round's pair: throughput %.1f%% [%.1f–%.1f] lower, CPU per record %.1f%% [%.1f–%.1f] higher\n",
+					c.Checkpoint, rounds, l.Median, l.Min, l.Max, e.Median, e.Min, e.Max)
 			}
-			fmt.Fprintf(out, "  engine, checkpoints every %-7v %12.0f records/s  (%.2f of the loop, %d checkpoints, %+.1f%% vs off)  %.3f CPU s/M records (%+.1f%% vs off), last checkpoint %v naming %s\n",
-				c.Checkpoint, ckpt.PerSecond(), ckpt.PerSecond()/loop.PerSecond(), ckpt.Checkpoints, 100*(ckpt.PerSecond()/noCkpt.PerSecond()-1),
-				ckpt.CPUPerMillion(), 100*(ckpt.CPUPerMillion()/noCkpt.CPUPerMillion()-1), ckpt.LastCheckpoint.Round(time.Millisecond), mib(ckpt.LastCheckpointSize))
 			d, err := bench.SnapshotSync(snapshotKeys)
 			if err != nil {
 				return err
@@ -65,6 +82,7 @@ earlier checkpoints' keyed state.`,
 	keyedSumFlags(ks.Flags(), &c)
 	f := ks.Flags()
 	f.IntVar(&snapshotKeys, "snapshot-keys", 1_000_000, "keys in the snapshot measured")
+	f.IntVar(&rounds, "rounds", rounds, "pairs of engine runs, checkpoints off then on, whose cost of checkpoints is summarized")
 	f.BoolVar(&c.Incremental, "incremental", false, "incremental checkpoints (execution.checkpointing.incremental)")
 	cmd.AddCommand(ks, newBenchBackpressureCmd(), newBenchStateCmd(), newBenchNexmarkCmd(), newBenchGatewayMeterCmd())
 	return cmd
