@@ -2,6 +2,7 @@ package state
 
 import (
 	"encoding/binary"
+	"slices"
 
 	"github.com/weirstream/weir/codec"
 )
@@ -46,6 +47,28 @@ func appendPrefixedInt64(dst []byte, v int64) []byte {
 	m := len(dst)
 	dst = binary.AppendVarint(append(dst, 0), v)
 	dst[m] = byte(len(dst) - m - 1)
+	return dst
+}
+
+// appendInt64Entries appends the entries of m, a table of int64 keys and
+// int64 values in the void namespace, both encoded by codec.Int64: the
+// bytes of appendEntry for each, in one loop without a call per entry,
+// which is most of the time a full snapshot of such a state (a keyed
+// counter or sum) takes.
+func appendInt64Entries(dst []byte, m *omap[int64, int64]) []byte {
+	dst = slices.Grow(dst, m.len()*(2*(1+binary.MaxVarintLen64)+1))
+	for i := range m.es {
+		e := &m.es[i]
+		if e.hv == 0 {
+			continue
+		}
+		k := len(dst)
+		dst = binary.AppendVarint(append(dst, 0), e.mk)
+		dst[k] = byte(len(dst) - k - 1)
+		v := len(dst) + 1
+		dst = binary.AppendVarint(append(dst, 0, 0), e.s.v) // no namespace
+		dst[v] = byte(len(dst) - v - 1)
+	}
 	return dst
 }
 

@@ -2,7 +2,10 @@ package state
 
 import (
 	"bytes"
+	"encoding/binary"
+	"io"
 	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -59,4 +62,66 @@ func (idCodec) Append(dst []byte, v testID) []byte { return codec.Int64().Append
 func (idCodec) Decode(src []byte) (testID, int, error) {
 	v, n, err := codec.Int64().Decode(src)
 	return testID(v), n, err
+}
+
+// TestAppendInt64Entries: the one-loop encoding of an int64 → int64
+// table's entries is appendEntry's, byte for byte, over keys and values
+// of every varint length, and a state of that type takes it (a custom
+// codec of int64 does not).
+func TestAppendInt64Entries(t *testing.T) {
+	b := must(NewKeyedBackend[int64](nil, 1, KeyGroupRange{0, 0}))
+	v := must(Value(b, ValueDescriptor[int64]{Name: "sum"}))
+	st := b.states[0].(*stateTable[int64, int64])
+	if st.appendEntries == nil {
+		t.Fatal("an int64 value state of int64 keys encodes entry by entry")
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	var vals []int64
+	for _, x := range []int64{0, 1, -1, 63, 64, -64, -65, math.MaxInt64, math.MinInt64} {
+		vals = append(vals, x)
+	}
+	for range 5000 {
+		vals = append(vals, int64(rng.Uint64())>>rng.IntN(64))
+	}
+	for i, k := range vals {
+		b.SetCurrentKey(k)
+		v.Update(vals[len(vals)-1-i])
+	}
+	var fast, slow []byte
+	n := 0
+	shards, _ := st.table.capture()
+	for _, s := range shards {
+		fast = st.appendEntries(fast, &s.m)
+		for mk, e := range s.m.all() {
+			slow = st.appendEntry(slow, mk, e.v)
+			n++
+		}
+	}
+	distinct := map[int64]bool{}
+	for _, k := range vals {
+		distinct[k] = true
+	}
+	if n != len(distinct) {
+		t.Fatalf("%d entries for %d keys", n, len(distinct))
+	}
+	if !bytes.Equal(fast, slow) {
+		t.Fatalf("one-loop encoding differs from appendEntry's: %d against %d bytes", len(fast), len(slow))
+	}
+	must(Value(b, ValueDescriptor[int64]{Name: "custom", Codec: fixed64{}}))
+	if b.states[1].(*stateTable[int64, int64]).appendEntries != nil {
+		t.Fatal("a value state with its own codec takes the int64 encoding")
+	}
+}
+
+// fixed64 encodes an int64 in eight bytes.
+type fixed64 struct{}
+
+func (fixed64) Append(dst []byte, v int64) []byte {
+	return binary.BigEndian.AppendUint64(dst, uint64(v))
+}
+func (fixed64) Decode(src []byte) (int64, int, error) {
+	if len(src) < 8 {
+		return 0, 0, io.ErrUnexpectedEOF
+	}
+	return int64(binary.BigEndian.Uint64(src)), 8, nil
 }

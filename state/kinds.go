@@ -363,6 +363,7 @@ func valueEnc[T any](c codec.Codec[T]) valueEncoding[T] {
 		append:         c.Append,
 		appendPrefixed: prefixedAppender(c),
 		decode:         func(src []byte) (T, error) { return decodeExactly(c, src, "value") },
+		int64:          any(c) == any(codec.Int64()),
 	}
 }
 
