@@ -76,10 +76,7 @@ func TestAppendInt64Entries(t *testing.T) {
 		t.Fatal("an int64 value state of int64 keys encodes entry by entry")
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
-	var vals []int64
-	for _, x := range []int64{0, 1, -1, 63, 64, -64, -65, math.MaxInt64, math.MinInt64} {
-		vals = append(vals, x)
-	}
+	vals := []int64{0, 1, -1, 63, 64, -64, -65, math.MaxInt64, math.MinInt64}
 	for range 5000 {
 		vals = append(vals, int64(rng.Uint64())>>rng.IntN(64))
 	}
