@@ -303,10 +303,11 @@ func (l *LocalStore) Paths() []string {
 // error matching ErrNoLocalCopy when there is none, and a *CorruptError
 // when the copy does not verify, which it then drops.
 func (l *LocalStore) ReadState(ctx context.Context, h checkpoint.StateHandle) ([]byte, error) {
-	c, r, err := l.open(ctx, h)
+	c, f, err := l.open(ctx, h)
 	if err != nil {
 		return nil, err
 	}
+	r := c.reader(f, h)
 	b, err := io.ReadAll(r)
 	r.Close()
 	if err != nil {
@@ -321,29 +322,30 @@ func (l *LocalStore) ReadState(ctx context.Context, h checkpoint.StateHandle) ([
 // it (which checks them again as it reaches the end), so that a copy
 // that does not verify costs the caller nothing but a fallback: it
 // returns an error matching ErrNoLocalCopy when there is none, and a
-// *CorruptError when the copy does not verify, which it then drops.
+// *CorruptError when the copy does not verify, which it then drops. Both
+// passes read the one open file, so a copy replaced on disk between them
+// cannot slip past the first.
 func (l *LocalStore) OpenState(ctx context.Context, h checkpoint.StateHandle) (io.ReadCloser, error) {
-	c, r, err := l.open(ctx, h)
+	c, f, err := l.open(ctx, h)
 	if err != nil {
 		return nil, err
 	}
-	_, err = io.Copy(io.Discard, r)
-	r.Close()
+	_, err = io.Copy(io.Discard, c.reader(f, h))
 	if err == nil {
-		_, r, err = l.open(ctx, h)
+		_, err = f.Seek(0, io.SeekStart)
 	}
 	if err != nil {
+		f.Close()
 		l.drop(h.Path, c)
 		return nil, err
 	}
-	return r, nil
+	return c.reader(f, h), nil
 }
 
-// open returns the local copy of the state h points at and a reader of
-// it that checks its size and CRC-32C as it reaches the end. It returns
-// an error matching ErrNoLocalCopy when there is none (dropping a copy
-// whose file is gone).
-func (l *LocalStore) open(ctx context.Context, h checkpoint.StateHandle) (*localCopy, io.ReadCloser, error) {
+// open returns the local copy of the state h points at and its file,
+// open. It returns an error matching ErrNoLocalCopy when there is none
+// (dropping a copy whose file is gone).
+func (l *LocalStore) open(ctx context.Context, h checkpoint.StateHandle) (*localCopy, *os.File, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
 	}
@@ -362,7 +364,13 @@ func (l *LocalStore) open(ctx context.Context, h checkpoint.StateHandle) (*local
 		l.drop(h.Path, c)
 		return nil, nil, fmt.Errorf("storage: reading local copy %s: %w", c.file, err)
 	}
-	return c, &stateReader{r: f, path: c.file, size: h.Size, crc: h.CRC32C}, nil
+	return c, f, nil
+}
+
+// reader returns a reader of f, the open file of copy c, that checks its
+// size and CRC-32C against h's as it reaches the end.
+func (c *localCopy) reader(f *os.File, h checkpoint.StateHandle) io.ReadCloser {
+	return &stateReader{r: f, path: c.file, size: h.Size, crc: h.CRC32C}
 }
 
 // drop forgets the copy c of the state at handle path p and deletes it.
@@ -462,9 +470,21 @@ type LocalReader struct {
 	localBytes, remoteBytes, fallbacks atomic.Int64
 }
 
-// ReadState returns the state h points at, verified.
+// ReadState returns the state h points at, verified: its local copy if
+// it has one that verifies (read once, see LocalStore.ReadState), else
+// checkpoint storage's.
 func (r *LocalReader) ReadState(ctx context.Context, h checkpoint.StateHandle) ([]byte, error) {
-	return readAll(r.OpenState(ctx, h))
+	if h.Path != "" {
+		b, err := r.local.ReadState(ctx, h)
+		if err == nil {
+			r.localBytes.Add(int64(len(b)))
+			return b, nil
+		}
+		if err := r.fallback(ctx, h, err); err != nil {
+			return nil, err
+		}
+	}
+	return readAll(r.openRemote(ctx, h))
 }
 
 // OpenState opens the state h points at: its local copy if it has one
@@ -475,14 +495,29 @@ func (r *LocalReader) OpenState(ctx context.Context, h checkpoint.StateHandle) (
 		if err == nil {
 			return &countingReader{ReadCloser: rc, n: &r.localBytes}, nil
 		}
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		if !errors.Is(err, ErrNoLocalCopy) {
-			r.fallbacks.Add(1)
-			r.log.Warn("local copy of checkpoint state does not verify; reading checkpoint storage", "path", h.Path, "err", err)
+		if err := r.fallback(ctx, h, err); err != nil {
+			return nil, err
 		}
 	}
+	return r.openRemote(ctx, h)
+}
+
+// fallback decides, after the local copy of h failed with err, whether
+// to read checkpoint storage instead (it returns nil) or to give up (the
+// context's error).
+func (r *LocalReader) fallback(ctx context.Context, h checkpoint.StateHandle, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if !errors.Is(err, ErrNoLocalCopy) {
+		r.fallbacks.Add(1)
+		r.log.Warn("local copy of checkpoint state does not verify; reading checkpoint storage", "path", h.Path, "err", err)
+	}
+	return nil
+}
+
+// openRemote opens the state h points at in checkpoint storage.
+func (r *LocalReader) openRemote(ctx context.Context, h checkpoint.StateHandle) (io.ReadCloser, error) {
 	rc, err := r.remote.OpenState(ctx, h)
 	if err != nil || h.Path == "" {
 		return rc, err

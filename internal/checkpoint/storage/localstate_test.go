@@ -337,3 +337,35 @@ func TestLocalStoreLink(t *testing.T) {
 		t.Fatalf("remote reads %d, want 0", n)
 	}
 }
+
+// TestLocalOpenStateHoldsItsFile: the reader OpenState returns reads the
+// copy it verified, even when the copy is replaced on disk (renamed over,
+// as a damaged file would be) before the caller reads it.
+func TestLocalOpenStateHoldsItsFile(t *testing.T) {
+	be := memBackend(t)
+	s := be.open(t, InlineThreshold(0))
+	l := openLocal(t)
+	want := stateBytes(500, 3)
+	h := writeBoth(t, s, l, 2, "op-0-keyed", want)
+	rc, err := l.OpenState(context.Background(), h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	p := l.fileFor(h.Path)
+	bad := slices.Clone(want)
+	bad[len(bad)/2] ^= 0x10
+	if err := os.WriteFile(p+".damaged", bad, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(p+".damaged", p); err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(rc)
+	if err != nil {
+		t.Fatalf("reading the verified copy after it was replaced on disk: %v", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatal("the reader's bytes differ from the copy it verified")
+	}
+}
