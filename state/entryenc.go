@@ -66,7 +66,7 @@ func appendInt64Entries(dst []byte, m *omap[int64, int64]) []byte {
 		dst = binary.AppendVarint(append(dst, 0), e.mk)
 		dst[k] = byte(len(dst) - k - 1)
 		v := len(dst) + 1
-		dst = binary.AppendVarint(append(dst, 0, 0), e.s.v) // no namespace
+		dst = binary.AppendVarint(append(dst, 0, 0), e.v) // no namespace
 		dst[v] = byte(len(dst) - v - 1)
 	}
 	return dst

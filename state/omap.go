@@ -24,14 +24,24 @@ type omap[MK comparable, E any] struct {
 	shift uint8 // 32 - log2(len(es))
 }
 
-// oent is a slot: an entry and its inner hash with bit 0 set (0: the
-// slot is empty). The hash sits beside the key, so that a lookup in a
-// table too large for the CPU caches misses them once.
+// oent is a slot: an entry, the epoch it was last written in, and its
+// inner hash with bit 0 set (0: the slot is empty). The hash sits beside
+// the key, so that a lookup in a table too large for the CPU caches
+// misses them once; the hash and the epoch share a word, so that a
+// counter's slot (int64 key and value) is 24 bytes, which copying a
+// shard on write and encoding it in a snapshot move.
 type oent[MK comparable, E any] struct {
 	hv uint32
+	ep uint32 // see slot.ep; epochs end below maxEpoch
 	mk MK
-	s  slot[E]
+	v  E
 }
+
+// slot returns e's value and epoch.
+func (e *oent[MK, E]) slot() slot[E] { return slot[E]{e.v, uint64(e.ep)} }
+
+// setSlot stores s's value and epoch in e.
+func (e *oent[MK, E]) setSlot(s slot[E]) { e.v, e.ep = s.v, uint32(s.ep) }
 
 const minOmapLen = 8
 
@@ -97,7 +107,7 @@ func (m *omap[MK, E]) find(hv uint32, mk MK) int {
 
 func (m *omap[MK, E]) get(hv uint32, mk MK) (slot[E], bool) {
 	if p := m.find(hv, mk); p >= 0 {
-		return m.es[p].s, true
+		return m.es[p].slot(), true
 	}
 	return slot[E]{}, false
 }
@@ -105,7 +115,7 @@ func (m *omap[MK, E]) get(hv uint32, mk MK) (slot[E], bool) {
 // set stores s under mk and reports whether mk is new.
 func (m *omap[MK, E]) set(hv uint32, mk MK, s slot[E]) bool {
 	e, found := m.upsert(hv, mk)
-	e.s = s
+	e.setSlot(s)
 	return !found
 }
 
@@ -210,7 +220,7 @@ func (m *omap[MK, E]) clone() omap[MK, E] {
 func (m *omap[MK, E]) all() iter.Seq2[MK, slot[E]] {
 	return func(yield func(MK, slot[E]) bool) {
 		for i := range m.es {
-			if e := &m.es[i]; e.hv != 0 && !yield(e.mk, e.s) {
+			if e := &m.es[i]; e.hv != 0 && !yield(e.mk, e.slot()) {
 				return
 			}
 		}

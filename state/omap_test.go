@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"unsafe"
 )
 
 // TestOmapModel drives a shard table with seeded sets, overwrites and
@@ -149,4 +150,31 @@ func BenchmarkValueStateLarge(b *testing.B) {
 		v.Update(x + 1)
 		i++
 	}
+}
+
+// TestOmapSlotSize: a counter's slot (int64 key and value) is 24 bytes,
+// the inner hash and the epoch sharing a word.
+func TestOmapSlotSize(t *testing.T) {
+	if n := unsafe.Sizeof(oent[int64, int64]{}); n != 24 {
+		t.Fatalf("oent[int64, int64] is %d bytes, want 24", n)
+	}
+	if n := unsafe.Sizeof(oent[string, int64]{}); n != 32 {
+		t.Fatalf("oent[string, int64] is %d bytes, want 32", n)
+	}
+}
+
+// TestEpochsExhausted: the epoch that a slot's 32 bits cannot hold is
+// never reached silently.
+func TestEpochsExhausted(t *testing.T) {
+	e := newEpochs()
+	e.cur = maxEpoch - 1
+	if ep := e.begin(); ep != maxEpoch-1 {
+		t.Fatalf("epoch %d", ep)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("no panic at the last epoch")
+		}
+	}()
+	e.beginDelta()
 }

@@ -102,10 +102,24 @@ type epochs struct {
 
 func newEpochs() *epochs { return &epochs{cur: 1} }
 
-// begin starts a snapshot and returns its epoch.
-func (e *epochs) begin() uint64 {
+// maxEpoch bounds the epochs of a backend: a table's slots keep the epoch
+// they were written in in 32 bits. A backend reaches it after 2^32-1
+// snapshots, 136 years of one a second.
+const maxEpoch = math.MaxUint32
+
+// advance returns the current epoch and starts the next.
+func (e *epochs) advance() uint64 {
+	if e.cur == maxEpoch {
+		panic("state: a keyed backend took 2^32-1 snapshots; its epochs are exhausted")
+	}
 	ep := e.cur
 	e.cur++
+	return ep
+}
+
+// begin starts a snapshot and returns its epoch.
+func (e *epochs) begin() uint64 {
+	ep := e.advance()
 	e.pending = append(e.pending, ep)
 	e.maxPending, e.maxShards = ep, ep
 	return ep
@@ -114,8 +128,7 @@ func (e *epochs) begin() uint64 {
 // beginDelta starts a delta snapshot, which holds no shards, and returns
 // its epoch.
 func (e *epochs) beginDelta() uint64 {
-	ep := e.cur
-	e.cur++
+	ep := e.advance()
 	e.pending = append(e.pending, ep)
 	e.shardless = append(e.shardless, ep)
 	e.maxPending = ep
@@ -293,11 +306,11 @@ func (t *table[MK, E]) put(kg int, h uint32, s *shard[MK, E], hv uint32, mk MK, 
 	if t.ep.track {
 		// List mk if the shard lists this epoch's writes and mk is not
 		// listed yet (see Written keys above).
-		if base := t.writtenBase(s); t.ep.cur >= base && (!found || en.s.ep < base) {
+		if base := t.writtenBase(s); t.ep.cur >= base && (!found || uint64(en.ep) < base) {
 			t.noteWritten(s, mk)
 		}
 	}
-	en.s = slot[E]{e, t.ep.cur}
+	en.setSlot(slot[E]{e, t.ep.cur})
 	if !found && s.m.len() > s.limit {
 		t.split(kg, h, s)
 	}
