@@ -540,13 +540,17 @@ func (jm *JobMaster) Run(ctx context.Context) error {
 		jm.busy.Add(-done)
 		select {
 		case <-ctx.Done():
+		case <-jm.inbox.signal:
+		case <-jm.written.signal:
+		}
+		// A cancellation goes before any report: the subtasks run under
+		// ctx too, and their exits, posted as it ends, are not failures.
+		if ctx.Err() != nil {
 			jm.cancelAll(context.Cause(ctx))
 			jm.finishWrites()
 			jm.hist.set(StatusCanceled, jm.clock.Now())
 			jm.stopCoordinator()
 			return context.Cause(ctx)
-		case <-jm.inbox.signal:
-		case <-jm.written.signal:
 		}
 		mails := append(jm.written.take(), jm.inbox.take()...)
 		for _, f := range mails {
@@ -656,6 +660,14 @@ func (jm *JobMaster) taskExited(id checkpoint.TaskID, r *taskRun, err error) err
 	}
 	if jm.tasks[id] != r || r.canceled {
 		return nil // an earlier attempt, canceled on purpose
+	}
+	if jm.ctx.Err() != nil {
+		// The job is being canceled, and the subtask ended with it. A
+		// failover now would abort the checkpoints whose metadata is
+		// being written and delete them once written, though the
+		// cancellation lets those writes finish and keeps what they
+		// complete.
+		return nil
 	}
 	if jm.term != nil {
 		jm.terminated(id, err)

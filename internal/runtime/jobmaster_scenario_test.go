@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -41,14 +42,17 @@ import (
 //	end-of-data task= [attempt=]
 //	exit task= [err=] [permanent] [canceled] [attempt=]
 //	release id= [err=]
-//	cancel
+//	cancel [exits]
 //	status
 //
 // With storage=gated the checkpoint storage holds every write of a
 // checkpoint's metadata until release lets it complete (or fail with
 // err), so that a transcript shows what the job master does while a
 // store is slow; each command then waits only for what it caused besides
-// the held writes.
+// the held writes. A cancel with exits cancels Run's context from the job
+// master's own goroutine and reports every live subtask Exited with
+// context.Canceled right behind it, as a worker's subtasks, which run
+// under the job's context, do; it waits for nothing else.
 // An init ends the job master of the previous one. A report's attempt
 // defaults to the subtask's latest deployment. The fake's subtasks stop as
 // soon as they are canceled: each reports Exited with the cancel's cause.
@@ -457,8 +461,32 @@ func (h *jmHarness) run(t *testing.T, d *datadriven.TestData) string {
 			time.Sleep(100 * time.Microsecond)
 		}
 	case "cancel":
-		h.cancel()
-		h.wait(t, d)
+		if !d.HasArg("exits") {
+			h.cancel()
+			h.wait(t, d)
+			break
+		}
+		// As a worker's subtasks do, which run under the job's context:
+		// they end with it, and their exits are posted behind the
+		// cancellation, before the job master has seen it. The job
+		// master may be held by a metadata write (storage=gated), so
+		// nothing is awaited but the posting.
+		posted := make(chan struct{})
+		h.jm.post(func() error {
+			h.cancel()
+			h.exec.mu.Lock()
+			refs := slices.Collect(maps.Keys(h.exec.live))
+			clear(h.exec.live)
+			h.exec.mu.Unlock()
+			slices.SortFunc(refs, func(a, b TaskRef) int { return strings.Compare(a.ID.String(), b.ID.String()) })
+			for _, ref := range refs {
+				h.jm.Exited(ref, context.Canceled)
+			}
+			close(posted)
+			return nil
+		})
+		<-posted
+		return "(nothing)"
 	case "status":
 		h.settle(t, d)
 		return h.status(t, d)
