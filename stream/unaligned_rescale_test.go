@@ -26,7 +26,9 @@ import (
 // group on the hash exchange, by old subtask on the rebalance — and the
 // sink's committed output must hold every record's sum exactly once.
 func TestUnalignedCheckpointRescales(t *testing.T) {
-	const partitions, perPartition = 2, 3000
+	// Enough records that the first job, at its cost per record, runs for
+	// seconds: it must not end before such a checkpoint is taken.
+	const partitions, perPartition = 2, 20000
 	for _, seed := range diffSeedList(3) {
 		r := rand.New(rand.NewPCG(seed, 91))
 		parallelism := []int{1, 3, 4}[r.IntN(3)]
@@ -116,7 +118,7 @@ func TestUnalignedCheckpointWithBroadcastInFlight(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		src, _ := datagen.New(gen, datagen.Partitions(2), datagen.Count(3000), datagen.BatchSize(16))
+		src, _ := datagen.New(gen, datagen.Partitions(2), datagen.Count(20000), datagen.BatchSize(16))
 		in := stream.FromSource(env, src, "numbers", stream.NoWatermarks[rec]())
 		slow := stream.Map(stream.Broadcast(in), slowPass(cost), stream.Uid("slow"), stream.DisableChaining())
 		stream.SinkTo(slow, sink, stream.Uid("sink"))
