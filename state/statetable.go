@@ -181,7 +181,14 @@ func (s *stateTable[MK, E]) capture(now int64) stateView {
 	v := &tableView[MK, E]{shards: shards, start: start, appendEntry: s.appendEntry, appendEntries: s.appendEntries, appendKey: s.appendKey, kg: -1}
 	if s.ttl != nil {
 		v.prune, v.cutoff = s.ttl.prune, now-s.ttl.ttl
+		return v
 	}
+	// Claimed shards (claim.go): their counts are taken now, as the owner
+	// may modify a shard in place once it is encoded.
+	v.t = s.table
+	v.claims = make([]shardClaim[MK, E], len(shards))
+	v.lens = make([]int, len(start)-1)
+	s.table.attachClaims(shards, start, v.claims, v.lens, &claimSet[MK, E]{encode: v.encode, ownerEncodes: v.appendEntries != nil})
 	return v
 }
 
@@ -259,12 +266,34 @@ type tableView[MK comparable, E any] struct {
 	cutoff int64
 	kg, n  int
 	buf    []byte
+
+	// Without prune, the shards' claims (claim.go), and the number of
+	// entries per key group when the snapshot was taken; err is the
+	// first error writing them.
+	t      *table[MK, E]
+	claims []shardClaim[MK, E]
+	lens   []int
+	err    error
+}
+
+// encode appends every entry of m.
+func (v *tableView[MK, E]) encode(dst []byte, m *omap[MK, E]) []byte {
+	if v.appendEntries != nil {
+		return v.appendEntries(dst, m)
+	}
+	for mk, e := range m.all() {
+		dst = v.appendEntry(dst, mk, e.v)
+	}
+	return dst
 }
 
 func (v *tableView[MK, E]) groupLen(kgIdx int) int {
 	if v.prune != nil {
 		v.fill(kgIdx)
 		return v.n
+	}
+	if v.lens != nil {
+		return v.lens[kgIdx]
 	}
 	n := 0
 	for _, s := range v.shards[v.start[kgIdx]:v.start[kgIdx+1]] {
@@ -280,16 +309,30 @@ func (v *tableView[MK, E]) appendGroup(dst []byte, kgIdx int) []byte {
 		}
 		return append(dst, v.buf...)
 	}
+	if v.claims != nil {
+		var err error
+		for i := v.start[kgIdx]; i < v.start[kgIdx+1]; i++ {
+			if dst, err = writeClaimed(dst, v.shards[i], &v.claims[i]); err != nil {
+				v.err = err
+				return dst
+			}
+		}
+		return dst
+	}
 	for _, s := range v.shards[v.start[kgIdx]:v.start[kgIdx+1]] {
-		if v.appendEntries != nil {
-			dst = v.appendEntries(dst, &s.m)
-			continue
-		}
-		for mk, e := range s.m.all() {
-			dst = v.appendEntry(dst, mk, e.v)
-		}
+		dst = v.encode(dst, &s.m)
 	}
 	return dst
+}
+
+// failure returns the first error writing the snapshot's claimed shards.
+func (v *tableView[MK, E]) failure() error { return v.err }
+
+// release ends the snapshot's claims, on the owner's goroutine.
+func (v *tableView[MK, E]) release() {
+	if v.claims != nil {
+		v.t.detachClaims(v.shards, v.claims)
+	}
 }
 
 // fill encodes the live entries of key group kgIdx. It runs on the

@@ -162,7 +162,11 @@ func (e *epochs) end(ep uint64) bool {
 func (e *epochs) shared(ep uint64) bool { return ep <= e.maxPending }
 
 type shard[MK comparable, E any] struct {
-	m     omap[MK, E]
+	m omap[MK, E]
+	// claim is the claim of the one pending full snapshot that holds
+	// the shard, or its table's contested claim (see claim.go). It
+	// shares m's cache line: a snapshot sets it and reads m's length.
+	claim *shardClaim[MK, E]
 	epoch uint64
 	mod   uint64 // the epoch in which the shard was last made writable
 	depth uint8  // local depth: the shard holds the keys whose hash starts with a depth-bit prefix
@@ -226,6 +230,8 @@ type table[MK comparable, E any] struct {
 	// (namespaced state: the entries of a key share its hash).
 	nsHash    func(MK) uint32
 	shardSize int
+	// contest is the claim of shards several pending snapshots hold.
+	contest *shardClaim[MK, E]
 }
 
 func newTable[MK comparable, E any](ep *epochs, groups, shardSize int, hash, nsHash func(MK) uint32) *table[MK, E] {
@@ -271,6 +277,11 @@ func (t *table[MK, E]) writable(kg int, h uint32) *shard[MK, E] {
 	s := g.dir[h>>g.shift]
 	if s.epoch > t.ep.maxShards {
 		s.mod = t.ep.cur
+		return s
+	}
+	if s.claim != nil && t.take(s) {
+		// The snapshot that holds s reads it no more (claim.go).
+		s.epoch, s.mod = t.ep.cur, t.ep.cur
 		return s
 	}
 	return t.copyShard(g, h, s)
