@@ -38,9 +38,9 @@ import (
 // long as the owner has modified no shard the first write encoded (one it
 // has, in place, fails the second write).
 //
-// States whose snapshots leave expired values out (TTL) and the writer's
-// prune are left to copy-on-write: their snapshot's entries are chosen at
-// write time.
+// States with a time to live whose snapshots leave expired values out
+// take no claims and stay with copy-on-write: the writer chooses their
+// snapshot's entries as it writes them.
 
 // Claim states.
 const (

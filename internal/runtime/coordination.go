@@ -246,11 +246,12 @@ func (jm *JobMaster) perform(ctx context.Context, out []coordinator.Output) erro
 	return nil
 }
 
-// finishWrites lets a canceled job's metadata writes in flight finish, and
-// records those that completed, so that what the job reports as its
-// latest checkpoint is what its storage holds (a resume takes the newest
-// _metadata it finds); the retention discards they cause run too. The
-// subtasks are gone: no notification goes out.
+// finishWrites lets a canceled job's metadata writes in flight end (under
+// the job's canceled context, one not yet done fails) and records those
+// that completed, so that what the job reports as its latest checkpoint
+// is what its storage holds (a resume takes the newest _metadata it
+// finds); the retention discards they cause run too. The subtasks are
+// gone: no notification goes out.
 func (jm *JobMaster) finishWrites() {
 	jm.stopping = true
 	jm.store.stop()
