@@ -267,9 +267,9 @@ type tableView[MK comparable, E any] struct {
 	kg, n  int
 	buf    []byte
 
-	// Without prune, the shards' claims (claim.go), and the number of
-	// entries per key group when the snapshot was taken; err is the
-	// first error writing them.
+	// Without prune (always then), the shards' claims (claim.go), and
+	// the number of entries per key group when the snapshot was taken;
+	// err is the first error writing them.
 	t      *table[MK, E]
 	claims []shardClaim[MK, E]
 	lens   []int
@@ -292,14 +292,7 @@ func (v *tableView[MK, E]) groupLen(kgIdx int) int {
 		v.fill(kgIdx)
 		return v.n
 	}
-	if v.lens != nil {
-		return v.lens[kgIdx]
-	}
-	n := 0
-	for _, s := range v.shards[v.start[kgIdx]:v.start[kgIdx+1]] {
-		n += s.m.len()
-	}
-	return n
+	return v.lens[kgIdx]
 }
 
 func (v *tableView[MK, E]) appendGroup(dst []byte, kgIdx int) []byte {
@@ -309,18 +302,12 @@ func (v *tableView[MK, E]) appendGroup(dst []byte, kgIdx int) []byte {
 		}
 		return append(dst, v.buf...)
 	}
-	if v.claims != nil {
-		var err error
-		for i := v.start[kgIdx]; i < v.start[kgIdx+1]; i++ {
-			if dst, err = writeClaimed(dst, v.shards[i], &v.claims[i]); err != nil {
-				v.err = err
-				return dst
-			}
+	var err error
+	for i := v.start[kgIdx]; i < v.start[kgIdx+1]; i++ {
+		if dst, err = writeClaimed(dst, v.shards[i], &v.claims[i]); err != nil {
+			v.err = err
+			return dst
 		}
-		return dst
-	}
-	for _, s := range v.shards[v.start[kgIdx]:v.start[kgIdx+1]] {
-		dst = v.encode(dst, &s.m)
 	}
 	return dst
 }
