@@ -53,7 +53,8 @@ parallelism, checkpoint interval and --backend on both sides
 with incremental checkpoints, each compared with weir). Per query it
 first runs each side once writing its rows to files and compares the
 final content of the query's table (for an updating query, once every
-update and retraction applied): a difference is reported, not hidden.
+update and retraction applied): a difference is reported (and written
+with --write), and the command then fails.
 The timed runs write to a sink that discards the rows (Flink: blackhole).
 It prints per side events/s and events per CPU-second of processing (the
 run less the side's start-up: a run over no events), CPU-seconds and peak

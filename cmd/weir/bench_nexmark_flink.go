@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -132,15 +133,22 @@ func runNexmarkVsFlink(cmd *cobra.Command, c bench.NexmarkConfig, v vsFlinkFlags
 			differ = append(differ, r.Query)
 		}
 	}
+	var mismatch error
 	if len(differ) > 0 {
 		fmt.Fprintf(out, "results differ on %s (see above)\n", strings.Join(differ, ", "))
+		mismatch = fmt.Errorf("weir's and Flink's results differ on %s", strings.Join(differ, ", "))
 	} else {
 		fmt.Fprintf(out, "results equal on every query compared\n")
 	}
-	if v.write == "" {
-		return nil
+	// A report is written even when results differ (it shows where), but
+	// the command then fails: figures of runs that disagree are no
+	// comparison.
+	if v.write != "" {
+		if err := writeNexmarkReport(cmd, cfg, v, results, printed.String(), start, loadBefore, loadAfter); err != nil {
+			return errors.Join(mismatch, err)
+		}
 	}
-	return writeNexmarkReport(cmd, cfg, v, results, printed.String(), start, loadBefore, loadAfter)
+	return mismatch
 }
 
 // writeNexmarkReport writes the Nexmark section of v.write and its charts.
