@@ -68,6 +68,7 @@ func TestDefaults(t *testing.T) {
 		KeyPebbleMemory:           "64 mb",
 		KeyTimerService:           "ROCKSDB",
 		KeyStateRecoveryClaimMode: "NO_CLAIM",
+		KeySavepointFormat:        "CANONICAL",
 
 		KeyRocksDBMemoryFixedPerSlot: "",
 		KeyRocksDBMemoryManaged:      "true",
@@ -152,6 +153,7 @@ func TestDefaultViews(t *testing.T) {
 		ExternalizedRetention: NoExternalizedCheckpoints,
 		CreateSubdir:          true,
 		ClaimMode:             NoClaim,
+		SavepointFormat:       SavepointCanonical,
 		InlineThreshold:       20 << 10,
 	}
 	if !reflect.DeepEqual(cp, wantCP) {
@@ -257,6 +259,7 @@ func TestSetCanonicalForm(t *testing.T) {
 		{KeyTimerService, "heap", "HEAP"},
 		{KeyStateRecoveryClaimMode, "no-claim", "NO_CLAIM"},
 		{KeyStateRecoveryClaimMode, "claim", "CLAIM"},
+		{KeySavepointFormat, "native", "NATIVE"},
 		{KeyCheckpointingDir, "  s3://bucket/chk ", "s3://bucket/chk"},
 		{KeyRESTPort, "0", "0"},
 	}
@@ -293,6 +296,7 @@ func TestSetInvalidValue(t *testing.T) {
 		{KeyPebbleMemory, "1 mb", []string{"from 4 mb"}},
 		{KeyTimerService, "memory", []string{"ROCKSDB", "HEAP"}},
 		{KeyStateRecoveryClaimMode, "LEGACY", []string{KeyStateRecoveryClaimMode, "NO_CLAIM, CLAIM"}},
+		{KeySavepointFormat, "SST", []string{KeySavepointFormat, "CANONICAL, NATIVE"}},
 		{KeyMetricsPrometheusNames, "prometheus", []string{KeyMetricsPrometheusNames, "one of weir, flink"}},
 		{KeyCheckpointingIncremental, "yes", []string{"true or false"}},
 		{KeyCheckpointingUnaligned, "maybe", []string{"true or false"}},

@@ -60,6 +60,17 @@ const (
 	Claim ClaimMode = "CLAIM"
 )
 
+// SavepointFormat is the value of [KeySavepointFormat].
+type SavepointFormat string
+
+// Savepoint formats (Flink's SavepointFormatType).
+const (
+	// SavepointCanonical is weir's backend-independent format. The default.
+	SavepointCanonical SavepointFormat = "CANONICAL"
+	// SavepointNative is the state backend's own format.
+	SavepointNative SavepointFormat = "NATIVE"
+)
+
 // RestartStrategy is the value of [KeyRestartStrategy].
 type RestartStrategy string
 
@@ -161,6 +172,10 @@ var (
 		{name: string(BackendPebble)},
 		{name: string(BackendRocksDB)},
 		{name: string(BackendForSt)},
+	}
+	savepointFormats = []enumValue{
+		{name: string(SavepointCanonical)},
+		{name: string(SavepointNative)},
 	}
 	claimModes = []enumValue{
 		{name: string(NoClaim), aliases: []string{"no-claim"}},

@@ -114,6 +114,15 @@ const (
 	// --claimMode; replaces execution.savepoint-restore-mode.
 	KeyStateRecoveryClaimMode = "execution.state-recovery.claim-mode"
 
+	// KeySavepointFormat is the format of a job's savepoints when the
+	// request names none (weir savepoint and weir stop without --type, a
+	// REST request without formatType): CANONICAL, the default, restores
+	// into either state backend at any parallelism; NATIVE is the state
+	// backend's own (with pebble/rocksdb, its store's files: quicker to take
+	// and to restore into the same backend). The heap backend writes the
+	// canonical format for either.
+	KeySavepointFormat = "execution.savepoint.format"
+
 	// KeyCheckpointingLocalBackup makes every subtask keep, on its task
 	// manager's disk, a copy of the state files it writes for a checkpoint
 	// (Flink's task-local state). Unset, it follows

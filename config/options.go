@@ -290,6 +290,8 @@ var optionTable = []option{
 	{key: KeyStateRecoveryClaimMode, kind: KindEnum, def: "NO_CLAIM", values: claimModes,
 		deprecated: []string{"execution.savepoint-restore-mode"},
 		desc:       "Who owns the checkpoint a job resumes from: NO_CLAIM leaves it alone; CLAIM makes a retained checkpoint the job's, deleted once subsumed (not a savepoint)."},
+	{key: KeySavepointFormat, kind: KindEnum, def: "CANONICAL", values: savepointFormats,
+		desc: "Format of a savepoint whose request names none: CANONICAL restores into either backend; NATIVE is the backend's own (pebble/rocksdb: its store's files)."},
 	{key: KeyStateRecoveryIgnoreUnclaimedState, kind: KindBool, def: "false",
 		deprecated: []string{"execution.savepoint.ignore-unclaimed-state"},
 		desc:       "Resume from a checkpoint or savepoint that holds state for operators the job no longer has, dropping that state."},

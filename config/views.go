@@ -66,6 +66,9 @@ type Checkpointing struct {
 	// ClaimMode says whether the job owns the checkpoint it resumes from.
 	// Default: NoClaim.
 	ClaimMode ClaimMode
+	// SavepointFormat is the format of a savepoint whose request names
+	// none. Default: SavepointCanonical.
+	SavepointFormat SavepointFormat
 	// InlineThreshold is the size in bytes below which state is kept
 	// inside _metadata. Default: 20 KiB.
 	InlineThreshold int64
@@ -109,6 +112,7 @@ func (c *Configuration) Checkpointing() (Checkpointing, error) {
 		AllowDuplicateOutput:  c.Bool(KeyStateRecoveryAllowDuplicateOutput),
 		IgnoreUnclaimedState:  c.Bool(KeyStateRecoveryIgnoreUnclaimedState),
 		ClaimMode:             ClaimMode(c.String(KeyStateRecoveryClaimMode)),
+		SavepointFormat:       SavepointFormat(c.String(KeySavepointFormat)),
 		InlineThreshold:       c.MemorySize(KeyCheckpointingInlineThreshold),
 		FromLocal:             c.Bool(KeyStateRecoveryFromLocal),
 		LocalBackupDirs:       splitDirs(c.String(KeyCheckpointingLocalBackupDirs)),

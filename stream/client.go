@@ -47,7 +47,7 @@ func (c *JobClient) TriggerSavepoint(ctx context.Context, dir string, opts ...Sa
 // SavepointOption configures a savepoint.
 type SavepointOption func(*savepointOptions)
 
-type savepointOptions struct{ native bool }
+type savepointOptions struct{ format checkpoint.SavepointFormat }
 
 // NativeFormat takes the savepoint in the state backends' own format
 // (Flink's NATIVE savepoint format type) rather than the canonical one:
@@ -55,17 +55,25 @@ type savepointOptions struct{ native bool }
 // keyed subtask's store, quick to take and to restore into that backend.
 // A native savepoint is self-contained, like any savepoint, and restores
 // into the other backend too.
-func NativeFormat() SavepointOption { return func(o *savepointOptions) { o.native = true } }
+func NativeFormat() SavepointOption {
+	return func(o *savepointOptions) { o.format = checkpoint.FormatNative }
+}
 
+// CanonicalFormat takes the savepoint in weir's backend-independent
+// format, which restores into either state backend, whatever the job's
+// execution.savepoint.format says.
+func CanonicalFormat() SavepointOption {
+	return func(o *savepointOptions) { o.format = checkpoint.FormatCanonical }
+}
+
+// savepointFormat returns the format opts ask for; without one, the
+// job's execution.savepoint.format (CANONICAL unless set).
 func savepointFormat(opts []SavepointOption) checkpoint.SavepointFormat {
-	var o savepointOptions
+	o := savepointOptions{format: checkpoint.FormatDefault}
 	for _, f := range opts {
 		f(&o)
 	}
-	if o.native {
-		return checkpoint.FormatNative
-	}
-	return checkpoint.FormatCanonical
+	return o.format
 }
 
 // StopWithSavepoint stops the job with a savepoint, as Flink's stop does:

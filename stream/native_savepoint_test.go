@@ -85,6 +85,17 @@ func stopNative(t *testing.T, job *stream.JobClient) string {
 	if err := job.Wait(); err != nil {
 		t.Fatalf("the stopped job ended with %v", err)
 	}
+	if files := storeFiles(t, path, "sum"); files == 0 {
+		t.Fatal("the native savepoint's keyed state holds no file of a store")
+	}
+	return path
+}
+
+// storeFiles returns how many of the keyed state handles of operator uid
+// in the savepoint at path are a store's files, and fails t if any lies
+// outside the savepoint's directory.
+func storeFiles(t *testing.T, path, uid string) int {
+	t.Helper()
 	st, err := storage.Open(context.Background(), filepath.Dir(path), "unused")
 	if err != nil {
 		t.Fatal(err)
@@ -94,9 +105,9 @@ func stopNative(t *testing.T, job *stream.JobClient) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	op, ok := md.Operator("sum")
+	op, ok := md.Operator(uid)
 	if !ok {
-		t.Fatal("the savepoint has no state of sum")
+		t.Fatalf("the savepoint has no state of %s", uid)
 	}
 	files := 0
 	for i, sub := range op.Subtasks {
@@ -109,8 +120,58 @@ func stopNative(t *testing.T, job *stream.JobClient) string {
 			}
 		}
 	}
-	if files == 0 {
-		t.Fatalf("the native savepoint's keyed state holds no file of a store: %+v", op.Subtasks)
+	return files
+}
+
+// TestSavepointFormatConfig: execution.savepoint.format is the format of
+// a savepoint whose request names none, and a request naming one
+// overrides it.
+func TestSavepointFormatConfig(t *testing.T) {
+	for _, tc := range []struct {
+		conf   string
+		opts   []stream.SavepointOption
+		native bool
+	}{
+		{"execution.savepoint.format=NATIVE", nil, true},
+		{"execution.savepoint.format=native", []stream.SavepointOption{stream.CanonicalFormat()}, false},
+		{"execution.savepoint.format=CANONICAL", nil, false},
+		{"execution.savepoint.format=CANONICAL", []stream.SavepointOption{stream.NativeFormat()}, true},
+	} {
+		t.Run(fmt.Sprintf("%s,%d options", tc.conf, len(tc.opts)), func(t *testing.T) {
+			env, err := stream.NewEnvironment(stream.WithConfig(mustConfig(t, "execution.checkpointing.interval=10 ms",
+				"execution.checkpointing.dir="+t.TempDir(), "state.backend.type=rocksdb", "parallelism.default=2", tc.conf)), stream.WithLogger(quiet))
+			if err != nil {
+				t.Fatal(err)
+			}
+			gen := func(p int, seq int64) rec { return rec{Key: fmt.Sprintf("k%d", seq%100), Value: 1, P: p, Seq: seq} }
+			src, _ := datagen.New(gen, datagen.Partitions(2), datagen.BatchSize(10), datagen.RatePerSecond(2000))
+			in := stream.FromSource(env, src, "numbers", stream.NoWatermarks[rec]())
+			sums := stream.Process(stream.KeyBy(in, func(r rec) string { return r.Key }), stream.KeyedProcessFunction[string, rec, KeyedSum](&runningSum{}), stream.Uid("sum"))
+			stream.SinkTo(sums, streamtest.NewCollector[KeyedSum](true), stream.Uid("sink"))
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			job, err := env.ExecuteAsync(ctx, "format")
+			if err != nil {
+				t.Fatal(err)
+			}
+			tick := time.NewTicker(time.Millisecond)
+			for job.Metrics().RecordsIn < 200 {
+				select {
+				case <-job.Done():
+					t.Fatalf("the job ended before the savepoint: %v", job.Wait())
+				case <-tick.C:
+				}
+			}
+			tick.Stop()
+			path, err := job.TriggerSavepoint(context.Background(), t.TempDir(), tc.opts...)
+			cancel()
+			<-job.Done()
+			if err != nil {
+				t.Fatalf("savepoint: %v", err)
+			}
+			if files := storeFiles(t, path, "sum"); (files > 0) != tc.native {
+				t.Fatalf("the savepoint's keyed state holds %d files of a store; want native %v", files, tc.native)
+			}
+		})
 	}
-	return path
 }

@@ -53,20 +53,28 @@ const (
 	// to restore into the same backend; it still restores into the other,
 	// more slowly. The heap backend writes the canonical format for it.
 	FormatNative
+	// FormatDefault is the job's: its execution.savepoint.format.
+	FormatDefault
 )
 
+// String returns CANONICAL, NATIVE, or "" for FormatDefault.
 func (f SavepointFormat) String() string {
-	if f == FormatNative {
+	switch f {
+	case FormatNative:
 		return "NATIVE"
+	case FormatDefault:
+		return ""
 	}
 	return "CANONICAL"
 }
 
 // ParseSavepointFormat parses CANONICAL or NATIVE, in any case; "" is
-// FormatCanonical.
+// FormatDefault.
 func ParseSavepointFormat(s string) (SavepointFormat, error) {
 	switch strings.ToUpper(s) {
-	case "", "CANONICAL":
+	case "":
+		return FormatDefault, nil
+	case "CANONICAL":
 		return FormatCanonical, nil
 	case "NATIVE":
 		return FormatNative, nil

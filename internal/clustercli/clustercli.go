@@ -636,14 +636,14 @@ func SavepointCommand() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVarP(&jmAddr, "jobmanager", "m", DefaultJobManager, "the job manager's address")
-	cmd.Flags().StringVarP(&format, "type", "t", "canonical", typeHelp)
+	cmd.Flags().StringVarP(&format, "type", "t", "", typeHelp)
 	f.Add(cmd)
 	return cmd
 }
 
 // typeHelp describes the --type flag of savepoint and stop.
 const typeHelp = "the savepoint's format: canonical (restores into either state backend) or native (the backend's own: " +
-	"with pebble/rocksdb, the store's files, quicker to take and restore)"
+	"with pebble/rocksdb, the store's files, quicker to take and restore); default: the job's execution.savepoint.format (canonical unless set)"
 
 // StopCommand returns the stop command.
 func StopCommand() *cobra.Command {
@@ -677,7 +677,7 @@ func StopCommand() *cobra.Command {
 	cmd.Flags().StringVarP(&jmAddr, "jobmanager", "m", DefaultJobManager, "the job manager's address")
 	cmd.Flags().StringVarP(&dir, "savepoint-path", "p", "", "the directory the savepoint goes under (default: execution.checkpointing.savepoint-dir)")
 	cmd.Flags().BoolVarP(&drain, "drain", "d", false, "end the job's event time before the savepoint, so that every timer and window fires (the savepoint is then for the record, not for resuming)")
-	cmd.Flags().StringVarP(&format, "type", "t", "canonical", typeHelp)
+	cmd.Flags().StringVarP(&format, "type", "t", "", typeHelp)
 	f.Add(cmd)
 	return cmd
 }

@@ -22,10 +22,11 @@ import (
 func checkpointing(ctx context.Context, j Job, cp config.Checkpointing) (*runtime.CheckpointingOptions, *runtime.Restore, func() error, error) {
 	var firstID int64 // the least id of the job's checkpoints, if above 0
 	opts := &runtime.CheckpointingOptions{
-		Mode:           cp.Mode,
-		Unaligned:      cp.Unaligned,
-		AlignedTimeout: cp.AlignedTimeout,
-		SavepointDir:   cp.SavepointDir,
+		Mode:            cp.Mode,
+		Unaligned:       cp.Unaligned,
+		AlignedTimeout:  cp.AlignedTimeout,
+		SavepointDir:    cp.SavepointDir,
+		SavepointFormat: savepointFormat(cp.SavepointFormat),
 		NewCoordinator: func(g *runtime.JobGraph, sources, all []checkpoint.TaskID) (*coordinator.Coordinator, error) {
 			c, err := runtime.NewCoordinator(cp, j.JobID, j.Config.Int(config.KeyCheckpointHistory), g, sources, all)
 			if err == nil && max(j.FirstCheckpointID, firstID) > 0 {
@@ -409,4 +410,13 @@ func InspectRestore(ctx context.Context, j Job, sinkUIDs ...string) (*RestoreInf
 		}
 	}
 	return info, nil
+}
+
+// savepointFormat returns the runtime's savepoint format for
+// execution.savepoint.format's value f.
+func savepointFormat(f config.SavepointFormat) checkpoint.SavepointFormat {
+	if f == config.SavepointNative {
+		return checkpoint.FormatNative
+	}
+	return checkpoint.FormatCanonical
 }

@@ -82,6 +82,10 @@ type CheckpointingOptions struct {
 	// SavepointDir is where a savepoint goes when TriggerSavepoint names
 	// no directory ("": it must name one).
 	SavepointDir string
+	// SavepointFormat is the format of a savepoint asked for in
+	// checkpoint.FormatDefault (execution.savepoint.format); the zero
+	// value is FormatCanonical.
+	SavepointFormat checkpoint.SavepointFormat
 }
 
 // Restore is a completed checkpoint or savepoint to start from.

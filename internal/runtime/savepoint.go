@@ -84,6 +84,12 @@ func (jm *JobMaster) savepoint(ctx context.Context, dir string, stop, drain bool
 	if dir == "" {
 		dir = jm.opts.Checkpointing.SavepointDir
 	}
+	if format == checkpoint.FormatDefault {
+		format = jm.opts.Checkpointing.SavepointFormat
+		if format == checkpoint.FormatDefault { // no default of its own
+			format = checkpoint.FormatCanonical
+		}
+	}
 	if dir == "" {
 		return "", errors.New("no savepoint directory: name one, or set execution.checkpointing.savepoint-dir")
 	}
