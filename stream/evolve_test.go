@@ -1,6 +1,7 @@
 package stream_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -67,11 +68,34 @@ func TestStateSchemaEvolution(t *testing.T) {
 		{"state.backend.type=pebble"},
 		{"state.backend.type=rocksdb", "execution.checkpointing.incremental=true"},
 	} {
-		t.Run(strings.Join(backend, ","), func(t *testing.T) { testStateSchemaEvolution(t, backend) })
+		t.Run(strings.Join(backend, ","), func(t *testing.T) { testStateSchemaEvolution(t, backend, backend, nil) })
 	}
 }
 
-func testStateSchemaEvolution(t *testing.T, backend []string) {
+// TestStateSchemaEvolutionThroughSavepoints is TestStateSchemaEvolution
+// with the first version stopped with a savepoint, which the next versions
+// resume: a canonical one taken on the heap backend and resumed on pebble
+// (a new version of the code and a new backend at once), and a native one
+// of rocksdb with incremental checkpoints.
+func TestStateSchemaEvolutionThroughSavepoints(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		first, next []string
+		format      stream.SavepointOption
+	}{
+		{"canonical,hashmap-to-pebble", []string{"state.backend.type=hashmap"}, []string{"state.backend.type=pebble"}, stream.CanonicalFormat()},
+		{"native,rocksdb", []string{"state.backend.type=rocksdb", "execution.checkpointing.incremental=true"},
+			[]string{"state.backend.type=rocksdb", "execution.checkpointing.incremental=true"}, stream.NativeFormat()},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testStateSchemaEvolution(t, tc.first, tc.next, tc.format) })
+	}
+}
+
+// testStateSchemaEvolution runs the three versions, the first on backend
+// first, the others on next; with savepoint set, the first is stopped
+// with a savepoint in that format, which the others resume, else it is
+// canceled after checkpoints, and they resume its latest.
+func testStateSchemaEvolution(t *testing.T, first, next []string, savepoint stream.SavepointOption) {
 	const partitions, perPartition, keys = 2, 3000, 8
 	sink := streamtest.NewCollector[keyedCents](true)
 	job := func(fn stream.KeyedProcessFunction[int64, int64, keyedCents], paced bool) func(*stream.Environment) {
@@ -100,15 +124,40 @@ func testStateSchemaEvolution(t *testing.T, backend []string) {
 		s.Tenant, s.Cents, s.Count = key, s.Cents+v, s.Count+1
 		return s, s.Cents
 	}}
-	common := streamtest.Config(append([]string{"parallelism.default=2", "execution.checkpointing.interval=20 ms",
-		"restart-strategy.type=fixed-delay", "restart-strategy.fixed-delay.attempts=5", "restart-strategy.fixed-delay.delay=1 ms"}, backend...)...)
-	first := streamtest.Run(t, job(v1, true), common, streamtest.JobID("v1"), streamtest.UntilCheckpoints(3), streamtest.Timeout(time.Minute))
-	if !first.Canceled {
-		t.Fatalf("the first version finished before it was canceled: %v", first.Err)
+	common := []string{"parallelism.default=2", "execution.checkpointing.interval=20 ms",
+		"restart-strategy.type=fixed-delay", "restart-strategy.fixed-delay.attempts=5", "restart-strategy.fixed-delay.delay=1 ms"}
+	nextConf := streamtest.Config(append(common, next...)...)
+	var resume streamtest.RunOption
+	if savepoint == nil {
+		v1run := streamtest.Run(t, job(v1, true), streamtest.Config(append(common, first...)...), streamtest.JobID("v1"),
+			streamtest.UntilCheckpoints(3), streamtest.Timeout(time.Minute))
+		if !v1run.Canceled {
+			t.Fatalf("the first version finished before it was canceled: %v", v1run.Err)
+		}
+		resume = streamtest.ResumeFrom(v1run)
+	} else {
+		v1job := streamtest.Start(t, job(v1, true), streamtest.Config(append(common, first...)...), streamtest.JobID("v1"), streamtest.Timeout(time.Minute))
+		tick := time.NewTicker(time.Millisecond)
+		for v1job.Client.Metrics().RecordsIn < 1000 {
+			select {
+			case <-v1job.Client.Done():
+				t.Fatalf("the first version ended before its savepoint: %v", v1job.Wait().Err)
+			case <-tick.C:
+			}
+		}
+		tick.Stop()
+		path, err := v1job.Client.StopWithSavepoint(context.Background(), t.TempDir(), false, savepoint)
+		if err != nil {
+			t.Fatalf("stop with a savepoint: %v", err)
+		}
+		if res := v1job.Wait(); res.Err != nil {
+			t.Fatalf("the first version, stopped with a savepoint, ended with %v", res.Err)
+		}
+		resume = streamtest.Config("execution.state-recovery.path=" + path)
 	}
 
 	bad := &totalFn[tenantBad]{add: func(s tenantBad, _, _ int64) (tenantBad, int64) { return s, 0 }}
-	third := streamtest.Run(t, job(bad, false), common, streamtest.ResumeFrom(first), streamtest.JobID("bad"), streamtest.Timeout(time.Minute))
+	third := streamtest.Run(t, job(bad, false), nextConf, resume, streamtest.JobID("bad"), streamtest.Timeout(time.Minute))
 	if third.Err == nil {
 		t.Fatal("a version whose state changed a field's type restored")
 	}
@@ -124,12 +173,12 @@ func testStateSchemaEvolution(t *testing.T, backend []string) {
 		t.Errorf("the job restarted %d times on a permanent error", n)
 	}
 
-	second := streamtest.Run(t, job(v2, false), common, streamtest.ResumeFrom(first), streamtest.JobID("v2"), streamtest.Timeout(time.Minute))
+	second := streamtest.Run(t, job(v2, false), nextConf, resume, streamtest.JobID("v2"), streamtest.Timeout(time.Minute))
 	if second.Err != nil {
 		t.Fatal(second.Err)
 	}
 	if restored, _ := second.Events.Last(stream.EventRestored); restored.Checkpoint == 0 {
-		t.Fatal("the second version did not restore a checkpoint")
+		t.Fatal("the second version did not restore a checkpoint or savepoint")
 	}
 	// Oracle: the total of each key over all the input, and one output
 	// per record.
