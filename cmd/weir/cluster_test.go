@@ -829,19 +829,65 @@ func TestClusterStopWithSavepoint(t *testing.T) {
 
 // TestClusterRescaleThroughSavepoints stops GatewayMeter at parallelism 4
 // with a savepoint, resumes it at 2 and stops it again, then resumes it
-// at 8 until its input ends: key groups move between subtasks, the
+// at 8 until its input ends, on the heap backend with canonical
+// savepoints and on rocksdb (weir's embedded LSM store) with incremental
+// checkpoints and native savepoints. At each parallelism a task manager
+// running a subtask of the job is killed (SIGKILL) once a checkpoint has
+// completed, and a replacement started: the job restores that run's
+// checkpoint before it is stopped. Key groups move between subtasks, the
 // sources' splits are redistributed, and the file sink's transactions
-// pending in each savepoint are committed by the subtasks that now own
+// pending in each checkpoint are committed by the subtasks that now own
 // them. weir verify finds the outputs exact.
 func TestClusterRescaleThroughSavepoints(t *testing.T) {
 	skipClusterUnlessEnabled(t)
+	for _, tc := range []struct {
+		name           string
+		conf, stopArgs []string
+	}{
+		{"hashmap", nil, nil},
+		{"rocksdb-incremental-native", []string{"-D", "state.backend.type=rocksdb", "-D", "execution.checkpointing.incremental=true"},
+			[]string{"--type", "native"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testClusterRescale(t, tc.conf, tc.stopArgs) })
+	}
+}
+
+func testClusterRescale(t *testing.T, conf, stopArgs []string) {
 	c := startCluster(t, 4, "10 s") // 8 slots
-	j := c.submit(t)
+	// 75 lines a second per partition: about 20 s of input, so that each
+	// run checkpoints, fails, restores and checkpoints again before its
+	// stop.
+	j := c.submitNamed(t, "", append([]string{"--input-rate", "75"}, conf...)...)
 	spDir := filepath.Join(c.dir, "savepoints")
+	kills := 0
+	// fail kills a task manager that runs a subtask of the job once the
+	// run has completed a checkpoint, starts a replacement, and waits for
+	// a checkpoint of the restored job.
+	fail := func() {
+		t.Helper()
+		next := int64(1) // a resumed job's first checkpoint has a higher id
+		if s := j.checkpoints(t); s.Latest.Completed != nil {
+			next = s.Latest.Completed.ID + 1
+		}
+		j.waitCheckpoint(t, next)
+		// The job manager logs every restore, a resume's from its
+		// savepoint included.
+		logged := len(restoredRE.FindAllString(c.jm.output(), -1))
+		c.busyTaskManager(t, j).kill(t)
+		kills++
+		c.addTaskManager(t)
+		c.jm.waitLog(t, restoredRE, logged+1)
+		s := j.checkpoints(t)
+		if s.Latest.Restored == nil {
+			t.Fatal("the REST API reports no restored checkpoint after the kill")
+		}
+		j.waitCheckpoint(t, s.Latest.Restored.ID+1)
+	}
 	stop := func(parallelism int) string {
 		t.Helper()
-		j.waitCheckpoint(t, 1)
-		out, err := exec.Command(weirBinary(t), "stop", "-m", c.addr, "--savepoint-path", spDir, j.id).CombinedOutput()
+		fail()
+		args := append([]string{"stop", "-m", c.addr, "--savepoint-path", spDir}, stopArgs...)
+		out, err := exec.Command(weirBinary(t), append(args, j.id)...).CombinedOutput()
 		if err != nil {
 			t.Fatalf("weir stop at parallelism %d: %v\n%s", parallelism, err, out)
 		}
@@ -849,43 +895,96 @@ func TestClusterRescaleThroughSavepoints(t *testing.T) {
 		if m == nil {
 			t.Fatalf("weir stop printed no savepoint:\n%s", out)
 		}
-		j.waitFinished(t)
+		if st := j.waitFinished(t); st.Restarts < 1 {
+			t.Fatalf("the job at parallelism %d restarted %d times, want at least 1", parallelism, st.Restarts)
+		}
 		return string(m[1])
 	}
 	// runsAt requires the job's widest vertex to run at parallelism p.
 	runsAt := func(p int) {
 		t.Helper()
-		resp, err := http.Get("http://" + j.rest + "/jobs/" + j.id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var job struct {
-			Vertices []struct {
-				Name        string `json:"name"`
-				Parallelism int    `json:"parallelism"`
-			} `json:"vertices"`
-		}
-		if err := json.NewDecoder(resp.Body).Decode(&job); err != nil {
-			t.Fatal(err)
-		}
 		widest := 0
-		for _, v := range job.Vertices {
+		for _, v := range j.vertices(t) {
 			widest = max(widest, v.Parallelism)
 		}
 		if widest != p {
-			t.Fatalf("the job runs its vertices at %+v, want parallelism %d", job.Vertices, p)
+			t.Fatalf("the job runs its vertices at %+v, want parallelism %d", j.vertices(t), p)
 		}
 	}
 	runsAt(4)
 	sp := stop(4)
-	c.run(t, j, "--from", sp, "-D", "parallelism.default=2")
+	c.run(t, j, append([]string{"--from", sp, "-D", "parallelism.default=2", "--input-rate", "75"}, conf...)...)
 	runsAt(2)
 	sp = stop(2)
-	c.run(t, j, "--from", sp, "-D", "parallelism.default=8")
+	c.run(t, j, append([]string{"--from", sp, "-D", "parallelism.default=8", "--input-rate", "75"}, conf...)...)
 	runsAt(8)
-	j.finish(t)
-	t.Log("rescaled 4 → 2 → 8 through stop-with-savepoint; outputs verified")
+	fail()
+	st := j.finish(t)
+	if st.Restarts < 1 {
+		t.Fatalf("the job at parallelism 8 restarted %d times, want at least 1", st.Restarts)
+	}
+	t.Logf("rescaled 4 → 2 → 8 through stop-with-savepoint, %d task managers killed on the way; outputs verified", kills)
+}
+
+// vertex is a job's vertex as GET /jobs/:jobid lists it.
+type vertex struct {
+	ID          string `json:"id"`
+	Name        string `json:"name"`
+	Parallelism int    `json:"parallelism"`
+}
+
+// vertices returns the job's vertices from the REST API.
+func (j *job) vertices(t *testing.T) []vertex {
+	t.Helper()
+	var job struct {
+		Vertices []vertex `json:"vertices"`
+	}
+	getJSON(t, "http://"+j.rest+"/jobs/"+j.id, &job)
+	return job.Vertices
+}
+
+// busyTaskManager returns a live task manager that runs a subtask of j,
+// as the REST API's vertex details say.
+func (c *testCluster) busyTaskManager(t *testing.T, j *job) *proc {
+	t.Helper()
+	for _, v := range j.vertices(t) {
+		var tms struct {
+			TaskManagers []struct {
+				ID string `json:"taskmanager-id"`
+			} `json:"taskmanagers"`
+		}
+		getJSON(t, "http://"+j.rest+"/jobs/"+j.id+"/vertices/"+v.ID+"/taskmanagers", &tms)
+		for _, tm := range tms.TaskManagers {
+			for i, p := range c.tms {
+				select {
+				case <-p.done:
+					continue // killed
+				default:
+				}
+				if tm.ID == fmt.Sprintf("tm-%02d", i+1) {
+					return p
+				}
+			}
+		}
+	}
+	t.Fatalf("no live task manager runs a subtask of job %s", j.id)
+	return nil
+}
+
+// getJSON decodes the JSON body of a GET of url into v.
+func getJSON(t *testing.T, url string, v any) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s", url, resp.Status)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
 }
 
 // TestClusterKillTaskManagerInEveryAlignment is
