@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -21,7 +22,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
+	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/checkpoint/coordinator"
+	"github.com/weirstream/weir/internal/checkpoint/storage"
 	"github.com/weirstream/weir/internal/cluster"
 	"github.com/weirstream/weir/internal/clustercli"
 	"github.com/weirstream/weir/internal/kafkatest"
@@ -1036,6 +1039,126 @@ func TestClusterKillTaskManagerInEveryAlignment(t *testing.T) {
 			t.Logf("%s: restored from checkpoints %v; %d unaligned checkpoints persisted %d bytes in flight; outputs verified", mode.name, ids, unaligned, persisted)
 		})
 	}
+}
+
+var hungKeyedRE = regexp.MustCompile(`writing the keyed state file (\S+); the write hangs`)
+
+// TestClusterKillTaskManagerUploadingKeyedState SIGKILLs a task manager in
+// the middle of an incremental checkpoint's upload of its keyed state:
+// rocksdb (weir's embedded LSM store) with incremental checkpoints, each
+// checkpoint writing its stores' new files. The moment is the task
+// managers' fault hook (--hang-writing-keyed-file 2): the first write of
+// a store's file once a task manager writes state of checkpoint 2 or a
+// later one says so and never finishes, so the kill finds that upload
+// under way, with a subtask's keyed state blob written before it. The job
+// restores an earlier completed checkpoint on a replacement, weir verify
+// finds the outputs exact, and the job's checkpoint directory holds no
+// file that its retained checkpoints do not name: what the killed upload
+// wrote is gone with the checkpoint it belonged to.
+func TestClusterKillTaskManagerUploadingKeyedState(t *testing.T) {
+	skipClusterUnlessEnabled(t)
+	c := startClusterWith(t, "127.0.0.1:0", 2, "10 s", "--hang-writing-keyed-file", "2")
+	// No state inline in _metadata: every store file is uploaded.
+	j := c.submitNamed(t, "", "-D", "execution.checkpointing.interval=200 ms", "-D", "state.backend.type=rocksdb",
+		"-D", "execution.checkpointing.incremental=true", "-D", "execution.checkpointing.data-inline-threshold=0", "--input-rate", "300")
+	var victim *proc
+	for deadline := time.Now().Add(60 * time.Second); victim == nil; time.Sleep(20 * time.Millisecond) {
+		for _, p := range c.tms {
+			if m := hungKeyedRE.FindStringSubmatch(p.output()); m != nil {
+				victim = p
+				t.Logf("%s hangs writing %s", p.name, m[1])
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no task manager reached the write of a keyed state file within 60 s")
+		}
+	}
+	// The checkpoint being uploaded is pending: it cannot complete while
+	// the write hangs.
+	var pending int64
+	for _, h := range j.checkpoints(t).History {
+		if h.Status == "IN_PROGRESS" {
+			pending = max(pending, h.ID)
+		}
+	}
+	if pending == 0 {
+		t.Fatal("no checkpoint is in progress while a keyed state file's write hangs")
+	}
+	victim.kill(t)
+	c.addTaskManager(t)
+	st := j.finish(t)
+	if st.Restarts < 1 {
+		t.Fatalf("%d restarts, want at least 1", st.Restarts)
+	}
+	ids := j.restores(t)
+	if len(ids) == 0 || ids[0] >= pending {
+		t.Fatalf("restored from %v; checkpoint %d was uploading at the kill and must not be used", ids, pending)
+	}
+	j.checkRestored(t, ids)
+	for _, h := range j.checkpoints(t).History {
+		if h.ID == pending && h.Status == "COMPLETED" {
+			t.Fatalf("checkpoint %d completed although a subtask never finished its upload", pending)
+		}
+	}
+	retained := checkOnlyRetained(t, j.ckpt, j.id)
+	t.Logf("checkpoint %d was uploading keyed state at the kill; restored from %v; retained %v and nothing else; outputs verified", pending, ids, retained)
+}
+
+// checkOnlyRetained fails t if a file under job's directory in the
+// checkpoint directory dir is neither a retained checkpoint's _metadata
+// nor named by one, and returns the retained checkpoints.
+func checkOnlyRetained(t *testing.T, dir, job string) []int64 {
+	t.Helper()
+	st, err := storage.Open(context.Background(), dir, job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	infos, err := st.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	allowed := map[string]bool{storage.LatestFile: true}
+	var retained []int64
+	for _, info := range infos {
+		md, err := st.ReadMetadata(context.Background(), st.CheckpointPath(info.ID))
+		if err != nil {
+			continue // incomplete: its files must not be there
+		}
+		retained = append(retained, info.ID)
+		allowed[fmt.Sprintf("chk-%d/%s", info.ID, storage.MetadataFile)] = true
+		for _, op := range md.Operators {
+			for _, sub := range op.Subtasks {
+				for _, hs := range [][]checkpoint.StateHandle{sub.Keyed, sub.Operator, sub.InputChannels} {
+					for _, h := range hs {
+						if h.Path != "" {
+							allowed[h.Path] = true
+						}
+					}
+				}
+			}
+		}
+	}
+	root := filepath.Join(dir, job)
+	var stray []string
+	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		if rel = filepath.ToSlash(rel); !allowed[rel] {
+			stray = append(stray, rel)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(stray) > 0 {
+		t.Fatalf("%d files under %s that no retained checkpoint names (retained: %v), e.g. %v", len(stray), root, retained, stray[:min(len(stray), 8)])
+	}
+	return retained
 }
 
 var hungRE = regexp.MustCompile(`writing the channel state (\S+) of checkpoint (\d+); the write hangs`)

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -412,7 +413,7 @@ func runJobManager(ctx context.Context, prog string, stderr io.Writer, listen, a
 func TaskManagerCommand(newJobs NewJobs) *cobra.Command {
 	var jmAddr, dataListen, id string
 	var slots int
-	var hangChannelState int64
+	var hangChannelState, hangKeyedFile int64
 	var f ConfigFlags
 	cmd := &cobra.Command{
 		Use:   "taskmanager",
@@ -436,8 +437,15 @@ connection per pair, listening on --data-listen.
 				return fmt.Errorf("--slots %d: a task manager needs at least one slot", slots)
 			}
 			jobs := newJobs
+			var faults []stream.FaultFunc
 			if hangChannelState > 0 {
-				if jobs, err = hangWritingChannelState(newJobs, hangChannelState, cmd.Root().Name(), cmd.ErrOrStderr()); err != nil {
+				faults = append(faults, hangWritingChannelState(hangChannelState, cmd.Root().Name(), cmd.ErrOrStderr()))
+			}
+			if hangKeyedFile > 0 {
+				faults = append(faults, hangWritingKeyedFile(hangKeyedFile, cmd.Root().Name(), cmd.ErrOrStderr()))
+			}
+			if len(faults) > 0 {
+				if jobs, err = withFaults(newJobs, faults); err != nil {
 					return err
 				}
 			}
@@ -446,6 +454,8 @@ connection per pair, listening on --data-listen.
 	}
 	cmd.Flags().Int64Var(&hangChannelState, "hang-writing-channel-state", 0, "fault injection: the first write of a subtask's channel state for checkpoint N or a later one on this task manager, in the job's first attempt, says so on stderr and never ends, so that a test can kill the process while it is under way")
 	_ = cmd.Flags().MarkHidden("hang-writing-channel-state")
+	cmd.Flags().Int64Var(&hangKeyedFile, "hang-writing-keyed-file", 0, "fault injection: the first write of a file of a keyed state store (an incremental or native snapshot's) for checkpoint N or a later one on this task manager says so on stderr and never ends, so that a test can kill the process in the middle of a checkpoint's upload")
+	_ = cmd.Flags().MarkHidden("hang-writing-keyed-file")
 	cmd.Flags().StringVar(&jmAddr, "jobmanager", DefaultJobManager, "the job manager's address")
 	cmd.Flags().IntVar(&slots, "slots", 1, "task slots to offer (default: taskmanager.numberOfTaskSlots)")
 	cmd.Flags().StringVar(&dataListen, "data-listen", "127.0.0.1:0", "address the data plane listens on for other task managers")
@@ -454,15 +464,15 @@ connection per pair, listening on --data-listen.
 	return cmd
 }
 
-// hangWritingChannelState wraps newJobs so that the jobs' environments
-// hang the first write of a subtask's channel state (an unaligned
-// checkpoint's records in flight into it, complete and about to be
-// persisted) of checkpoint from or a later one, in the job's first
-// attempt, once it has said so on stderr: the moment a test kills the task manager at
+// hangWritingChannelState returns a fault injector that hangs the first
+// write of a subtask's channel state (an unaligned checkpoint's records
+// in flight into it, complete and about to be persisted) of checkpoint
+// from or a later one, in the job's first attempt, once it has said so on
+// stderr: the moment a test kills the task manager at
 // (--hang-writing-channel-state).
-func hangWritingChannelState(newJobs NewJobs, from int64, prog string, stderr io.Writer) (NewJobs, error) {
+func hangWritingChannelState(from int64, prog string, stderr io.Writer) stream.FaultFunc {
 	var once sync.Once
-	hang := func(ctx context.Context, site stream.FaultSite) error {
+	return func(ctx context.Context, site stream.FaultSite) error {
 		if site.Point != stream.FaultAsync || site.Attempt != 0 || site.Checkpoint < from || !strings.HasSuffix(site.Path, "-channels") {
 			return nil
 		}
@@ -477,14 +487,63 @@ func hangWritingChannelState(newJobs NewJobs, from int64, prog string, stderr io
 		<-ctx.Done()
 		return context.Cause(ctx)
 	}
+}
+
+// hangWritingKeyedFile returns a fault injector that hangs the first
+// write to checkpoint storage of a keyed state store's file (a file of an
+// incremental or native snapshot, "<uid>-<subtask>-keyed-<name>") once
+// the task manager has written state of checkpoint from or a later one,
+// once it has said so on stderr: a subtask's keyed state blob is written
+// before its store's files, so the write that hangs is one of that
+// checkpoint's upload, with other files of it written already
+// (--hang-writing-keyed-file).
+func hangWritingKeyedFile(from int64, prog string, stderr io.Writer) stream.FaultFunc {
+	var (
+		mu       sync.Mutex
+		reached  bool // a write of checkpoint from or later seen
+		hungOnce bool
+	)
+	return func(ctx context.Context, site stream.FaultSite) error {
+		if site.Point != stream.FaultStorageWrite {
+			return nil
+		}
+		mu.Lock()
+		if site.Checkpoint >= from {
+			reached = true
+		}
+		hang := reached && !hungOnce && strings.Contains(path.Base(site.Path), "-keyed-")
+		if hang {
+			hungOnce = true
+			fmt.Fprintf(stderr, "%s: writing the keyed state file %s; the write hangs (--hang-writing-keyed-file)\n", prog, site.Path)
+		}
+		mu.Unlock()
+		if !hang {
+			return nil
+		}
+		<-ctx.Done()
+		return context.Cause(ctx)
+	}
+}
+
+// withFaults wraps newJobs so that the jobs' environments inject the
+// faults of fs, each asked in turn (--hang-* options).
+func withFaults(newJobs NewJobs, fs []stream.FaultFunc) (NewJobs, error) {
 	if _, ok := newJobs(slog.New(slog.DiscardHandler)).(EnvJobs); !ok {
-		return nil, errors.New("--hang-writing-channel-state: this program's jobs take no fault injection")
+		return nil, errors.New("--hang-*: this program's jobs take no fault injection")
+	}
+	f := func(ctx context.Context, site stream.FaultSite) error {
+		for _, f := range fs {
+			if err := f(ctx, site); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	return func(logger *slog.Logger) cluster.Jobs {
 		ej := newJobs(logger).(EnvJobs)
 		env := ej.Env
 		ej.Env = func(sub cluster.Submission, logger *slog.Logger, opts ...stream.Option) (*stream.Environment, error) {
-			return env(sub, logger, append(opts, stream.WithFaults(hang))...)
+			return env(sub, logger, append(opts, stream.WithFaults(f))...)
 		}
 		return ej
 	}, nil
