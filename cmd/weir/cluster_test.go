@@ -635,6 +635,89 @@ func TestClusterKafkaExactlyOnceAcrossAKill(t *testing.T) {
 	t.Logf("restored from checkpoints %v; Kafka outputs verified read_committed", ids)
 }
 
+// TestClusterKafkaRescaleAcrossCrashes runs GatewayMeter from Kafka to
+// Kafka exactly-once at parallelism 4, crashes the whole cluster (a task
+// manager frozen, then every process SIGKILLed) once a checkpoint has
+// completed, and resumes the job's latest retained checkpoint on a new
+// cluster at parallelism 2; crashes that one the same way and resumes at
+// 8 until the input ends (--bounded). Each crash leaves the transactions
+// of the checkpoint it resumes pre-committed, perhaps not yet committed,
+// and later ones open, under transactional ids of subtasks that at the
+// new parallelism may not exist: the resumed job commits the former and
+// aborts the latter. Read back read_committed, the outputs equal the
+// oracle of the topic's content exactly.
+func TestClusterKafkaRescaleAcrossCrashes(t *testing.T) {
+	skipClusterUnlessEnabled(t)
+	bs := kafkaBrokers(t)
+	bin := weirBinary(t)
+	dir := t.TempDir()
+	prefix := fmt.Sprintf("rescale-%d-", time.Now().UnixNano())
+	gen := exec.Command(bin, "gen", "gatewaymeter", "--seed", "7", "--requests", "100000", "--partitions", "8",
+		"--tenants", "20", "--bad-rate", "0.01", "--out", filepath.Join(dir, "trace"), "--to-kafka", bs, "--topic-prefix", prefix)
+	if out, err := gen.CombinedOutput(); err != nil {
+		t.Fatalf("weir gen --to-kafka: %v\n%s", err, out)
+	}
+	ckpt := filepath.Join(dir, "checkpoints")
+	from := ""
+	var restored []int64
+	for i, parallelism := range []int{4, 2, 8} {
+		last := i == 2
+		c := startCluster(t, 4, "10 s") // 8 slots
+		args := []string{"run", "-m", c.addr, "-d", "gatewaymeter", "--kafka", bs, "--topic-prefix", prefix,
+			"--checkpoint-dir", ckpt, "-D", fmt.Sprintf("parallelism.default=%d", parallelism),
+			"-D", "execution.checkpointing.interval=200 ms",
+			"-D", "restart-strategy.type=fixed-delay", "-D", "restart-strategy.fixed-delay.attempts=10",
+			"-D", "restart-strategy.fixed-delay.delay=200 ms"}
+		if from != "" {
+			args = append(args, "--from", from)
+		}
+		if last {
+			args = append(args, "--bounded")
+		}
+		out, err := exec.Command(bin, args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("weir run -m --kafka at parallelism %d: %v\n%s", parallelism, err, out)
+		}
+		m := regexp.MustCompile(`as job ([0-9a-f]+) to`).FindSubmatch(out)
+		if m == nil {
+			t.Fatalf("weir run -m printed no job id:\n%s", out)
+		}
+		j := &job{c: c, id: string(m[1])}
+		j.rest = c.jm.waitLog(t, restRE, 1)[0][1]
+		if from != "" {
+			c.jm.waitLog(t, restoredRE, 1)
+			restored = append(restored, j.restores(t)[0])
+		}
+		if last {
+			j.waitFinished(t)
+			break
+		}
+		for deadline := time.Now().Add(60 * time.Second); j.checkpoints(t).Counts.Completed < 1; time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("no checkpoint completed at parallelism %d within 60 s", parallelism)
+			}
+		}
+		// Freeze a task manager running the job, so that nothing more
+		// completes, then kill every process.
+		victim := c.busyTaskManager(t, j)
+		if err := victim.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range c.tms {
+			p.kill(t)
+		}
+		c.jm.kill(t)
+		from = filepath.Join(ckpt, j.id)
+	}
+	var vout bytes.Buffer
+	verify := exec.Command(bin, "verify", "gatewaymeter", "--kafka", bs, "--topic-prefix", prefix)
+	verify.Stdout, verify.Stderr = &vout, &vout
+	if err := verify.Run(); err != nil || !strings.Contains(vout.String(), "exact match") {
+		t.Fatalf("weir verify --kafka: %v\n%s", err, vout.String())
+	}
+	t.Logf("parallelism 4 → 2 → 8 across two crashes, resumed from checkpoints %v; Kafka outputs verified read_committed", restored)
+}
+
 // TestClusterJobManagerRestart kills the job manager while a job runs and
 // starts a new one at the same address: the task managers cancel what
 // they ran, register again, and run the next job over fresh data
