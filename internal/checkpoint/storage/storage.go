@@ -224,6 +224,22 @@ func parseSharedPath(p string) (id int64, name string, ok bool) {
 	return id, name, true
 }
 
+// ParseStatePath splits p, the path of a checkpoint's state file relative
+// to the job directory, into the checkpoint that wrote it and the name it
+// was written under: "chk-7/op-0-keyed" is op-0-keyed of checkpoint 7, and
+// so is "shared/7-1x2y3z-op-0-keyed", written with CreateSharedState.
+func ParseStatePath(p string) (checkpointID int64, name string, ok bool) {
+	if id, name, ok := parseSharedPath(p); ok {
+		return id, name, true
+	}
+	dir, name, ok := strings.Cut(p, "/")
+	if !ok || name == "" {
+		return 0, "", false
+	}
+	id, ok := parseCheckpointDir(dir)
+	return id, name, ok
+}
+
 // OpenState opens the state h points at, a handle of one of this job's
 // checkpoints. The reader checks the state's size and CRC-32C as it
 // reaches the end: instead of io.EOF it returns a *CorruptError naming the
