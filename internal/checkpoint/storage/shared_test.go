@@ -288,3 +288,26 @@ func TestLocalCopyOfASharedFile(t *testing.T) {
 	lw.Commit(h)
 	assertCopies(t, l, h.Path)
 }
+
+func TestParseStatePath(t *testing.T) {
+	for _, c := range []struct {
+		p    string
+		id   int64
+		name string
+		ok   bool
+	}{
+		{"chk-7/op-0-keyed", 7, "op-0-keyed", true},
+		{"shared/7-1x2y3z-op-0-keyed-000012.sst", 7, "op-0-keyed-000012.sst", true},
+		{newSharedPath(12, "a/b-c"), 12, "a/b-c", true},
+		{"shared/sst-1", 0, "", false},
+		{"shared/07-x-y", 0, "", false},
+		{"taskowned/7-x-y", 0, "", false},
+		{"chk-7", 0, "", false},
+		{"op-0-keyed", 0, "", false},
+	} {
+		id, name, ok := ParseStatePath(c.p)
+		if id != c.id || name != c.name || ok != c.ok {
+			t.Errorf("ParseStatePath(%q) = %d, %q, %v, want %d, %q, %v", c.p, id, name, ok, c.id, c.name, c.ok)
+		}
+	}
+}

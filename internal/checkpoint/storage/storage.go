@@ -237,7 +237,10 @@ func ParseStatePath(p string) (checkpointID int64, name string, ok bool) {
 		return 0, "", false
 	}
 	id, ok := parseCheckpointDir(dir)
-	return id, name, ok
+	if !ok {
+		return 0, "", false
+	}
+	return id, name, true
 }
 
 // OpenState opens the state h points at, a handle of one of this job's
