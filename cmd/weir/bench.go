@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -91,6 +92,7 @@ earlier checkpoints' keyed state.`,
 func newBenchStateCmd() *cobra.Command {
 	c := bench.DefaultState()
 	backends := []string{"hashmap", "pebble", "pebble-incremental"}
+	var suite bool
 	cmd := &cobra.Command{
 		Use:   "state",
 		Short: "The keyed sum over many keys on each state backend: heap, pebble, pebble with incremental checkpoints",
@@ -126,80 +128,42 @@ had during the run (sampled every 50 ms), "RSS before" what it had when
 the run started. --process-size sets taskmanager.memory.process.size, the
 Go runtime's soft memory limit while each run lasts; without --memory,
 the pebble stores then share managed memory, 0.4 of it
-(taskmanager.memory.managed.fraction), rather than --memory each.`,
-		Example: `  weir bench state --keys 1000000 --records 8000000
+(taskmanager.memory.managed.fraction), rather than --memory each.
+
+--suite runs three fixed scenarios one after the other and prints a table
+for each: state within memory on each backend (500,000 keys, 80 M records),
+a rescale from parallelism 4 to 2 on each (1 M keys), and 10 GiB of state in
+pebble with incremental checkpoints under a 1 GiB process size (10 M keys
+of 1,000 bytes, then 1 % of them changing, 300 M records, checkpoints every
+10 s). It takes about 15 minutes and 25 GB of temporary disk.`,
+		Example: `  weir bench state --suite
+  weir bench state --keys 1000000 --records 8000000
   weir bench state --backends pebble-incremental --memory 512mb --value-bytes 1000 \
       --keys 8000000 --active 0.1 --records 10000000 --checkpoint 10s
   weir bench state --backends pebble-incremental --process-size 1gb --value-bytes 1000 \
       --keys 5000000 --active 0.1 --records 7000000 --checkpoint 10s`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if c.Records < 1 || c.Keys < 1 || c.Parallelism < 1 || c.Partitions < 1 || c.Checkpoint <= 0 {
-				return fmt.Errorf("--records, --keys, --parallelism and --partitions must be at least 1, --checkpoint positive")
+			if !suite {
+				return runStateBench(cmd, c, backends, cmd.Flags().Changed("memory"))
 			}
-			if c.RescaleTo < 0 {
-				return fmt.Errorf("--rescale-to %d: want a parallelism of at least 1, or 0 for no rescale", c.RescaleTo)
-			}
-			if c.Active < 0 || c.Active >= 1 {
-				return fmt.Errorf("--active %v: want a fraction of the keys in [0, 1), 0 for all of them", c.Active)
-			}
-			if c.ValueBytes != 0 && c.ValueBytes < 8 {
-				return fmt.Errorf("--value-bytes %d: want at least 8 (the sum), or 0 for an int64", c.ValueBytes)
-			}
-			var runs []int
-			for _, name := range backends {
-				i := slices.IndexFunc(bench.StateBackends, func(b struct {
-					Key, Name string
-					Config    []string
-				}) bool {
-					return b.Key == name
-				})
-				if i < 0 {
-					return fmt.Errorf("--backends: unknown backend %q (backends: hashmap, pebble, pebble-incremental)", name)
+			var given []string
+			cmd.Flags().Visit(func(f *pflag.Flag) {
+				if f.Name != "suite" {
+					given = append(given, "--"+f.Name)
 				}
-				if slices.Contains(runs, i) {
-					return fmt.Errorf("--backends: %s named twice", name)
-				}
-				runs = append(runs, i)
+			})
+			if len(given) > 0 {
+				return fmt.Errorf("--suite runs fixed scenarios; it takes no %s", strings.Join(given, ", "))
 			}
-			out := cmd.OutOrStdout()
-			memory := "pebble memory " + c.Memory + " per subtask"
-			if c.ProcessSize != "" {
-				if !cmd.Flags().Changed("memory") {
-					c.Memory = ""
-					memory = "pebble memory 0.4 of the process size (taskmanager.memory.managed.fraction), shared by a slot's subtasks"
+			for i, sc := range bench.StateSuite() {
+				if i > 0 {
+					fmt.Fprintln(cmd.OutOrStdout())
 				}
-				memory += ", process size " + c.ProcessSize + " (the Go runtime's soft memory limit)"
-			}
-			fmt.Fprintf(out, "state: %d records, %d keys, parallelism %d, checkpoints every %v, %s, load %s\n",
-				c.Records, c.Keys, c.Parallelism, c.Checkpoint, memory, loadAvg())
-			if c.ValueBytes > 0 {
-				fmt.Fprintf(out, "  values of %d bytes: %.1f MiB of state once every key is written\n", c.ValueBytes, float64(c.Keys)*float64(c.ValueBytes)/(1<<20))
-			}
-			if c.Active > 0 {
-				fmt.Fprintf(out, "  after every key is written once, %.2f%% of the keys change\n", 100*c.Active)
-			}
-			if c.RescaleTo > 0 {
-				fmt.Fprintf(out, "  rescale: the last checkpoint resumed at parallelism %d\n", c.RescaleTo)
-			}
-			fmt.Fprintf(out, "  %-26s %12s %12s %6s %10s %12s %12s %14s %14s %10s %12s %12s %12s %15s\n", "backend", "records/s", "CPU s/M rec", "ckpts", "last ckpt", "full", "written", "restore remote", "restore local", "rescale", "RSS before", "peak RSS", "rescale RSS", "steady written")
-			for _, i := range runs {
-				b := bench.StateBackends[i]
-				r, err := bench.RunState(cmd.Context(), c, b.Config)
-				if err != nil {
-					return fmt.Errorf("%s: %w", b.Name, err)
+				fmt.Fprintf(cmd.OutOrStdout(), "%d. %s\n", i+1, sc.Title)
+				if err := runStateBench(cmd, sc.Config, sc.Backends, sc.Config.Memory != ""); err != nil {
+					return fmt.Errorf("%s: %w", sc.Title, err)
 				}
-				rescale, rescaleRSS := "-", "-"
-				if c.RescaleTo > 0 {
-					rescale, rescaleRSS = r.Rescale.Round(time.Millisecond).String(), mib(r.RescalePeakRSS)
-				}
-				steady := "-"
-				if r.SharesMeasured > 0 {
-					steady = fmt.Sprintf("%.1f%% (%d)", 100*r.WrittenShare, r.SharesMeasured)
-				}
-				fmt.Fprintf(out, "  %-26s %12.0f %12.3f %6d %10v %12s %12s %14v %14v %10s %12s %12s %12s %15s\n", b.Name, r.PerSecond(),
-					r.CPU.Seconds()/(float64(r.Records)/1e6), r.Checkpoints, r.LastDuration.Round(time.Millisecond), mib(r.LastFull), mib(r.LastWritten),
-					r.RestoreRemote.Round(time.Microsecond), r.RestoreLocal.Round(time.Microsecond), rescale, mib(r.StartRSS), mib(r.PeakRSS), rescaleRSS, steady)
 			}
 			return nil
 		},
@@ -211,7 +175,82 @@ the pebble stores then share managed memory, 0.4 of it
 	cmd.Flags().IntVar(&c.RescaleTo, "rescale-to", c.RescaleTo, "resume the last checkpoint at this parallelism and time the rescale (0: no rescale)")
 	cmd.Flags().IntVar(&c.ValueBytes, "value-bytes", c.ValueBytes, "bytes of each key's value (the sum and incompressible padding); 0: an int64")
 	cmd.Flags().StringSliceVar(&backends, "backends", backends, "backends to run, of hashmap, pebble, pebble-incremental")
+	cmd.Flags().BoolVar(&suite, "suite", false, "run the fixed scenarios of state at scale one after the other (about 15 minutes, 25 GB of disk): the backends with state in memory, a rescale 4 → 2, 10 GiB of state under a 1 GiB process with 1 % of the keys changing")
 	return cmd
+}
+
+// runStateBench runs the keyed sum of c on each of backends and prints a
+// row per backend; memoryGiven says whether c.Memory was asked for (else,
+// with a process size, the stores share managed memory).
+func runStateBench(cmd *cobra.Command, c bench.StateConfig, backends []string, memoryGiven bool) error {
+	if c.Records < 1 || c.Keys < 1 || c.Parallelism < 1 || c.Partitions < 1 || c.Checkpoint <= 0 {
+		return fmt.Errorf("--records, --keys, --parallelism and --partitions must be at least 1, --checkpoint positive")
+	}
+	if c.RescaleTo < 0 {
+		return fmt.Errorf("--rescale-to %d: want a parallelism of at least 1, or 0 for no rescale", c.RescaleTo)
+	}
+	if c.Active < 0 || c.Active >= 1 {
+		return fmt.Errorf("--active %v: want a fraction of the keys in [0, 1), 0 for all of them", c.Active)
+	}
+	if c.ValueBytes != 0 && c.ValueBytes < 8 {
+		return fmt.Errorf("--value-bytes %d: want at least 8 (the sum), or 0 for an int64", c.ValueBytes)
+	}
+	var runs []int
+	for _, name := range backends {
+		i := slices.IndexFunc(bench.StateBackends, func(b struct {
+			Key, Name string
+			Config    []string
+		}) bool {
+			return b.Key == name
+		})
+		if i < 0 {
+			return fmt.Errorf("--backends: unknown backend %q (backends: hashmap, pebble, pebble-incremental)", name)
+		}
+		if slices.Contains(runs, i) {
+			return fmt.Errorf("--backends: %s named twice", name)
+		}
+		runs = append(runs, i)
+	}
+	out := cmd.OutOrStdout()
+	memory := "pebble memory " + c.Memory + " per subtask"
+	if c.ProcessSize != "" {
+		if !memoryGiven {
+			c.Memory = ""
+			memory = "pebble memory 0.4 of the process size (taskmanager.memory.managed.fraction), shared by a slot's subtasks"
+		}
+		memory += ", process size " + c.ProcessSize + " (the Go runtime's soft memory limit)"
+	}
+	fmt.Fprintf(out, "state: %d records, %d keys, parallelism %d, checkpoints every %v, %s, load %s\n",
+		c.Records, c.Keys, c.Parallelism, c.Checkpoint, memory, loadAvg())
+	if c.ValueBytes > 0 {
+		fmt.Fprintf(out, "  values of %d bytes: %.1f MiB of state once every key is written\n", c.ValueBytes, float64(c.Keys)*float64(c.ValueBytes)/(1<<20))
+	}
+	if c.Active > 0 {
+		fmt.Fprintf(out, "  after every key is written once, %.2f%% of the keys change\n", 100*c.Active)
+	}
+	if c.RescaleTo > 0 {
+		fmt.Fprintf(out, "  rescale: the last checkpoint resumed at parallelism %d\n", c.RescaleTo)
+	}
+	fmt.Fprintf(out, "  %-26s %12s %12s %6s %10s %12s %12s %14s %14s %10s %12s %12s %12s %15s\n", "backend", "records/s", "CPU s/M rec", "ckpts", "last ckpt", "full", "written", "restore remote", "restore local", "rescale", "RSS before", "peak RSS", "rescale RSS", "steady written")
+	for _, i := range runs {
+		b := bench.StateBackends[i]
+		r, err := bench.RunState(cmd.Context(), c, b.Config)
+		if err != nil {
+			return fmt.Errorf("%s: %w", b.Name, err)
+		}
+		rescale, rescaleRSS := "-", "-"
+		if c.RescaleTo > 0 {
+			rescale, rescaleRSS = r.Rescale.Round(time.Millisecond).String(), mib(r.RescalePeakRSS)
+		}
+		steady := "-"
+		if r.SharesMeasured > 0 {
+			steady = fmt.Sprintf("%.1f%% (%d)", 100*r.WrittenShare, r.SharesMeasured)
+		}
+		fmt.Fprintf(out, "  %-26s %12.0f %12.3f %6d %10v %12s %12s %14v %14v %10s %12s %12s %12s %15s\n", b.Name, r.PerSecond(),
+			r.CPU.Seconds()/(float64(r.Records)/1e6), r.Checkpoints, r.LastDuration.Round(time.Millisecond), mib(r.LastFull), mib(r.LastWritten),
+			r.RestoreRemote.Round(time.Microsecond), r.RestoreLocal.Round(time.Microsecond), rescale, mib(r.StartRSS), mib(r.PeakRSS), rescaleRSS, steady)
+	}
+	return nil
 }
 
 // keyedSumFlags adds the flags of a keyed-sum configuration to f.

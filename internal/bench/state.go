@@ -447,3 +447,32 @@ func sampleRSS() func() int64 {
 		return <-done
 	}
 }
+
+// StateScenario is one of the runs of `weir bench state --suite`.
+type StateScenario struct {
+	Title    string
+	Config   StateConfig
+	Backends []string // keys of StateBackends
+}
+
+// StateSuite returns the scenarios of `weir bench state --suite`: state
+// that fits in memory on each backend (pebble's throughput next to the
+// heap's), a rescale from parallelism 4 to 2 on each, and 10 GiB of
+// state in pebble under a 1 GiB process size with 1 % of the keys
+// changing once every key is written (incremental checkpoints' steady
+// share of the state, restore times from checkpoint storage and from
+// local copies).
+func StateSuite() []StateScenario {
+	all := []string{"hashmap", "pebble", "pebble-incremental"}
+	return []StateScenario{
+		{"state within memory: 500,000 keys, parallelism 2", StateConfig{
+			KeyedSumConfig: KeyedSumConfig{Records: 80_000_000, Keys: 500_000, Parallelism: 2, Partitions: 2, Checkpoint: time.Second},
+			Memory:         "64 mb"}, all},
+		{"rescale 4 → 2: 1,000,000 keys, the last checkpoint resumed at parallelism 2", StateConfig{
+			KeyedSumConfig: KeyedSumConfig{Records: 8_000_000, Keys: 1_000_000, Parallelism: 4, Partitions: 4, Checkpoint: time.Second},
+			Memory:         "64 mb", RescaleTo: 2}, all},
+		{"10 GiB of state under a 1 GiB process: 10,000,000 keys of 1,000 bytes, then 1 % of them changing", StateConfig{
+			KeyedSumConfig: KeyedSumConfig{Records: 300_000_000, Keys: 10_000_000, Parallelism: 2, Partitions: 2, Checkpoint: 10 * time.Second, Active: 0.01},
+			ProcessSize:    "1gb", ValueBytes: 1000}, []string{"pebble-incremental"}},
+	}
+}
