@@ -175,8 +175,9 @@ func writeNexmarkReport(cmd *cobra.Command, cfg bench.NexmarkVsFlink, v vsFlinkF
 	rep.Config = []string{
 		fmt.Sprintf("Events: %d from weir's port of the reference generator (seed %d, %d splits at %.0f events/s of event time each, persons/auctions/bids 1/3/46); EVENTS is a directory of one JSON-lines file per split in the row type of nexmark-flink's datagen table.", g.Events, g.Seed, g.Splits, g.Rate),
 		"weir generates the same events in its process (the generator's cost is in weir's CPU time); Flink reads and parses the files (the JSON format's cost is in Flink's).",
-		fmt.Sprintf("Both sides: parallelism %d, checkpoints every %v to a local directory, backend %s (weir: %s; Flink's rocksdb checkpoints incrementally).",
-			cfg.Nexmark.Parallelism, cfg.Nexmark.Checkpoint, backendsText(cfg.Backend, cfg.FlinkBackends), backendText(cfg.Backend)),
+		fmt.Sprintf("Both sides: parallelism %d, checkpoints every %v to a local directory, backend %s (weir: %s%s).",
+			cfg.Nexmark.Parallelism, cfg.Nexmark.Checkpoint, backendsText(cfg.Backend, cfg.FlinkBackends), backendText(cfg.Backend),
+			flinkIncrementalText(cfg.Backend, cfg.FlinkBackends)),
 		"Flink: the reference suite's table options (mini-batch 50,000 rows or 2 s, split distinct aggregates), local MiniCluster, OpenJDK defaults (G1, heap a quarter of RAM).",
 		memoryText(cfg.Backend, cfg.FlinkBackends, cfg.Nexmark.Parallelism),
 		"Results: before its timed rounds each query ran once per side writing its rows (weir: exactly-once files; Flink: the filesystem sink in Debezium JSON, a changelog), and the final contents of its table were compared as multisets of rows; an updating query's final content is, for weir, each key's latest version and, for Flink, its inserts less its retractions.",
@@ -252,6 +253,18 @@ func shellJoin(args []string) string {
 		q[i] = a
 	}
 	return strings.Join(q, " ")
+}
+
+// flinkIncrementalText says, when Flink runs rocksdb (flink, or weir's
+// backend when flink is nil), that its checkpoints are incremental.
+func flinkIncrementalText(weir string, flink []string) string {
+	if len(flink) == 0 {
+		flink = []string{weir}
+	}
+	if slices.Contains(flink, "rocksdb") {
+		return "; Flink's rocksdb checkpoints incrementally"
+	}
+	return ""
 }
 
 // backendsText names weir's backend and Flink's, if they differ.

@@ -308,9 +308,15 @@ func WriteMarkdown(out io.Writer, rep Report, results []WorkloadResult) {
 	}
 	if loops {
 		p("\n#### Next to a hand-written loop\n\n")
-		p("The same query as a single-goroutine Go loop over the same events, generated the same way in the same order, with the same watermark ")
-		p("(internal/bench's RunLoopQuery): the practical limit of one core. Each side's events per CPU-second as a fraction of the loop's ")
-		p("(median over the rounds; the loop's CPU time is its thread's).\n\n")
+		if row == "query" {
+			p("The same query as a single-goroutine Go loop over the same events, generated the same way in the same order, with the same watermark ")
+			p("(internal/bench's RunLoopQuery): the practical limit of one core. ")
+		} else {
+			p("The same computation as a single-goroutine Go loop over the same trace files, as the oracle does it (the partitions merged by time, ")
+			p("each line parsed by the job's parser, requests paired with their responses in a map, costs and latencies folded per window; ")
+			p("internal/bench's RunGatewayMeterLoop): the practical limit of one core. ")
+		}
+		p("Each side's events per CPU-second as a fraction of the loop's (median over the rounds; the loop's CPU time is its thread's).\n\n")
 		var names []string
 		for _, r := range results {
 			if r.LoopPerCPU() > 0 && len(r.Sides) > len(names) {
