@@ -194,15 +194,20 @@ func leadWhenElected(ctx context.Context, logger *slog.Logger, svc ha.Services, 
 	select {
 	case <-l.Lost():
 		lost(errors.New("the leader's lease expired or could not be renewed"))
+		return nil
 	case <-ctx.Done():
-		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		err := l.Resign(rctx)
-		cancel()
-		logger.Info("stopped: leadership handed over to a standby; the jobs are not canceled", "resign_err", err)
-		exit(0)
 	case err := <-served:
-		return err
+		// Serve returns when ctx is done too: a stop that it reports
+		// first is still a stop, which resigns.
+		if ctx.Err() == nil {
+			return err
+		}
 	}
+	rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	err := l.Resign(rctx)
+	cancel()
+	logger.Info("stopped: leadership handed over to a standby; the jobs are not canceled", "resign_err", err)
+	exit(0)
 	return nil
 }
 
