@@ -10,6 +10,7 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -186,8 +187,10 @@ func checkUntouched(t *testing.T, r *streamtest.Result, want map[string][32]byte
 
 // checkOnlyRetained fails the test unless the directories of jobs under
 // the checkpoint directory dir hold exactly the completed checkpoints'
-// _metadata, the files those name, and each job's LatestFile. It
-// returns the completed checkpoints by job.
+// _metadata, the files those name, and each job's LatestFile, and no
+// chk-<n> directory but the completed checkpoints': the files a later
+// checkpoint names are in shared/, so a discarded checkpoint's directory
+// is gone whole. It returns the completed checkpoints by job.
 func checkOnlyRetained(t *testing.T, dir string, jobs ...string) map[string][]int64 {
 	t.Helper()
 	jobs = slices.Compact(slices.Sorted(slices.Values(jobs)))
@@ -223,8 +226,17 @@ func checkOnlyRetained(t *testing.T, dir string, jobs ...string) map[string][]in
 			if errors.Is(err, fs.ErrNotExist) {
 				return nil
 			}
-			if err != nil || d.IsDir() {
+			if err != nil {
 				return err
+			}
+			if d.IsDir() {
+				num, ok := strings.CutPrefix(d.Name(), "chk-")
+				if id, err := strconv.ParseInt(num, 10, 64); ok && err == nil && filepath.Dir(p) == root && !slices.Contains(retained[job], id) {
+					rel, _ := filepath.Rel(dir, p)
+					stray = append(stray, filepath.ToSlash(rel)+"/")
+					return filepath.SkipDir
+				}
+				return nil
 			}
 			rel, _ := filepath.Rel(dir, p)
 			if rel = filepath.ToSlash(rel); !allowed[rel] {
@@ -316,15 +328,15 @@ func TestResumeClaims(t *testing.T) {
 				if n := second.Events.Count(stream.EventCheckpointCompleted); n <= 2 {
 					t.Fatalf("the claiming run completed %d checkpoints, not more than the 2 retained: make the input longer", n)
 				}
-				// Gone: its _metadata, and every file of it that no
-				// retained checkpoint names (checkOnlyRetained); under
-				// the same job id the files the job's incremental
-				// checkpoints name stay in its directory, in another
-				// job's directory nothing does.
+				// Gone: its directory, and every file of it in shared/
+				// that no retained checkpoint names (checkOnlyRetained);
+				// under the same job id the files the job's incremental
+				// checkpoints name stay in its shared/, in another job's
+				// directory nothing does.
 				if _, err := os.Stat(filepath.Join(first.CheckpointDir(claimed), storage.MetadataFile)); !errors.Is(err, fs.ErrNotExist) {
 					t.Fatalf("the claimed checkpoint %d is still complete (%v) after the job subsumed it", claimed, err)
 				}
-				if _, err := os.Stat(first.CheckpointDir(claimed)); !sameJob && !errors.Is(err, fs.ErrNotExist) {
+				if _, err := os.Stat(first.CheckpointDir(claimed)); !errors.Is(err, fs.ErrNotExist) {
 					t.Fatalf("the claimed checkpoint %d's directory is still there (%v) after the job subsumed it", claimed, err)
 				}
 				retained := checkOnlyRetained(t, first.Dir, "first", jobID)

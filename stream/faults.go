@@ -177,9 +177,17 @@ func (e *Environment) storageFaults() func(ctx context.Context, op storage.Op, k
 	}
 }
 
-// checkpointOfKey returns n for a key in a "chk-<n>" directory, else 0.
+// checkpointOfKey returns n for a key in a "chk-<n>" directory or of a
+// file checkpoint n wrote in shared/ ("shared/<n>-..."), else 0.
 func checkpointOfKey(key string) int64 {
+	shared := false
 	for el := range strings.SplitSeq(key, "/") {
+		if shared {
+			if id, _, ok := storage.ParseStatePath(storage.SharedDir + "/" + el); ok {
+				return id
+			}
+		}
+		shared = el == storage.SharedDir
 		if s, ok := strings.CutPrefix(el, "chk-"); ok {
 			if n, err := strconv.ParseInt(s, 10, 64); err == nil {
 				return n

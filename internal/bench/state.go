@@ -203,14 +203,13 @@ func RunState(ctx context.Context, c StateConfig, backend []string) (StateResult
 }
 
 // writtenBy is what checkpoint id, whose metadata is md, wrote itself:
-// the size of its state less the files it names in earlier checkpoints.
+// the size of its state less the files earlier checkpoints wrote.
 func writtenBy(md *checkpoint.Metadata, id int64) int64 {
-	own := fmt.Sprintf("chk-%d/", id)
 	var n int64
 	for _, op := range md.Operators {
 		for _, sub := range op.Subtasks {
 			for _, h := range append(append(sub.Keyed, sub.Operator...), sub.InputChannels...) {
-				if h.Path == "" || strings.HasPrefix(h.Path, own) {
+				if by, _, _ := storage.ParseStatePath(h.Path); h.Path == "" || by == id {
 					n += h.Size
 				}
 			}
@@ -321,10 +320,9 @@ func restoreReads(ctx context.Context, st *storage.Storage, md *checkpoint.Metad
 		if err != nil {
 			return 0, 0, err
 		}
-		dir, name, _ := strings.Cut(h.Path, "/")
-		id, err := strconv.ParseInt(strings.TrimPrefix(dir, "chk-"), 10, 64)
-		if err != nil {
-			return 0, 0, fmt.Errorf("state file %s outside a checkpoint directory", h.Path)
+		id, name, ok := storage.ParseStatePath(h.Path)
+		if !ok {
+			return 0, 0, fmt.Errorf("state file %s outside a checkpoint directory and shared/", h.Path)
 		}
 		w := l.Create(id, name)
 		w.Write(b)

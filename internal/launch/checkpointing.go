@@ -306,6 +306,10 @@ func (b blobStorage) WriteState(ctx context.Context, id int64, name string, writ
 	return writeThrough(b.CreateState(ctx, id, name))(write)
 }
 
+func (b blobStorage) WriteSharedState(ctx context.Context, id int64, name string, write func(io.Writer) error) (checkpoint.StateHandle, error) {
+	return writeThrough(b.CreateSharedState(ctx, id, name))(write)
+}
+
 func (b blobStorage) WriteSavepointState(ctx context.Context, dir, name string, write func(io.Writer) error) (checkpoint.StateHandle, error) {
 	sp, err := b.OpenSavepoint(ctx, dir)
 	if err != nil {

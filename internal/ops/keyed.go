@@ -398,10 +398,12 @@ func (k *Keyed[K, N]) Snapshot(id int64) (runtime.Snapshot, error) {
 		}
 		return runtime.Snapshot{Keyed: ns, KeyGroups: ns.KeyGroups(), KeyedFiles: files, Release: ns.Release}, nil
 	}
+	// The store's immutable files go to the job's shared/ directory:
+	// later checkpoints name them instead of writing them again.
 	prev := k.uploadsOf(base)
 	files := make([]runtime.KeyedFile, len(ns.Files))
 	for i, f := range ns.Files {
-		files[i] = runtime.KeyedFile{Name: f.Name, Path: filepath.Join(ns.Dir, f.Name)}
+		files[i] = runtime.KeyedFile{Name: f.Name, Path: filepath.Join(ns.Dir, f.Name), Shared: f.Immutable}
 		if h, ok := prev[f.Name]; ok && f.Immutable && h.Size == f.Size {
 			files[i].Reuse = &h
 		}
@@ -431,7 +433,9 @@ func (k *Keyed[K, N]) heapIncremental(id, base int64) runtime.Snapshot {
 			files[i] = runtime.KeyedFile{Name: chain[i].File, Reuse: &chain[i]}
 		}
 	}
-	return runtime.Snapshot{Keyed: s, KeyGroups: s.KeyGroups(), KeyedFiles: files, Release: s.Release,
+	// Every piece, the full snapshot too, may be named by the deltas
+	// after it: it goes to the job's shared/ directory.
+	return runtime.Snapshot{Keyed: s, KeyGroups: s.KeyGroups(), KeyedShared: true, KeyedFiles: files, Release: s.Release,
 		Written: func(hs []checkpoint.StateHandle) { k.recordChain(id, hs) }}
 }
 

@@ -588,6 +588,10 @@ func (memoryStore) WriteState(_ context.Context, _ int64, _ string, write func(i
 	return checkpoint.StateHandle{Inline: b, Size: int64(len(b)), CRC32C: crc32.Checksum(b, castagnoli)}, nil
 }
 
+func (m memoryStore) WriteSharedState(ctx context.Context, id int64, name string, write func(io.Writer) error) (checkpoint.StateHandle, error) {
+	return m.WriteState(ctx, id, name, write)
+}
+
 func (m memoryStore) WriteSavepointState(ctx context.Context, _, name string, write func(io.Writer) error) (checkpoint.StateHandle, error) {
 	return m.WriteState(ctx, 0, name, write)
 }
@@ -617,9 +621,10 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // splits have ended, so a restore does not read them again, and a finished
 // operator's state is the state a failure-free run would hold. The state
 // is the subtask's last acknowledgement of a completed checkpoint,
-// carried by reference: handles of files in an earlier checkpoint's
-// directory, which storage keeps for as long as a completed checkpoint
-// names them (see storage.Storage.Discard).
+// carried by reference: handles of files the subtask wrote to the job's
+// shared/ directory, having finished (see Task.writeSnapshot), which
+// storage keeps for as long as a completed checkpoint names them (see
+// storage.Storage.Discard).
 //
 // It returns the subtask states it added.
 func (jm *JobMaster) addFinished(md *checkpoint.Metadata) []carriedState {

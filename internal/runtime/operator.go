@@ -45,6 +45,10 @@ type Snapshot struct {
 	Keyed io.WriterTo
 	// KeyGroups is the range Keyed covers.
 	KeyGroups checkpoint.KeyGroupRange
+	// KeyedShared says that later checkpoints may name Keyed's file
+	// (the piece of a heap backend's incremental chain): in a
+	// checkpoint it goes to the job's shared/ directory.
+	KeyedShared bool
 	// KeyedFiles, for keyed state kept in an embedded store and
 	// snapshotted in its own files, are those files; their handles follow
 	// Keyed's in the checkpoint, each naming its File.
@@ -71,6 +75,9 @@ type KeyedFile struct {
 	// checkpoint wrote: the checkpoint names it instead of writing the
 	// file again.
 	Reuse *checkpoint.StateHandle
+	// Shared says that later checkpoints may name the file (Reuse): in a
+	// checkpoint it goes to the job's shared/ directory.
+	Shared bool
 }
 
 // StateStore writes and reads state in checkpoint storage.
@@ -78,6 +85,10 @@ type StateStore interface {
 	StateReader
 	// WriteState writes a piece of checkpoint checkpointID's state.
 	WriteState(ctx context.Context, checkpointID int64, name string, write func(io.Writer) error) (checkpoint.StateHandle, error)
+	// WriteSharedState writes a piece of checkpoint checkpointID's
+	// state that later checkpoints may name too: into the job's shared/
+	// directory, under a name of its own (see storage.CreateSharedState).
+	WriteSharedState(ctx context.Context, checkpointID int64, name string, write func(io.Writer) error) (checkpoint.StateHandle, error)
 	// WriteSavepointState writes a piece of the state of the savepoint
 	// being written in directory dir (a Barrier's Target); the handle's
 	// path is relative to dir.

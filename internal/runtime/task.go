@@ -823,26 +823,34 @@ func (t *Task) startWrite(b Barrier, snaps []Snapshot, stats checkpoint.SubtaskS
 	}
 	t.lastCkptAt.Store(b.ID)
 	ops := t.chain.Operators
+	// The state of a subtask that has finished is carried into every
+	// later checkpoint (the job master's addFinished): it is shared.
+	finished := t.finished
 	t.snapshots.Add(1)
 	go func() {
 		defer t.snapshots.Done()
-		t.writeSnapshot(b.ID, b.Target, ops, snaps, stats, et, uc)
+		t.writeSnapshot(b.ID, b.Target, ops, snaps, stats, et, uc, finished)
 	}()
 	return nil
 }
 
 // writeState writes a piece of checkpoint id's state, into the savepoint
-// directory target if it is not "".
-func (t *Task) writeState(id int64, target, name string, write func(io.Writer) error) (checkpoint.StateHandle, error) {
+// directory target if it is not ""; in a checkpoint, with shared, into
+// the job's shared/ directory, for later checkpoints to name too.
+func (t *Task) writeState(id int64, target, name string, shared bool, write func(io.Writer) error) (checkpoint.StateHandle, error) {
 	if target != "" {
 		return t.store.WriteSavepointState(t.ctx, target, name, write)
 	}
+	store := t.store.WriteState
+	if shared {
+		store = t.store.WriteSharedState
+	}
 	if t.local == nil {
-		return t.store.WriteState(t.ctx, id, name, write)
+		return store(t.ctx, id, name, write)
 	}
 	// Local backup: the same bytes go to a local copy on the way.
 	lw := t.local.Create(id, name)
-	h, err := t.store.WriteState(t.ctx, id, name, func(w io.Writer) error {
+	h, err := store(t.ctx, id, name, func(w io.Writer) error {
 		return write(io.MultiWriter(w, lw))
 	})
 	if err != nil {
@@ -854,13 +862,17 @@ func (t *Task) writeState(id int64, target, name string, write func(io.Writer) e
 }
 
 // writeFile writes the file at path, an embedded store's, as a piece of
-// checkpoint id's state; with local backup its local copy is a hard link
-// of the file.
-func (t *Task) writeFile(id int64, target, name, path string) (checkpoint.StateHandle, error) {
+// checkpoint id's state (shared as writeState says); with local backup
+// its local copy is a hard link of the file.
+func (t *Task) writeFile(id int64, target, name string, shared bool, path string) (checkpoint.StateHandle, error) {
 	if target != "" || t.local == nil {
-		return t.writeState(id, target, name, copyFile(path))
+		return t.writeState(id, target, name, shared, copyFile(path))
 	}
-	h, err := t.store.WriteState(t.ctx, id, name, copyFile(path))
+	store := t.store.WriteState
+	if shared {
+		store = t.store.WriteSharedState
+	}
+	h, err := store(t.ctx, id, name, copyFile(path))
 	if err != nil {
 		return h, err
 	}
@@ -894,8 +906,11 @@ type eventTime struct {
 
 // writeSnapshot writes the state of checkpoint id (of the savepoint in
 // directory target, if it is not ""), then acknowledges it. et is nil for
-// a source subtask, whose splits record their event time.
-func (t *Task) writeSnapshot(id int64, target string, ops []ChainedOperator, snaps []Snapshot, stats checkpoint.SubtaskStats, et *eventTime, uc *unalignedCheckpoint) {
+// a source subtask, whose splits record their event time. The files later
+// checkpoints may name go to the job's shared/ directory: those the
+// snapshots mark shared, and with finished (the subtask had finished when
+// it took them) every one.
+func (t *Task) writeSnapshot(id int64, target string, ops []ChainedOperator, snaps []Snapshot, stats checkpoint.SubtaskStats, et *eventTime, uc *unalignedCheckpoint, finished bool) {
 	start := time.Now()
 	release := func() error {
 		for _, s := range snaps {
@@ -941,7 +956,7 @@ func (t *Task) writeSnapshot(id int64, target string, ops []ChainedOperator, sna
 				break
 			}
 			var h checkpoint.StateHandle
-			h, err = t.writeState(id, target, fmt.Sprintf("%s-%d-keyed", uid, t.id.Subtask), func(w io.Writer) error {
+			h, err = t.writeState(id, target, fmt.Sprintf("%s-%d-keyed", uid, t.id.Subtask), finished || s.KeyedShared, func(w io.Writer) error {
 				_, err := s.Keyed.WriteTo(w)
 				return err
 			})
@@ -959,7 +974,7 @@ func (t *Task) writeSnapshot(id int64, target string, ops []ChainedOperator, sna
 					if t.local != nil && target == "" {
 						t.local.Reference(id, fh)
 					}
-				} else if fh, err = t.writeFile(id, target, fmt.Sprintf("%s-%d-keyed-%s", uid, t.id.Subtask, f.Name), f.Path); err != nil {
+				} else if fh, err = t.writeFile(id, target, fmt.Sprintf("%s-%d-keyed-%s", uid, t.id.Subtask, f.Name), finished || f.Shared, f.Path); err != nil {
 					break
 				}
 				fh.File, fh.KeyGroups = f.Name, &kg
@@ -978,7 +993,7 @@ func (t *Task) writeSnapshot(id int64, target string, ops []ChainedOperator, sna
 				break
 			}
 			var h checkpoint.StateHandle
-			h, err = t.writeState(id, target, fmt.Sprintf("%s-%d-op", uid, t.id.Subtask), func(w io.Writer) error {
+			h, err = t.writeState(id, target, fmt.Sprintf("%s-%d-op", uid, t.id.Subtask), finished, func(w io.Writer) error {
 				_, err := w.Write(s.Operator)
 				return err
 			})

@@ -767,7 +767,7 @@ func (t *Task) writeChannelState(id int64, uid string, uc *unalignedCheckpoint) 
 	if err != nil || b == nil {
 		return nil, err
 	}
-	h, err := t.writeState(id, "", channelStateName(uid, t.id.Subtask), func(w io.Writer) error {
+	h, err := t.writeState(id, "", channelStateName(uid, t.id.Subtask), false, func(w io.Writer) error {
 		_, err := w.Write(b)
 		return err
 	})

@@ -15,16 +15,24 @@ import (
 const deleteParallelism = 8
 
 // Discard deletes checkpoints ids, for retention, except the state files
-// that another completed checkpoint references. A later checkpoint can
-// reference a file of an earlier one: the last state of a subtask that
-// finished is carried into every checkpoint after it by reference, not
-// copied. So Discard keeps those of the files that a completed checkpoint
-// of the job other than ids still names, and deletes the files of
-// discarded checkpoints that only ids named. The references are read from
+// that another completed checkpoint names. A checkpoint deletes its
+// directory, chk-<n>/, and the files it wrote in shared/; of the files it
+// names that earlier checkpoints wrote, it deletes those no other
+// completed checkpoint names: a file in shared/ goes with the last
+// completed checkpoint that names it. (A checkpoint written before
+// shared/ was used names files in earlier checkpoints' directories: the
+// same goes for them, and a directory holding a file a completed
+// checkpoint names stays, with that file.) The references are read from
 // the _metadata of the job's other checkpoints, not kept in memory, so
 // they hold across restarts of the process and for checkpoints another
 // run wrote; they are read once for all of ids, so discarding a backlog
 // of checkpoints costs one pass over the others.
+//
+// The files a checkpoint wrote in shared/ are found by their names
+// (newSharedPath), so those of a checkpoint that never completed, and
+// names none, go too. A pending checkpoint may name files that ids wrote
+// or named: a caller discards a checkpoint only once no pending one
+// builds on it.
 //
 // It deletes a checkpoint's _metadata first, so a checkpoint whose
 // deletion is interrupted is incomplete rather than complete with missing
@@ -33,7 +41,7 @@ const deleteParallelism = 8
 // Discard can be repeated after a partial failure, and discarding a
 // checkpoint that does not exist succeeds. When the other checkpoints'
 // references cannot be read it deletes nothing and returns the error. It
-// never touches shared/, taskowned/ or savepoints.
+// never touches taskowned/ or savepoints.
 func (s *Storage) Discard(ctx context.Context, ids ...int64) error {
 	except := make(map[int64]bool, len(ids))
 	for _, id := range ids {
@@ -68,15 +76,27 @@ func (s *Storage) Discard(ctx context.Context, ids ...int64) error {
 
 // DiscardIncomplete deletes the checkpoints of the job that have no
 // _metadata: aborted ones whose state some subtask wrote after the abort's
-// discard, or that the job ended during. Call it when nothing writes into
-// the job's checkpoints any more (the job has ended): a checkpoint being
-// written is incomplete too. Files a completed checkpoint names are kept,
-// and so is a checkpoint whose _metadata is there but corrupt.
+// discard, or that the job ended during, with the files they wrote in
+// shared/. Call it when nothing writes into the job's checkpoints any
+// more (the job has ended): a checkpoint being written is incomplete too.
+// Files a completed checkpoint names are kept, and so is a checkpoint
+// whose _metadata is there but corrupt.
 func (s *Storage) DiscardIncomplete(ctx context.Context) error {
 	ids, err := s.checkpointIDs(ctx)
 	if err != nil {
 		return err
 	}
+	// A checkpoint may have written files in shared/ only.
+	shared, err := s.sharedWriters(ctx)
+	if err != nil {
+		return err
+	}
+	for id := range shared {
+		if !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
 	var incomplete []int64
 	for _, id := range ids {
 		// A corrupt _metadata is kept, for a person to look at.
@@ -91,6 +111,21 @@ func (s *Storage) DiscardIncomplete(ctx context.Context) error {
 	return s.Discard(ctx, incomplete...)
 }
 
+// sharedWriters returns the checkpoints that wrote the files in shared/.
+func (s *Storage) sharedWriters(ctx context.Context) (map[int64]bool, error) {
+	objs, err := s.st.list(ctx, s.jobKey+SharedDir+"/", false)
+	if err != nil {
+		return nil, err
+	}
+	ids := map[int64]bool{}
+	for _, o := range objs {
+		if id, _, ok := parseSharedPath(strings.TrimPrefix(o.Key, s.jobKey)); ok {
+			ids[id] = true
+		}
+	}
+	return ids, nil
+}
+
 // discardOne deletes checkpoint id, whose metadata named own, keeping the
 // files in live.
 func (s *Storage) discardOne(ctx context.Context, id int64, own, live map[string]bool) error {
@@ -101,13 +136,17 @@ func (s *Storage) discardOne(ctx context.Context, id int64, own, live map[string
 	if err := s.removeAllExcept(ctx, key+"/", live); err != nil {
 		return err
 	}
-	// Files of earlier, discarded checkpoints that id was the last to
-	// reference. A file of a checkpoint that is still complete is in live:
-	// its own metadata names it.
+	// The files id wrote in shared/ (temporary files of abandoned writes
+	// included), but those later checkpoints name.
+	if err := s.removeAllExcept(ctx, s.jobKey+sharedPrefix(id), live); err != nil {
+		return err
+	}
+	// Files that earlier checkpoints wrote and id was the last to name.
+	// A file a complete checkpoint names is in live.
 	var errs []error
 	dirs := map[string]bool{}
 	for k := range own {
-		if live[k] || strings.HasPrefix(k, key+"/") {
+		if live[k] {
 			continue
 		}
 		if err := s.st.remove(ctx, k); err != nil {
@@ -116,6 +155,9 @@ func (s *Storage) discardOne(ctx context.Context, id int64, own, live map[string
 		}
 		dirs[parentKey(k)] = true
 	}
+	// Emptied checkpoint directories of the layout before shared/; never
+	// shared/ itself, where other checkpoints' files are being written.
+	delete(dirs, s.jobKey+SharedDir)
 	for d := range dirs {
 		s.st.removeEmptyDir(d)
 	}
@@ -123,10 +165,11 @@ func (s *Storage) discardOne(ctx context.Context, id int64, own, live map[string
 	return errors.Join(errs...)
 }
 
-// references returns the keys of the state files in other checkpoint
-// directories that checkpoint id's metadata names (state in shared/ is
-// left to DiscardAll). A checkpoint without readable metadata (never
-// completed, already being discarded, or corrupt) names none.
+// references returns the keys of the state files that checkpoint id's
+// metadata names and that it may not have written itself: in shared/, or
+// in other checkpoints' directories. A checkpoint without readable
+// metadata (never completed, already being discarded, or corrupt) names
+// none.
 func (s *Storage) references(ctx context.Context, id int64) (map[string]bool, error) {
 	m, err := s.readMetadata(ctx, id)
 	if err != nil || m == nil {
@@ -134,7 +177,10 @@ func (s *Storage) references(ctx context.Context, id int64) (map[string]bool, er
 	}
 	own := map[string]bool{}
 	_ = eachHandle(m, func(_ string, h checkpoint.StateHandle) error {
-		if h.Path != "" && validHandlePath(h.Path) && strings.HasPrefix(h.Path, checkpointDirPrefix) {
+		if h.Path == "" || !validHandlePath(h.Path) || strings.HasPrefix(h.Path, checkpointDir(id)+"/") {
+			return nil
+		}
+		if strings.HasPrefix(h.Path, checkpointDirPrefix) || strings.HasPrefix(h.Path, SharedDir+"/") {
 			own[s.jobKey+h.Path] = true
 		}
 		return nil
@@ -192,15 +238,14 @@ func (s *Storage) readMetadata(ctx context.Context, id int64) (*checkpoint.Metad
 	return m, err
 }
 
-// DiscardAll deletes every checkpoint of the job and its shared state, for
-// DELETE_ON_CANCELLATION, and LatestFile, except the checkpoints keep
-// names (one the job restored and does not own) and, if it keeps any, the
-// files they name in other checkpoints' directories and the shared state
-// they may name. It leaves taskowned/ (the tasks' own state) and anything
-// else in the job directory alone, and never touches savepoints. Like
-// Discard it is tolerant of files already gone. When the metadata of a
-// checkpoint to keep cannot be read it deletes nothing and returns the
-// error.
+// DiscardAll deletes every checkpoint of the job and its files in
+// shared/, for DELETE_ON_CANCELLATION, and LatestFile, except the
+// checkpoints keep names (one the job restored and does not own) and the
+// files they name, in shared/ or in other checkpoints' directories. It
+// leaves taskowned/ (the tasks' own state) and anything else in the job
+// directory alone, and never touches savepoints. Like Discard it is
+// tolerant of files already gone. When the metadata of a checkpoint to
+// keep cannot be read it deletes nothing and returns the error.
 func (s *Storage) DiscardAll(ctx context.Context, keep ...int64) error {
 	ids, err := s.checkpointIDs(ctx)
 	if err != nil {
@@ -245,22 +290,16 @@ func (s *Storage) DiscardAll(ctx context.Context, keep ...int64) error {
 		}
 		s.st.removeEmptyDir(key)
 	}
+	shared := s.jobKey + SharedDir
+	if err := s.removeAllExcept(ctx, shared+"/", kept); err != nil {
+		errs = append(errs, err)
+	}
 	if len(keep) > 0 {
 		return errors.Join(errs...)
-	}
-	shared := s.jobKey + SharedDir
-	if err := s.removeAll(ctx, shared+"/"); err != nil {
-		errs = append(errs, err)
 	}
 	s.st.removeEmptyDir(shared)
 	s.st.removeEmptyDir(strings.TrimSuffix(s.jobKey, "/"))
 	return errors.Join(errs...)
-}
-
-// removeAll deletes every object whose key starts with prefix, a few at a
-// time, and returns every error.
-func (s *Storage) removeAll(ctx context.Context, prefix string) error {
-	return removeAll(ctx, s.st, prefix)
 }
 
 // removeAllExcept is removeAll but keeps the keys in keep.
@@ -268,6 +307,8 @@ func (s *Storage) removeAllExcept(ctx context.Context, prefix string, keep map[s
 	return removeMatching(ctx, s.st, prefix, func(key string) bool { return !keep[key] })
 }
 
+// removeAll deletes every object whose key starts with prefix, a few at a
+// time, and returns every error.
 func removeAll(ctx context.Context, st *store, prefix string) error {
 	return removeMatching(ctx, st, prefix, func(string) bool { return true })
 }

@@ -37,7 +37,8 @@ type StateReader interface {
 // restored with execution.state-recovery.from-local).
 //
 // A copy is found by its handle's path in checkpoint storage
-// ("chk-7/op-0-keyed"), which names the checkpoint, and is used only when
+// ("chk-7/op-0-keyed", "shared/7-1x2y3z-op-0-keyed-000012.sst"), and is
+// used only when
 // it has the size and CRC-32C of the handle the restore reads: the
 // metadata of the checkpoint the job master chose decides what is
 // restored, a local copy only saves reading it remotely. A copy that is
@@ -107,17 +108,22 @@ func (l *LocalStore) Dirs() []string { return append([]string(nil), l.dirs...) }
 
 // fileFor returns where the copy of the state at handle path p goes.
 func (l *LocalStore) fileFor(p string) string {
+	return filepath.Join(l.dirs[int(fnvHash(p))%len(l.dirs)], filepath.FromSlash(p))
+}
+
+func fnvHash(s string) uint32 {
 	h := fnv.New32a()
-	h.Write([]byte(p))
-	return filepath.Join(l.dirs[int(h.Sum32())%len(l.dirs)], filepath.FromSlash(p))
+	h.Write([]byte(s))
+	return h.Sum32()
 }
 
 // Create starts the local copy of the state file name of checkpoint
-// checkpointID (as Storage.CreateState names it), to be written alongside
-// the remote file. Writing a copy never fails: a copy that could not be
-// written is not kept, and the restore reads the remote file.
+// checkpointID (as Storage.CreateState or CreateSharedState names it), to
+// be written alongside the remote file. Writing a copy never fails: a
+// copy that could not be written is not kept, and the restore reads the
+// remote file.
 func (l *LocalStore) Create(checkpointID int64, name string) *LocalWriter {
-	w := &LocalWriter{l: l, id: checkpointID, path: checkpointDir(checkpointID) + "/" + name}
+	w := &LocalWriter{l: l, id: checkpointID, name: name}
 	if err := validName(name); err != nil {
 		w.err = err
 		return w
@@ -129,25 +135,30 @@ func (l *LocalStore) Create(checkpointID int64, name string) *LocalWriter {
 		w.err = errDone
 		return w
 	}
-	w.final = l.fileFor(w.path)
-	if err := os.MkdirAll(filepath.Dir(w.final), 0o777); err != nil {
+	// The copy's temporary file is where the copy of a file in the
+	// checkpoint's directory goes; Commit renames it to its handle's
+	// path under the same root, which for a file in shared/ only the
+	// remote write decides.
+	p := filepath.FromSlash(checkpointDir(checkpointID) + "/" + name)
+	w.root = l.dirs[int(fnvHash(checkpointDir(checkpointID)+"/"+name))%len(l.dirs)]
+	if err := os.MkdirAll(filepath.Dir(filepath.Join(w.root, p)), 0o777); err != nil {
 		w.err = err
 		return w
 	}
-	w.f, w.err = createTemp(w.final)
+	w.f, w.err = createTemp(filepath.Join(w.root, p))
 	return w
 }
 
 // LocalWriter writes one local copy; see LocalStore.Create.
 type LocalWriter struct {
-	l     *LocalStore
-	id    int64
-	path  string // the handle path the remote file will have
-	final string
-	f     *os.File
-	size  int64
-	crc   uint32
-	err   error
+	l    *LocalStore
+	id   int64
+	name string // the state's name in checkpoint id
+	root string // the store's directory the copy goes to
+	f    *os.File
+	size int64
+	crc  uint32
+	err  error
 }
 
 // Write appends p to the copy. It always reports success: a failed write
@@ -162,24 +173,40 @@ func (w *LocalWriter) Write(p []byte) (int, error) {
 }
 
 // Commit keeps the copy as the local copy of h, the handle the remote
-// write returned, if h is the file this copy was made for and what was
-// written has its size and checksum; otherwise (inline state, a failed
-// write) it drops it.
+// write returned, if h is the file this copy was made for (in the
+// checkpoint's directory or in shared/) and what was written has its
+// size and checksum; otherwise (inline state, a failed write) it drops
+// it.
 func (w *LocalWriter) Commit(h checkpoint.StateHandle) {
-	if w.err != nil || h.Path != w.path || h.Size != w.size || h.CRC32C != w.crc {
+	if w.err != nil || !w.madeFor(h.Path) || h.Size != w.size || h.CRC32C != w.crc {
 		w.Abort()
 		return
 	}
+	final := filepath.Join(w.root, filepath.FromSlash(h.Path))
 	if err := w.f.Close(); err != nil {
 		os.Remove(w.f.Name())
 		return
 	}
-	if err := os.Rename(w.f.Name(), w.final); err != nil {
+	if err := os.MkdirAll(filepath.Dir(final), 0o777); err != nil {
+		os.Remove(w.f.Name())
+		return
+	}
+	if err := os.Rename(w.f.Name(), final); err != nil {
 		os.Remove(w.f.Name())
 		return
 	}
 	w.err = errDone
-	w.l.add(w.id, h, w.final)
+	w.l.add(w.id, h, final)
+}
+
+// madeFor reports whether p is the handle path of the file the copy is
+// made for.
+func (w *LocalWriter) madeFor(p string) bool {
+	if p == checkpointDir(w.id)+"/"+w.name {
+		return true
+	}
+	id, name, ok := parseSharedPath(p)
+	return ok && id == w.id && name == w.name
 }
 
 // Abort drops the copy.

@@ -7,11 +7,21 @@
 // is Flink's:
 //
 //	<dir>/<job-id>/
-//	  chk-<n>/       state files of checkpoint n, and its _metadata
-//	  shared/        state several checkpoints may reference (reserved)
+//	  chk-<n>/       checkpoint n's _metadata and the state files only it
+//	                 names
+//	  shared/        state files later checkpoints may name too
 //	  taskowned/     state the tasks own, never deleted here (reserved)
 //	<savepoint-dir>/savepoint-<job-id prefix>-<random>/
 //	                 a savepoint's state files and _metadata, self-contained
+//
+// A state file that later checkpoints may name instead of writing it
+// again (an immutable file of an embedded store's incremental snapshot, a
+// piece of a heap backend's incremental chain, the last state of a
+// subtask that finished) is written to shared/ (CreateSharedState), named
+// after the checkpoint that wrote it, a random component and its name
+// ("shared/7-1x2y3z-op-0-keyed-000012.sst"), so no two writes, by
+// whatever attempt or run of the job, ever share a name. Every other
+// file is written to the checkpoint's own directory (CreateState).
 //
 // A checkpoint is complete when its _metadata exists: it is written last,
 // and only ever appears whole. Every state file is named in _metadata with
@@ -39,11 +49,13 @@
 // its checksum or header, and Latest skips it.
 //
 // Paths in state handles are relative: to the job directory for a
-// checkpoint ("chk-7/op-0-keyed"), to the savepoint directory for a
-// savepoint ("op-0-keyed"), so a savepoint can be moved as a whole. A
-// checkpoint may name files in an earlier checkpoint's directory (the
-// state of a subtask that finished before it); Discard keeps such a file
-// for as long as a completed checkpoint names it.
+// checkpoint ("chk-7/op-0-keyed", "shared/7-1x2y3z-op-0-keyed-000012.sst"),
+// to the savepoint directory for a savepoint ("op-0-keyed"), so a
+// savepoint can be moved as a whole. Discarding a checkpoint deletes its
+// directory and the files in shared/ that no other completed checkpoint
+// names (see Discard). Checkpoints written before shared/ was used name
+// files in earlier checkpoints' directories instead; those are read, and
+// kept, the same way.
 package storage
 
 import (
@@ -51,6 +63,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
@@ -63,9 +76,8 @@ const (
 	// MetadataFile is the name of the file that completes a checkpoint or
 	// savepoint directory.
 	MetadataFile = "_metadata"
-	// SharedDir is the job directory's folder for state that several
-	// checkpoints reference (incremental state). Reserved: nothing writes
-	// it yet, DiscardAll deletes it.
+	// SharedDir is the job directory's folder for state files that later
+	// checkpoints may name too (CreateSharedState).
 	SharedDir = "shared"
 	// TaskOwnedDir is the job directory's folder for state the tasks own.
 	// Reserved: nothing here writes or deletes it.
@@ -161,6 +173,74 @@ func (s *Storage) CreateState(ctx context.Context, checkpointID int64, name stri
 	}
 	p := checkpointDir(checkpointID) + "/" + name
 	return newStateWriter(ctx, s.st, s.jobKey+p, p, s.cfg.inlineThreshold), nil
+}
+
+// CreateSharedState is CreateState for a piece of state that later
+// checkpoints may name too: it goes to the job's shared/ directory, under
+// a name no other write ever uses (see the package documentation), and
+// is deleted with the last completed checkpoint that names it, or with
+// checkpoint checkpointID if that is never completed.
+func (s *Storage) CreateSharedState(ctx context.Context, checkpointID int64, name string) (*StateWriter, error) {
+	if checkpointID < 0 {
+		return nil, fmt.Errorf("storage: negative checkpoint id %d", checkpointID)
+	}
+	if err := validName(name); err != nil {
+		return nil, err
+	}
+	p := newSharedPath(checkpointID, name)
+	return newStateWriter(ctx, s.st, s.jobKey+p, p, s.cfg.inlineThreshold), nil
+}
+
+// newSharedPath returns a new path in shared/ for state name of checkpoint
+// id: "shared/<id>-<random>-<name>". The random part (64 bits) keeps apart
+// the files that two attempts, or two runs of the job, write for the same
+// checkpoint id and name.
+func newSharedPath(id int64, name string) string {
+	return sharedPrefix(id) + strconv.FormatUint(rand.Uint64(), 36) + "-" + name
+}
+
+// sharedPrefix starts the paths of the files checkpoint id writes in
+// shared/.
+func sharedPrefix(id int64) string {
+	return SharedDir + "/" + strconv.FormatInt(id, 10) + "-"
+}
+
+// parseSharedPath returns the checkpoint that wrote the file at path p in
+// shared/ and the name it gave it, as newSharedPath made p.
+func parseSharedPath(p string) (id int64, name string, ok bool) {
+	rest, ok := strings.CutPrefix(p, SharedDir+"/")
+	if !ok {
+		return 0, "", false
+	}
+	num, rest, ok1 := strings.Cut(rest, "-")
+	rnd, name, ok2 := strings.Cut(rest, "-")
+	if !ok1 || !ok2 || rnd == "" || name == "" {
+		return 0, "", false
+	}
+	id, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || id < 0 || strconv.FormatInt(id, 10) != num {
+		return 0, "", false
+	}
+	return id, name, true
+}
+
+// ParseStatePath splits p, the path of a checkpoint's state file relative
+// to the job directory, into the checkpoint that wrote it and the name it
+// was written under: "chk-7/op-0-keyed" is op-0-keyed of checkpoint 7, and
+// so is "shared/7-1x2y3z-op-0-keyed", written with CreateSharedState.
+func ParseStatePath(p string) (checkpointID int64, name string, ok bool) {
+	if id, name, ok := parseSharedPath(p); ok {
+		return id, name, true
+	}
+	dir, name, ok := strings.Cut(p, "/")
+	if !ok || name == "" {
+		return 0, "", false
+	}
+	id, ok := parseCheckpointDir(dir)
+	if !ok {
+		return 0, "", false
+	}
+	return id, name, true
 }
 
 // OpenState opens the state h points at, a handle of one of this job's
