@@ -10,7 +10,6 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +18,7 @@ import (
 	"github.com/weirstream/weir/connector/datagen"
 	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/checkpoint/storage"
+	"github.com/weirstream/weir/internal/checkpoint/storagetest"
 	"github.com/weirstream/weir/stream"
 	"github.com/weirstream/weir/streamtest"
 )
@@ -122,24 +122,6 @@ func claimBackends(t *testing.T) []struct {
 	}
 }
 
-// namedPaths returns the paths, relative to the job's directory, of the
-// state files md names.
-func namedPaths(md *checkpoint.Metadata) []string {
-	var out []string
-	for _, op := range md.Operators {
-		for _, sub := range op.Subtasks {
-			for _, hs := range [][]checkpoint.StateHandle{sub.Keyed, sub.Operator, sub.InputChannels} {
-				for _, h := range hs {
-					if h.Path != "" {
-						out = append(out, h.Path)
-					}
-				}
-			}
-		}
-	}
-	return out
-}
-
 // readCheckpoint reads the metadata of checkpoint id of job jobID under
 // the checkpoint directory dir.
 func readCheckpoint(dir, jobID string, id int64) (*checkpoint.Metadata, error) {
@@ -160,7 +142,7 @@ func snapshotFiles(t *testing.T, r *streamtest.Result, id int64) map[string][32]
 		t.Fatalf("checkpoint %d: %v", id, err)
 	}
 	sums := map[string][32]byte{}
-	for _, p := range append(namedPaths(md), fmt.Sprintf("chk-%d/%s", id, storage.MetadataFile)) {
+	for _, p := range append(storagetest.Paths(md), fmt.Sprintf("chk-%d/%s", id, storage.MetadataFile)) {
 		b, err := os.ReadFile(filepath.Join(r.JobDir(), filepath.FromSlash(p)))
 		if err != nil {
 			t.Fatalf("checkpoint %d: %v", id, err)
@@ -193,60 +175,9 @@ func checkUntouched(t *testing.T, r *streamtest.Result, want map[string][32]byte
 // is gone whole. It returns the completed checkpoints by job.
 func checkOnlyRetained(t *testing.T, dir string, jobs ...string) map[string][]int64 {
 	t.Helper()
-	jobs = slices.Compact(slices.Sorted(slices.Values(jobs)))
-	allowed := map[string]bool{}
-	retained := map[string][]int64{}
-	for _, job := range jobs {
-		allowed[job+"/"+storage.LatestFile] = true
-		st, err := storage.Open(context.Background(), dir, job)
-		if err != nil {
-			t.Fatal(err)
-		}
-		infos, err := st.List(context.Background())
-		st.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, info := range infos {
-			md, err := readCheckpoint(dir, job, info.ID)
-			if err != nil {
-				continue // incomplete: its files must not be there
-			}
-			retained[job] = append(retained[job], info.ID)
-			allowed[fmt.Sprintf("%s/chk-%d/%s", job, info.ID, storage.MetadataFile)] = true
-			for _, p := range namedPaths(md) {
-				allowed[job+"/"+p] = true
-			}
-		}
-	}
-	var stray []string
-	for _, job := range jobs {
-		root := filepath.Join(dir, job)
-		err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			if d.IsDir() {
-				num, ok := strings.CutPrefix(d.Name(), "chk-")
-				if id, err := strconv.ParseInt(num, 10, 64); ok && err == nil && filepath.Dir(p) == root && !slices.Contains(retained[job], id) {
-					rel, _ := filepath.Rel(dir, p)
-					stray = append(stray, filepath.ToSlash(rel)+"/")
-					return filepath.SkipDir
-				}
-				return nil
-			}
-			rel, _ := filepath.Rel(dir, p)
-			if rel = filepath.ToSlash(rel); !allowed[rel] {
-				stray = append(stray, rel)
-			}
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
+	retained, stray, err := storagetest.Unreferenced(context.Background(), dir, jobs...)
+	if err != nil {
+		t.Fatal(err)
 	}
 	if len(stray) > 0 {
 		t.Fatalf("%d files under the jobs' directories that no retained checkpoint names (retained: %v), e.g. %v", len(stray), retained, stray[:min(len(stray), 8)])
@@ -309,7 +240,7 @@ func TestResumeClaims(t *testing.T) {
 							readErr = err
 							return false
 						}
-						for _, p := range namedPaths(md) {
+						for _, p := range storagetest.Paths(md) {
 							if _, ok := claimedFiles[p]; ok {
 								reused++
 							}
@@ -385,7 +316,7 @@ func TestResumeNoClaimLeavesSnapshotAlone(t *testing.T) {
 				return true
 			}
 			own := fmt.Sprintf("chk-%d/", ev.Checkpoint)
-			return slices.ContainsFunc(namedPaths(md), func(p string) bool { return !strings.HasPrefix(p, own) })
+			return slices.ContainsFunc(storagetest.Paths(md), func(p string) bool { return !strings.HasPrefix(p, own) })
 		}))
 	if readErr != nil {
 		t.Fatal(readErr)

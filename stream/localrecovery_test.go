@@ -196,7 +196,9 @@ func completedSinceRestore(ev *streamtest.Events) streamtest.FaultOption {
 func damageCopies(t *testing.T, dir string) int {
 	n := 0
 	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || strings.HasSuffix(p, ".tmp") || !strings.Contains(filepath.ToSlash(p), "/chk-") || !strings.Contains(p, "weir-local-") {
+		slash := filepath.ToSlash(p)
+		if err != nil || d.IsDir() || strings.HasSuffix(p, ".tmp") || !strings.Contains(slash, "/weir-local-") ||
+			!strings.Contains(slash, "/chk-") && !strings.Contains(slash, "/"+storage.SharedDir+"/") {
 			return nil
 		}
 		b, err := os.ReadFile(p)

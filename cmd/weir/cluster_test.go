@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -22,9 +21,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
-	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/checkpoint/coordinator"
-	"github.com/weirstream/weir/internal/checkpoint/storage"
+	"github.com/weirstream/weir/internal/checkpoint/storagetest"
 	"github.com/weirstream/weir/internal/cluster"
 	"github.com/weirstream/weir/internal/clustercli"
 	"github.com/weirstream/weir/internal/kafkatest"
@@ -1188,60 +1186,20 @@ func TestClusterKillTaskManagerUploadingKeyedState(t *testing.T) {
 	t.Logf("checkpoint %d was uploading keyed state at the kill; restored from %v; retained %v and nothing else; outputs verified", pending, ids, retained)
 }
 
-// checkOnlyRetained fails t if a file under job's directory in the
-// checkpoint directory dir is neither a retained checkpoint's _metadata
-// nor named by one, and returns the retained checkpoints.
+// checkOnlyRetained fails t if job's directory in the checkpoint
+// directory dir holds a file that is neither a retained checkpoint's
+// _metadata nor named by one, or the directory of a checkpoint that did
+// not complete, and returns the retained checkpoints.
 func checkOnlyRetained(t *testing.T, dir, job string) []int64 {
 	t.Helper()
-	st, err := storage.Open(context.Background(), dir, job)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	infos, err := st.List(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	allowed := map[string]bool{storage.LatestFile: true}
-	var retained []int64
-	for _, info := range infos {
-		md, err := st.ReadMetadata(context.Background(), st.CheckpointPath(info.ID))
-		if err != nil {
-			continue // incomplete: its files must not be there
-		}
-		retained = append(retained, info.ID)
-		allowed[fmt.Sprintf("chk-%d/%s", info.ID, storage.MetadataFile)] = true
-		for _, op := range md.Operators {
-			for _, sub := range op.Subtasks {
-				for _, hs := range [][]checkpoint.StateHandle{sub.Keyed, sub.Operator, sub.InputChannels} {
-					for _, h := range hs {
-						if h.Path != "" {
-							allowed[h.Path] = true
-						}
-					}
-				}
-			}
-		}
-	}
-	root := filepath.Join(dir, job)
-	var stray []string
-	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		rel, _ := filepath.Rel(root, p)
-		if rel = filepath.ToSlash(rel); !allowed[rel] {
-			stray = append(stray, rel)
-		}
-		return nil
-	})
+	retained, stray, err := storagetest.Unreferenced(context.Background(), dir, job)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(stray) > 0 {
-		t.Fatalf("%d files under %s that no retained checkpoint names (retained: %v), e.g. %v", len(stray), root, retained, stray[:min(len(stray), 8)])
+		t.Fatalf("%d files under %s that no retained checkpoint names (retained: %v), e.g. %v", len(stray), filepath.Join(dir, job), retained[job], stray[:min(len(stray), 8)])
 	}
-	return retained
+	return retained[job]
 }
 
 var hungRE = regexp.MustCompile(`writing the channel state (\S+) of checkpoint (\d+); the write hangs`)

@@ -108,7 +108,17 @@ func (s *Storage) DiscardIncomplete(ctx context.Context) error {
 			return err
 		}
 	}
-	return s.Discard(ctx, incomplete...)
+	if err := s.Discard(ctx, incomplete...); err != nil {
+		return err
+	}
+	s.st.removeEmptyDirs(strings.TrimSuffix(s.jobKey, "/"), isCheckpointDir)
+	return nil
+}
+
+// isCheckpointDir reports whether name is a checkpoint's directory's.
+func isCheckpointDir(name string) bool {
+	_, ok := parseCheckpointDir(name)
+	return ok
 }
 
 // sharedWriters returns the checkpoints that wrote the files in shared/.
@@ -298,6 +308,7 @@ func (s *Storage) DiscardAll(ctx context.Context, keep ...int64) error {
 		return errors.Join(errs...)
 	}
 	s.st.removeEmptyDir(shared)
+	s.st.removeEmptyDirs(strings.TrimSuffix(s.jobKey, "/"), isCheckpointDir)
 	s.st.removeEmptyDir(strings.TrimSuffix(s.jobKey, "/"))
 	return errors.Join(errs...)
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -793,11 +794,29 @@ func TestDiscardIncomplete(t *testing.T) {
 		}
 		be.remove(t, "chk-2/"+MetadataFile)
 		be.mutate(t, "chk-4/"+MetadataFile, func(b []byte) []byte { return append(b, 'x') })
+		// A write abandoned before its file was in place (a subtask
+		// canceled while it wrote checkpoint 5's state): in a local
+		// directory it leaves chk-5/, empty, which no listing shows.
+		w, err := s.CreateState(ctx, 5, "op-0-keyed")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Write(payload(5, 30<<10)); err != nil {
+			t.Fatal(err)
+		}
+		w.Abort()
 		if err := s.DiscardIncomplete(ctx); err != nil {
 			t.Fatal(err)
 		}
 		if keys := be.keys(t, "chk-2/"); len(keys) != 0 {
 			t.Fatalf("the incomplete checkpoint left %q", keys)
+		}
+		if be.dir != "" {
+			for _, d := range []string{"chk-2", "chk-5"} {
+				if _, err := os.Stat(filepath.Join(be.dir, testJob, d)); !errors.Is(err, fs.ErrNotExist) {
+					t.Fatalf("the directory %s of a checkpoint that never completed is still there (%v)", d, err)
+				}
+			}
 		}
 		for _, p := range []string{"chk-1/", "chk-3/", "chk-4/"} {
 			if keys := be.keys(t, p); len(keys) == 0 {

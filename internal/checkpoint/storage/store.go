@@ -378,3 +378,23 @@ func (s *store) removeEmptyDir(dirKey string) {
 	}
 	_ = os.Remove(s.local.path(dirKey))
 }
+
+// removeEmptyDirs removes the empty directories in dirKey whose names
+// match says, on local directories. A write abandoned before its file was
+// renamed into place (a subtask canceled while writing a checkpoint's
+// state) leaves the directory fileblob made for it, which no listing
+// reports, since listings list files.
+func (s *store) removeEmptyDirs(dirKey string, match func(name string) bool) {
+	if s.local == nil {
+		return
+	}
+	entries, err := os.ReadDir(s.local.path(dirKey))
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if e.IsDir() && match(e.Name()) {
+			_ = os.Remove(filepath.Join(s.local.path(dirKey), e.Name()))
+		}
+	}
+}
