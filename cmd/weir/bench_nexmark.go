@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -21,7 +22,7 @@ import (
 func newBenchNexmarkCmd() *cobra.Command {
 	c := bench.DefaultNexmark()
 	var inProcess, child bool
-	var writeEvents, result string
+	var writeEvents, result, kafkaBrokers string
 	var lat bench.LatencyRun
 	vs := vsFlinkFlags{rounds: 3, flinkJar: defaultFlinkJar, java: "java",
 		eventsDir: filepath.Join(os.TempDir(), "weir-bench")}
@@ -42,6 +43,13 @@ this one instead (CPU per run, peak memory of the whole process).
 --write-events DIR writes the same events as JSON lines, one file per
 split in nexmark-flink's row format, and runs nothing: the input another
 system reads to compare.
+
+--kafka BROKERS first produces the events into a new topic on those
+brokers (weir-bench-nexmark-<time>, split i into partition i, as
+weir gen nexmark --to-kafka does), then runs each query reading the
+topic from its earliest to its latest offsets, and deletes the topic at
+the end: the figures then include Kafka's fetches and the JSON parsing
+of every event.
 
 --vs-flink runs each query on weir and as Flink SQL (bench/flink: the
 reference suite's SQL, its source table and views over the same events
@@ -83,6 +91,7 @@ bench/charts (nexmark-*.svg, with --backend rocksdb nexmark-rocksdb-*.svg).
 With rocksdb both sides have the same managed memory
 (taskmanager.memory.managed.size 128mb), which each slot's stores share.`,
 		Example: `  weir bench nexmark --query q0,q5 --events 2000000
+  weir bench nexmark --query q5 --events 1000000 --kafka localhost:9092
   weir bench nexmark --vs-flink --query q0,q1,q5,q7 --events 2000000 --rounds 3 --write BENCHMARKS.md
   weir bench nexmark --vs-flink --query q0,q1,q5,q7,q8 --backend rocksdb --events 1000000 --rounds 2 --write BENCHMARKS.md
   weir bench nexmark --vs-flink --query q5 --flink-backend hashmap,rocksdb --latency-rate 20000`,
@@ -99,7 +108,24 @@ With rocksdb both sides have the same managed memory
 			}
 			out := cmd.OutOrStdout()
 			if vs.on {
+				if kafkaBrokers != "" {
+					return fmt.Errorf("--kafka does not go with --vs-flink: Flink's side reads the events from files")
+				}
 				return runNexmarkVsFlink(cmd, c, vs)
+			}
+			if kafkaBrokers != "" {
+				if c.Kafka = brokerList(kafkaBrokers); len(c.Kafka) == 0 {
+					return fmt.Errorf("--kafka: no brokers in %q", kafkaBrokers)
+				}
+				if writeEvents != "" || lat.Dir != "" {
+					return fmt.Errorf("--kafka does not go with --write-events or --latency-dir")
+				}
+			}
+			if c.KafkaTopic != "" && (!child || kafkaBrokers == "") {
+				return fmt.Errorf("--kafka-topic goes with --child and --kafka")
+			}
+			if child && kafkaBrokers != "" && c.KafkaTopic == "" {
+				return fmt.Errorf("--kafka with --child needs --kafka-topic, the topic holding the events")
 			}
 			for _, name := range vsFlinkOnly {
 				if cmd.Flags().Changed(name) {
@@ -151,6 +177,15 @@ With rocksdb both sides have the same managed memory
 			}
 			fmt.Fprintf(out, "nexmark: %d events on %d splits at %.0f events/s of event time, seed %d, parallelism %d, checkpoints every %v\n",
 				c.Gen.Events, c.Gen.Splits, c.Gen.Rate, c.Gen.Seed, c.Parallelism, c.Checkpoint)
+			if len(c.Kafka) > 0 {
+				topic, drop, err := produceNexmarkTopic(cmd.Context(), c)
+				if err != nil {
+					return err
+				}
+				defer drop()
+				c.KafkaTopic = topic
+				fmt.Fprintf(out, "  read from Kafka: topic %s on %s, %d partitions\n", topic, strings.Join(c.Kafka, ","), c.Gen.Splits)
+			}
 			fmt.Fprintf(out, "  %-5s %12s %9s %14s %11s %6s %10s %10s\n", "query", "events/s", "CPU s", "events/CPU-s", "peak RSS", "ckpts", "ckpt p50", "ckpt p99")
 			for _, q := range queries {
 				qc := c
@@ -159,7 +194,7 @@ With rocksdb both sides have the same managed memory
 				if inProcess {
 					r, err = bench.RunNexmark(cmd.Context(), qc)
 				} else {
-					r, err = runNexmarkChild(cmd, q)
+					r, err = runNexmarkChild(cmd, q, c.KafkaTopic)
 				}
 				if err != nil {
 					return fmt.Errorf("%s: %w", q, err)
@@ -182,13 +217,15 @@ With rocksdb both sides have the same managed memory
 	f.BoolVar(&inProcess, "in-process", false, "run every query in this process rather than each in its own")
 	f.StringVar(&writeEvents, "write-events", "", "write the events to this directory as JSON lines and run nothing")
 	f.StringVar(&c.Backend, "backend", "", "state backend: hashmap, or rocksdb (weir: pebble, incremental checkpoints); default: weir's default")
+	f.StringVar(&kafkaBrokers, "kafka", "", "produce the events into a new Kafka topic on these brokers (comma-separated) and read them from there")
+	f.StringVar(&c.KafkaTopic, "kafka-topic", "", "with --child and --kafka: the topic holding the events")
 	f.BoolVar(&child, "child", false, "run one query and print its result as JSON (what the parent process starts)")
 	f.StringVar(&result, "result", "", "with --child: write the result to this file instead")
 	f.StringVar(&c.Output, "output", "", "with --child: write the query's rows as canonical lines to exactly-once files in this directory")
 	f.StringVar(&lat.Dir, "latency-dir", "", "with --child: pace the source and count the rows' latencies into this directory")
 	f.Int64Var(&lat.From, "latency-from", 0, "with --latency-dir: count the rows due at this event time (Unix ms) or later")
 	f.Int64Var(&lat.Until, "latency-until", 0, "with --latency-dir: count the rows due before this event time (Unix ms)")
-	for _, name := range []string{"child", "result", "output", "latency-dir", "latency-from", "latency-until"} {
+	for _, name := range []string{"child", "result", "output", "latency-dir", "latency-from", "latency-until", "kafka-topic"} {
 		_ = f.MarkHidden(name)
 	}
 	vs.register(f)
@@ -219,14 +256,17 @@ func nexmarkQueries(list string) ([]string, error) {
 // command's flags, and takes its CPU time from the operating system's
 // accounting of that process (rusage) and its peak memory from its VmHWM
 // (bench.WatchPeakRSS), as the side-by-side runs do.
-func runNexmarkChild(cmd *cobra.Command, q string) (bench.NexmarkResult, error) {
+func runNexmarkChild(cmd *cobra.Command, q, kafkaTopic string) (bench.NexmarkResult, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return bench.NexmarkResult{}, err
 	}
 	args := []string{"bench", "nexmark", "--child", "--query", q}
-	for _, name := range []string{"events", "splits", "rate", "seed", "parallelism", "checkpoint", "checkpoint-dir", "backend"} {
+	for _, name := range []string{"events", "splits", "rate", "seed", "parallelism", "checkpoint", "checkpoint-dir", "backend", "kafka"} {
 		args = append(args, "--"+name+"="+cmd.Flags().Lookup(name).Value.String())
+	}
+	if kafkaTopic != "" {
+		args = append(args, "--kafka-topic="+kafkaTopic)
 	}
 	var stdout bytes.Buffer
 	child := exec.CommandContext(cmd.Context(), self, args...)
@@ -252,4 +292,25 @@ func runNexmarkChild(cmd *cobra.Command, q string) (bench.NexmarkResult, error) 
 		}
 	}
 	return r, nil
+}
+
+// produceNexmarkTopic writes c's events into a new topic on c.Kafka and
+// returns its name and a function that deletes it.
+func produceNexmarkTopic(ctx context.Context, c bench.NexmarkConfig) (string, func(), error) {
+	g, err := nexmark.NewGenerator(c.Gen)
+	if err != nil {
+		return "", nil, err
+	}
+	topic := fmt.Sprintf("weir-bench-nexmark-%d", time.Now().UnixNano())
+	if _, err := g.ProduceKafka(ctx, c.Kafka, topic); err != nil {
+		return "", nil, err
+	}
+	drop := func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if err := nexmark.DeleteKafkaTopic(ctx, c.Kafka, topic); err != nil {
+			fmt.Fprintf(os.Stderr, "weir: deleting topic %s: %v\n", topic, err)
+		}
+	}
+	return topic, drop, nil
 }

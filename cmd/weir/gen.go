@@ -16,10 +16,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/weirstream/weir/examples/gatewaymeter"
+	"github.com/weirstream/weir/examples/nexmark"
 )
 
 // knownJobs returns the jobs gen and verify know, by name.
-func knownJobs() []string { return []string{"gatewaymeter"} }
+func knownJobs() []string { return []string{"gatewaymeter", "nexmark"} }
 
 // jobArg accepts exactly one argument naming a known job.
 func jobArg(_ *cobra.Command, args []string) error {
@@ -36,9 +37,11 @@ func jobArg(_ *cobra.Command, args []string) error {
 }
 
 type genOptions struct {
-	cfg   gatewaymeter.GenConfig
-	out   string
-	force bool
+	cfg gatewaymeter.GenConfig
+	// nexmark is the configuration of `gen nexmark`.
+	nexmark nexmark.GenConfig
+	out     string
+	force   bool
 	// toKafka, if set, lists brokers to produce the trace to, into the
 	// topic <topicPrefix>gateway-events.
 	toKafka     string
@@ -48,23 +51,39 @@ type genOptions struct {
 }
 
 func newGenCmd() *cobra.Command {
-	o := genOptions{cfg: gatewaymeter.DefaultGenConfig()}
+	o := genOptions{cfg: gatewaymeter.DefaultGenConfig(), nexmark: nexmark.DefaultGenConfig()}
 	cmd := &cobra.Command{
 		Use:   "gen JOB",
-		Short: "Generate a seeded input trace for a job (gatewaymeter)",
+		Short: "Generate a seeded input trace for a job (gatewaymeter, nexmark)",
 		Long: `gen writes a seeded trace of a job's input into --out: for gatewaymeter, one
 JSON-lines file per partition of gateway-events (part-NNNNN.jsonl) and
 manifest.json, which records the flags and what was written. The trace is a
 pure function of the flags: the same flags give byte-identical files.
+
+For nexmark it writes --events events of the reference generator (persons,
+auctions and bids, 1/3/46), split i of --partitions into part-0000i.jsonl,
+a row of nexmark-flink's datagen table per line, at --rate events per
+second of event time on each split (defaults: the reference's, seed 1,
+2 partitions, 10000 events per second); --to-kafka produces them into the
+topic <prefix>nexmark-events instead, split i into partition i, each
+record's timestamp its event's time. --requests, --tenants and --bad-rate
+are gatewaymeter's; --events is nexmark's.
 
 The trace is written into a hidden sibling directory of --out and renamed
 to --out only once complete, so an interrupted run leaves nothing that
 looks like a trace. An existing --out must be empty; --force replaces a
 previous trace (a directory holding only part-*.jsonl and manifest.json).`,
 		Example: `  weir gen gatewaymeter --seed 7 --requests 1000000 --out /tmp/trace
-  weir gen gatewaymeter --seed 7 --requests 100000 --bad-rate 0.001 --out /tmp/trace --force`,
+  weir gen gatewaymeter --seed 7 --requests 100000 --bad-rate 0.001 --out /tmp/trace --force
+  weir gen nexmark --events 10000000 --partitions 4 --to-kafka localhost:9092`,
 		Args: jobArg,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if args[0] == "nexmark" {
+				return runGenNexmark(cmd, o)
+			}
+			if cmd.Flags().Changed("events") {
+				return fmt.Errorf("--events is nexmark's: gatewaymeter's trace is --requests long")
+			}
 			if err := o.validate(); err != nil {
 				return err
 			}
@@ -83,7 +102,8 @@ previous trace (a directory holding only part-*.jsonl and manifest.json).`,
 	f.IntVar(&o.cfg.Partitions, "partitions", o.cfg.Partitions, "partitions of gateway-events: one file each")
 	f.IntVar(&o.cfg.Tenants, "tenants", o.cfg.Tenants, "number of tenants (Zipf-like: tenant k sends a share proportional to 1/k)")
 	f.Float64Var(&o.cfg.BadRate, "bad-rate", o.cfg.BadRate, "probability that an event comes with a malformed line")
-	f.Float64Var(&o.cfg.RequestsPerSecond, "rate", o.cfg.RequestsPerSecond, "requests per second of event time, over all partitions")
+	f.Float64Var(&o.cfg.RequestsPerSecond, "rate", o.cfg.RequestsPerSecond, "gatewaymeter: requests per second of event time, over all partitions; nexmark: events per second of event time on each partition (default 10000)")
+	f.Int64Var(&o.nexmark.Events, "events", o.nexmark.Events, "nexmark: number of events, over all partitions")
 	f.StringVar(&o.out, "out", "", "directory to write the trace into (required)")
 	f.BoolVar(&o.force, "force", false, "replace a previous trace in --out")
 	f.StringVar(&o.toKafka, "to-kafka", "", "produce the trace into Kafka (comma-separated brokers), topic <prefix>gateway-events, one partition per trace partition")

@@ -14,7 +14,9 @@
 // flight). A record's fields are drawn from a random source seeded by
 // (seed, e), so an event is a pure function of the configuration and its
 // id: a split replays from any position, and the same events can be
-// written to files (WriteFiles) for another system to read.
+// written to files (WriteFiles) for another system to read, or to a
+// Kafka topic, split i into partition i (ProduceKafka), which a job reads
+// with KafkaSource and FromKafka.
 //
 // The generator is split as the reference's GeneratorConfig.split is: split
 // i of n generates a contiguous slice of event ids, on a timeline of its

@@ -6,10 +6,12 @@ import (
 	"log/slog"
 	"runtime"
 	"slices"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/weirstream/weir/config"
+	"github.com/weirstream/weir/connector"
 	"github.com/weirstream/weir/connector/file"
 	"github.com/weirstream/weir/examples/nexmark"
 	"github.com/weirstream/weir/stream"
@@ -35,6 +37,11 @@ type NexmarkConfig struct {
 	// the generator's rate, the rows' latencies counted into files in its
 	// directory (LatencyRun), Output unused.
 	Latency *LatencyRun
+	// Kafka, if set, lists the brokers of KafkaTopic, which holds Gen's
+	// events (nexmark.Generator.ProduceKafka): the job reads them from
+	// there, bounded, instead of generating them in-process.
+	Kafka      []string
+	KafkaTopic string
 }
 
 // DefaultNexmark is what `weir bench nexmark` runs: ten million events
@@ -97,6 +104,9 @@ func RunNexmark(ctx context.Context, c NexmarkConfig) (NexmarkResult, error) {
 	if err != nil {
 		return NexmarkResult{}, err
 	}
+	if len(c.Kafka) > 0 && c.Latency != nil {
+		return NexmarkResult{}, fmt.Errorf("nexmark: a latency run generates its events paced, it does not read them from Kafka")
+	}
 	kv := []string{fmt.Sprintf("parallelism.default=%d", c.Parallelism)}
 	if c.Checkpoint > 0 {
 		kv = append(kv, "execution.checkpointing.interval="+c.Checkpoint.String())
@@ -119,6 +129,19 @@ func RunNexmark(ctx context.Context, c NexmarkConfig) (NexmarkResult, error) {
 	if err != nil {
 		return NexmarkResult{}, err
 	}
+	events := func() stream.Stream[nexmark.Event] { return src.Events(env) }
+	dead := &deadLetters{}
+	if len(c.Kafka) > 0 {
+		ks, err := nexmark.KafkaSource(c.Kafka, c.KafkaTopic, true)
+		if err != nil {
+			return NexmarkResult{}, err
+		}
+		events = func() stream.Stream[nexmark.Event] {
+			evs, dl := nexmark.FromKafka(env, ks)
+			stream.SinkTo(dl, connector.Sink[nexmark.DeadLetter](dead), stream.Uid("dead-letters"))
+			return evs
+		}
+	}
 	switch {
 	case c.Latency != nil:
 		shift := c.Latency.shiftOnce()
@@ -128,9 +151,9 @@ func RunNexmark(ctx context.Context, c NexmarkConfig) (NexmarkResult, error) {
 		}
 		stream.SinkTo(dues, newLatencySink(*c.Latency, shift), stream.Uid("sink"))
 	case c.Output == "":
-		q.Build(src.Events(env))
+		q.Build(events())
 	default:
-		rows, err := nexmark.Lines(c.Query, src.Events(env))
+		rows, err := nexmark.Lines(c.Query, events())
 		if err != nil {
 			return NexmarkResult{}, err
 		}
@@ -177,6 +200,9 @@ loop:
 	}
 	elapsed := time.Since(start)
 	poll()
+	if err := dead.err(c.KafkaTopic); err != nil {
+		return NexmarkResult{}, err
+	}
 	return NexmarkResult{Query: c.Query, Events: c.Gen.Events, Elapsed: elapsed, CPU: cpuTime() - cpu0, PeakRSS: peakRSS(), Checkpoints: durations, CheckpointSizes: sizes}, nil
 }
 
@@ -197,3 +223,41 @@ func RusageMaxRSS(ru *syscall.Rusage) int64 { return int64(ru.Maxrss) * 1024 }
 func RusageCPU(ru *syscall.Rusage) time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// deadLetters is the sink of the records of the events topic that are not
+// events: a benchmark over the topic the command itself filled has none,
+// and a run that finds one fails (err) rather than measure fewer events
+// than it reports.
+type deadLetters struct {
+	mu    sync.Mutex
+	n     int
+	first nexmark.DeadLetter
+}
+
+func (d *deadLetters) NewWriter(context.Context, connector.WriterInfo) (connector.SinkWriter[nexmark.DeadLetter], error) {
+	return deadWriter{d}, nil
+}
+
+func (d *deadLetters) err(topic string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.n == 0 {
+		return nil
+	}
+	return fmt.Errorf("nexmark: %d records of topic %s are not events, the first at offset %d of partition %d: %s", d.n, topic, d.first.Offset, d.first.Partition, d.first.Error)
+}
+
+type deadWriter struct{ d *deadLetters }
+
+func (w deadWriter) Write(v nexmark.DeadLetter, _ int64) error {
+	w.d.mu.Lock()
+	defer w.d.mu.Unlock()
+	if w.d.n == 0 {
+		w.d.first = v
+	}
+	w.d.n++
+	return nil
+}
+
+func (deadWriter) PrepareCommit(context.Context, int64) ([][]byte, error) { return nil, nil }
+func (deadWriter) Close() error                                           { return nil }
