@@ -19,21 +19,20 @@ import (
 	"github.com/weirstream/weir/examples/nexmark"
 )
 
-// knownJobs returns the jobs gen and verify know, by name.
-func knownJobs() []string { return []string{"gatewaymeter", "nexmark"} }
-
-// jobArg accepts exactly one argument naming a known job.
-func jobArg(_ *cobra.Command, args []string) error {
-	known := strings.Join(knownJobs(), ", ")
-	switch {
-	case len(args) == 0:
-		return fmt.Errorf("missing job name (known: %s)", known)
-	case len(args) > 1:
-		return fmt.Errorf("want one job name, got %d arguments: %s", len(args), strings.Join(args, " "))
-	case !slices.Contains(knownJobs(), args[0]):
-		return fmt.Errorf("unknown job %q (known: %s)", args[0], known)
+// jobArg accepts exactly one argument naming one of the jobs known.
+func jobArg(known ...string) cobra.PositionalArgs {
+	return func(_ *cobra.Command, args []string) error {
+		names := strings.Join(known, ", ")
+		switch {
+		case len(args) == 0:
+			return fmt.Errorf("missing job name (known: %s)", names)
+		case len(args) > 1:
+			return fmt.Errorf("want one job name, got %d arguments: %s", len(args), strings.Join(args, " "))
+		case !slices.Contains(known, args[0]):
+			return fmt.Errorf("unknown job %q (known: %s)", args[0], names)
+		}
+		return nil
 	}
-	return nil
 }
 
 type genOptions struct {
@@ -76,7 +75,7 @@ previous trace (a directory holding only part-*.jsonl and manifest.json).`,
 		Example: `  weir gen gatewaymeter --seed 7 --requests 1000000 --out /tmp/trace
   weir gen gatewaymeter --seed 7 --requests 100000 --bad-rate 0.001 --out /tmp/trace --force
   weir gen nexmark --events 10000000 --partitions 4 --to-kafka localhost:9092`,
-		Args: jobArg,
+		Args: jobArg("gatewaymeter", "nexmark"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if args[0] == "nexmark" {
 				return runGenNexmark(cmd, o)

@@ -127,8 +127,17 @@ func TestGenRejects(t *testing.T) {
 		args  string                         // after "gen", with OUT for --out
 		want  string
 	}{
-		{name: "unknown job", args: "foo --out OUT", want: `unknown job "foo" (known: gatewaymeter)`},
-		{name: "no job", args: "--out OUT", want: "missing job name (known: gatewaymeter)"},
+		{name: "unknown job", args: "foo --out OUT", want: `unknown job "foo" (known: gatewaymeter, nexmark)`},
+		{name: "no job", args: "--out OUT", want: "missing job name (known: gatewaymeter, nexmark)"},
+		{name: "nexmark with gatewaymeter's flag", args: "nexmark --out OUT --tenants 3", want: "--tenants is gatewaymeter's"},
+		{name: "gatewaymeter with nexmark's flag", args: "gatewaymeter --out OUT --events 3", want: "--events is nexmark's"},
+		{name: "nexmark events", args: "nexmark --out OUT --events 0", want: "--events must be at least 1, got 0"},
+		{name: "nexmark partitions", args: "nexmark --out OUT --events 5 --partitions 6", want: "--partitions must be in [1, --events], got 6"},
+		{name: "nexmark rate", args: "nexmark --out OUT --rate 0", want: "--rate must be in (0, 1000000000] events per second, got 0"},
+		{name: "nexmark no out", args: "nexmark", want: "--out is required"},
+		{name: "nexmark not a trace, even with --force", args: "nexmark --out OUT --events 10 --force",
+			setup: func(t *testing.T, out string) { writeFile(t, filepath.Join(out, "notes.txt"), "mine") },
+			want:  "holds notes.txt, which is not part of a trace"},
 		{name: "no out", args: "gatewaymeter", want: "--out is required"},
 		{name: "partitions", args: "gatewaymeter --out OUT --partitions 0", want: "--partitions must be in [1, 99999], got 0"},
 		{name: "tenants", args: "gatewaymeter --out OUT --tenants 0", want: "--tenants must be in [1, 1000000], got 0"},

@@ -44,7 +44,7 @@ record, which is what an at-least-once sink produces after a restore; their
 number is printed.`,
 		Example: `  weir verify gatewaymeter --input /tmp/trace --output /tmp/run
   weir verify gatewaymeter --input /tmp/trace --output /tmp/run --at-least-once --max 3`,
-		Args: jobArg,
+		Args: jobArg("gatewaymeter"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.validate(); err != nil {
 				return err

@@ -245,10 +245,16 @@ func startJobManager(t testing.TB, jobs cluster.Jobs, opts ...cluster.JobManager
 // last sum is the total of its records.
 func check(t *testing.T, out []keyedSum) {
 	t.Helper()
+	checkCount(t, out, perPartition)
+}
+
+// checkCount is check for an input of perPart records per partition.
+func checkCount(t *testing.T, out []keyedSum, perPart int64) {
+	t.Helper()
 	count := map[string]int{}
 	total := map[string]int64{}
 	for p := range partitions {
-		for seq := range int64(perPartition) {
+		for seq := range perPart {
 			r := gen(p, seq)
 			count[r.Key]++
 			total[r.Key] += r.Value
@@ -265,8 +271,8 @@ func check(t *testing.T, out []keyedSum) {
 			t.Errorf("key %s: %d sums (want %d), last %d (want %d)", k, gotCount[k], count[k], gotMax[k], total[k])
 		}
 	}
-	if len(out) != partitions*perPartition {
-		t.Errorf("%d sums for %d records", len(out), partitions*perPartition)
+	if int64(len(out)) != partitions*perPart {
+		t.Errorf("%d sums for %d records", len(out), partitions*perPart)
 	}
 }
 
@@ -564,8 +570,12 @@ func testClusterUnaligned(t *testing.T, extra []string) {
 	}
 	defer c.Close()
 	waitTaskManagers(t, c, 2)
-	// Batches of 50 as fast as the sums take them.
-	args, _ := json.Marshal(sumArgs{Rate: 1e7})
+	// Batches of 50 as fast as the sums take them; three times the usual
+	// input, so that the sum is still reading when the third checkpoint
+	// completes, however long the checkpoints that persist the full
+	// channels take.
+	const count = 3 * perPartition
+	args, _ := json.Marshal(sumArgs{Rate: 1e7, Count: count})
 	id, err := c.Submit(context.Background(), cluster.Submission{JobID: "unaligned", Job: "sum", Args: args})
 	if err != nil {
 		t.Fatal(err)
@@ -595,5 +605,5 @@ func testClusterUnaligned(t *testing.T, extra []string) {
 		t.Error("the restore replayed no channel state")
 	}
 	t.Logf("%d unaligned checkpoints persisted %d bytes in flight; %d restarts", unaligned, persisted, st.Restarts)
-	check(t, sj.sink.Results())
+	checkCount(t, sj.sink.Results(), count)
 }
