@@ -115,7 +115,7 @@ func TestLocalRecoveryExactlyOnce(t *testing.T) {
 				var fired []*streamtest.Fault
 				for i := range 2 {
 					opts := []streamtest.FaultOption{streamtest.OnVertex("sum"), streamtest.OnSubtask(int(seed+uint64(i)) % 2),
-						streamtest.AfterRecords(int64(200 + (seed*7+uint64(i)*3)%4*150)), streamtest.Times(1), completedSinceRestore(&ev)}
+						streamtest.AfterRecords(int64(200 + (seed*7+uint64(i)*3)%4*150)), streamtest.Times(1), streamtest.CompletedSinceDeploy(&ev)}
 					if i > 0 {
 						opts = append(opts, streamtest.AfterRestore())
 					}
@@ -151,7 +151,7 @@ func TestLocalRecoveryDamagedCopies(t *testing.T) {
 				faults := streamtest.NewFaults()
 				var ev streamtest.Events
 				fail := faults.Add(stream.FaultBatch, streamtest.Fail(nil), streamtest.OnVertex("sum"),
-					streamtest.AfterRecords(int64(800+seed%4*300)), streamtest.Times(1), completedSinceRestore(&ev))
+					streamtest.AfterRecords(int64(800+seed%4*300)), streamtest.Times(1), streamtest.CompletedSinceDeploy(&ev))
 				var once sync.Once
 				var damaged int
 				damage := faults.Add(stream.FaultOpen, streamtest.Call(func(context.Context, stream.FaultSite) error {
@@ -169,24 +169,6 @@ func TestLocalRecoveryDamagedCopies(t *testing.T) {
 			})
 		})
 	}
-}
-
-// completedSinceRestore lets a fault strike only once a checkpoint has
-// completed since the job's latest (re)deployment, so that the restore it
-// causes takes a checkpoint the running attempt wrote.
-func completedSinceRestore(ev *streamtest.Events) streamtest.FaultOption {
-	return streamtest.When(func(stream.FaultSite) bool {
-		all := ev.All()
-		for i := len(all) - 1; i >= 0; i-- {
-			switch all[i].Kind {
-			case stream.EventCheckpointCompleted:
-				return true
-			case stream.EventRestored, stream.EventRunning:
-				return false
-			}
-		}
-		return false
-	})
 }
 
 // damageCopies damages every local copy under dir and returns how many.

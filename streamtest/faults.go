@@ -210,6 +210,29 @@ func When(pred func(stream.FaultSite) bool) FaultOption {
 	return func(f *Fault) { f.when = pred; f.note("when a condition holds") }
 }
 
+// CompletedSinceDeploy strikes only once a checkpoint has completed since
+// the job's latest deployment (its start or its latest restore), as ev
+// records the job's events: the restore the fault causes then takes a
+// checkpoint the running attempt wrote. ev must be the job's (WithEvents,
+// or Events.Option).
+func CompletedSinceDeploy(ev *Events) FaultOption {
+	return func(f *Fault) {
+		f.when = func(stream.FaultSite) bool {
+			all := ev.All()
+			for i := len(all) - 1; i >= 0; i-- {
+				switch all[i].Kind {
+				case stream.EventCheckpointCompleted:
+					return true
+				case stream.EventRestored, stream.EventRunning:
+					return false
+				}
+			}
+			return false
+		}
+		f.note("once a checkpoint has completed since the latest deployment")
+	}
+}
+
 func (f *Fault) note(s string) { f.desc = append(f.desc, s) }
 
 // Add declares a fault at point at that does action, narrowed by opts,

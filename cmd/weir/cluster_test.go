@@ -19,8 +19,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
-
 	"github.com/weirstream/weir/internal/checkpoint/coordinator"
 	"github.com/weirstream/weir/internal/checkpoint/storagetest"
 	"github.com/weirstream/weir/internal/cluster"
@@ -555,18 +553,7 @@ func TestClusterFrozenTaskManagerIsDeclaredLost(t *testing.T) {
 
 // kafkaBrokers returns the real broker of WEIR_KAFKA_BROKERS if set, else
 // an in-process kfake cluster that the weir processes reach over TCP.
-func kafkaBrokers(t *testing.T) string {
-	t.Helper()
-	if os.Getenv(kafkatest.EnvBrokers) != "" {
-		return strings.Join(kafkatest.Brokers(t), ",")
-	}
-	c, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return strings.Join(c.ListenAddrs(), ",")
-}
+func kafkaBrokers(t *testing.T) string { return strings.Join(kafkatest.BrokersOrFake(t), ",") }
 
 // TestClusterKafkaExactlyOnceAcrossAKill runs GatewayMeter from Kafka to
 // Kafka (exactly-once: a transaction per checkpoint and subtask) on the

@@ -5,14 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/weirstream/weir/config"
@@ -21,21 +19,6 @@ import (
 	"github.com/weirstream/weir/internal/kafkatest"
 	"github.com/weirstream/weir/stream"
 )
-
-// brokers returns the real broker of the integration suite when
-// WEIR_KAFKA_BROKERS is set, else an in-process kfake cluster.
-func brokers(t *testing.T) []string {
-	t.Helper()
-	if os.Getenv("WEIR_KAFKA_BROKERS") != "" {
-		return kafkatest.Brokers(t)
-	}
-	c, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return c.ListenAddrs()
-}
 
 // TestGatewayMeterOnKafka produces a seeded trace into gateway-events,
 // runs the job from Kafka to Kafka with injected failures, and reads the
@@ -48,7 +31,7 @@ func TestGatewayMeterOnKafka(t *testing.T) {
 		seed      uint64
 	}{{connector.ExactlyOnce, 11}, {connector.ExactlyOnce, 12}, {connector.AtLeastOnce, 13}} {
 		t.Run(fmt.Sprintf("%v/seed=%d", tc.guarantee, tc.seed), func(t *testing.T) {
-			bs := brokers(t)
+			bs := kafkatest.BrokersOrFake(t)
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
 			prefix := strings.NewReplacer("/", "-", "=", "-").Replace(t.Name()) + fmt.Sprintf("-%d-", time.Now().UnixNano())
@@ -126,7 +109,7 @@ func TestGatewayMeterOnKafka(t *testing.T) {
 // times, and a retention measured from them would let the brokers delete
 // outputs before they are verified. The events topic keeps the default.
 func TestCreateTopicsRetention(t *testing.T) {
-	bs := brokers(t)
+	bs := kafkatest.BrokersOrFake(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	topics := gm.DefaultKafkaTopics(fmt.Sprintf("retention-%d-", time.Now().UnixNano()))

@@ -3,13 +3,11 @@ package nexmark_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/weirstream/weir/connector"
@@ -19,21 +17,6 @@ import (
 	"github.com/weirstream/weir/stream"
 	"github.com/weirstream/weir/streamtest"
 )
-
-// brokers returns the real broker of the integration suite when
-// WEIR_KAFKA_BROKERS is set, else an in-process kfake cluster.
-func brokers(t *testing.T) []string {
-	t.Helper()
-	if os.Getenv("WEIR_KAFKA_BROKERS") != "" {
-		return kafkatest.Brokers(t)
-	}
-	c, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return c.ListenAddrs()
-}
 
 // TestQueriesFromKafka produces seeded events into a topic, split i into
 // partition i, with a malformed record in the middle of partition 1, and
@@ -79,21 +62,16 @@ func kafkaAppendOnly[T any](build func(stream.Stream[nx.Event]) stream.Stream[T]
 	}
 }
 
-// newTopic returns a topic name of its own for the test.
-func newTopic(t *testing.T) string {
-	return strings.NewReplacer("/", "-", "=", "-").Replace(t.Name()) + fmt.Sprintf("-%d", time.Now().UnixNano())
-}
-
 // executeKafka produces p's events and one malformed record into a new
 // topic, runs build over the topic with failures injected, checks the
 // dead letters and returns what the query's exactly-once sink committed,
 // and the events.
 func executeKafka[T any](t *testing.T, p kafkaPlan, build func(stream.Stream[nx.Event]) stream.Stream[T]) ([]T, []nx.Event) {
 	t.Helper()
-	bs := brokers(t)
+	bs := kafkatest.BrokersOrFake(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	topic := newTopic(t)
+	topic := kafkatest.UniqueName(t, "nexmark")
 	gen, err := nx.NewGenerator(p.cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -113,18 +91,7 @@ func executeKafka[T any](t *testing.T, p kafkaPlan, build func(stream.Stream[nx.
 	events := streamtest.NewEvents()
 	// Each failure strikes once a checkpoint has completed in its
 	// attempt, so that the restart restores one.
-	completed := streamtest.When(func(stream.FaultSite) bool {
-		all := events.All()
-		for i := len(all) - 1; i >= 0; i-- {
-			switch all[i].Kind {
-			case stream.EventCheckpointCompleted:
-				return true
-			case stream.EventRestored, stream.EventRunning:
-				return false
-			}
-		}
-		return false
-	})
+	completed := streamtest.CompletedSinceDeploy(events)
 	first := faults.Add(stream.FaultBatch, streamtest.Fail(nil), streamtest.OnVertex("nexmark-kafka"), streamtest.InAttempt(0), streamtest.AfterRecords(per/3), completed)
 	second := faults.Add(stream.FaultBatch, streamtest.Fail(nil), streamtest.OnVertex(p.second), streamtest.InAttempt(1), streamtest.AfterRecords(3), completed)
 	faults.Add(stream.FaultBatch, streamtest.Delay(time.Millisecond), streamtest.OnVertex("nexmark-kafka"), streamtest.Always())
@@ -204,7 +171,7 @@ func produceWithBadRecord(t *testing.T, ctx context.Context, bs []string, topic 
 // appends; a topic with another number of partitions is refused, naming
 // it.
 func TestProduceKafka(t *testing.T) {
-	bs := brokers(t)
+	bs := kafkatest.BrokersOrFake(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cfg := nx.DefaultGenConfig()
@@ -213,7 +180,7 @@ func TestProduceKafka(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	topic := newTopic(t)
+	topic := kafkatest.UniqueName(t, "nexmark")
 	if n, err := gen.ProduceKafka(ctx, bs, topic); err != nil || n != cfg.Events {
 		t.Fatalf("ProduceKafka: %d events, %v; want %d", n, err, cfg.Events)
 	}

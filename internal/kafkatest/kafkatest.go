@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -75,6 +76,23 @@ func Client(t testing.TB, opts ...kgo.Opt) *kgo.Client {
 	}
 	t.Cleanup(cl.Close)
 	return cl
+}
+
+// BrokersOrFake returns the addresses in WEIR_KAFKA_BROKERS if it is set,
+// else those of an in-process kfake cluster (franz-go's fake broker, over
+// TCP, so other processes reach it too) that lives until the test ends:
+// for tests that run on a plain `go test` and on the real broker in CI.
+func BrokersOrFake(t testing.TB) []string {
+	t.Helper()
+	if os.Getenv(EnvBrokers) != "" {
+		return Brokers(t)
+	}
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatalf("kafkatest: starting kfake: %v", err)
+	}
+	t.Cleanup(c.Close)
+	return c.ListenAddrs()
 }
 
 // UniqueName returns prefix, the test's name and a random suffix, made safe
