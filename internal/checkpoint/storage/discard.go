@@ -77,7 +77,8 @@ func (s *Storage) Discard(ctx context.Context, ids ...int64) error {
 // DiscardIncomplete deletes the checkpoints of the job that have no
 // _metadata: aborted ones whose state some subtask wrote after the abort's
 // discard, or that the job ended during, with the files they wrote in
-// shared/. Call it when nothing writes into the job's checkpoints any
+// shared/, and, in a local directory, the empty chk-<n> directories that
+// writes abandoned before their file was in place leave. Call it when nothing writes into the job's checkpoints any
 // more (the job has ended): a checkpoint being written is incomplete too.
 // Files a completed checkpoint names are kept, and so is a checkpoint
 // whose _metadata is there but corrupt.
