@@ -132,55 +132,67 @@ func (o genOptions) validate() error {
 }
 
 func runGen(ctx context.Context, w io.Writer, o genOptions) error {
-	out, err := filepath.Abs(o.out)
+	var m gatewaymeter.Manifest
+	out, err := writeTraceDir(o.out, o.force, func(tmp string) error {
+		cfg := o.cfg
+		var bar *progressLine
+		if o.progress != nil {
+			bar = &progressLine{w: o.progress, total: cfg.Requests, start: time.Now()}
+			cfg.Progress = bar.update
+		}
+		var err error
+		m, err = gatewaymeter.GenerateFilesContext(ctx, cfg, tmp)
+		bar.clear()
+		if err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("gen interrupted; nothing written to %s", o.out)
+			}
+			return err
+		}
+		// GenerateFiles syncs the partition files; the manifest is made
+		// durable here, so a renamed directory is complete after a crash
+		// too.
+		return syncFile(filepath.Join(tmp, gatewaymeter.ManifestFileName))
+	})
 	if err != nil {
 		return err
 	}
-	replace, err := checkGenOut(out, o.force)
+	fmt.Fprintln(w, genSummary(out, m))
+	return nil
+}
+
+// writeTraceDir has write fill a hidden sibling directory of out and then
+// renames it to out (replacing a previous trace with force, see
+// checkGenOut), so that an interrupted write leaves nothing that looks
+// like a trace. write must make its files durable. It returns out's
+// absolute path.
+func writeTraceDir(out string, force bool, write func(tmp string) error) (string, error) {
+	out, err := filepath.Abs(out)
 	if err != nil {
-		return err
+		return "", err
+	}
+	replace, err := checkGenOut(out, force)
+	if err != nil {
+		return "", err
 	}
 	parent := filepath.Dir(out)
 	if err := os.MkdirAll(parent, 0o755); err != nil {
-		return err
+		return "", err
 	}
 	tmp, err := mkdirSibling(out, "tmp")
 	if err != nil {
-		return err
+		return "", err
 	}
-	done := false
-	defer func() {
-		if !done {
-			os.RemoveAll(tmp)
-		}
-	}()
-
-	cfg := o.cfg
-	var bar *progressLine
-	if o.progress != nil {
-		bar = &progressLine{w: o.progress, total: cfg.Requests, start: time.Now()}
-		cfg.Progress = bar.update
-	}
-	m, err := gatewaymeter.GenerateFilesContext(ctx, cfg, tmp)
-	bar.clear()
-	if err != nil {
-		if ctx.Err() != nil {
-			return fmt.Errorf("gen interrupted; nothing written to %s", out)
-		}
-		return err
-	}
-	// GenerateFiles syncs the partition files; the manifest is made durable
-	// here, so a renamed directory is complete after a crash too.
-	if err := syncFile(filepath.Join(tmp, gatewaymeter.ManifestFileName)); err != nil {
-		return err
+	if err := write(tmp); err != nil {
+		os.RemoveAll(tmp)
+		return "", err
 	}
 	if err := publishDir(tmp, out, replace); err != nil {
-		return err
+		os.RemoveAll(tmp)
+		return "", err
 	}
-	done = true
 	syncDir(parent)
-	fmt.Fprintln(w, genSummary(out, m))
-	return nil
+	return out, nil
 }
 
 // checkGenOut checks that out may receive a trace, and reports whether an

@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -72,37 +70,22 @@ func runGenNexmark(cmd *cobra.Command, o genOptions) error {
 			return nil
 		}
 	}
-	out, err := filepath.Abs(o.out)
-	if err != nil {
-		return err
-	}
-	replace, err := checkGenOut(out, o.force)
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
-		return err
-	}
-	tmp, err := mkdirSibling(out, "tmp")
-	if err != nil {
-		return err
-	}
-	names, err := g.WriteFiles(tmp)
-	if err == nil {
+	var names []string
+	out, err := writeTraceDir(o.out, o.force, func(tmp string) error {
+		var err error
+		if names, err = g.WriteFiles(tmp); err != nil {
+			return err
+		}
 		for _, name := range names {
-			if err = syncFile(name); err != nil {
-				break
+			if err := syncFile(name); err != nil {
+				return err
 			}
 		}
-	}
-	if err == nil {
-		err = publishDir(tmp, out, replace)
-	}
+		return nil
+	})
 	if err != nil {
-		os.RemoveAll(tmp)
 		return err
 	}
-	syncDir(filepath.Dir(out))
 	fmt.Fprintf(w, "gen nexmark: wrote %d events to %s (%d files), %s\n", c.Events, out, len(names), span)
 	return nil
 }
