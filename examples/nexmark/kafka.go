@@ -23,7 +23,8 @@ const DefaultKafkaTopic = "nexmark-events"
 // datagen table in JSON (as WriteFiles writes them) and its timestamp the
 // event's time. It creates the topic with one partition per split if it
 // does not exist; an existing topic must have exactly that many, so that
-// the partitions are the splits. It returns the number of records
+// the partitions are the splits, and be empty, so that it holds these
+// events only, once. It returns the number of records
 // written.
 func (g *Generator) ProduceKafka(ctx context.Context, brokers []string, topic string) (int64, error) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic(topic),
@@ -95,6 +96,20 @@ func createTopic(ctx context.Context, adm *kadm.Client, topic string, partitions
 	}
 	if len(d.Partitions) != partitions {
 		return fmt.Errorf("nexmark: topic %s exists with %d partitions, the events have %d splits: delete it or give another topic", topic, len(d.Partitions), partitions)
+	}
+	// Events produced into a topic that holds some already would be
+	// there twice, or beside others.
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return fmt.Errorf("nexmark: reading the end offsets of topic %s: %w", topic, err)
+	}
+	var held int64
+	ends.Each(func(o kadm.ListedOffset) { held += o.Offset })
+	if held > 0 {
+		return fmt.Errorf("nexmark: topic %s exists and holds %d records: delete it or give another topic", topic, held)
 	}
 	return nil
 }

@@ -167,8 +167,8 @@ func produceWithBadRecord(t *testing.T, ctx context.Context, bs []string, topic 
 
 // TestProduceKafka writes events with ProduceKafka and reads the topic
 // back: partition i holds split i's events in order, each record's
-// timestamp its event's time; producing them again, into the same topic,
-// appends; a topic with another number of partitions is refused, naming
+// timestamp its event's time; producing them again into the same topic,
+// or into a topic with another number of partitions, is refused, naming
 // it.
 func TestProduceKafka(t *testing.T) {
 	bs := kafkatest.BrokersOrFake(t)
@@ -207,6 +207,9 @@ func TestProduceKafka(t *testing.T) {
 		if _, count := cfg.SplitRange(i); next[i] != count {
 			t.Fatalf("partition %d holds %d events, split %d has %d", i, next[i], i, count)
 		}
+	}
+	if _, err := gen.ProduceKafka(ctx, bs, topic); err == nil || !strings.Contains(err.Error(), topic) || !strings.Contains(err.Error(), "holds 900 records") {
+		t.Fatalf("producing the events again into the same topic: %v, want a refusal naming the topic and what it holds", err)
 	}
 	other := cfg
 	other.Splits = 2
