@@ -178,6 +178,27 @@ type SplitAdder interface {
 	AddSplits(ctx context.Context, splits []SplitStart) error
 }
 
+// SplitPauser is implemented by readers that can stop reading some of
+// their splits for a while and read them again later: a source whose
+// watermarks are aligned (stream.WatermarkStrategy.WithWatermarkAlignment)
+// pauses the splits whose watermark is ahead of their group's, so that
+// the reader goes on with the others. PauseOrResumeSplits is called
+// between fetches, on the goroutine that calls Fetch; a split named in
+// neither list keeps its state, and a split the reader does not hold (it
+// ended) is ignored. While every split the reader has left is paused,
+// Fetch returns ErrSplitsPaused at once, and is called again once a split
+// is resumed.
+//
+// A reader that does not implement it is paused as a whole, while the
+// source's watermark (the lowest of its splits') is ahead.
+type SplitPauser interface {
+	PauseOrResumeSplits(pause, resume []string) error
+}
+
+// ErrSplitsPaused is what a SplitPauser's Fetch returns while every
+// split it has left to read is paused.
+var ErrSplitsPaused = errors.New("connector: every split left to read is paused")
+
 // CheckpointListener is implemented by readers and sink writers that act
 // when a checkpoint completes (the Kafka source commits offsets for
 // monitoring; a transactional sink commits).

@@ -60,6 +60,8 @@ type node struct {
 	// assigns, again every discovery if it is not 0.
 	listSplits func(ctx context.Context) ([]string, error)
 	discovery  time.Duration
+	// alignment is a source node's watermark alignment (nil: none).
+	alignment *runtime.WatermarkAlignment
 
 	// keyed marks an operator on a keyed stream, which keeps keyed state.
 	keyed bool
@@ -292,6 +294,7 @@ func (e *Environment) graph(name string, pipe config.Pipeline) (*runtime.JobGrap
 		}
 		head := chainNodes[0]
 		v.ListSplits, v.DiscoveryInterval = head.listSplits, head.discovery
+		v.Alignment = head.alignment
 		v.Build = func(tc *runtime.TaskContext) (*runtime.Chain, error) {
 			return buildChain(tc, head, chained, netEdge)
 		}

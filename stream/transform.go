@@ -42,6 +42,30 @@ func (s WatermarkStrategy[T]) WithIdleness(d time.Duration) WatermarkStrategy[T]
 	return s
 }
 
+// WithWatermarkAlignment keeps the source's event time within maxDrift of
+// the other sources of group (Flink's
+// WatermarkStrategy.withWatermarkAlignment): every updateInterval (0:
+// one second, Flink's default) each source subtask reports its watermark
+// to the job master, which announces the group's lowest plus maxDrift; a
+// subtask stops reading a split whose watermark is past that until it
+// rises. A reader that cannot pause single splits
+// (connector.SplitPauser) stops as a whole while the subtask's watermark
+// is past it.
+//
+// Without it a subtask that reads faster runs ahead in event time, and an
+// operator that joins or windows what several subtasks read keeps in its
+// state whatever the slower ones have not caught up with: with it, about
+// maxDrift of event time. A drift too small for the rate at which event
+// time advances slows the job down: in each update interval a source can
+// go at most about maxDrift ahead of the group's slowest.
+func (s WatermarkStrategy[T]) WithWatermarkAlignment(group string, maxDrift, updateInterval time.Duration) WatermarkStrategy[T] {
+	if updateInterval == 0 {
+		updateInterval = time.Second
+	}
+	s.w.Alignment = &runtime.WatermarkAlignment{Group: group, MaxDrift: maxDrift, UpdateInterval: updateInterval}
+	return s
+}
+
 // NoTimestamp is the timestamp of a record without event time.
 const NoTimestamp int64 = math.MinInt64
 
@@ -58,6 +82,14 @@ func FromSource[T any](env *Environment, src connector.Source[T], name string, w
 		n.settings.uid = name
 	}
 	n.source = true
+	if a := wm.w.Alignment; a != nil {
+		if err := a.Validate(); err != nil {
+			env.setErr(errorf("FromSource %s: %w", name, err))
+		} else if wm.w.Disabled {
+			env.setErr(errorf("FromSource %s: watermark alignment of a source without watermarks", name))
+		}
+		n.alignment = a
+	}
 	n.listSplits = src.Splits
 	if d, ok := src.(connector.SplitDiscoverer); ok && !src.Bounded() {
 		n.discovery = max(d.SplitDiscoveryInterval(), 0)

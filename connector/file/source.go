@@ -278,6 +278,8 @@ type splitReader struct {
 	next  int64 // offset of the next line
 	done  bool
 	lines int64 // lines returned, for pacing
+	// paused: the source paused the split (connector.SplitPauser).
+	paused bool
 }
 
 // lineReader reads its splits in turn, one batch from each, so that every
@@ -304,22 +306,43 @@ func (r *lineReader) Fetch(ctx context.Context) (connector.Fetch[Line], error) {
 }
 
 // next returns the split to read a batch from, in turn, once the pace
-// allows: connector.ErrEndOfInput when every split is done.
+// allows: connector.ErrEndOfInput when every split is done, and
+// connector.ErrSplitsPaused when every split not done is paused.
 func (r *lineReader) next(ctx context.Context) (*splitReader, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	paused := false
 	for range r.splits {
 		sp := r.splits[r.rr]
 		r.rr = (r.rr + 1) % len(r.splits)
-		if !sp.done {
+		switch {
+		case sp.done:
+		case sp.paused:
+			paused = true
+		default:
 			if err := r.pace(ctx, sp); err != nil {
 				return nil, err
 			}
 			return sp, nil
 		}
 	}
+	if paused {
+		return nil, connector.ErrSplitsPaused
+	}
 	return nil, connector.ErrEndOfInput
+}
+
+// PauseOrResumeSplits implements connector.SplitPauser.
+func (r *lineReader) PauseOrResumeSplits(pause, resume []string) error {
+	for _, sp := range r.splits {
+		if slices.Contains(pause, sp.id) {
+			sp.paused = true
+		} else if slices.Contains(resume, sp.id) {
+			sp.paused = false
+		}
+	}
+	return nil
 }
 
 // pace waits until sp may return another batch at the configured rate.

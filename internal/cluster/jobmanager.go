@@ -356,6 +356,8 @@ func (m *JobManager) handle(tm *tmConn, msg *tmMessage) {
 		jobID = msg.Decline.JobID
 	case msg.EndOfData != nil:
 		jobID = msg.EndOfData.JobID
+	case msg.Watermark != nil:
+		jobID = msg.Watermark.JobID
 	case msg.Exited != nil:
 		jobID = msg.Exited.JobID
 	case msg.Heartbeat != nil:
@@ -385,6 +387,8 @@ func (m *JobManager) handle(tm *tmConn, msg *tmMessage) {
 		l.Decline(msg.Decline.Ref, msg.Decline.Checkpoint, msg.Decline.Reason, errors.New(msg.Decline.Err))
 	case msg.EndOfData != nil:
 		l.EndOfData(msg.EndOfData.Ref)
+	case msg.Watermark != nil:
+		l.SourceWatermark(msg.Watermark.Ref, msg.Watermark.Watermark)
 	case msg.Exited != nil:
 		var err error
 		if msg.Exited.Err != "" {
@@ -926,6 +930,12 @@ func (x *clusterExecutor) NotifyComplete(ref runtime.TaskRef, id int64) {
 // NotifyAbort implements runtime.Executor.
 func (x *clusterExecutor) NotifyAbort(ref runtime.TaskRef, id int64, reason string) {
 	x.route(ref, &jmMessage{Abort: &notifyMsg{taskMsg: x.taskMsg(ref), Checkpoint: id, Reason: reason}})
+}
+
+// AlignWatermarks implements runtime.Executor. The job master tells only
+// subtasks that have reported their watermark, so they are deployed.
+func (x *clusterExecutor) AlignWatermarks(ref runtime.TaskRef, maxAllowed int64) {
+	x.route(ref, &jmMessage{Align: &alignMsg{taskMsg: x.taskMsg(ref), MaxAllowed: maxAllowed}})
 }
 
 // AssignSplits implements runtime.Executor. The splits of a subtask whose

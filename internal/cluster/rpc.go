@@ -141,6 +141,7 @@ type tmMessage struct {
 	Ack       *ackMsg          `json:"ack,omitempty"`
 	Decline   *declineMsg      `json:"decline,omitempty"`
 	EndOfData *taskMsg         `json:"end_of_data,omitempty"`
+	Watermark *watermarkMsg    `json:"watermark,omitempty"`
 	Exited    *exitedMsg       `json:"exited,omitempty"`
 }
 
@@ -219,6 +220,7 @@ type jmMessage struct {
 	Complete   *notifyMsg     `json:"complete,omitempty"`
 	Abort      *notifyMsg     `json:"abort,omitempty"`
 	Assign     *assignMsg     `json:"assign,omitempty"`
+	Align      *alignMsg      `json:"align,omitempty"`
 	Release    *releaseMsg    `json:"release,omitempty"`
 }
 
@@ -275,6 +277,18 @@ type assignMsg struct {
 	taskMsg
 	Splits []string `json:"splits"`
 	Late   []string `json:"late,omitempty"`
+}
+
+// watermarkMsg: a source subtask's watermark, for watermark alignment.
+type watermarkMsg struct {
+	taskMsg
+	Watermark int64 `json:"watermark"`
+}
+
+// alignMsg: the maximal watermark of a source subtask's alignment group.
+type alignMsg struct {
+	taskMsg
+	MaxAllowed int64 `json:"max_allowed"`
 }
 
 // releaseMsg: the job ended; the task manager drops what it holds for it.

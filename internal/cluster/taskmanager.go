@@ -272,6 +272,10 @@ func (s *tmSession) handle(m *jmMessage) {
 		if w := s.worker(m.Assign.JobID); w != nil {
 			w.AssignSplits(m.Assign.Ref, m.Assign.Splits, m.Assign.Late)
 		}
+	case m.Align != nil:
+		if w := s.worker(m.Align.JobID); w != nil {
+			w.AlignWatermarks(m.Align.Ref, m.Align.MaxAllowed)
+		}
 	case m.Release != nil:
 		s.mu.Lock()
 		w := s.workers[m.Release.JobID]
@@ -343,6 +347,10 @@ func (l sessionListener) Decline(ref runtime.TaskRef, id int64, why runtime.Decl
 func (l sessionListener) EndOfData(ref runtime.TaskRef) {
 	t := l.msg(ref)
 	l.s.send(&tmMessage{EndOfData: &t})
+}
+
+func (l sessionListener) SourceWatermark(ref runtime.TaskRef, wm int64) {
+	l.s.send(&tmMessage{Watermark: &watermarkMsg{taskMsg: l.msg(ref), Watermark: wm}})
 }
 
 func (l sessionListener) Exited(ref runtime.TaskRef, err error) {

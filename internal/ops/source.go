@@ -29,6 +29,10 @@ type Watermarks[T any] struct {
 	Idleness time.Duration
 	// Disabled turns watermark generation off (records keep timestamps).
 	Disabled bool
+	// Alignment, if set, keeps the source's splits within a drift of
+	// event time of the other sources of its group (see
+	// runtime.WatermarkAlignment).
+	Alignment *runtime.WatermarkAlignment
 }
 
 // splitState is what a source checkpoints per split: its offset, the
@@ -78,6 +82,33 @@ type Source[T any] struct {
 	fetched chan any
 	cancel  context.CancelFunc
 	done    chan struct{}
+
+	// Watermark alignment (wm.Alignment). maxAllowed is the group's
+	// maximal watermark the job master announced last (before any, the
+	// drift past MinWatermark: a split reads until it has a watermark);
+	// pauses is what the fetcher is to pause, which the subtask's
+	// goroutine replaces and signals on wake; ended says the subtask
+	// reported that none of its splits holds event time back.
+	maxAllowed int64
+	pauses     atomic.Pointer[pauseSet]
+	wake       chan struct{}
+	ended      bool
+	scratch    []string
+}
+
+// pauseSet is what a source's fetcher pauses: the splits, sorted, of a
+// reader that pauses single splits (connector.SplitPauser), or the whole
+// reader (all).
+type pauseSet struct {
+	splits []string
+	all    bool
+}
+
+func (p *pauseSet) equal(q *pauseSet) bool {
+	if p == nil || q == nil {
+		return p == q
+	}
+	return p.all == q.all && slices.Equal(p.splits, q.splits)
 }
 
 // A source takes the splits the job master discovers while it runs.
@@ -85,7 +116,11 @@ var _ runtime.SplitReceiver = (*Source[struct{}])(nil)
 
 // NewSource returns the source operator for src.
 func NewSource[T any](src connector.Source[T], wm Watermarks[T], out runtime.Output[T]) *Source[T] {
-	return &Source[T]{src: src, wm: wm, out: out, emitted: runtime.MinWatermark}
+	s := &Source[T]{src: src, wm: wm, out: out, emitted: runtime.MinWatermark, maxAllowed: runtime.MaxWatermark, wake: make(chan struct{}, 1)}
+	if a := wm.Alignment; a != nil {
+		s.maxAllowed = runtime.MinWatermark + a.MaxDrift.Milliseconds()
+	}
+	return s
 }
 
 // Positions returns each split's current offset (the offset of the next
@@ -134,6 +169,12 @@ func (s *Source[T]) Open(ctx *runtime.OperatorContext) error {
 	s.fetched = make(chan any, 2)
 	if s.wm.Idleness > 0 {
 		s.scheduleIdleCheck()
+	}
+	if s.wm.Alignment != nil {
+		// At once, so that the group's maximum is known as soon as
+		// every subtask has opened.
+		s.reportWatermark()
+		s.scheduleReport()
 	}
 	if len(starts) == 0 {
 		if !s.src.Bounded() {
@@ -376,8 +417,31 @@ func (s *Source[T]) send(ctx context.Context, item any) bool {
 }
 
 func (s *Source[T]) fetch(ctx context.Context) {
+	var applied *pauseSet
 	for {
+		if s.wm.Alignment != nil {
+			p := s.pauses.Load()
+			if !p.equal(applied) {
+				if err := s.applyPauses(applied, p); err != nil {
+					s.send(ctx, err)
+					return
+				}
+				applied = p
+			}
+			if p != nil && p.all {
+				if !s.waitResume(ctx) {
+					return
+				}
+				continue
+			}
+		}
 		f, err := s.reader.Fetch(ctx)
+		if errors.Is(err, connector.ErrSplitsPaused) && s.wm.Alignment != nil {
+			if !s.waitResume(ctx) {
+				return
+			}
+			continue
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -391,6 +455,148 @@ func (s *Source[T]) fetch(ctx context.Context) {
 	}
 }
 
+// applyPauses tells a reader that pauses single splits which to pause and
+// which to resume, going from the pauses applied before to p.
+func (s *Source[T]) applyPauses(applied, p *pauseSet) error {
+	sp, ok := s.reader.(connector.SplitPauser)
+	if !ok {
+		return nil
+	}
+	var was, now []string
+	if applied != nil {
+		was = applied.splits
+	}
+	if p != nil {
+		now = p.splits
+	}
+	var pause, resume []string
+	for _, id := range now {
+		if !slices.Contains(was, id) {
+			pause = append(pause, id)
+		}
+	}
+	for _, id := range was {
+		if !slices.Contains(now, id) {
+			resume = append(resume, id)
+		}
+	}
+	if err := sp.PauseOrResumeSplits(pause, resume); err != nil {
+		return fmt.Errorf("pausing splits %v and resuming %v for watermark alignment: %w", pause, resume, err)
+	}
+	return nil
+}
+
+// waitResume waits, on the fetcher's goroutine, until the pauses change;
+// false if ctx ended.
+func (s *Source[T]) waitResume(ctx context.Context) bool {
+	select {
+	case <-s.wake:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// AlignWatermarks implements runtime.AlignedSource: the job master
+// announced the maximal watermark of the source's alignment group.
+func (s *Source[T]) AlignWatermarks(maxAllowed int64) error {
+	if s.wm.Alignment == nil {
+		return fmt.Errorf("source: watermark alignment announced to a source that does not align its watermarks")
+	}
+	s.maxAllowed = maxAllowed
+	s.updatePauses()
+	return nil
+}
+
+// updatePauses works out what the fetcher pauses: the splits whose
+// watermark is past the group's maximum if the reader pauses single
+// splits, or else the whole reader while the source's watermark is.
+func (s *Source[T]) updatePauses() {
+	if s.wm.Alignment == nil || s.reader == nil {
+		return
+	}
+	// Worked out in scratch, so that a batch that changes nothing (most
+	// of them) allocates nothing.
+	splits, all := s.scratch[:0], false
+	if _, ok := s.reader.(connector.SplitPauser); ok {
+		for id, st := range s.splits {
+			if !st.Ended && s.splitWatermark(id) > s.maxAllowed {
+				splits = append(splits, id)
+			}
+		}
+		slices.Sort(splits)
+	} else {
+		all = s.currentWatermark() > s.maxAllowed
+	}
+	s.scratch = splits
+	if old := s.pauses.Load(); old != nil && old.all == all && slices.Equal(old.splits, splits) {
+		return
+	}
+	s.pauses.Store(&pauseSet{splits: slices.Clone(splits), all: all})
+	if all || len(splits) == s.unended() {
+		// Nothing left to read until the maximum rises: the job master
+		// may be holding it down with an older report of this subtask's.
+		s.reportWatermark()
+	}
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// splitWatermark returns split id's watermark: its highest timestamp less
+// the out-of-orderness bound and 1 ms (MinWatermark before any).
+func (s *Source[T]) splitWatermark(id string) int64 {
+	ts := s.maxTs[id]
+	if ts == runtime.MinWatermark {
+		return runtime.MinWatermark
+	}
+	return ts - s.wm.OutOfOrderness.Milliseconds() - 1
+}
+
+// scheduleReport reports the subtask's watermark to the job master every
+// update interval of its alignment: its current watermark, or
+// MaxWatermark when none of its splits holds event time back (they have
+// all ended or are idle, or it has none).
+func (s *Source[T]) scheduleReport() {
+	s.ctx.AtProcessingTime(s.ctx.Now().Add(s.wm.Alignment.UpdateInterval), func() error {
+		if s.ctx.Err() != nil || s.ended {
+			return nil
+		}
+		s.reportWatermark()
+		s.scheduleReport()
+		return nil
+	})
+}
+
+func (s *Source[T]) reportWatermark() {
+	s.ctx.ReportWatermark(s.currentWatermark())
+}
+
+// currentWatermark returns the subtask's watermark as its splits have it:
+// the lowest watermark of those neither ended nor idle (MaxWatermark if
+// none is), and never less than the watermark it emitted. It is worked out
+// from the splits, not taken from what was emitted, since a subtask
+// restored from a checkpoint has its splits' highest timestamps back but
+// emits no watermark until it reads: were it to report the lowest
+// possible watermark, the group's maximum would hold its splits paused
+// and it would never read.
+func (s *Source[T]) currentWatermark() int64 {
+	lowest := runtime.MaxWatermark
+	for id, st := range s.splits {
+		if !st.Ended && !s.idle[id] {
+			lowest = min(lowest, s.splitWatermark(id))
+		}
+	}
+	return max(lowest, s.emitted)
+}
+
+// paused reports whether the fetcher is to pause split id.
+func (s *Source[T]) paused(id string) bool {
+	p := s.pauses.Load()
+	return p != nil && (p.all || slices.Contains(p.splits, id))
+}
+
 // Fetched implements runtime.SourceDriver.
 func (s *Source[T]) Fetched() <-chan any { return s.fetched }
 
@@ -399,6 +605,11 @@ func (s *Source[T]) Emit(item any) (int, bool, error) {
 	switch it := item.(type) {
 	case error:
 		if errors.Is(it, connector.ErrEndOfInput) {
+			if s.wm.Alignment != nil && !s.ended {
+				// No split holds the group back any more.
+				s.ended = true
+				s.ctx.ReportWatermark(runtime.MaxWatermark)
+			}
 			return 0, true, nil
 		}
 		return 0, false, fmt.Errorf("reading source: %w", it)
@@ -451,6 +662,7 @@ func (s *Source[T]) emit(f connector.Fetch[T]) (int, bool, error) {
 	if err := s.advanceWatermark(); err != nil {
 		return len(f.Records), false, err
 	}
+	s.updatePauses()
 	return len(f.Records), false, nil
 }
 
@@ -463,6 +675,12 @@ func (s *Source[T]) scheduleIdleCheck() {
 		now := s.ctx.Now()
 		changed := false
 		for id, st := range s.splits {
+			if s.wm.Alignment != nil && s.paused(id) {
+				// Watermark alignment holds it back: it is not idle, and
+				// has all of Idleness to read once it is resumed.
+				s.lastAt[id] = now
+				continue
+			}
 			if !st.Ended && !s.idle[id] && now.Sub(s.lastAt[id]) >= s.wm.Idleness {
 				s.idle[id] = true
 				changed = true
@@ -483,6 +701,17 @@ func (s *Source[T]) scheduleIdleCheck() {
 		}
 		return nil
 	})
+}
+
+// unended returns how many of the subtask's splits have not ended.
+func (s *Source[T]) unended() int {
+	n := 0
+	for _, st := range s.splits {
+		if !st.Ended {
+			n++
+		}
+	}
+	return n
 }
 
 func (s *Source[T]) allIdle() bool {

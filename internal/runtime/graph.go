@@ -51,6 +51,9 @@ type Vertex struct {
 	// again, to assign those added since to the running subtasks (0:
 	// never).
 	DiscoveryInterval time.Duration
+	// Alignment, if set, aligns the watermarks of a source vertex's
+	// subtasks with those of the other sources of its group.
+	Alignment *WatermarkAlignment
 }
 
 // Source reports whether the vertex reads from a source (it has no input

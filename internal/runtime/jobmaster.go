@@ -256,6 +256,11 @@ type JobMaster struct {
 	// listings; both belong to the job master's loop.
 	splits    []*sourceSplits
 	discovery *discoveries
+	// aligner holds the watermarks of the sources that align theirs
+	// (Vertex.Alignment), and alignments each such vertex's alignment by
+	// uid; both belong to the job master's loop.
+	aligner    *WatermarkAligner
+	alignments map[string]*WatermarkAlignment
 
 	// savepoints are the savepoints in progress by id, and
 	// queuedSavepoints those waiting for a pending checkpoint to end;
@@ -292,6 +297,10 @@ type taskRun struct {
 	// newest completed checkpoint it took part in.
 	acks         map[int64]checkpoint.TaskAck
 	completedAck *checkpoint.TaskAck
+	// maxAllowed is the maximal watermark of its alignment group last
+	// sent to the subtask, if announced.
+	maxAllowed int64
+	announced  bool
 }
 
 // errRestart cancels subtasks that are being redeployed.
@@ -332,6 +341,8 @@ func NewJobMaster(g *JobGraph, opts Options) (*JobMaster, error) {
 		eod:               make(map[checkpoint.TaskID]bool),
 		latest:            opts.Restore,
 		runs:              make(map[TaskRef]*taskRun),
+		aligner:           NewWatermarkAligner(),
+		alignments:        make(map[string]*WatermarkAlignment),
 	}
 	if opts.Restore != nil {
 		jm.retained = []*Restore{opts.Restore}
@@ -340,6 +351,22 @@ func NewJobMaster(g *JobGraph, opts Options) (*JobMaster, error) {
 	jm.busy.Store(1) // Run's start
 	var fg failover.Graph
 	for _, v := range g.Vertices {
+		if a := v.Alignment; a != nil {
+			if !v.Source() {
+				return nil, fmt.Errorf("runtime: vertex %s aligns watermarks but is not a source", v.Name)
+			}
+			if err := a.Validate(); err != nil {
+				return nil, fmt.Errorf("runtime: source %s: %w", v.Name, err)
+			}
+			jm.alignments[v.UID] = a
+			ids := make([]checkpoint.TaskID, v.Parallelism)
+			for i := range ids {
+				ids[i] = checkpoint.TaskID{Vertex: v.UID, Subtask: i}
+			}
+			if err := jm.aligner.Join(a.Group, a.MaxDrift, ids...); err != nil {
+				return nil, fmt.Errorf("runtime: source %s: %w", v.Name, err)
+			}
+		}
 		for i := range v.Parallelism {
 			id := checkpoint.TaskID{Vertex: v.UID, Subtask: i}
 			jm.all = append(jm.all, id)
@@ -658,6 +685,13 @@ func (jm *JobMaster) Exited(ref TaskRef, err error) {
 }
 
 func (jm *JobMaster) taskExited(id checkpoint.TaskID, r *taskRun, err error) error {
+	if jm.tasks[id] == r {
+		if r.canceled {
+			jm.alignmentEnded(id, errRestart)
+		} else {
+			jm.alignmentEnded(id, err)
+		}
+	}
 	if err != nil || r.canceled {
 		// After the failure is handled (which aborts what was pending).
 		defer jm.cleanUnacked(r)

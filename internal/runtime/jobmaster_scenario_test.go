@@ -35,16 +35,21 @@ import (
 //	init [edge=forward|hash] [failover=region|full]
 //	     [restart=none|fixed-delay] [attempts=] [delay=]
 //	     [interval=10s] [timeout=1m] [tolerable=0] [storage=gated]
+//	     [align=<max drift in ms>]
 //	run
 //	advance <duration>
 //	ack task= id= [state=] [attempt=]
 //	decline task= id= [reason=async-failure|subsumed|closing|not-ready] [msg=] [attempt=]
 //	end-of-data task= [attempt=]
+//	watermark task= wm= [attempt=]
 //	exit task= [err=] [permanent] [canceled] [attempt=]
 //	release id= [err=]
 //	cancel [exits]
 //	status
 //
+// With align, the source aligns its watermarks (group "g", the drift in
+// milliseconds), and watermark plays a source subtask's report of its
+// watermark (wm=max for MaxWatermark).
 // With storage=gated the checkpoint storage holds every write of a
 // checkpoint's metadata until release lets it complete (or fail with
 // err), so that a transcript shows what the job master does while a
@@ -203,6 +208,9 @@ func (e *fakeExecutor) AssignSplits(ref TaskRef, splits, late []string) {
 		what += fmt.Sprintf(" (late %v)", late)
 	}
 	e.call(ref, what+" to", "")
+}
+func (e *fakeExecutor) AlignWatermarks(ref TaskRef, maxAllowed int64) {
+	e.call(ref, fmt.Sprintf("align %d to", maxAllowed), "")
 }
 func (e *fakeExecutor) SubtaskMetrics() []SubtaskMetrics                        { return nil }
 func (e *fakeExecutor) SourcePositions() map[checkpoint.TaskID]map[string]int64 { return nil }
@@ -423,6 +431,19 @@ func (h *jmHarness) run(t *testing.T, d *datadriven.TestData) string {
 		h.jm.Decline(ref, id, why, errors.New(msg))
 	case "end-of-data":
 		h.jm.EndOfData(h.ref(t, d))
+	case "watermark":
+		ref := h.ref(t, d)
+		var s string
+		d.ScanArgs(t, "wm", &s)
+		wm := int64(MaxWatermark)
+		if s != "max" {
+			v, err := strconv.ParseInt(s, 10, 64)
+			if err != nil {
+				d.Fatalf(t, "wm=%s: %v", s, err)
+			}
+			wm = v
+		}
+		h.jm.SourceWatermark(ref, wm)
 	case "exit":
 		ref := h.ref(t, d)
 		var err error
@@ -517,6 +538,11 @@ func (h *jmHarness) init(t *testing.T, d *datadriven.TestData) string {
 	e := &Edge{ID: 1, From: src, To: sink, Partitioner: edge}
 	src.Outputs, sink.Inputs = []*Edge{e}, []*Edge{e}
 	g := &JobGraph{Name: "scenario", Vertices: []*Vertex{src, sink}, Edges: []*Edge{e}}
+	if d.HasArg("align") {
+		var ms int
+		d.ScanArgs(t, "align", &ms)
+		src.Alignment = &WatermarkAlignment{Group: "g", MaxDrift: time.Duration(ms) * time.Millisecond, UpdateInterval: time.Second}
+	}
 
 	var rc restart.Config = restart.None{}
 	if d.HasArg("restart") {

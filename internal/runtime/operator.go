@@ -242,6 +242,12 @@ func (c *OperatorContext) AtProcessingTime(t time.Time, f func() error) {
 	c.task.schedule(t, f)
 }
 
+// ReportWatermark reports a source's watermark to the job master, for
+// the watermark alignment of its vertex (Vertex.Alignment).
+func (c *OperatorContext) ReportWatermark(wm int64) {
+	c.task.master.reportWatermark(c.task.id, wm)
+}
+
 // SetIdle tells downstream subtasks that this subtask has no data for now
 // (idle: its watermark must not hold event time back) or has again.
 func (c *OperatorContext) SetIdle(idle bool) error {

@@ -61,6 +61,7 @@ type taskMaster interface {
 	acknowledge(task checkpoint.TaskID, id int64, ack checkpoint.TaskAck)
 	decline(task checkpoint.TaskID, id int64, why DeclineReason, err error)
 	reachedEndOfData(task checkpoint.TaskID)
+	reportWatermark(task checkpoint.TaskID, wm int64)
 }
 
 // Task is one subtask: a goroutine that runs a chain of operators.

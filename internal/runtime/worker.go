@@ -120,6 +120,9 @@ type Executor interface {
 	// Messages to one subtask keep their order: a split assigned before
 	// a checkpoint's trigger reaches the subtask before the trigger.
 	AssignSplits(ref TaskRef, splits, late []string)
+	// AlignWatermarks tells a running source subtask the maximal
+	// watermark of its alignment group (see WatermarkAlignment).
+	AlignWatermarks(ref TaskRef, maxAllowed int64)
 	// SubtaskMetrics returns the counters of the latest deployment of
 	// every subtask it runs.
 	SubtaskMetrics() []SubtaskMetrics
@@ -134,6 +137,10 @@ type Listener interface {
 	Acknowledge(ref TaskRef, checkpointID int64, ack checkpoint.TaskAck)
 	Decline(ref TaskRef, checkpointID int64, why DeclineReason, err error)
 	EndOfData(ref TaskRef)
+	// SourceWatermark reports the watermark of a source subtask that
+	// aligns its watermarks (see WatermarkAlignment): MaxWatermark once
+	// none of its splits holds event time back.
+	SourceWatermark(ref TaskRef, wm int64)
 	// Exited reports that a subtask stopped: finished (err == nil),
 	// failed, or canceled.
 	Exited(ref TaskRef, err error)
@@ -293,6 +300,8 @@ func (r taskReport) decline(_ checkpoint.TaskID, id int64, why DeclineReason, er
 }
 
 func (r taskReport) reachedEndOfData(checkpoint.TaskID) { r.l.EndOfData(r.ref) }
+
+func (r taskReport) reportWatermark(_ checkpoint.TaskID, wm int64) { r.l.SourceWatermark(r.ref, wm) }
 
 // bridge is a goroutine that moves one channel across the network.
 type bridge struct {
@@ -608,6 +617,11 @@ func (w *Worker) NotifyAbort(ref TaskRef, id int64, reason string) {
 // AssignSplits implements Executor.
 func (w *Worker) AssignSplits(ref TaskRef, splits, late []string) {
 	w.post(ref, func(t *Task) error { return t.assignSplits(splits, late) })
+}
+
+// AlignWatermarks implements Executor.
+func (w *Worker) AlignWatermarks(ref TaskRef, maxAllowed int64) {
+	w.post(ref, func(t *Task) error { return t.alignWatermarks(maxAllowed) })
 }
 
 func (w *Worker) latestTasks() []*Task {

@@ -56,17 +56,28 @@ import org.weirstream.flinkbench.Records.TenantCostMinute;
  * <pre>
  * java -jar weir-flink-bench.jar --input TRACE --output DIR --checkpoint-dir DIR
  *     [--backend hashmap|rocksdb] [--parallelism 2] [--checkpoint-interval-ms 1000] [--rest-port 8081]
- *     [--managed-memory SIZE]
+ *     [--managed-memory SIZE] [--alignment-max-drift-ms 0] [--alignment-update-interval-ms 1000]
  * </pre>
  *
  * rocksdb checkpoints incrementally. --managed-memory sets the MiniCluster's
  * taskmanager.memory.managed.size (default: the MiniCluster's, 128 MiB), which the RocksDB
  * instances of each slot share (state.backend.rocksdb.memory.managed, true by default).
+ *
+ * <p>--alignment-max-drift-ms N &gt; 0 turns on Flink's watermark alignment (FLIP-182, FLIP-217):
+ * the source's WatermarkStrategy gets withWatermarkAlignment("gateway-events", N ms, the update
+ * interval), so that no split reads more than N ms of event time past the lowest watermark of
+ * the source's subtasks; Flink pauses such a split (TraceSource's reader implements
+ * pauseOrResumeSplits, so it is split-level alignment, not merely a subtask's) and a subtask
+ * whose watermark is past it. --alignment-update-interval-ms (default 1000, Flink's) is how
+ * often the subtasks report their watermarks and are told the maximum; it matters only with a
+ * drift. 0, the default drift, means no alignment.
  */
 public final class GatewayMeter {
     static final long WINDOW = 60_000;
     static final long ORPHAN_TIMEOUT = 5 * 60_000;
     static final long OUT_OF_ORDERNESS = 5_000;
+    /** The watermark group of the source's alignment. */
+    static final String ALIGNMENT_GROUP = "gateway-events";
 
     private GatewayMeter() {}
 
@@ -78,6 +89,14 @@ public final class GatewayMeter {
         String backend = a.getOrDefault("backend", "hashmap");
         int parallelism = Integer.parseInt(a.getOrDefault("parallelism", "2"));
         long interval = Long.parseLong(a.getOrDefault("checkpoint-interval-ms", "1000"));
+        long maxDrift = Long.parseLong(a.getOrDefault("alignment-max-drift-ms", "0"));
+        long alignInterval = Long.parseLong(a.getOrDefault("alignment-update-interval-ms", "1000"));
+        if (maxDrift < 0) {
+            throw new IllegalArgumentException("--alignment-max-drift-ms " + maxDrift + ": want 0 (no alignment) or more");
+        }
+        if (alignInterval <= 0) {
+            throw new IllegalArgumentException("--alignment-update-interval-ms " + alignInterval + ": want more than 0");
+        }
         if (!backend.equals("hashmap") && !backend.equals("rocksdb")) {
             throw new IllegalArgumentException("--backend " + backend + ": want hashmap or rocksdb");
         }
@@ -100,15 +119,21 @@ public final class GatewayMeter {
         conf.put("pipeline.generic-types", "false");
         StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(Configuration.fromMap(conf));
         env.setParallelism(parallelism);
-        build(env, input, output);
+        build(env, input, output, maxDrift, alignInterval);
         JobExecutionResult r = env.execute("gatewaymeter");
         System.out.println("flink: job " + r.getJobID() + " finished in " + r.getNetRuntime() + " ms");
     }
 
-    /** Adds the job to env: the trace in input, the outputs under output. */
-    static void build(StreamExecutionEnvironment env, String input, String output) {
+    /**
+     * Adds the job to env: the trace in input, the outputs under output; with maxDriftMs &gt; 0,
+     * the source's watermarks aligned within maxDriftMs, updated every alignIntervalMs.
+     */
+    static void build(StreamExecutionEnvironment env, String input, String output, long maxDriftMs, long alignIntervalMs) {
         WatermarkStrategy<Event> wm = WatermarkStrategy.<Event>forBoundedOutOfOrderness(Duration.ofMillis(OUT_OF_ORDERNESS))
                 .withTimestampAssigner((e, t) -> e.kind == Event.BAD ? Long.MIN_VALUE : e.ts);
+        if (maxDriftMs > 0) {
+            wm = wm.withWatermarkAlignment(ALIGNMENT_GROUP, Duration.ofMillis(maxDriftMs), Duration.ofMillis(alignIntervalMs));
+        }
         DataStream<Event> lines = env.fromSource(new TraceSource(input), wm, "gateway-events").uid("gateway-events");
 
         OutputTag<Event> deadTag = new OutputTag<>("dead-letters", TypeInformation.of(Event.class));
@@ -373,11 +398,14 @@ public final class GatewayMeter {
                 case "checkpoint-interval-ms":
                 case "rest-port":
                 case "managed-memory":
+                case "alignment-max-drift-ms":
+                case "alignment-update-interval-ms":
                     m.put(name, args[++i]);
                     break;
                 default:
                     throw new IllegalArgumentException("unknown flag " + k
-                            + " (known: --input --output --checkpoint-dir --backend --parallelism --checkpoint-interval-ms --rest-port --managed-memory)");
+                            + " (known: --input --output --checkpoint-dir --backend --parallelism --checkpoint-interval-ms --rest-port --managed-memory"
+                            + " --alignment-max-drift-ms --alignment-update-interval-ms)");
             }
         }
         return m;

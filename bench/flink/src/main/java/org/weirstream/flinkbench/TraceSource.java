@@ -10,7 +10,9 @@ import java.io.RandomAccessFile;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Collection;
 import java.util.HashMap;
+import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
 
@@ -36,9 +38,12 @@ import org.apache.flink.core.io.SimpleVersionedSerializer;
  * (part-NNNNN.jsonl), split i assigned to reader i mod parallelism up front, as weir's file
  * source does. Each reader reads its splits in turn, a batch of lines from each, and emits
  * through one output per split, so every partition has its own watermark (Flink's per-split
- * watermarks) and the slowest partition holds the reader's watermark back. A split's position
- * is the byte offset of its next line, checkpointed with the reader. Lines are parsed where
- * they are read (EventParser), into events or dead letters.
+ * watermarks) and the slowest partition holds the reader's watermark back. With watermark
+ * alignment (GatewayMeter's --alignment-max-drift-ms), Flink pauses a split whose watermark is
+ * past the group's maximal watermark and the reader skips it until it is resumed
+ * (LineReader.pauseOrResumeSplits). A split's position is the byte offset of its next line,
+ * checkpointed with the reader. Lines are parsed where they are read (EventParser), into events
+ * or dead letters.
  */
 public final class TraceSource implements Source<Event, TraceSource.Split, List<TraceSource.Split>> {
     private static final long serialVersionUID = 1L;
@@ -238,16 +243,37 @@ public final class TraceSource implements Source<Event, TraceSource.Split, List<
         }
     }
 
-    /** Reads a batch of lines from one split per fetch, turning from split to split. */
+    /**
+     * Reads a batch of lines from one split per fetch, turning from split to split. A split that
+     * watermark alignment pauses (pauseOrResumeSplits, called in the fetcher thread like fetch) is
+     * set aside, not read, until it is resumed; fetch reads the next split that is not paused.
+     * When every open split is paused, fetch waits, without spinning, until wakeUp: the split
+     * fetcher wakes the running fetch whenever it has a task for the reader (a pause or resume, new
+     * splits, shut-down), as the Kafka source's fetch waits in a consumer's poll with every
+     * partition paused until the consumer's wakeup. The wait is also bounded (PAUSED_WAIT), so that
+     * a lost wake-up would cost a pause, never a hang.
+     */
     static final class LineReader implements SplitReader<Event, Split> {
+        /** The longest fetch waits with every split paused before it returns no records. */
+        static final long PAUSED_WAIT_MS = 100;
+
+        /** The open splits not paused, in the order they are read. */
         private final ArrayDeque<Open> open = new ArrayDeque<>();
+        /** The open splits paused, by id. */
+        private final Map<String, Open> paused = new HashMap<>();
         private final EventParser parser = new EventParser();
+        /** Set by wakeUp (any thread), cleared when a waiting fetch returns because of it. */
+        private final Object wake = new Object();
+        private boolean wakeup;
 
         @Override
         public RecordsWithSplitIds<Event> fetch() throws IOException {
             RecordsBySplits.Builder<Event> out = new RecordsBySplits.Builder<>();
             Open s = open.poll();
             if (s == null) {
+                if (!paused.isEmpty()) {
+                    awaitWakeUp();
+                }
                 return out.build();
             }
             for (int n = 0; n < BATCH; n++) {
@@ -277,6 +303,30 @@ public final class TraceSource implements Source<Event, TraceSource.Split, List<
             return out.build();
         }
 
+        /**
+         * Waits until wakeUp has been called (since the last wait it ended) or PAUSED_WAIT_MS
+         * passed. A wakeUp that comes before the wait begins is not lost: its flag ends the wait
+         * at once.
+         */
+        private void awaitWakeUp() throws IOException {
+            synchronized (wake) {
+                long deadline = System.nanoTime() + PAUSED_WAIT_MS * 1_000_000L;
+                try {
+                    while (!wakeup) {
+                        long left = deadline - System.nanoTime();
+                        if (left <= 0) {
+                            break;
+                        }
+                        wake.wait(Math.max(1, left / 1_000_000L));
+                    }
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    throw new IOException("interrupted waiting for paused splits", e);
+                }
+                wakeup = false;
+            }
+        }
+
         @Override
         public void handleSplitsChanges(SplitsChange<Split> change) {
             if (!(change instanceof SplitsAddition)) {
@@ -291,12 +341,45 @@ public final class TraceSource implements Source<Event, TraceSource.Split, List<
             }
         }
 
+        /**
+         * Watermark alignment: sets the splits to pause aside and puts the ones to resume back in
+         * turn. A split this reader no longer holds (finished) or that is already in the state
+         * asked for is left alone.
+         */
         @Override
-        public void wakeUp() {}
+        public void pauseOrResumeSplits(Collection<Split> splitsToPause, Collection<Split> splitsToResume) {
+            for (Split s : splitsToPause) {
+                for (Iterator<Open> it = open.iterator(); it.hasNext(); ) {
+                    Open o = it.next();
+                    if (o.split.id.equals(s.id)) {
+                        it.remove();
+                        paused.put(o.split.id, o);
+                        break;
+                    }
+                }
+            }
+            for (Split s : splitsToResume) {
+                Open o = paused.remove(s.id);
+                if (o != null) {
+                    open.add(o);
+                }
+            }
+        }
+
+        @Override
+        public void wakeUp() {
+            synchronized (wake) {
+                wakeup = true;
+                wake.notifyAll();
+            }
+        }
 
         @Override
         public void close() throws IOException {
             for (Open s : open) {
+                s.file.close();
+            }
+            for (Open s : paused.values()) {
                 s.file.close();
             }
         }
