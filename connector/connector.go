@@ -196,8 +196,20 @@ type SplitPauser interface {
 }
 
 // ErrSplitsPaused is what a SplitPauser's Fetch returns while every
-// split it has left to read is paused.
+// split it has left to read is paused, or when WakeUp (FetchWaker) cut it
+// short.
 var ErrSplitsPaused = errors.New("connector: every split left to read is paused")
+
+// FetchWaker is implemented by SplitPausers whose Fetch can block waiting
+// for records of the splits not paused (a Kafka reader whose other
+// partitions have nothing new): WakeUp, called from any goroutine while
+// Fetch may be running, makes a blocked Fetch, or the next one, return
+// soon (ErrSplitsPaused if it has no records), so that pauses and resumes
+// reach the reader without waiting for records (Flink's
+// SplitReader.wakeUp).
+type FetchWaker interface {
+	WakeUp()
+}
 
 // CheckpointListener is implemented by readers and sink writers that act
 // when a checkpoint completes (the Kafka source commits offsets for

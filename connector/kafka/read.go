@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/weirstream/weir/connector"
@@ -15,13 +17,15 @@ import (
 // returns the records of committed transactions (and non-transactional
 // records) turned into T by deserialize, partition after partition, each
 // in offset order. It is for verifying the output of an exactly-once
-// sink: a transaction still open when ReadCommitted starts ends the read
-// of its partitions where it begins, as it would for any read_committed
-// consumer. That includes a transaction whose commit the coordinator has
-// accepted but whose commit markers it is still writing (it answers the
-// commit before it writes them): to read everything a finished job
-// committed, wait until each partition's last stable offset has reached
-// its high watermark (kadm's ListCommittedOffsets and ListEndOffsets).
+// sink. Kafka answers a transaction's commit before it has written the
+// commit markers to the partitions, and until they are written a
+// read_committed consumer stops where the transaction begins; so
+// ReadCommitted first waits, up to SettleTimeout, until every partition's
+// last stable offset has reached its high watermark (no transaction holds
+// it back), and a read right after a job finished sees everything the job
+// committed. A transaction still open after that (a job still running)
+// ends the read of its partitions where it begins, as it would for any
+// read_committed consumer.
 // Records the brokers deleted (retention, compaction, DeleteRecords) are
 // not read: each partition is read from its log start offset.
 func ReadCommitted[T any](ctx context.Context, brokers []string, topic string, deserialize func(*kgo.Record) (T, error), opts ...ClientOption) ([]T, error) {
@@ -35,6 +39,9 @@ func ReadCommitted[T any](ctx context.Context, brokers []string, topic string, d
 	}
 	if deserialize == nil {
 		return nil, errors.New("kafka: the deserialize function is nil")
+	}
+	if err := settle(ctx, cfg, topic); err != nil {
+		return nil, err
 	}
 	// A bounded read_committed source stops at the last stable offsets.
 	src := &Source[T]{
@@ -71,4 +78,43 @@ func ReadCommitted[T any](ctx context.Context, brokers []string, topic string, d
 		out = append(out, byPart[s]...)
 	}
 	return out, nil
+}
+
+// SettleTimeout is how long ReadCommitted waits for the transactions in
+// flight on a topic's partitions to be decided and marked.
+const SettleTimeout = 10 * time.Second
+
+// settle waits, up to SettleTimeout, until every partition of topic has
+// its last stable offset at its high watermark.
+func settle(ctx context.Context, cfg clientConfig, topic string) error {
+	cl, err := cfg.newClient()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl.Client)
+	for deadline := time.Now().Add(SettleTimeout); ; {
+		stable, err := adm.ListCommittedOffsets(ctx, topic)
+		if err != nil {
+			return fmt.Errorf("kafka: listing the last stable offsets of %q: %w", topic, err)
+		}
+		ends, err := adm.ListEndOffsets(ctx, topic)
+		if err != nil {
+			return fmt.Errorf("kafka: listing the end offsets of %q: %w", topic, err)
+		}
+		settled := true
+		stable.Each(func(o kadm.ListedOffset) {
+			if e, ok := ends.Lookup(o.Topic, o.Partition); o.Err != nil || !ok || e.Err != nil || e.Offset != o.Offset {
+				settled = false
+			}
+		})
+		if settled || time.Now().After(deadline) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }

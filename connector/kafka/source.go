@@ -169,6 +169,13 @@ func (o Offsets) String() string {
 
 // Source reads Kafka topics. It implements connector.Source[T]; the
 // package comment describes splits, offsets and their commits.
+//
+// With watermark alignment (stream.WatermarkStrategy's
+// WithWatermarkAlignment) its readers pause single partitions. A resumed
+// partition is fetched again once the broker's fetch in flight returns,
+// which, when the reader's other partitions have nothing new, takes up to
+// franz-go's fetch max wait: 5 s unless kgo.FetchMaxWait is passed in
+// ClientOptions (Kafka's Java consumer waits 500 ms, fetch.max.wait.ms).
 type Source[T any] struct {
 	cfg         sourceConfig
 	deserialize func(*kgo.Record) (T, error)
@@ -629,19 +636,42 @@ type reader[T any] struct {
 	parts  map[topicPartition]*partState
 	ready  []connector.Fetch[T] // fetched, not yet returned
 	active int                  // partitions not ended
+	// paused are the partitions not ended that watermark alignment
+	// paused (connector.SplitPauser); pollCancel ends the running poll
+	// and woken says WakeUp came since the last poll began.
+	paused     map[topicPartition]bool
+	pollCancel context.CancelFunc
+	woken      bool
 }
+
+// The reader pauses single partitions for watermark alignment, and its
+// Fetch, which waits for records, can be woken.
+var (
+	_ connector.SplitPauser = (*reader[struct{}])(nil)
+	_ connector.FetchWaker  = (*reader[struct{}])(nil)
+)
 
 // Fetch implements connector.Reader. A poll may return records of several
 // partitions; they are returned one partition per Fetch. Control records
 // (transaction markers) are not returned, but move Next past them, so
 // that a bounded reader reaches its stop offset and a restore does not
 // read them again.
+//
+// While every partition not ended is paused, or once WakeUp has cut a
+// poll short, Fetch returns connector.ErrSplitsPaused if it has no
+// records: franz-go does not fetch paused partitions, and a poll of none
+// would wait for ever.
 func (r *reader[T]) Fetch(ctx context.Context) (connector.Fetch[T], error) {
 	for {
 		if f, ok, err := r.next(); ok || err != nil {
 			return f, err
 		}
-		fs := r.cl.PollRecords(ctx, r.src.cfg.maxPoll)
+		pollCtx, ok := r.beginPoll(ctx)
+		if !ok {
+			return connector.Fetch[T]{}, connector.ErrSplitsPaused
+		}
+		fs := r.cl.PollRecords(pollCtx, r.src.cfg.maxPoll)
+		woken := r.endPoll()
 		if err := ctx.Err(); err != nil {
 			return connector.Fetch[T]{}, err
 		}
@@ -650,6 +680,9 @@ func (r *reader[T]) Fetch(ctx context.Context) (connector.Fetch[T], error) {
 		}
 		var err error
 		fs.EachError(func(t string, p int32, e error) {
+			if woken && (errors.Is(e, context.Canceled) || errors.Is(e, context.DeadlineExceeded)) {
+				return // the poll WakeUp cut short
+			}
 			if err == nil && errors.Is(e, kerr.OffsetOutOfRange) {
 				err = r.outOfRange(ctx, t, p, e)
 			}
@@ -670,7 +703,100 @@ func (r *reader[T]) Fetch(ctx context.Context) (connector.Fetch[T], error) {
 		if err != nil {
 			return connector.Fetch[T]{}, err
 		}
+		if woken {
+			if f, ok, err := r.next(); ok || err != nil {
+				return f, err
+			}
+			return connector.Fetch[T]{}, connector.ErrSplitsPaused
+		}
 	}
+}
+
+// beginPoll returns the context of a poll that WakeUp can end, or false
+// if there is nothing to poll: every partition not ended is paused, or
+// WakeUp came since the last poll.
+func (r *reader[T]) beginPoll(ctx context.Context) (context.Context, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.woken || r.active-len(r.paused) <= 0 {
+		r.woken = false
+		return nil, false
+	}
+	pollCtx, cancel := context.WithCancel(ctx)
+	r.pollCancel = cancel
+	return pollCtx, true
+}
+
+// endPoll ends the poll beginPoll began, and reports whether WakeUp cut
+// it short.
+func (r *reader[T]) endPoll() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.pollCancel()
+	r.pollCancel = nil
+	woken := r.woken
+	r.woken = false
+	return woken
+}
+
+// WakeUp implements connector.FetchWaker.
+func (r *reader[T]) WakeUp() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.woken = true
+	if r.pollCancel != nil {
+		r.pollCancel()
+	}
+}
+
+// PauseOrResumeSplits implements connector.SplitPauser: franz-go stops
+// fetching the paused partitions (and drops what it buffered of them, to
+// fetch it again once they are resumed), and fetches the resumed ones
+// again from where the reader is.
+func (r *reader[T]) PauseOrResumeSplits(pause, resume []string) error {
+	var toPause, toResume map[string][]int32
+	r.mu.Lock()
+	for _, id := range pause {
+		tp, err := parseSplit(id)
+		if err != nil {
+			r.mu.Unlock()
+			return err
+		}
+		if st := r.parts[tp]; st == nil || st.ended || r.paused[tp] {
+			continue
+		}
+		if r.paused == nil {
+			r.paused = map[topicPartition]bool{}
+		}
+		r.paused[tp] = true
+		if toPause == nil {
+			toPause = map[string][]int32{}
+		}
+		toPause[tp.topic] = append(toPause[tp.topic], tp.partition)
+	}
+	for _, id := range resume {
+		tp, err := parseSplit(id)
+		if err != nil {
+			r.mu.Unlock()
+			return err
+		}
+		if !r.paused[tp] {
+			continue
+		}
+		delete(r.paused, tp)
+		if toResume == nil {
+			toResume = map[string][]int32{}
+		}
+		toResume[tp.topic] = append(toResume[tp.topic], tp.partition)
+	}
+	r.mu.Unlock()
+	if toPause != nil {
+		r.cl.PauseFetchPartitions(toPause)
+	}
+	if toResume != nil {
+		r.cl.ResumeFetchPartitions(toResume)
+	}
+	return nil
 }
 
 // outOfRange describes a partition whose next offset is no longer in its
@@ -761,6 +887,7 @@ func (r *reader[T]) add(p kgo.FetchTopicPartition) error {
 		f.Next = max(f.Next, st.stop)
 		st.ended = true
 		r.active--
+		delete(r.paused, tp)
 		r.cl.RemoveConsumePartitions(map[string][]int32{tp.topic: {tp.partition}})
 	}
 	if len(f.Records) == 0 && f.Next == st.next && !f.EndOfSplit {

@@ -102,13 +102,16 @@ type Source[T any] struct {
 type pauseSet struct {
 	splits []string
 	all    bool
+	// every: nothing is left to read, every split not ended is paused
+	// (or all is set).
+	every bool
 }
 
 func (p *pauseSet) equal(q *pauseSet) bool {
 	if p == nil || q == nil {
 		return p == q
 	}
-	return p.all == q.all && slices.Equal(p.splits, q.splits)
+	return p.all == q.all && p.every == q.every && slices.Equal(p.splits, q.splits)
 }
 
 // A source takes the splits the job master discovers while it runs.
@@ -437,7 +440,11 @@ func (s *Source[T]) fetch(ctx context.Context) {
 		}
 		f, err := s.reader.Fetch(ctx)
 		if errors.Is(err, connector.ErrSplitsPaused) && s.wm.Alignment != nil {
-			if !s.waitResume(ctx) {
+			// With every split paused, nothing is read until the pauses
+			// change. Otherwise the reader was woken (FetchWaker), or
+			// saw a split end before the subtask did: the pauses are
+			// loaded again at once.
+			if applied != nil && applied.every && !s.waitResume(ctx) {
 				return
 			}
 			continue
@@ -529,11 +536,12 @@ func (s *Source[T]) updatePauses() {
 		all = s.currentWatermark() > s.maxAllowed
 	}
 	s.scratch = splits
-	if old := s.pauses.Load(); old != nil && old.all == all && slices.Equal(old.splits, splits) {
+	every := all || len(splits) == s.unended()
+	if old := s.pauses.Load(); old != nil && old.all == all && old.every == every && slices.Equal(old.splits, splits) {
 		return
 	}
-	s.pauses.Store(&pauseSet{splits: slices.Clone(splits), all: all})
-	if all || len(splits) == s.unended() {
+	s.pauses.Store(&pauseSet{splits: slices.Clone(splits), all: all, every: every})
+	if every {
 		// Nothing left to read until the maximum rises: the job master
 		// may be holding it down with an older report of this subtask's.
 		s.reportWatermark()
@@ -541,6 +549,9 @@ func (s *Source[T]) updatePauses() {
 	select {
 	case s.wake <- struct{}{}:
 	default:
+	}
+	if w, ok := s.reader.(connector.FetchWaker); ok {
+		w.WakeUp()
 	}
 }
 
