@@ -26,6 +26,7 @@ require (
 	go.uber.org/zap v1.28.0
 	go.yaml.in/yaml/v3 v3.0.6
 	gocloud.dev v0.49.0
+	golang.org/x/sys v0.49.0
 	google.golang.org/api v0.308.0
 	google.golang.org/grpc v1.85.0
 	k8s.io/api v0.37.2
@@ -188,7 +189,6 @@ require (
 	golang.org/x/net v0.61.0 // indirect
 	golang.org/x/oauth2 v0.37.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
-	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/term v0.47.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 	golang.org/x/time v0.16.0 // indirect

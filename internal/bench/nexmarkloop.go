@@ -4,8 +4,9 @@ import (
 	"fmt"
 	"math"
 	"runtime"
-	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/weirstream/weir/examples/nexmark"
 )
@@ -27,7 +28,7 @@ type LoopResult struct {
 	Rows   int64 // the rows the query emitted
 	// Checksum folds the rows' fields, so that the loop's work is used.
 	Checksum int64
-	// CPU is the time the loop's thread spent (RUSAGE_THREAD).
+	// CPU is the time the loop's thread spent (CLOCK_THREAD_CPUTIME_ID).
 	CPU     time.Duration
 	Elapsed time.Duration
 }
@@ -219,11 +220,13 @@ func floorMod(a, b int64) int64 {
 	return m
 }
 
-// threadCPU is the calling thread's user and system time.
+// threadCPU is the calling thread's CPU time (CLOCK_THREAD_CPUTIME_ID,
+// to the nanosecond: RUSAGE_THREAD counts in scheduler ticks, and a
+// short loop could read as no time at all).
 func threadCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(1 /* RUSAGE_THREAD */, &ru); err != nil {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
 		return 0
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return time.Duration(ts.Nano())
 }
