@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -117,22 +118,13 @@ type pausableSkewReader struct{ *skewReader }
 func (r *pausableSkewReader) PauseOrResumeSplits(pause, resume []string) error {
 	for _, sp := range r.splits {
 		switch {
-		case contains(pause, sp.id):
+		case slices.Contains(pause, sp.id):
 			sp.paused = true
-		case contains(resume, sp.id):
+		case slices.Contains(resume, sp.id):
 			sp.paused = false
 		}
 	}
 	return nil
-}
-
-func contains(ids []string, id string) bool {
-	for _, x := range ids {
-		if x == id {
-			return true
-		}
-	}
-	return false
 }
 
 // skewMonitor follows how far each split has been read in event time, and

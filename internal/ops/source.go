@@ -536,12 +536,13 @@ func (s *Source[T]) updatePauses() {
 		all = s.currentWatermark() > s.maxAllowed
 	}
 	s.scratch = splits
-	every := all || len(splits) == s.unended()
-	if old := s.pauses.Load(); old != nil && old.all == all && old.every == every && slices.Equal(old.splits, splits) {
+	next := pauseSet{splits: splits, all: all, every: all || len(splits) == s.unended()}
+	if next.equal(s.pauses.Load()) {
 		return
 	}
-	s.pauses.Store(&pauseSet{splits: slices.Clone(splits), all: all, every: every})
-	if every {
+	next.splits = slices.Clone(splits)
+	s.pauses.Store(&pauseSet{splits: next.splits, all: next.all, every: next.every})
+	if next.every {
 		// Nothing left to read until the maximum rises: the job master
 		// may be holding it down with an older report of this subtask's.
 		s.reportWatermark()
