@@ -126,7 +126,10 @@ func (lp LineParser) Parse(l file.Line) (Parsed, error) {
 }
 
 // tenantSlots is the size of a tenantCache, a power of two.
-const tenantSlots = 1024
+const (
+	tenantBits  = 10
+	tenantSlots = 1 << tenantBits
+)
 
 // tenantCache holds strings by a hash of their bytes, one per slot: a
 // direct-mapped cache, whose newest string wins its slot.
@@ -134,11 +137,18 @@ type tenantCache [tenantSlots]string
 
 // get returns b as a string, from the cache if it holds it.
 func (c *tenantCache) get(b []byte) string {
-	h := uint32(2166136261) // FNV-1a
-	for _, x := range b {
-		h = (h ^ uint32(x)) * 16777619
+	var h uint64
+	if n := len(b); n >= 8 {
+		// The first and last eight bytes (overlapping for shorter ids),
+		// which hold a generated id's distinguishing digits.
+		h = binary.LittleEndian.Uint64(b) ^ bits.RotateLeft64(binary.LittleEndian.Uint64(b[n-8:]), 29) ^ uint64(n)
+	} else {
+		for _, x := range b {
+			h = h<<8 | uint64(x)
+		}
 	}
-	slot := &c[h&(tenantSlots-1)]
+	h *= 0x9e3779b97f4a7c15
+	slot := &c[h>>(64-tenantBits)]
 	if *slot == string(b) { // compares without allocating
 		return *slot
 	}
@@ -268,7 +278,20 @@ func (p *parser) unexpected(want string) error {
 	return invalid("invalid JSON at byte %d: want %s, got byte %#02x", p.i, want, c)
 }
 
+// event parses the line: its canonical form by canonical, any other by
+// object.
 func (p *parser) event() (Event, error) {
+	var e Event
+	if p.canonical(&e) {
+		return e, nil
+	}
+	p.i = 0
+	return p.object()
+}
+
+// object parses the line as any JSON object, checks its fields and
+// returns the event or the first reason to reject it.
+func (p *parser) object() (Event, error) {
 	var e Event
 	p.ws()
 	if p.i == len(p.b) {
@@ -359,6 +382,149 @@ func (p *parser) event() (Event, error) {
 		return e, fail("field %q does not belong in a %s", fieldName(extra&-extra), e.Type)
 	}
 	return e, nil
+}
+
+// The beginnings of the lines Event.AppendJSON writes, up to the
+// request_id's first byte.
+const (
+	canonicalRequest  = `{"type":"request","request_id":"`
+	canonicalResponse = `{"type":"response","request_id":"`
+)
+
+// canonical parses a line written exactly as Event.AppendJSON writes one,
+// with identifiers of plain ASCII and every value valid, into e and
+// reports true; for any other line it reports false, having read part of
+// it, and the general parse (event) decides. It accepts only lines the
+// general parse accepts, with the same event, so it changes nothing but
+// the time it takes: every line the gateway writes takes it, a fixed
+// sequence of byte comparisons with no field-name dispatch.
+func (p *parser) canonical(e *Event) bool {
+	b := p.b
+	switch {
+	case len(b) > len(canonicalRequest) && string(b[:len(canonicalRequest)]) == canonicalRequest:
+		e.Type, p.i = Request, len(canonicalRequest)
+	case len(b) > len(canonicalResponse) && string(b[:len(canonicalResponse)]) == canonicalResponse:
+		e.Type, p.i = Response, len(canonicalResponse)
+	default:
+		return false
+	}
+	id, ok := p.plainString(true)
+	if !ok {
+		return false
+	}
+	var tenant []byte
+	if e.Type == Request {
+		if tenant, ok = p.plainString(p.expect(`,"tenant_id":"`)); !ok {
+			return false
+		}
+		model, ok := p.plainString(p.expect(`,"model":"`))
+		if !ok {
+			return false
+		}
+		switch string(model) {
+		case ModelSmall:
+			e.Model = ModelSmall
+		case ModelMedium:
+			e.Model = ModelMedium
+		case ModelLarge:
+			e.Model = ModelLarge
+		default:
+			return false
+		}
+		if e.TS, ok = p.plainInt(p.expect(`,"ts":`)); !ok {
+			return false
+		}
+		if e.InputTokens, ok = p.plainInt(p.expect(`,"input_tokens":`)); !ok || e.InputTokens > MaxTokens {
+			return false
+		}
+	} else {
+		if e.TS, ok = p.plainInt(p.expect(`,"ts":`)); !ok {
+			return false
+		}
+		if e.OutputTokens, ok = p.plainInt(p.expect(`,"output_tokens":`)); !ok || e.OutputTokens > MaxTokens {
+			return false
+		}
+		status, ok := p.plainInt(p.expect(`,"status":`))
+		if !ok || status < 100 || status > 599 {
+			return false
+		}
+		e.Status = int(status)
+	}
+	if !p.expect("}") || p.i != len(b) {
+		return false
+	}
+	if p.scan {
+		return true
+	}
+	e.RequestID = string(id)
+	switch {
+	case e.Type == Response:
+	case p.tenants != nil:
+		e.TenantID = p.tenants.get(tenant)
+	default:
+		e.TenantID = string(tenant)
+	}
+	return true
+}
+
+// expect reports whether lit comes next, and steps over it if so.
+func (p *parser) expect(lit string) bool {
+	if len(p.b)-p.i < len(lit) || string(p.b[p.i:p.i+len(lit)]) != lit {
+		return false
+	}
+	p.i += len(lit)
+	return true
+}
+
+// plainString reads a non-empty string content of plain ASCII (no
+// escapes) up to its closing quote, which it steps over, if ok (the
+// literal before it matched) and the string is one.
+func (p *parser) plainString(ok bool) ([]byte, bool) {
+	if !ok {
+		return nil, false
+	}
+	b, i := p.b, p.i
+	start := i
+	for {
+		if i+8 > len(b) {
+			for i < len(b) && b[i] < 0x80 && plainASCII[b[i]] != 0 {
+				i++
+			}
+			break
+		}
+		if m := special(binary.LittleEndian.Uint64(b[i:])); m != 0 {
+			i += bits.TrailingZeros64(m) / 8
+			break
+		}
+		i += 8
+	}
+	if i == start || i >= len(b) || b[i] != '"' {
+		return nil, false
+	}
+	p.i = i + 1
+	return b[start:i], true
+}
+
+// plainInt reads a non-negative integer without a leading zero (or 0
+// itself) of at most 18 digits, if ok (the literal before it matched).
+// What follows it is the next literal's to check: a fraction or an
+// exponent fails there.
+func (p *parser) plainInt(ok bool) (int64, bool) {
+	if !ok {
+		return 0, false
+	}
+	b, i := p.b, p.i
+	var v int64
+	for i < len(b) && b[i]-'0' <= 9 {
+		v = v*10 + int64(b[i]-'0')
+		i++
+	}
+	n := i - p.i
+	if n == 0 || n > 18 || n > 1 && b[p.i] == '0' {
+		return 0, false
+	}
+	p.i = i
+	return v, true
 }
 
 // field parses the value of field f (0: an unknown field) into e.

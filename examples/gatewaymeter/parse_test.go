@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -567,4 +568,96 @@ func BenchmarkReadTrace(b *testing.B) {
 			r.Close()
 		})
 	})
+}
+
+// checkCanonical fails t if canonical accepts line and the general parse
+// (object) does not return the same event, with and without the tenant
+// cache and in scan mode, and reports whether canonical accepted it.
+func checkCanonical(t *testing.T, line []byte, tenants *tenantCache) bool {
+	t.Helper()
+	accepted := false
+	for _, p := range []parser{{b: line}, {b: line, tenants: tenants}, {b: line, scan: true}} {
+		var e Event
+		if !p.canonical(&e) {
+			continue
+		}
+		accepted = true
+		q := p
+		q.i = 0
+		want, err := q.object()
+		if err != nil || e != want {
+			t.Fatalf("%q (scan %v, cache %v): canonical %+v; object %+v, %v", line, p.scan, p.tenants != nil, e, want, err)
+		}
+	}
+	return accepted
+}
+
+// TestCanonicalAgreesWithObject: the canonical fast path accepts only
+// lines the general parse accepts, with the same event. Lines of a
+// generated trace (with malformed ones) are mutated a byte at a time
+// (replaced, dropped, inserted, doubled) by a seeded generator; a failure
+// names the line, and the seed reproduces the run.
+func TestCanonicalAgreesWithObject(t *testing.T) {
+	cfg := DefaultGenConfig()
+	cfg.Requests, cfg.BadRate, cfg.Partitions = 2_000, 0.05, 1
+	var buf bytes.Buffer
+	if _, err := Generate(cfg, func(int) io.Writer { return &buf }); err != nil {
+		t.Fatal(err)
+	}
+	lines := bytes.Split(bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}), []byte{'\n'})
+	lines = append(lines, []byte(specRequest), []byte(specResponse),
+		[]byte(`{"type":"request","request_id":"r","tenant_id":"t","model":"small","ts":0,"input_tokens":0}`),
+		[]byte(`{"type":"response","request_id":"r","ts":0,"output_tokens":1000000000,"status":599}`))
+	const alphabet = "0123456789-.eE+\"\\/:,{} \t\r\nabnrtu\x00\x1f\x7f\x80\xc3\xa9\xff"
+	for seed := uint64(1); seed <= 4; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 0))
+		tenants := new(tenantCache)
+		clean, mutated := 0, 0
+		for _, line := range lines {
+			if checkCanonical(t, line, tenants) {
+				clean++
+			}
+			for range 20 {
+				m := bytes.Clone(line)
+				for range 1 + rng.IntN(2) {
+					i := rng.IntN(len(m) + 1)
+					c := alphabet[rng.IntN(len(alphabet))]
+					switch rng.IntN(4) {
+					case 0:
+						if i < len(m) {
+							m[i] = c
+						}
+					case 1:
+						if i < len(m) {
+							m = slices.Delete(m, i, i+1)
+						}
+					case 2:
+						m = slices.Insert(m, i, c)
+					default:
+						j := min(len(m), i+1+rng.IntN(8))
+						m = slices.Insert(m, j, m[i:j]...)
+					}
+				}
+				if checkCanonical(t, m, tenants) {
+					mutated++
+				}
+			}
+		}
+		// A path that accepted nothing would pass the comparison above
+		// vacuously: the clean lines must take it, and mutations that
+		// keep a line canonical (a digit for a digit) too.
+		if clean < len(lines)*9/10 || mutated == 0 {
+			t.Fatalf("seed %d: canonical accepted %d of %d lines and %d mutated ones", seed, clean, len(lines), mutated)
+		}
+	}
+}
+
+// FuzzCanonical: whatever canonical accepts, the general parse accepts
+// with the same event.
+func FuzzCanonical(f *testing.F) {
+	for _, s := range []string{specRequest, specResponse, `{"type":"response","request_id":"r","ts":01,"output_tokens":1,"status":200}`} {
+		f.Add([]byte(s))
+	}
+	tenants := new(tenantCache)
+	f.Fuzz(func(t *testing.T, line []byte) { checkCanonical(t, line, tenants) })
 }

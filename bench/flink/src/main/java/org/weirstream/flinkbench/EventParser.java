@@ -49,7 +49,21 @@ final class EventParser {
         }
     }
 
+    private static final byte[] CANONICAL_REQUEST = "{\"type\":\"request\",\"request_id\":\"".getBytes(StandardCharsets.US_ASCII);
+    private static final byte[] CANONICAL_RESPONSE = "{\"type\":\"response\",\"request_id\":\"".getBytes(StandardCharsets.US_ASCII);
+    private static final byte[] TENANT_ID = ",\"tenant_id\":\"".getBytes(StandardCharsets.US_ASCII);
+    private static final byte[] MODEL = ",\"model\":\"".getBytes(StandardCharsets.US_ASCII);
+    private static final byte[] TS = ",\"ts\":".getBytes(StandardCharsets.US_ASCII);
+    private static final byte[] INPUT_TOKENS = ",\"input_tokens\":".getBytes(StandardCharsets.US_ASCII);
+    private static final byte[] OUTPUT_TOKENS = ",\"output_tokens\":".getBytes(StandardCharsets.US_ASCII);
+    private static final byte[] STATUS = ",\"status\":".getBytes(StandardCharsets.US_ASCII);
+    private static final byte[] CLOSE = "}".getBytes(StandardCharsets.US_ASCII);
+
     private void event(Event e) throws Reject {
+        if (canonical(e)) {
+            return;
+        }
+        i = from;
         e.kind = -1;
         e.requestId = e.tenantId = e.model = null;
         e.ts = e.inputTokens = e.outputTokens = 0;
@@ -109,6 +123,124 @@ final class EventParser {
         if ((seen & ~want) != 0) {
             throw new Reject("a field of the other type");
         }
+    }
+
+    /**
+     * Parses a line written exactly as weir's Event.AppendJSON writes one (the generator's form),
+     * with identifiers of plain ASCII and every value valid, into e; for any other line it returns
+     * false and event's general parse decides. It accepts only what the general parse accepts,
+     * with the same event: the same fast path as weir's parser (parse.go, canonical).
+     */
+    private boolean canonical(Event e) {
+        byte kind;
+        if (lit(CANONICAL_REQUEST)) {
+            kind = Event.REQUEST;
+        } else if (lit(CANONICAL_RESPONSE)) {
+            kind = Event.RESPONSE;
+        } else {
+            return false;
+        }
+        int idFrom = i;
+        int idLen = plainString();
+        if (idLen <= 0) {
+            return false;
+        }
+        int tenantFrom = 0, tenantLen = 0;
+        String model = null;
+        long ts, in = 0, out = 0, status = 0;
+        if (kind == Event.REQUEST) {
+            if (!lit(TENANT_ID)) {
+                return false;
+            }
+            tenantFrom = i;
+            if ((tenantLen = plainString()) <= 0 || !lit(MODEL)) {
+                return false;
+            }
+            int modelFrom = i, n = plainString();
+            if (n == 5 && same(modelFrom, "small")) {
+                model = "small";
+            } else if (n == 6 && same(modelFrom, "medium")) {
+                model = "medium";
+            } else if (n == 5 && same(modelFrom, "large")) {
+                model = "large";
+            } else {
+                return false;
+            }
+            if (!lit(TS) || (ts = plainInt()) < 0 || !lit(INPUT_TOKENS) || (in = plainInt()) < 0 || in > MAX_TOKENS) {
+                return false;
+            }
+        } else {
+            if (!lit(TS) || (ts = plainInt()) < 0 || !lit(OUTPUT_TOKENS) || (out = plainInt()) < 0 || out > MAX_TOKENS
+                    || !lit(STATUS) || (status = plainInt()) < 100 || status > 599) {
+                return false;
+            }
+        }
+        if (!lit(CLOSE) || i != end) {
+            return false;
+        }
+        e.kind = kind;
+        e.requestId = new String(b, idFrom, idLen, StandardCharsets.ISO_8859_1);
+        e.tenantId = kind == Event.REQUEST ? new String(b, tenantFrom, tenantLen, StandardCharsets.ISO_8859_1) : null;
+        e.model = model;
+        e.ts = ts;
+        e.inputTokens = in;
+        e.outputTokens = out;
+        e.status = (int) status;
+        return true;
+    }
+
+    /** Reports whether lit comes next, and steps over it if so. */
+    private boolean lit(byte[] lit) {
+        if (end - i < lit.length) {
+            return false;
+        }
+        for (int k = 0; k < lit.length; k++) {
+            if (b[i + k] != lit[k]) {
+                return false;
+            }
+        }
+        i += lit.length;
+        return true;
+    }
+
+    private boolean same(int at, String s) {
+        for (int k = 0; k < s.length(); k++) {
+            if (b[at + k] != s.charAt(k)) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    /** Reads plain ASCII (no escapes) up to a closing quote, which it steps over: its length, or -1. */
+    private int plainString() {
+        int start = i;
+        while (i < end) {
+            byte c = b[i];
+            if (c == '"') {
+                i++;
+                return i - 1 - start;
+            }
+            if (c < 0x20 || c == '\\') { // bytes from 0x80 on are negative
+                return -1;
+            }
+            i++;
+        }
+        return -1;
+    }
+
+    /** Reads a non-negative integer of 1 to 18 digits without a leading zero: its value, or -1. */
+    private long plainInt() {
+        int start = i;
+        long v = 0;
+        while (i < end && b[i] >= '0' && b[i] <= '9') {
+            v = v * 10 + (b[i++] - '0');
+        }
+        int n = i - start;
+        if (n == 0 || n > 18 || (n > 1 && b[start] == '0')) {
+            return -1;
+        }
+        return v;
     }
 
     private void field(int f, Event e) throws Reject {
