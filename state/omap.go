@@ -5,6 +5,7 @@ import (
 	"iter"
 	"reflect"
 	"slices"
+	"unsafe"
 )
 
 // omap is the hash table of a shard: open addressing with linear probing
@@ -239,11 +240,14 @@ func (m *omap[MK, E]) entries() iter.Seq[*oent[MK, E]] {
 }
 
 // nsHasher returns the hash of a namespace that a table mixes into its
-// keys' hashes: a scalar namespace's deterministic hash, or for others
-// the runtime's hash of the value (a table's inner hashes are never
-// stored or sent, so a process's seed is enough).
+// keys' hashes: a scalar namespace's deterministic hash, a hash of the
+// bytes of one whose equality is its bytes' (plainMemory), nil for a
+// namespace type of size zero (one namespace), or for others the
+// runtime's hash of the value (a table's inner hashes are never stored or
+// sent, so a process's seed is enough).
 func nsHasher[N comparable]() func(N) uint32 {
-	switch reflect.TypeFor[N]().Kind() {
+	t := reflect.TypeFor[N]()
+	switch t.Kind() {
 	case reflect.Float32, reflect.Float64, reflect.Complex64, reflect.Complex128:
 		// -0 and +0 are one key: hash them as Go does.
 	default:
@@ -251,9 +255,44 @@ func nsHasher[N comparable]() func(N) uint32 {
 			return h
 		}
 	}
+	if t.Size() == 0 {
+		return nil // one namespace: nothing to mix in
+	}
+	if plainMemory(t) {
+		// Equal values have equal bytes (a window's two int64s): hash
+		// them where they lie.
+		size := int(t.Size())
+		return func(n N) uint32 {
+			return fold(hashString(unsafe.String((*byte)(unsafe.Pointer(&n)), size)))
+		}
+	}
 	seed := maphash.MakeSeed()
 	return func(n N) uint32 {
 		x := maphash.Comparable(seed, n)
 		return uint32(x ^ x>>32)
 	}
+}
+
+// plainMemory reports whether two values of t are equal exactly when
+// their bytes are: integers, booleans, and arrays and structs of them
+// with no padding (whose bytes are not part of the value).
+func plainMemory(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return true
+	case reflect.Array:
+		return plainMemory(t.Elem())
+	case reflect.Struct:
+		var sum uintptr
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if f.Name == "_" || !plainMemory(f.Type) {
+				return false
+			}
+			sum += f.Type.Size()
+		}
+		return sum == t.Size()
+	}
+	return false
 }

@@ -3,6 +3,7 @@ package state
 import (
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"testing"
 	"unsafe"
 )
@@ -177,4 +178,62 @@ func TestEpochsExhausted(t *testing.T) {
 		}
 	}()
 	e.beginDelta()
+}
+
+func TestPlainMemory(t *testing.T) {
+	type window struct{ Start, End int64 }
+	type padded struct {
+		A int8
+		B int64
+	}
+	type blank struct {
+		A int32
+		_ int32
+	}
+	type nested struct {
+		W [2]window
+		F bool
+	}
+	for _, c := range []struct {
+		t    reflect.Type
+		want bool
+	}{
+		{reflect.TypeFor[window](), true},
+		{reflect.TypeFor[[3]uint16](), true},
+		{reflect.TypeFor[padded](), false},
+		{reflect.TypeFor[blank](), false},
+		{reflect.TypeFor[nested](), false}, // padding after F
+		{reflect.TypeFor[struct{ A, B float64 }](), false},
+		{reflect.TypeFor[struct{ S string }](), false},
+		{reflect.TypeFor[[2]*int](), false},
+	} {
+		if got := plainMemory(c.t); got != c.want {
+			t.Errorf("plainMemory(%v) = %v, want %v", c.t, got, c.want)
+		}
+	}
+}
+
+// TestNSHasherOfPlainMemory: a namespace hashed from its bytes hashes
+// equal values alike and spreads distinct ones, without allocating; a
+// namespace type of size zero has no hash.
+func TestNSHasherOfPlainMemory(t *testing.T) {
+	type window struct{ Start, End int64 }
+	h := nsHasher[window]()
+	seen := map[uint32]bool{}
+	for i := range int64(1000) {
+		w := window{i * 60_000, (i + 1) * 60_000}
+		if h(w) != h(window{w.Start, w.End}) {
+			t.Fatalf("%v hashes two ways", w)
+		}
+		seen[h(w)] = true
+	}
+	if len(seen) < 999 {
+		t.Fatalf("1000 windows, %d hashes", len(seen))
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = h(window{1, 2}) }); n != 0 {
+		t.Fatalf("%v allocations per hash", n)
+	}
+	if nsHasher[struct{}]() != nil {
+		t.Fatal("struct{}: a hasher")
+	}
 }

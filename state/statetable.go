@@ -112,12 +112,15 @@ func newVoidTable[K comparable, E any](b *KeyedBackend[K], inf stateInfo, ve val
 
 // newNSTable returns a table for namespaced state.
 func newNSTable[K, N comparable, E any](b *KeyedBackend[K], inf stateInfo, nc codec.Codec[N], ve valueEncoding[E]) *stateTable[nsKey[K, N], E] {
-	kc, hasher, nsh := b.keyCodec, b.hasher, nsHasher[N]()
+	kc, hasher := b.keyCodec, b.hasher
+	var nsHash func(nsKey[K, N]) uint32
+	if nsh := nsHasher[N](); nsh != nil {
+		nsHash = func(mk nsKey[K, N]) uint32 { return nsh(mk.ns) }
+	}
 	ka, na, va := prefixedAppender(kc), prefixedAppender(nc), ve.prefixed()
 	return &stateTable[nsKey[K, N], E]{
 		table: newTable[nsKey[K, N], E](b.ep, b.kgs.Len(), b.shardSize,
-			func(mk nsKey[K, N]) uint32 { return hasher(mk.key) },
-			func(mk nsKey[K, N]) uint32 { return nsh(mk.ns) }),
+			func(mk nsKey[K, N]) uint32 { return hasher(mk.key) }, nsHash),
 		inf: inf,
 		appendEntry: func(dst []byte, mk nsKey[K, N], e E) []byte {
 			return va(na(ka(dst, mk.key), mk.ns), e)

@@ -3,6 +3,7 @@ package gatewaymeter
 import (
 	"encoding/json"
 	"fmt"
+	"math/bits"
 	"slices"
 	"strconv"
 )
@@ -254,20 +255,80 @@ type ModelLatencyMinute struct {
 // NewModelLatencyMinute summarizes the latencies of one (model, window). It
 // sorts latencies in place.
 func NewModelLatencyMinute(model string, windowStart int64, latencies []int64) ModelLatencyMinute {
-	slices.Sort(latencies)
 	m := ModelLatencyMinute{
 		Model:       model,
 		WindowStart: windowStart,
 		WindowEnd:   windowStart + WindowSize,
 		Requests:    int64(len(latencies)),
-		P50MS:       Percentile(latencies, 50),
-		P95MS:       Percentile(latencies, 95),
-		P99MS:       Percentile(latencies, 99),
 	}
-	if n := len(latencies); n > 0 {
-		m.MaxMS = latencies[n-1]
+	n := len(latencies)
+	if n == 0 {
+		return m
 	}
+	// Each rank by selection rather than a sort: the 99th percentile's
+	// rank in the whole sample, then the lower ranks in what lies up to
+	// it, and the maximum in what lies above. The values are those of
+	// Percentile over the sorted sample.
+	k99, k95, k50 := rank(n, 99), rank(n, 95), rank(n, 50)
+	selectRank(latencies, k99)
+	selectRank(latencies[:k99+1], k95)
+	selectRank(latencies[:k95+1], k50)
+	m.P50MS, m.P95MS, m.P99MS = latencies[k50], latencies[k95], latencies[k99]
+	m.MaxMS = slices.Max(latencies[k99:])
 	return m
+}
+
+// rank is the index in the sorted sample of n values of its P-th
+// percentile, as Percentile takes it.
+func rank(n, p int) int { return max(1, min((p*n+99)/100, n)) - 1 }
+
+// selectRank reorders a so that a[k] holds the value sorted a would hold
+// there, nothing after it smaller and nothing before it greater
+// (quickselect, median-of-three pivots; a sort if the partitions keep
+// coming out lopsided, so that no input makes it quadratic).
+func selectRank(a []int64, k int) {
+	lo, hi := 0, len(a)-1
+	for budget := 2 * bits.Len(uint(len(a))); hi-lo > 16; budget-- {
+		if budget == 0 {
+			slices.Sort(a[lo : hi+1])
+			return
+		}
+		mid := lo + (hi-lo)/2
+		if a[mid] < a[lo] {
+			a[mid], a[lo] = a[lo], a[mid]
+		}
+		if a[hi] < a[lo] {
+			a[hi], a[lo] = a[lo], a[hi]
+		}
+		if a[hi] < a[mid] {
+			a[hi], a[mid] = a[mid], a[hi]
+		}
+		p := a[mid]
+		i, j := lo, hi
+		for i <= j {
+			for a[i] < p {
+				i++
+			}
+			for a[j] > p {
+				j--
+			}
+			if i <= j {
+				a[i], a[j] = a[j], a[i]
+				i++
+				j--
+			}
+		}
+		// a[lo..j] <= p, a[i..hi] >= p, and between them only p.
+		switch {
+		case k <= j:
+			hi = j
+		case k >= i:
+			lo = i
+		default:
+			return
+		}
+	}
+	slices.Sort(a[lo : hi+1])
 }
 
 // Alert is the output of alerts: a tenant's minute that cost more than

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -323,6 +325,54 @@ func BenchmarkOracle(b *testing.B) {
 		}
 		if _, err := Oracle(rs); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// TestModelLatencyMinuteBySelection: the percentiles and maximum that
+// NewModelLatencyMinute selects equal Percentile's over the sorted
+// sample, for seeded samples of every size up to 300 and some large ones,
+// drawn wide, narrow (many duplicates), sorted, reversed and in organ-pipe
+// order; a failure names its seed and size.
+func TestModelLatencyMinuteBySelection(t *testing.T) {
+	for seed := uint64(1); seed <= 3; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 0))
+		sizes := []int{}
+		for n := 0; n <= 300; n++ {
+			sizes = append(sizes, n)
+		}
+		sizes = append(sizes, 1000, 4096, 20_011)
+		for _, n := range sizes {
+			for shape := range 5 {
+				s := make([]int64, n)
+				for i := range s {
+					switch shape {
+					case 0:
+						s[i] = rng.Int64N(100_000)
+					case 1:
+						s[i] = rng.Int64N(4)
+					case 2:
+						s[i] = int64(i)
+					case 3:
+						s[i] = int64(n - i)
+					default:
+						s[i] = int64(min(i, n-i))
+					}
+				}
+				sorted := slices.Sorted(slices.Values(s))
+				got := NewModelLatencyMinute("m", 0, s)
+				want := ModelLatencyMinute{Model: "m", WindowEnd: WindowSize, Requests: int64(n),
+					P50MS: Percentile(sorted, 50), P95MS: Percentile(sorted, 95), P99MS: Percentile(sorted, 99)}
+				if n > 0 {
+					want.MaxMS = sorted[n-1]
+				}
+				if got != want {
+					t.Fatalf("seed %d, %d values, shape %d: %+v, want %+v", seed, n, shape, got, want)
+				}
+				if !slices.Equal(slices.Sorted(slices.Values(s)), sorted) {
+					t.Fatalf("seed %d, %d values, shape %d: the selection lost or made up values", seed, n, shape)
+				}
+			}
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package org.weirstream.flinkbench;
 
 import java.nio.charset.StandardCharsets;
+import java.util.Arrays;
 
 /**
  * The job's intermediate and output records, with the JSON-lines form of each output: the
@@ -122,13 +123,60 @@ public final class Records {
     }
 
     /** Nearest-rank percentile of sorted: the k-th smallest with k = ceil(p·n/100). */
-    static long percentile(long[] sorted, int n, int p) {
-        if (n == 0) {
-            return 0;
+    /** The index in the sorted sample of n values of its p-th percentile (nearest rank). */
+    static int rank(int n, int p) {
+        return Math.max(1, Math.min((p * n + 99) / 100, n)) - 1;
+    }
+
+    /**
+     * Reorders a[lo..hi] so that a[k] holds the value the sorted range would hold there, nothing
+     * after it smaller and nothing before it greater: quickselect with median-of-three pivots,
+     * sorting instead once the partitions keep coming out lopsided.
+     */
+    static void selectRank(long[] a, int lo, int hi, int k) {
+        for (int budget = 2 * (32 - Integer.numberOfLeadingZeros(hi - lo + 1)); hi - lo > 16; budget--) {
+            if (budget == 0) {
+                Arrays.sort(a, lo, hi + 1);
+                return;
+            }
+            int mid = lo + (hi - lo) / 2;
+            if (a[mid] < a[lo]) {
+                swap(a, mid, lo);
+            }
+            if (a[hi] < a[lo]) {
+                swap(a, hi, lo);
+            }
+            if (a[hi] < a[mid]) {
+                swap(a, hi, mid);
+            }
+            long p = a[mid];
+            int i = lo, j = hi;
+            while (i <= j) {
+                while (a[i] < p) {
+                    i++;
+                }
+                while (a[j] > p) {
+                    j--;
+                }
+                if (i <= j) {
+                    swap(a, i++, j--);
+                }
+            }
+            if (k <= j) {
+                hi = j;
+            } else if (k >= i) {
+                lo = i;
+            } else {
+                return;
+            }
         }
-        int k = (p * n + 99) / 100;
-        k = Math.max(1, Math.min(k, n));
-        return sorted[k - 1];
+        Arrays.sort(a, lo, hi + 1);
+    }
+
+    private static void swap(long[] a, int i, int j) {
+        long t = a[i];
+        a[i] = a[j];
+        a[j] = t;
     }
 
     // JSON lines, as Go's encoding/json writes these structs.
