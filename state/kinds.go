@@ -526,9 +526,9 @@ func listAdd[MK comparable, T any](t *table[MK, []T], kg int, h uint32, mk MK, v
 	if len(vs) == 0 {
 		return
 	}
-	s, hv := t.writable(kg, h), t.hv(h, mk)
-	l, _ := s.at(hv, mk)
-	t.put(kg, h, s, hv, mk, append(l, vs...))
+	s := t.writable(kg, h)
+	en, found := t.entry(s, t.hv(h, mk), mk)
+	t.store(kg, h, s, en, found, append(en.v, vs...)) // a zero en.v if new
 }
 
 func listUpdate[MK comparable, T any](t *table[MK, []T], kg int, h uint32, mk MK, vs []T) {
@@ -616,13 +616,17 @@ type aggOps[IN, ACC, OUT any] struct {
 }
 
 func aggregatingAdd[MK comparable, IN, ACC, OUT any](t *table[MK, versioned[ACC]], kg int, h uint32, mk MK, v IN, ops *aggOps[IN, ACC, OUT]) {
+	// One probe for the read and the write. Add and CreateAccumulator
+	// touch no state; if one panics, the task fails and its state with it.
+	s := t.writable(kg, h)
+	en, found := t.entry(s, t.hv(h, mk), mk)
 	var acc ACC
-	if e, ok := t.get(kg, h, mk); ok {
-		acc = private(t.ep, e, ops.copy)
+	if found {
+		acc = private(t.ep, en.v, ops.copy)
 	} else {
 		acc = ops.fn.CreateAccumulator()
 	}
-	t.set(kg, h, mk, versioned[ACC]{ops.fn.Add(v, acc), t.ep.cur})
+	t.store(kg, h, s, en, found, versioned[ACC]{ops.fn.Add(v, acc), t.ep.cur})
 }
 
 func aggregatingGet[MK comparable, IN, ACC, OUT any](t *table[MK, versioned[ACC]], kg int, h uint32, mk MK, ops *aggOps[IN, ACC, OUT]) (OUT, bool) {

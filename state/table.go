@@ -313,6 +313,15 @@ func (g *group[MK, E]) slots(h uint32, d uint8) (lo, n int) {
 // put stores e under mk, whose inner hash is hv, in the writable shard s
 // (from writable).
 func (t *table[MK, E]) put(kg int, h uint32, s *shard[MK, E], hv uint32, mk MK, e E) {
+	en, found := t.entry(s, hv, mk)
+	t.store(kg, h, s, en, found, e)
+}
+
+// entry returns the entry of mk, whose inner hash is hv, in the writable
+// shard s (from writable), added with a zero value if absent, and whether
+// it was there: a read and a write for one probe. The caller stores the
+// new value with store before any other change to the table.
+func (t *table[MK, E]) entry(s *shard[MK, E], hv uint32, mk MK) (*oent[MK, E], bool) {
 	en, found := s.m.upsert(hv, mk)
 	if t.ep.track {
 		// List mk if the shard lists this epoch's writes and mk is not
@@ -321,6 +330,11 @@ func (t *table[MK, E]) put(kg int, h uint32, s *shard[MK, E], hv uint32, mk MK, 
 			t.noteWritten(s, mk)
 		}
 	}
+	return en, found
+}
+
+// store sets the value of en, from entry, to e, written in this epoch.
+func (t *table[MK, E]) store(kg int, h uint32, s *shard[MK, E], en *oent[MK, E], found bool, e E) {
 	en.setSlot(slot[E]{e, t.ep.cur})
 	if !found && s.m.len() > s.limit {
 		t.split(kg, h, s)

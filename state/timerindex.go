@@ -37,17 +37,24 @@ func timerHash(h uint32, ts int64) uint32 {
 
 // lookup returns the slot of tk, whose hash is hv, in nodes.
 func lookup[K, N comparable](ix *timerIndex, nodes []timerNode[K, N], hv uint32, tk timerKey[K, N]) (int32, bool) {
+	slot, _, ok := lookupAt(ix, nodes, hv, tk)
+	return slot, ok
+}
+
+// lookupAt is lookup that also returns the entry's position in ix, for
+// removeEntry.
+func lookupAt[K, N comparable](ix *timerIndex, nodes []timerNode[K, N], hv uint32, tk timerKey[K, N]) (int32, uint32, bool) {
 	if ix.n == 0 {
-		return 0, false
+		return 0, 0, false
 	}
 	mask := uint32(len(ix.e) - 1)
 	for p := hv & mask; ; p = (p + 1) & mask {
 		en := ix.e[p]
 		if en.slot == 0 {
-			return 0, false
+			return 0, 0, false
 		}
 		if en.hash == hv && nodes[en.slot-1].timerKey == tk {
-			return en.slot - 1, true
+			return en.slot - 1, p, true
 		}
 	}
 }
@@ -81,6 +88,12 @@ func (ix *timerIndex) remove(hv uint32, slot int32) {
 		}
 		p = (p + 1) & mask
 	}
+	ix.removeEntry(p)
+}
+
+// removeEntry deletes the entry at position p.
+func (ix *timerIndex) removeEntry(p uint32) {
+	mask := uint32(len(ix.e) - 1)
 	ix.n--
 	// Backward shift: move later entries of the probe run into the hole
 	// while that keeps each at or after its home position.

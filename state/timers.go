@@ -153,13 +153,13 @@ func (t *Timers[K, N]) Delete(ns N, ts int64) {
 	kg, h := t.b.pos()
 	tk := timerKey[K, N]{ts, t.b.key, ns}
 	q0 := t.q[kg]
-	i, ok := lookup(&q0.index, q0.nodes, timerHash(h, ts), tk)
+	i, at, ok := lookupAt(&q0.index, q0.nodes, timerHash(h, ts), tk)
 	if !ok {
 		return
 	}
-	q := t.writable(kg)
+	q := t.writable(kg) // a copy keeps the index's positions
 	pos := q.nodes[i].pos
-	t.removeAt(q, pos)
+	t.removeAt(q, pos, int64(at))
 	t.n--
 	if pos == 0 {
 		t.fixHead(kg)
@@ -207,7 +207,7 @@ func (t *Timers[K, N]) Pop(upTo int64) (Timer[K, N], bool) {
 	}
 	n := q.nodes[q.heap[0].slot]
 	q = t.writable(int(kg))
-	t.removeAt(q, 0)
+	t.removeAt(q, 0, -1)
 	t.n--
 	t.fixHead(int(kg))
 	t.b.SetCurrentKeyWithHash(n.key, n.hash)
@@ -291,7 +291,9 @@ func (t *Timers[K, N]) push(q *timerQueue[K, N], n timerNode[K, N]) int32 {
 	return i
 }
 
-func (t *Timers[K, N]) removeAt(q *timerQueue[K, N], pos int32) {
+// removeAt removes the timer at heap position pos, whose index entry is
+// at position at (-1: to be looked up).
+func (t *Timers[K, N]) removeAt(q *timerQueue[K, N], pos int32, at int64) {
 	i := q.heap[pos].slot
 	last := int32(len(q.heap) - 1)
 	if pos != last {
@@ -301,7 +303,11 @@ func (t *Timers[K, N]) removeAt(q *timerQueue[K, N], pos int32) {
 	if pos != last && !t.down(q, int(pos)) {
 		t.up(q, int(pos))
 	}
-	q.index.remove(timerHash(q.nodes[i].hash, q.nodes[i].ts), i)
+	if at >= 0 {
+		q.index.removeEntry(uint32(at))
+	} else {
+		q.index.remove(timerHash(q.nodes[i].hash, q.nodes[i].ts), i)
+	}
 	q.nodes[i] = timerNode[K, N]{} // drop references held by the key and namespace
 	q.free = append(q.free, i)
 }
