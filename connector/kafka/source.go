@@ -114,11 +114,19 @@ func MaxPollRecords(n int) SourceOption {
 // minutes); 0 or less disables discovery, and a Bounded source never
 // discovers (as in Flink): its partitions are those of its first listing.
 // A running reader consumes an added partition from its next fetch
-// request, which on a quiet partition waits up to franz-go's fetch max
-// wait (5 s unless kgo.FetchMaxWait is passed in ClientOptions).
+// request, which on a quiet partition waits up to the fetch max wait
+// (DefaultFetchMaxWait unless kgo.FetchMaxWait is passed in
+// ClientOptions).
 func PartitionDiscoveryInterval(d time.Duration) SourceOption {
 	return sourceOptionFunc(func(c *sourceConfig) { c.discovery = max(d, 0) })
 }
+
+// DefaultFetchMaxWait is how long the broker may hold a reader's fetch
+// request while its partitions have nothing new: Kafka's Java consumer's
+// default (fetch.max.wait.ms, 500 ms) rather than franz-go's 5 s, so that
+// a partition a reader resumes (watermark alignment) or is given
+// (discovery) is not left waiting behind a fetch of idle ones.
+const DefaultFetchMaxWait = 500 * time.Millisecond
 
 // Offsets says where a partition starts when it has no checkpointed
 // offset: Earliest, Latest, Committed or Timestamp (Flink's
@@ -174,8 +182,8 @@ func (o Offsets) String() string {
 // WithWatermarkAlignment) its readers pause single partitions. A resumed
 // partition is fetched again once the broker's fetch in flight returns,
 // which, when the reader's other partitions have nothing new, takes up to
-// franz-go's fetch max wait: 5 s unless kgo.FetchMaxWait is passed in
-// ClientOptions (Kafka's Java consumer waits 500 ms, fetch.max.wait.ms).
+// the fetch max wait: DefaultFetchMaxWait unless kgo.FetchMaxWait is
+// passed in ClientOptions.
 type Source[T any] struct {
 	cfg         sourceConfig
 	deserialize func(*kgo.Record) (T, error)
@@ -419,7 +427,7 @@ func (s *Source[T]) NewReader(ctx context.Context, info connector.ReaderInfo, sp
 	if err != nil {
 		return nil, err
 	}
-	opts := []kgo.Opt{kgo.KeepControlRecords()}
+	opts := []kgo.Opt{kgo.KeepControlRecords(), kgo.FetchMaxWait(DefaultFetchMaxWait)}
 	if !s.cfg.resetOutOfRange {
 		// franz-go would otherwise move an out-of-range offset to the
 		// partition's beginning without a word.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -101,7 +102,10 @@ func ProduceTrace(ctx context.Context, brokers []string, topic, dir string) (int
 	}
 	defer cl.Close()
 	var n int64
-	var firstErr error
+	var (
+		mu       sync.Mutex // promises may run on the client's goroutines
+		firstErr error
+	)
 	for p, name := range names {
 		if name == "" {
 			continue
@@ -115,9 +119,11 @@ func ProduceTrace(ctx context.Context, brokers []string, topic, dir string) (int
 		for sc.Scan() {
 			rec := &kgo.Record{Partition: int32(p), Value: slices.Clone(sc.Bytes())}
 			cl.Produce(ctx, rec, func(_ *kgo.Record, err error) {
+				mu.Lock()
 				if err != nil && firstErr == nil {
 					firstErr = err
 				}
+				mu.Unlock()
 			})
 			n++
 		}
@@ -129,6 +135,8 @@ func ProduceTrace(ctx context.Context, brokers []string, topic, dir string) (int
 	if err := cl.Flush(ctx); err != nil {
 		return n, err
 	}
+	mu.Lock()
+	defer mu.Unlock()
 	if firstErr != nil {
 		return n, fmt.Errorf("gatewaymeter: producing to %s: %w", topic, firstErr)
 	}
