@@ -170,17 +170,36 @@ func (t *Task) alignWatermarks(maxAllowed int64) error {
 	return s.AlignWatermarks(maxAllowed)
 }
 
+// reannounceEvery is how many reports of a subtask, told nothing new in
+// between, make the job master tell it its group's maximum again: an
+// announcement lost on its way (a connection that dropped it) is made
+// good within that many update intervals, at the cost of one message per
+// subtask every that many.
+const reannounceEvery = 8
+
 // SourceWatermark implements Listener: a source subtask that aligns its
 // watermark reports it. Once its group's maximum is known, the job master
 // announces it to every subtask of the group that it differs from what
-// the subtask was last told.
+// the subtask was last told, and to the reporting subtask again after
+// reannounceEvery reports without news.
 func (jm *JobMaster) SourceWatermark(ref TaskRef, wm int64) {
 	jm.post(func() error {
-		if jm.current(ref) == nil {
+		r := jm.current(ref)
+		if r == nil {
 			return nil
 		}
-		if max, ok := jm.aligner.Report(ref.ID, wm); ok {
-			jm.announceAlignment(ref.ID, max, false)
+		max, ok := jm.aligner.Report(ref.ID, wm)
+		if !ok {
+			return nil
+		}
+		if !r.announced || r.maxAllowed != max {
+			jm.announceAlignment(ref.ID, max, false) // news to the reporter too
+			return nil
+		}
+		jm.announceAlignment(ref.ID, max, false)
+		if r.unchanged++; r.unchanged >= reannounceEvery && !jm.finished[ref.ID] {
+			r.unchanged = 0
+			jm.exec.AlignWatermarks(r.ref, max)
 		}
 		return nil
 	})
@@ -210,7 +229,7 @@ func (jm *JobMaster) announceAlignment(id checkpoint.TaskID, maxAllowed int64, e
 		if (ended && m == id) || r == nil || r.canceled || jm.finished[m] || (r.announced && r.maxAllowed == maxAllowed) {
 			continue
 		}
-		r.announced, r.maxAllowed = true, maxAllowed
+		r.announced, r.maxAllowed, r.unchanged = true, maxAllowed, 0
 		jm.exec.AlignWatermarks(r.ref, maxAllowed)
 	}
 }

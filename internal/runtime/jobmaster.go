@@ -298,9 +298,11 @@ type taskRun struct {
 	acks         map[int64]checkpoint.TaskAck
 	completedAck *checkpoint.TaskAck
 	// maxAllowed is the maximal watermark of its alignment group last
-	// sent to the subtask, if announced.
+	// sent to the subtask, if announced; unchanged counts the subtask's
+	// reports since it was last sent one (see reannounceEvery).
 	maxAllowed int64
 	announced  bool
+	unchanged  int
 }
 
 // errRestart cancels subtasks that are being redeployed.
