@@ -483,21 +483,8 @@ func (p *parser) plainString(ok bool) ([]byte, bool) {
 	if !ok {
 		return nil, false
 	}
-	b, i := p.b, p.i
-	start := i
-	for {
-		if i+8 > len(b) {
-			for i < len(b) && b[i] < 0x80 && plainASCII[b[i]] != 0 {
-				i++
-			}
-			break
-		}
-		if m := special(binary.LittleEndian.Uint64(b[i:])); m != 0 {
-			i += bits.TrailingZeros64(m) / 8
-			break
-		}
-		i += 8
-	}
+	b, start := p.b, p.i
+	i := plainEnd(b, start)
 	if i == start || i >= len(b) || b[i] != '"' {
 		return nil, false
 	}
@@ -748,26 +735,29 @@ func special(w uint64) uint64 {
 	return ((w-ones*0x20) & ^w | (q-ones) & ^q | (s-ones) & ^s | w) & highs
 }
 
+// plainEnd returns the index of the first byte of b from i on that a
+// string cannot hold without a closer look (special), or len(b): it reads
+// eight bytes at a time.
+func plainEnd(b []byte, i int) int {
+	for i+8 <= len(b) {
+		if m := special(binary.LittleEndian.Uint64(b[i:])); m != 0 {
+			return i + bits.TrailingZeros64(m)/8
+		}
+		i += 8
+	}
+	for i < len(b) && b[i] < 0x80 && plainASCII[b[i]] != 0 {
+		i++
+	}
+	return i
+}
+
 // str parses the string at p.i (an opening quote) and returns its content,
 // unescaped. Without escapes the content aliases the line.
 func (p *parser) str() ([]byte, error) {
 	// Fast path: plain ASCII up to the closing quote, as every identifier
 	// the gateway writes, eight bytes at a time.
-	b, i := p.b, p.i+1
-	start := i
-	for {
-		if i+8 > len(b) {
-			for i < len(b) && b[i] < 0x80 && plainASCII[b[i]] != 0 {
-				i++
-			}
-			break
-		}
-		if m := special(binary.LittleEndian.Uint64(b[i:])); m != 0 {
-			i += bits.TrailingZeros64(m) / 8
-			break
-		}
-		i += 8
-	}
+	b, start := p.b, p.i+1
+	i := plainEnd(b, start)
 	if i < len(b) && b[i] == '"' {
 		p.i = i + 1
 		return b[start:i], nil
