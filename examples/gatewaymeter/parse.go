@@ -421,14 +421,7 @@ func (p *parser) canonical(e *Event) bool {
 		if !ok {
 			return false
 		}
-		switch string(model) {
-		case ModelSmall:
-			e.Model = ModelSmall
-		case ModelMedium:
-			e.Model = ModelMedium
-		case ModelLarge:
-			e.Model = ModelLarge
-		default:
+		if e.Model = modelOf(model); e.Model == "" {
 			return false
 		}
 		if e.TS, ok = p.plainInt(p.expect(`,"ts":`)); !ok {
@@ -554,14 +547,7 @@ func (p *parser) field(f uint, e *Event) error {
 		if err != nil {
 			return err
 		}
-		switch string(s) {
-		case ModelSmall:
-			e.Model = ModelSmall
-		case ModelMedium:
-			e.Model = ModelMedium
-		case ModelLarge:
-			e.Model = ModelLarge
-		default:
+		if e.Model = modelOf(s); e.Model == "" {
 			return fail("unknown model %q", s)
 		}
 	case fTS:
@@ -600,6 +586,20 @@ func (p *parser) field(f uint, e *Event) error {
 		e.Status = int(v)
 	}
 	return nil
+}
+
+// modelOf returns the model constant b names, or "" for none of the price
+// table's (without allocating).
+func modelOf(b []byte) string {
+	switch string(b) {
+	case ModelSmall:
+		return ModelSmall
+	case ModelMedium:
+		return ModelMedium
+	case ModelLarge:
+		return ModelLarge
+	}
+	return ""
 }
 
 // kind names the JSON value starting at p.i, or returns "" if none can
