@@ -394,7 +394,7 @@ const (
 // canonical parses a line written exactly as Event.AppendJSON writes one,
 // with identifiers of plain ASCII and every value valid, into e and
 // reports true; for any other line it reports false, having read part of
-// it, and the general parse (event) decides. It accepts only lines the
+// it, and the general parse (object) decides. It accepts only lines the
 // general parse accepts, with the same event, so it changes nothing but
 // the time it takes: every line the gateway writes takes it, a fixed
 // sequence of byte comparisons with no field-name dispatch.
