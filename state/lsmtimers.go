@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
+	"unsafe"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -28,10 +29,14 @@ import (
 // or when it leaves the cache for a later row. A dirty timer deleted or
 // fired before then never reaches the store, so a timer that lives less
 // than a checkpoint interval (a request's time-out, cancelled when its
-// response comes) costs no write, no tombstone and no read. Registering
-// or deleting a timer beyond the cached rows writes or deletes its row;
-// the store is read only when a key group's cached rows run out and to
-// look up a timer beyond them.
+// response comes) costs no write, no tombstone and no read. The other
+// writes (a timer registered or deleted beyond the cached rows, a row
+// that leaves the cache dirty, the deletion of a fired row the store
+// has) wait among the pending writes, one per row, the latest, until
+// the store is read for timer rows or must hold them: a window's timer
+// registered again for every element costs a map lookup, not a commit
+// to the store. The store is read only when a key group's cached rows
+// run out and to look up a timer beyond them.
 
 // timerCacheRows bounds the rows a key group keeps in memory. The rows
 // also count against the budget of the backend's write-back caches,
@@ -58,6 +63,9 @@ type lsmTimers struct {
 	listed []int32
 	// free holds row buffers of deleted timers, for new ones.
 	free [][]byte
+	// pending holds the writes not made to the store yet of rows that
+	// are not dirty cached rows: per row, whether it is deleted.
+	pending pendingRows
 }
 
 // timerGroup is what a key group keeps in memory of its rows: the first
@@ -140,6 +148,99 @@ func (l *lsmTimers) setFloor(g *timerGroup, r []byte) {
 	g.floor = r
 }
 
+// pendingRows are writes of rows kept in memory until the store must
+// have them: the latest write of each row, set or deleted. Its keys are
+// copies of the rows in an arena that lives until the writes are made.
+type pendingRows struct {
+	rows  map[string]bool // row → deleted
+	arena []byte
+}
+
+// pendingRowOverhead is what a pending write costs beside its row's
+// bytes: its map slot and string header.
+const pendingRowOverhead = 48
+
+// pendingArenaChunk is the size of the arena's chunks of row bytes.
+const pendingArenaChunk = 64 << 10
+
+// write records the write of row r (a deletion if del), replacing an
+// earlier one of the same row. It returns the bytes newly charged.
+func (p *pendingRows) write(r []byte, del bool) int64 {
+	if d, ok := p.rows[string(r)]; ok {
+		if d != del {
+			p.rows[string(r)] = del
+		}
+		return 0
+	}
+	if p.rows == nil {
+		p.rows = make(map[string]bool)
+	}
+	if len(p.arena)+len(r) > cap(p.arena) {
+		// The full chunk stays alive while the map's keys point into it.
+		p.arena = make([]byte, 0, max(pendingArenaChunk, len(r)))
+	}
+	off := len(p.arena)
+	p.arena = append(p.arena, r...)
+	p.rows[unsafe.String(&p.arena[off], len(r))] = del
+	return int64(len(r) + pendingRowOverhead)
+}
+
+// writeTo writes the pending writes to batch and forgets them, returning
+// the bytes they were charged.
+func (p *pendingRows) writeTo(batch *rowWriter) (int64, error) {
+	var n int64
+	for k, del := range p.rows {
+		var err error
+		if del {
+			err = batch.Delete(unsafe.Slice(unsafe.StringData(k), len(k)))
+		} else {
+			err = batch.Set(unsafe.Slice(unsafe.StringData(k), len(k)), nil)
+		}
+		if err != nil {
+			return 0, err
+		}
+		n += int64(len(k) + pendingRowOverhead)
+	}
+	clear(p.rows)
+	// The batch has copied the rows: the arena's current chunk is free
+	// again.
+	p.arena = p.arena[:0]
+	return n, nil
+}
+
+// addPending records the write of row r (a deletion if del) among the
+// pending writes.
+func (l *lsmTimers) addPending(r []byte, del bool) {
+	l.charge(l.pending.write(r, del))
+}
+
+// writePending writes the pending writes to batch.
+func (l *lsmTimers) writePending(batch *rowWriter) error {
+	if len(l.pending.rows) == 0 {
+		return nil
+	}
+	n, err := l.pending.writeTo(batch)
+	if err != nil {
+		return err
+	}
+	l.charge(-n)
+	return nil
+}
+
+// commitPending makes the pending writes to the store, which is about to
+// be read for timer rows.
+func (l *lsmTimers) commitPending() error {
+	if len(l.pending.rows) == 0 {
+		return nil
+	}
+	batch := l.lsm.writer("writing the timers")
+	defer batch.Close()
+	if err := l.writePending(batch); err != nil {
+		return err
+	}
+	return batch.Commit()
+}
+
 // markDirty counts a new dirty row of key group kgIdx.
 func (l *lsmTimers) markDirty(kgIdx int) {
 	g := &l.groups[kgIdx]
@@ -175,6 +276,11 @@ func (l *lsmTimers) writeGroup(batch *rowWriter, kgIdx int) error {
 // groups.
 
 func (l *lsmTimers) flush(batch *rowWriter, _ bool) error {
+	// The pending writes go first: a dirty cached row may be a timer
+	// registered again after a pending deletion of its row.
+	if err := l.writePending(batch); err != nil {
+		return err
+	}
 	for _, kg := range l.listed {
 		if err := l.writeGroup(batch, int(kg)); err != nil {
 			return err
@@ -189,6 +295,9 @@ func (l *lsmTimers) flush(batch *rowWriter, _ bool) error {
 // leave, until they use at most goal bytes or every group keeps only its
 // first row (which orders it among the groups).
 func (l *lsmTimers) evict(batch *rowWriter, goal int64) error {
+	if err := l.writePending(batch); err != nil {
+		return err
+	}
 	for l.bytes > goal {
 		cut := false
 		for i := range l.groups {
@@ -313,6 +422,9 @@ func (l *lsmTimers) has(db *pebble.DB, kgIdx int, r []byte) (bool, error) {
 	if decided, has, _ := l.groups[kgIdx].cached(r); decided {
 		return has, nil
 	}
+	if del, ok := l.pending.rows[string(r)]; ok {
+		return !del, nil
+	}
 	_, closer, err := db.Get(r)
 	if err == pebble.ErrNotFound {
 		return false, nil
@@ -341,17 +453,15 @@ func (l *lsmTimers) add(db *pebble.DB, kgIdx int, r []byte) error {
 		l.setFloor(g, l.clone(r))
 	}
 	if !decided {
-		return l.lsm.trySet(r, nil)
+		l.addPending(r, false)
+		return nil
 	}
 	g.cache = slices.Insert(g.cache, i, l.cacheRow(r, true))
 	l.markDirty(kgIdx)
 	if n := len(g.cache); n > l.rows {
 		last := g.cache[n-1]
 		if last.dirty {
-			if err := l.lsm.trySet(last.k, nil); err != nil {
-				// The row stays cached, dirty: nothing is lost.
-				return err
-			}
+			l.addPending(last.k, false)
 			g.dirty--
 		}
 		l.uncache(last, false)
@@ -373,7 +483,8 @@ func (l *lsmTimers) remove(db *pebble.DB, kgStart, kgIdx int, r []byte) error {
 		return nil
 	}
 	if !decided {
-		return l.lsm.tryDelete(r)
+		l.addPending(r, true)
+		return nil
 	}
 	return l.drop(db, kgStart, kgIdx, i)
 }
@@ -385,8 +496,8 @@ func (l *lsmTimers) drop(db *pebble.DB, kgStart, kgIdx, i int) error {
 	row := g.cache[i]
 	if row.dirty {
 		g.dirty--
-	} else if err := l.lsm.tryDelete(row.k); err != nil {
-		return err
+	} else {
+		l.addPending(row.k, true)
 	}
 	g.cache = slices.Delete(g.cache, i, i+1)
 	l.uncache(row, i == 0)
@@ -421,6 +532,9 @@ func (l *lsmTimers) load(r interface {
 	if g.dirty != 0 {
 		return fmt.Errorf("state: reading the timers of key group %d over %d rows not written", kgIdx+kgStart, g.dirty)
 	}
+	if err := l.commitPending(); err != nil {
+		return err
+	}
 	opts := &pebble.IterOptions{LowerBound: lo, UpperBound: prefixEnd(lo)}
 	if g.floor != nil {
 		opts.LowerBound = g.floor
@@ -447,6 +561,9 @@ func (l *lsmTimers) count(db *pebble.DB, kgStart, kgIdx int) (int, error) {
 	g := &l.groups[kgIdx]
 	if g.complete {
 		return len(g.cache), nil
+	}
+	if err := l.commitPending(); err != nil {
+		return 0, err
 	}
 	lo := appendRowPrefix(nil, kgIdx+kgStart, l.id)
 	if g.floor != nil {
@@ -602,6 +719,10 @@ func (t *Timers[K, N]) lsmRestoreGroup(kgIdx, n int, data []byte) error {
 	db := t.b.lsm.db
 	batch := t.b.lsm.writer("writing the restored timers")
 	defer batch.Close()
+	// The pending writes go first: they are older than the restored rows.
+	if err := t.l.writePending(batch); err != nil {
+		return err
+	}
 	var row []byte
 	err := eachEntry(n, data, func(key, ns, val []byte) error {
 		tk, h, err := t.decodeEntry(kgIdx, key, ns, val)

@@ -274,6 +274,63 @@ func testTimersInStoreMatchHeap(t *testing.T, seed uint64, rows int) {
 	}
 }
 
+// TestTimersPendingWriteOrder deletes a timer the store has (its
+// deletion waits among the pending writes) and registers it again (a
+// dirty cached row), in a key group whose other timers are beyond its
+// cached rows, then moves the queue through a snapshot (weir's format
+// and native): the timer must survive, so the pending deletion must
+// reach the store before the row written again.
+func TestTimersPendingWriteOrder(t *testing.T) {
+	for _, native := range []bool{false, true} {
+		t.Run(fmt.Sprintf("native-%v", native), func(t *testing.T) {
+			b := newBackend(t, pebbleBackend(t))
+			tm := must(NewTimers[string, window](b, "event", nil))
+			tm.l.rows = 2
+			b.SetCurrentKey("k")
+			for ts := int64(1); ts <= 4; ts++ {
+				tm.Register(window{}, ts)
+			}
+			move := func(step int64) {
+				nb := newBackend(t, pebbleBackend(t))
+				if native {
+					snap, err := b.NativeSnapshot(step)
+					if err != nil {
+						t.Fatal(err)
+					}
+					blob, dir := nativeCopy(t, snap)
+					if err := nb.RestoreNative(bytes.NewReader(blob), dir, nb.KeyGroups()); err != nil {
+						t.Fatal(err)
+					}
+				} else if err := nb.Restore(bytes.NewReader(serialize(t, b, step))); err != nil {
+					t.Fatal(err)
+				}
+				b, tm = nb, must(NewTimers[string, window](nb, "event", nil))
+				tm.l.rows = 2
+				b.SetCurrentKey("k")
+			}
+			move(1) // every row in the store, the first two cached, clean
+			tm.Delete(window{}, 1)
+			tm.Delete(window{}, 4) // beyond the cached rows
+			tm.Register(window{}, 1)
+			tm.Register(window{}, 4)
+			tm.Delete(window{}, 3)
+			move(2)
+			for ts, want := range map[int64]bool{1: true, 2: true, 3: false, 4: true} {
+				if got := tm.Contains(window{}, ts); got != want {
+					t.Errorf("after a restore, Contains(%d) = %v, want %v", ts, got, want)
+				}
+			}
+			var got []int64
+			for tmr := range tm.PopUntil(10) {
+				got = append(got, tmr.Timestamp)
+			}
+			if want := []int64{1, 2, 4}; !slices.Equal(got, want) {
+				t.Errorf("after a restore, the timers fire at %v, want %v", got, want)
+			}
+		})
+	}
+}
+
 // BenchmarkTimersChurn is a timeout per request, cancelled when the
 // request completes: a standing population of 100,000 timers; each op
 // registers a timer for a new key and deletes the oldest one, and checks
