@@ -416,11 +416,16 @@ func (c *valueCache[K, N, T]) evict(batch *rowWriter, goal int64) error {
 
 // buildFilter builds the cache's filter from the store's rows, within
 // what the backend's filters may take of the caches' budget: an eighth.
-func (c *valueCache[K, N, T]) buildFilter() {
-	limit := c.l.cacheBudget/8 - (c.l.filterBytes - c.filter.charged)
-	d, err := c.filter.build(c.l.store(), c.st.b.kgs, c.st.id, limit)
-	c.l.cacheUsed += d
-	c.l.filterBytes += d
+func (c *valueCache[K, N, T]) buildFilter() { c.l.buildFilter(&c.filter, c.st.b.kgs, c.st.id) }
+
+// buildFilter builds f from the rows of state id in the key groups kgs,
+// within what the backend's filters may take of the caches' budget: an
+// eighth.
+func (l *lsm) buildFilter(f *rowFilter, kgs KeyGroupRange, id uint16) {
+	limit := l.cacheBudget/8 - (l.filterBytes - f.charged)
+	d, err := f.build(l.store(), kgs, id, limit)
+	l.cacheUsed += d
+	l.filterBytes += d
 	if err != nil {
 		fail(err)
 	}

@@ -226,6 +226,14 @@ func TestPebbleCacheCrashRestore(t *testing.T) {
 				dirty += countDirty(c.rows)
 			case *valueCache[string, window, string]:
 				dirty += countDirty(c.rows)
+			case *mapCache[string, VoidNamespace, string, int]:
+				for _, m := range c.maps {
+					for _, e := range m.rows {
+						if e.dirty() {
+							dirty++
+						}
+					}
+				}
 			}
 		}
 		if dirty == 0 {

@@ -641,28 +641,19 @@ func (s *lsmList[K, N, T]) MergeNamespaces(target N, sources ...N) {
 
 type lsmMap[K, N, UK comparable, UV any] struct {
 	lsmHandle[K, N]
-	kc  codec.Codec[UK]
-	vc  codec.Codec[UV]
-	buf []byte
+	kc codec.Codec[UK]
+	vc codec.Codec[UV]
+	c  *mapCache[K, N, UK, UV]
 }
 
-// entryRow returns the row key of map key uk in the current key and
-// namespace.
-func (s *lsmMap[K, N, UK, UV]) entryRow(uk UK) []byte {
-	s.key = s.kc.Append(s.appendRow(s.key[:0], s.ns), uk)
-	return s.key
-}
+func (s *lsmMap[K, N, UK, UV]) Get(uk UK) (UV, bool) { return s.c.get(&s.lsmHandle, s.ns, uk) }
 
-func (s *lsmMap[K, N, UK, UV]) Get(uk UK) (UV, bool) {
-	return lsmGet(&s.lsmHandle, s.entryRow(uk), func(b []byte) (UV, error) { return decodeExactly(s.vc, b, "map value") })
-}
+func (s *lsmMap[K, N, UK, UV]) Put(uk UK, uv UV) { s.c.set(s.ns, uk, uv, false) }
 
-func (s *lsmMap[K, N, UK, UV]) Put(uk UK, uv UV) {
-	s.buf = s.vc.Append(s.buf[:0], uv)
-	s.set(s.entryRow(uk), s.buf)
+func (s *lsmMap[K, N, UK, UV]) Remove(uk UK) {
+	var zero UV
+	s.c.set(s.ns, uk, zero, true)
 }
-
-func (s *lsmMap[K, N, UK, UV]) Remove(uk UK) { s.delete(s.entryRow(uk)) }
 
 func (s *lsmMap[K, N, UK, UV]) Contains(uk UK) bool {
 	_, ok := s.Get(uk)
@@ -672,9 +663,30 @@ func (s *lsmMap[K, N, UK, UV]) Contains(uk UK) bool {
 // All iterates over the map as it was when All was called: entries put or
 // removed during the iteration do not change what it yields.
 func (s *lsmMap[K, N, UK, UV]) All() iter.Seq2[UK, UV] {
+	if rows, ok := s.c.entries(s.ns); ok {
+		type entry struct {
+			k UK
+			v UV
+		}
+		es := make([]entry, 0, len(rows))
+		for k, e := range rows {
+			if !e.absent() {
+				es = append(es, entry{k, e.val})
+			}
+		}
+		return func(yield func(UK, UV) bool) {
+			for _, e := range es {
+				if !yield(e.k, e.v) {
+					return
+				}
+			}
+		}
+	}
+	ck := s.c.current(s.ns)
 	p := s.row()
 	p = append([]byte(nil), p...)
 	return func(yield func(UK, UV) bool) {
+		s.c.commitMap(ck)
 		it, err := s.db().NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: prefixEnd(p)})
 		if err != nil {
 			fail(err)
@@ -703,26 +715,59 @@ func (s *lsmMap[K, N, UK, UV]) All() iter.Seq2[UK, UV] {
 	}
 }
 
-func (s *lsmMap[K, N, UK, UV]) Len() int {
-	n := 0
-	s.scan(s.row(), func(_, _ []byte) { n++ })
-	return n
-}
-
-func (s *lsmMap[K, N, UK, UV]) IsEmpty() bool {
+// rows calls fn with each row of the current key's map in the current
+// namespace, reading the store (its dirty entries written first).
+func (s *lsmMap[K, N, UK, UV]) rows(fn func() bool) {
+	s.c.commitMap(s.c.current(s.ns))
 	p := s.row()
 	it, err := s.db().NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: prefixEnd(p)})
 	if err != nil {
 		fail(err)
 	}
-	empty := !it.First()
+	for ok := it.First(); ok && fn(); ok = it.Next() {
+	}
 	if err := it.Close(); err != nil {
 		fail(err)
 	}
+}
+
+func (s *lsmMap[K, N, UK, UV]) Len() int {
+	n := 0
+	if rows, ok := s.c.entries(s.ns); ok {
+		for _, e := range rows {
+			if !e.absent() {
+				n++
+			}
+		}
+		return n
+	}
+	s.rows(func() bool { n++; return true })
+	return n
+}
+
+func (s *lsmMap[K, N, UK, UV]) IsEmpty() bool {
+	if rows, ok := s.c.entries(s.ns); ok {
+		for _, e := range rows {
+			if !e.absent() {
+				return false
+			}
+		}
+		return true
+	}
+	empty := true
+	s.rows(func() bool { empty = false; return false })
 	return empty
 }
 
-func (s *lsmMap[K, N, UK, UV]) Clear() { s.deletePrefix(s.row()) }
+func (s *lsmMap[K, N, UK, UV]) Clear() {
+	s.c.clear(s.ns)
+	s.deletePrefix(s.row())
+}
+
+func (s *lsmMap[K, N, UK, UV]) ClearAllNamespaces() {
+	s.c.dropKey()
+	s.lsmHandle.ClearAllNamespaces()
+}
 
 type lsmReducing[K, N comparable, T any] struct {
 	lsmHandle[K, N]
@@ -842,11 +887,12 @@ func lsmListOf[K, N comparable, T any](b *KeyedBackend[K], inf stateInfo, nc cod
 }
 
 func lsmMapOf[K, N, UK comparable, UV any](b *KeyedBackend[K], inf stateInfo, nc codec.Codec[N], kc codec.Codec[UK], vc codec.Codec[UV]) (*lsmMap[K, N, UK, UV], error) {
-	st, err := registerLSM[K, *lsmMap[K, N, UK, UV]](b, inf, mapLayout(kc, vc), true, restoreMap(b, nc, kc, vc), nil)
+	st, err := registerLSM[K, *lsmMap[K, N, UK, UV]](b, inf, mapLayout(kc, vc), true, restoreMap(b, nc, kc, vc),
+		func(st *lsmState[K]) rowCache { return newMapCache(st, nc, kc, vc) })
 	if err != nil {
 		return nil, err
 	}
-	return &lsmMap[K, N, UK, UV]{lsmHandle: lsmHandle[K, N]{st: st, nc: nc}, kc: kc, vc: vc}, nil
+	return &lsmMap[K, N, UK, UV]{lsmHandle: lsmHandle[K, N]{st: st, nc: nc}, kc: kc, vc: vc, c: st.cache.(*mapCache[K, N, UK, UV])}, nil
 }
 
 func lsmReducingOf[K, N comparable, T any](b *KeyedBackend[K], inf stateInfo, nc codec.Codec[N], c codec.Codec[T], reduce func(acc, v T) T) (*lsmReducing[K, N, T], error) {

@@ -174,9 +174,11 @@ func committer(db *pebble.DB, in <-chan storeWrite, out chan<- error, inflight *
 	}
 }
 
-// The writes of single rows by state accesses (a map's entries, a list
-// replaced or cleared, a key's rows deleted, timers) commit one small
-// batch each, through commitBatch like every other write.
+// The writes of single rows by state accesses (a list replaced or
+// cleared, a key's or a map's rows deleted by range) commit one small
+// batch each, through commitBatch like every other write. A map's
+// entries and timers are written by their caches (see lsmmapcache.go and
+// lsmtimers.go).
 
 // row returns the batch of a single-row write.
 func (l *lsm) row() *pebble.Batch {
