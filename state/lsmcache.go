@@ -3,6 +3,7 @@ package state
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"reflect"
 	"unsafe"
 
@@ -437,27 +438,9 @@ func (c *valueCache[K, N, T]) used() int64 { return c.charged }
 func (c *valueCache[K, N, T]) len() int    { return len(c.rows) }
 
 func (c *valueCache[K, N, T]) judge(k []byte, prune rowPrune, cutoff int64) (bool, error) {
-	if len(k) < 4 {
-		return false, corrupt("row key of %d bytes", len(k))
-	}
-	rest := k[4:]
-	kl, n := binary.Uvarint(rest)
-	if n <= 0 || uint64(len(rest)-n) < kl {
-		return false, corrupt("row key of %d bytes", len(k))
-	}
-	key, err := decodeExactly(c.st.b.keyCodec, rest[n:n+int(kl)], "key")
+	key, ns, _, err := splitCachedRow(k, c.st, c.nc)
 	if err != nil {
 		return false, err
-	}
-	nsb, err := entryNamespace(rest[n+int(kl):])
-	if err != nil {
-		return false, err
-	}
-	var ns N
-	if c.nc != nil {
-		if ns, err = decodeExactly(c.nc, nsb, "namespace"); err != nil {
-			return false, err
-		}
 	}
 	ck := cacheKey[K, N]{ns, key}
 	e, ok := c.rows[ck]
@@ -602,4 +585,32 @@ func hasPointers(t reflect.Type) bool {
 	default:
 		return true
 	}
+}
+
+// splitCachedRow decodes the key and namespace of row key k of state st
+// (nc nil: the void namespace), returning them and what follows them (a
+// map key).
+func splitCachedRow[K, N comparable](k []byte, st *lsmState[K], nc codec.Codec[N]) (key K, ns N, rest []byte, err error) {
+	if len(k) < 4 {
+		return key, ns, nil, corrupt("row key of %d bytes", len(k))
+	}
+	rest = k[4:]
+	kl, n := binary.Uvarint(rest)
+	if n <= 0 || uint64(len(rest)-n) < kl {
+		return key, ns, nil, corrupt("row key of %d bytes", len(k))
+	}
+	if key, err = decodeExactly(st.b.keyCodec, rest[n:n+int(kl)], "key"); err != nil {
+		return key, ns, nil, err
+	}
+	rest = rest[n+int(kl):]
+	nl, n := binary.Uvarint(rest)
+	if n <= 0 || uint64(len(rest)-n) < nl {
+		return key, ns, nil, fmt.Errorf("%w: row key without a namespace", ErrCorrupt)
+	}
+	if nc != nil {
+		if ns, err = decodeExactly(nc, rest[n:n+int(nl)], "namespace"); err != nil {
+			return key, ns, nil, err
+		}
+	}
+	return key, ns, rest[n+int(nl):], nil
 }

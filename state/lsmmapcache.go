@@ -1,7 +1,6 @@
 package state
 
 import (
-	"encoding/binary"
 	"errors"
 	"io"
 	"reflect"
@@ -408,30 +407,11 @@ func (c *mapCache[K, N, UK, UV]) restored()   { c.filter.valid = false }
 // judge decides row k for a sweep of expired values if the cache holds
 // its entry (see rowCache).
 func (c *mapCache[K, N, UK, UV]) judge(k []byte, prune rowPrune, cutoff int64) (bool, error) {
-	if len(k) < 4 {
-		return false, corrupt("row key of %d bytes", len(k))
-	}
-	rest := k[4:]
-	kl, n := binary.Uvarint(rest)
-	if n <= 0 || uint64(len(rest)-n) < kl {
-		return false, corrupt("row key of %d bytes", len(k))
-	}
-	key, err := decodeExactly(c.st.b.keyCodec, rest[n:n+int(kl)], "key")
+	key, ns, rest, err := splitCachedRow(k, c.st, c.nc)
 	if err != nil {
 		return false, err
 	}
-	rest = rest[n+int(kl):]
-	nl, n := binary.Uvarint(rest)
-	if n <= 0 || uint64(len(rest)-n) < nl {
-		return false, corrupt("row key without a namespace")
-	}
-	var ns N
-	if c.nc != nil {
-		if ns, err = decodeExactly(c.nc, rest[n:n+int(nl)], "namespace"); err != nil {
-			return false, err
-		}
-	}
-	uk, err := decodeExactly(c.kc, rest[n+int(nl):], "map key")
+	uk, err := decodeExactly(c.kc, rest, "map key")
 	if err != nil {
 		return false, err
 	}
