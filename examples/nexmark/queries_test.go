@@ -34,9 +34,12 @@ type plan struct {
 	// records in the first deployment; second fails the query's stateful
 	// vertex (second) after secondAfter records in the deployment that
 	// follows the first restart.
-	firstAfter          int64
-	second              string
-	secondAfter         int64
+	firstAfter  int64
+	second      string
+	secondAfter int64
+	// backend is the state backend's options: the heap, or pebble with
+	// full or incremental checkpoints.
+	backend             []string
 	reproduce, describe string
 }
 
@@ -57,9 +60,18 @@ func drawPlan(test string, seed uint64, vertices []string) plan {
 	p.firstAfter = per/4 + r.Int64N(per/2)
 	p.second = vertices[r.IntN(len(vertices))]
 	p.secondAfter = 1 + r.Int64N(per/8)
+	backend := "hashmap"
+	switch r.IntN(3) {
+	case 1:
+		backend = "rocksdb"
+		p.backend = []string{"state.backend.type=rocksdb"}
+	case 2:
+		backend = "rocksdb, incremental"
+		p.backend = []string{"state.backend.type=rocksdb", "execution.checkpointing.incremental=true"}
+	}
 	p.reproduce = fmt.Sprintf("seed %d; reproduce with: go test -race ./examples/nexmark/ -run '^%s$' -nexmark.seed=%d", seed, test, seed)
-	p.describe = fmt.Sprintf("%d events on %d splits at %v/s from %s, parallelism %d, checkpoints every %d ms, fail nexmark after %d records, then %s after %d",
-		cfg.Events, cfg.Splits, cfg.Rate, nx.FormatTime(cfg.BaseTime), p.parallelism, p.interval, p.firstAfter, p.second, p.secondAfter)
+	p.describe = fmt.Sprintf("%d events on %d splits at %v/s from %s, parallelism %d, state %s, checkpoints every %d ms, fail nexmark after %d records, then %s after %d",
+		cfg.Events, cfg.Splits, cfg.Rate, nx.FormatTime(cfg.BaseTime), p.parallelism, backend, p.interval, p.firstAfter, p.second, p.secondAfter)
 	return p
 }
 
@@ -89,9 +101,9 @@ func execute[T any](t *testing.T, p plan, build func(stream.Stream[nx.Event]) st
 	faults.Add(stream.FaultBatch, streamtest.Delay(time.Millisecond), streamtest.OnVertex("nexmark"), streamtest.Always())
 	res := streamtest.Run(t, func(env *stream.Environment) {
 		stream.SinkTo(build(src.Events(env)), connector.Sink[T](sink), stream.Uid("sink"))
-	}, streamtest.WithFaults(faults), streamtest.Config(
+	}, streamtest.WithFaults(faults), streamtest.Config(append([]string{
 		fmt.Sprint("parallelism.default=", p.parallelism), fmt.Sprintf("execution.checkpointing.interval=%d ms", p.interval),
-		"restart-strategy.type=fixed-delay", "restart-strategy.fixed-delay.attempts=10", "restart-strategy.fixed-delay.delay=0 ms"))
+		"restart-strategy.type=fixed-delay", "restart-strategy.fixed-delay.attempts=10", "restart-strategy.fixed-delay.delay=0 ms"}, p.backend...)...))
 	if res.Err != nil {
 		t.Fatalf("%s\n%s\nthe job failed: %v", p.reproduce, p.describe, res.Err)
 	}
