@@ -5,12 +5,14 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl"
 )
 
@@ -104,7 +106,15 @@ type client struct {
 // newClient creates a franz-go client from c and the given options.
 func (c clientConfig) newClient(opts ...kgo.Opt) (*client, error) {
 	d := &dialErrors{}
-	all := []kgo.Opt{kgo.SeedBrokers(c.brokers...), kgo.WithHooks(d)}
+	// A connection the broker closes right after a request is retried
+	// like any other dropped connection: franz-go takes one closed before
+	// its first response for a client missing TLS or SASL and fails the
+	// request at once, but a broker that restarts or a network that blips
+	// closes fresh connections too, and a sink committing a checkpoint's
+	// transactions on a new client meets it first. A misconfigured client
+	// then fails once the request timeout passes, with the broker's
+	// closing as the last connection error.
+	all := []kgo.Opt{kgo.SeedBrokers(c.brokers...), kgo.WithHooks(d), kgo.AlwaysRetryEOF()}
 	if c.tls != nil {
 		all = append(all, kgo.DialTLSConfig(c.tls))
 	}
@@ -141,10 +151,24 @@ func (c *client) describe(err error, what string) error {
 	return fmt.Errorf("kafka: %s (brokers %s): %w", what, c.cfg.brokerList(), err)
 }
 
-// dialErrors is a franz-go hook that keeps the last connection error.
+// dialErrors is a franz-go hook that keeps the last connection error: a
+// dial that failed, or a connection that failed while reading a response.
 type dialErrors struct {
 	mu  sync.Mutex
 	err error
+}
+
+// OnBrokerRead implements kgo.HookBrokerRead.
+func (d *dialErrors) OnBrokerRead(meta kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, kgo.ErrClientClosed) {
+		return
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		err = fmt.Errorf("the broker closed the connection (a broker that wants TLS or SASL closes a client's that has neither): %w", err)
+	}
+	d.mu.Lock()
+	d.err = fmt.Errorf("%s: reading a %s response: %w", net.JoinHostPort(meta.Host, fmt.Sprint(meta.Port)), kmsg.NameForKey(key), err)
+	d.mu.Unlock()
 }
 
 // OnBrokerConnect implements kgo.HookBrokerConnect.

@@ -29,5 +29,5 @@ func TestKafkaExactlyOnceSinkRescale(t *testing.T) {
 
 func TestKafkaJobExactlyOnce(t *testing.T) {
 	brokers := kafkatest.Brokers(t)
-	balancesJob(t, brokers, kafkatest.CreateTopic(t, 4), kafkatest.CreateTopic(t, 4), kafkatest.UniqueName(t, "job"))
+	balancesJob(t, brokers, kafkatest.CreateTopic(t, 4), kafkatest.CreateTopic(t, 4), kafkatest.UniqueName(t, "job"), balancesRun{})
 }

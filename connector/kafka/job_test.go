@@ -1,6 +1,7 @@
 package kafka_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -99,7 +100,7 @@ func decodeBalance(r *kgo.Record) (balance, error) {
 // the output holds every balance of a failure-free run exactly once.
 func TestJobKafkaToKafkaExactlyOnce(t *testing.T) {
 	brokers := newCluster(t, 4, []string{"payments", "balances"})
-	balancesJob(t, brokers, "payments", "balances", "balances-job")
+	balancesJob(t, brokers, "payments", "balances", "balances-job", balancesRun{})
 }
 
 // TestJobKafkaToKafkaUnderCommitFaults is TestJobKafkaToKafkaExactlyOnce
@@ -130,17 +131,30 @@ func TestJobKafkaToKafkaUnderCommitFaults(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			brokers := newCluster(t, 4, []string{"payments", "balances"})
-			balancesJob(t, brokers, "payments", "balances", "balances-job", tc.add)
+			balancesJob(t, brokers, "payments", "balances", "balances-job", balancesRun{faults: []func(*streamtest.Faults) []*streamtest.Fault{tc.add}})
 		})
 	}
 }
 
+// balancesRun is what varies between runs of balancesJob.
+type balancesRun struct {
+	// perPartition is the payments written to each partition (default
+	// 500).
+	perPartition int
+	// faults declare faults besides the source's two failures, which
+	// must strike too.
+	faults []func(*streamtest.Faults) []*streamtest.Fault
+	// ran, if set, is called once the job has ended, before its output
+	// is read.
+	ran func()
+}
+
 // balancesJob runs the job of TestJobKafkaToKafkaExactlyOnce from topic in
 // (of 4 partitions) to topic out, with name as its consumer group and
-// transactional id prefix, and the faults extra declares too, which must
-// strike.
-func balancesJob(t *testing.T, brokers []string, in, out, name string, extra ...func(*streamtest.Faults) []*streamtest.Fault) {
-	want := seedPayments(t, brokers, in, 4, 500)
+// transactional id prefix, as run says.
+func balancesJob(t *testing.T, brokers []string, in, out, name string, run balancesRun) {
+	perPartition := cmp.Or(run.perPartition, 500)
+	want := seedPayments(t, brokers, in, 4, perPartition)
 
 	cfg, err := config.ParseDynamic([]string{"parallelism.default=2", "execution.checkpointing.interval=10 ms",
 		"restart-strategy.type=fixed-delay", "restart-strategy.fixed-delay.attempts=5", "restart-strategy.fixed-delay.delay=0 ms"})
@@ -166,7 +180,7 @@ func balancesJob(t *testing.T, brokers []string, in, out, name string, extra ...
 			}))
 	}
 	var extras []*streamtest.Fault
-	for _, x := range extra {
+	for _, x := range run.faults {
 		extras = append(extras, x(faults)...)
 	}
 	env, err := stream.NewEnvironment(stream.WithConfig(cfg), stream.WithLogger(slog.New(slog.DiscardHandler)),
@@ -199,6 +213,9 @@ func balancesJob(t *testing.T, brokers []string, in, out, name string, extra ...
 	defer cancel()
 	if err := env.Execute(ctx, "balances"); err != nil {
 		t.Fatal(err)
+	}
+	if run.ran != nil {
+		run.ran()
 	}
 	fails := 0
 	for _, f := range injected {
@@ -246,7 +263,7 @@ func balancesJob(t *testing.T, brokers []string, in, out, name string, extra ...
 	}
 	committed := 0
 	offs.Each(func(o kadm.OffsetResponse) {
-		if o.Err != nil || o.At < 0 || o.At > 500 {
+		if o.Err != nil || o.At < 0 || o.At > int64(perPartition) {
 			t.Errorf("committed offset %+v", o)
 		}
 		committed++

@@ -1,6 +1,7 @@
 package kafka_test
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/weirstream/weir/connector"
@@ -387,6 +389,36 @@ func TestSinkErrors(t *testing.T) {
 	}
 	if _, err := sink.NewWriter(ctx, connector.WriterInfo{}); err == nil || !strings.Contains(err.Error(), "127.0.0.1:1") {
 		t.Fatalf("brokers down: %v", err)
+	}
+	// A broker that closes every connection right after the client's
+	// first request, as one that wants TLS (the version negotiation) or
+	// SASL (the first request after it) does with a client that has
+	// neither: the writer's check retries until the request timeout, then
+	// says why.
+	for _, c := range []struct {
+		key  int16
+		says string
+	}{
+		{int16(kmsg.ApiVersions), "during api versions negotiation"},
+		{int16(kmsg.Metadata), "the broker closed the connection (a broker that wants TLS or SASL"},
+	} {
+		closing, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "out"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer closing.Close()
+		closing.ControlKey(c.key, func(kmsg.Request) (kmsg.Response, error, bool) {
+			closing.KeepControl()
+			return nil, errors.New("closed"), true
+		})
+		sink, err = kafka.NewSink(stringRecord("out"), kafka.BootstrapServers(closing.ListenAddrs()...), kafka.Topic("out"), kafka.RequestTimeout(time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sink.NewWriter(ctx, connector.WriterInfo{}); err == nil || !strings.Contains(err.Error(), "did not answer within 1s") ||
+			!strings.Contains(err.Error(), c.says) {
+			t.Fatalf("a broker that closes connections at %s: %v", kmsg.NameForKey(c.key), err)
+		}
 	}
 	if _, err := kafka.NewSink(stringRecord("out"), kafka.BootstrapServers(brokers...), kafka.Guarantee(connector.ExactlyOnce)); err == nil ||
 		!strings.Contains(err.Error(), "TransactionalIDPrefix") {
