@@ -1,7 +1,6 @@
 package state
 
 import (
-	"bytes"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -141,18 +140,8 @@ func testMapCache(t *testing.T, seed uint64) {
 				break
 			}
 			checkpoints++
-			hblob = string(serialize(t, hb, int64(step)))
 			native = r.IntN(2) == 0
-			if native {
-				ns, err := lb.NativeSnapshot(int64(step))
-				if err != nil {
-					t.Fatal(err)
-				}
-				blob, dir := nativeCopy(t, ns)
-				lblob, ldir = string(blob), dir
-			} else {
-				lblob = string(serialize(t, lb, int64(step)))
-			}
+			hblob, lblob, ldir = checkpointPair(t, hb, lb, int64(step), native)
 			crashIn = r.IntN(3) * r.IntN(300)
 		}
 		if crashIn == 0 {
@@ -165,24 +154,7 @@ func testMapCache(t *testing.T, seed uint64) {
 				}
 			}
 			evictions += lb.lsm.evictions
-			nh := newBackend(t)
-			if err := nh.Restore(strings.NewReader(hblob)); err != nil {
-				t.Fatal(err)
-			}
-			if err := lb.Close(); err != nil {
-				t.Fatal(err)
-			}
-			nl := small()
-			var err error
-			if native {
-				err = nl.RestoreNative(strings.NewReader(lblob), ldir, nl.KeyGroups())
-			} else {
-				err = nl.Restore(bytes.NewReader([]byte(lblob)))
-			}
-			if err != nil {
-				t.Fatalf("seed %d, step %d: restoring: %v", seed, step, err)
-			}
-			hb, lb = nh, nl
+			hb, lb = crashRestore(t, fmt.Sprintf("seed %d, step %d", seed, step), lb, small, hblob, lblob, ldir, native)
 			hh, lh = mapRegister(t, hb), mapRegister(t, lb)
 		} else if crashIn > 0 {
 			crashIn--

@@ -184,18 +184,8 @@ func testWriteBack(t *testing.T, seed uint64, timerRows, tableRows int) {
 			}
 			// A checkpoint of both sides.
 			checkpoints++
-			hblob = string(serialize(t, hb, int64(step)))
 			native = r.IntN(2) == 0
-			if native {
-				ns, err := lb.NativeSnapshot(int64(step))
-				if err != nil {
-					t.Fatal(err)
-				}
-				blob, dir := nativeCopy(t, ns) // releases ns
-				lblob, ldir = string(blob), dir
-			} else {
-				lblob = string(serialize(t, lb, int64(step)))
-			}
+			hblob, lblob, ldir = checkpointPair(t, hb, lb, int64(step), native)
 			crashIn = r.IntN(3) * r.IntN(400)
 		}
 		if crashIn == 0 {
@@ -205,24 +195,7 @@ func testWriteBack(t *testing.T, seed uint64, timerRows, tableRows int) {
 			crashDirty += countDirtyAll(lb)
 			evictions += lb.lsm.evictions
 			tables += lb.lsm.tables
-			nh := newBackend(t)
-			if err := nh.Restore(strings.NewReader(hblob)); err != nil {
-				t.Fatal(err)
-			}
-			if err := lb.Close(); err != nil {
-				t.Fatal(err)
-			}
-			nl := small()
-			var err error
-			if native {
-				err = nl.RestoreNative(strings.NewReader(lblob), ldir, nl.KeyGroups())
-			} else {
-				err = nl.Restore(bytes.NewReader([]byte(lblob)))
-			}
-			if err != nil {
-				t.Fatalf("seed %d, step %d: restoring: %v", seed, step, err)
-			}
-			hb, lb = nh, nl
+			hb, lb = crashRestore(t, fmt.Sprintf("seed %d, step %d", seed, step), lb, small, hblob, lblob, ldir, native)
 			hh, lh = wbRegister(t, hb, 0), wbRegister(t, lb, timerRows)
 		} else if crashIn > 0 {
 			crashIn--
@@ -242,6 +215,48 @@ func testWriteBack(t *testing.T, seed uint64, timerRows, tableRows int) {
 		t.Fatalf("seed %d: %d checkpoints, %d evictions, %d tables, %d dirty rows at crashes: the test proves nothing", seed, checkpoints, evictions, tables, crashDirty)
 	}
 	t.Logf("%d checkpoints, %d evictions, %d tables, %d dirty rows lost in crashes", checkpoints, evictions, tables, crashDirty)
+}
+
+// checkpointPair takes checkpoint id of heap backend hb (weir's format)
+// and of Pebble backend lb (native, its files copied to ldir, if native).
+func checkpointPair(t *testing.T, hb, lb *KeyedBackend[string], id int64, native bool) (hblob, lblob, ldir string) {
+	t.Helper()
+	hblob = string(serialize(t, hb, id))
+	if !native {
+		return hblob, string(serialize(t, lb, id)), ""
+	}
+	ns, err := lb.NativeSnapshot(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blob, dir := nativeCopy(t, ns) // releases ns
+	return hblob, string(blob), dir
+}
+
+// crashRestore closes lb without writing its caches, as a crash would,
+// and restores a heap backend from hblob and a new Pebble backend (made by
+// small) from lblob, a native snapshot with its files in ldir if native;
+// where names the moment in a failure.
+func crashRestore(t *testing.T, where string, lb *KeyedBackend[string], small func() *KeyedBackend[string], hblob, lblob, ldir string, native bool) (heap, pebble *KeyedBackend[string]) {
+	t.Helper()
+	heap = newBackend(t)
+	if err := heap.Restore(strings.NewReader(hblob)); err != nil {
+		t.Fatal(err)
+	}
+	if err := lb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	pebble = small()
+	var err error
+	if native {
+		err = pebble.RestoreNative(strings.NewReader(lblob), ldir, pebble.KeyGroups())
+	} else {
+		err = pebble.Restore(strings.NewReader(lblob))
+	}
+	if err != nil {
+		t.Fatalf("%s: restoring: %v", where, err)
+	}
+	return heap, pebble
 }
 
 // countDirtyAll counts what b's write-back caches hold that the store
