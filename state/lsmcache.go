@@ -157,8 +157,12 @@ func newValueCache[K, N comparable, T any](st *lsmState[K], nc codec.Codec[N], e
 }
 
 // current returns the cache key of the current key in namespace ns.
-func (c *valueCache[K, N, T]) current(ns N) cacheKey[K, N] {
-	b := c.st.b
+func (c *valueCache[K, N, T]) current(ns N) cacheKey[K, N] { return currentCacheKey(c.st, ns) }
+
+// currentCacheKey returns the cache key of st's current key in namespace
+// ns.
+func currentCacheKey[K, N comparable](st *lsmState[K], ns N) cacheKey[K, N] {
+	b := st.b
 	if b.kgIdx < 0 {
 		panic("state: keyed state accessed before SetCurrentKey")
 	}

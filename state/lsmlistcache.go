@@ -55,13 +55,7 @@ func newListCache[K, N comparable](st *lsmState[K], nc codec.Codec[N]) *listCach
 	return c
 }
 
-func (c *listCache[K, N]) current(ns N) cacheKey[K, N] {
-	b := c.st.b
-	if b.kgIdx < 0 {
-		panic("state: keyed state accessed before SetCurrentKey")
-	}
-	return cacheKey[K, N]{ns, b.key}
-}
+func (c *listCache[K, N]) current(ns N) cacheKey[K, N] { return currentCacheKey(c.st, ns) }
 
 func (c *listCache[K, N]) charge(n int64) {
 	c.charged += n

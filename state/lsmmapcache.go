@@ -105,13 +105,7 @@ func newMapCache[K, N, UK comparable, UV any](st *lsmState[K], nc codec.Codec[N]
 }
 
 // current returns the cache key of the current key in namespace ns.
-func (c *mapCache[K, N, UK, UV]) current(ns N) cacheKey[K, N] {
-	b := c.st.b
-	if b.kgIdx < 0 {
-		panic("state: keyed state accessed before SetCurrentKey")
-	}
-	return cacheKey[K, N]{ns, b.key}
-}
+func (c *mapCache[K, N, UK, UV]) current(ns N) cacheKey[K, N] { return currentCacheKey(c.st, ns) }
 
 // charge counts n more bytes against m (nil: the cache alone) and the
 // caches' budget.
