@@ -27,10 +27,11 @@ import (
 // to resume it.
 // The test checks that no partition is emitted further ahead of the other
 // than the drift and a few polls, that every record arrives once, and,
-// without alignment, that partition 0 runs far ahead.
+// without alignment, that partition 0 runs ahead by more than that bound,
+// so the aligned run's check could fail.
 func TestSourceWatermarkAlignment(t *testing.T) {
 	const (
-		span    = 4_000 // ms
+		span    = 6_000 // ms
 		maxPoll = 10
 		drift   = 500 * time.Millisecond
 	)
@@ -119,8 +120,8 @@ func TestSourceWatermarkAlignment(t *testing.T) {
 			if aligned && worst > bound {
 				t.Fatalf("%s: %d ms ahead, more than the drift and 5 polls (%d ms)", desc, worst, bound)
 			}
-			if !aligned && worst <= 2*bound {
-				t.Fatalf("without alignment the greatest lead is %d ms, within twice the aligned bound (%d ms): the topic does not skew", worst, bound)
+			if !aligned && worst <= bound {
+				t.Fatalf("without alignment the greatest lead is %d ms, within the aligned bound (%d ms): the topic does not skew", worst, bound)
 			}
 		})
 	}
