@@ -132,6 +132,7 @@ type ListStateNS[N comparable, T any] interface {
 	ListState[T]
 	Namespaced[N]
 	Merger[N]
+	PresenceAdder[T]
 }
 
 // MapStateNS is a MapState scoped to a namespace.
@@ -145,6 +146,7 @@ type ReducingStateNS[N comparable, T any] interface {
 	ReducingState[T]
 	Namespaced[N]
 	Merger[N]
+	PresenceAdder[T]
 }
 
 // AggregatingStateNS is an AggregatingState scoped to a namespace.
@@ -152,6 +154,18 @@ type AggregatingStateNS[N comparable, IN, OUT any] interface {
 	AggregatingState[IN, OUT]
 	Namespaced[N]
 	Merger[N]
+	PresenceAdder[IN]
+}
+
+// PresenceAdder is implemented by the namespaced states a window operator
+// adds to: it registers a window's timer when the window's state comes
+// into being, and not again for every record after.
+type PresenceAdder[T any] interface {
+	// AddWasPresent is Add that also reports whether the current key held
+	// state in the current namespace before it. True is always exact;
+	// false may also mean the backend could not tell without a read (a
+	// list on the pebble backend whose elements are all in the store).
+	AddWasPresent(v T) bool
 }
 
 // ValueDescriptor names a value state. A nil Codec means codec.For[T]().

@@ -522,13 +522,17 @@ func listGet[MK comparable, T any](t *table[MK, []T], kg int, h uint32, mk MK) [
 // before the appended elements, and a list's backing array is never written
 // below the length of any header. Update and Clear replace the slice
 // instead of truncating it.
-func listAdd[MK comparable, T any](t *table[MK, []T], kg int, h uint32, mk MK, vs ...T) {
+// listAdd appends vs to mk's list and reports whether the list had
+// elements before.
+func listAdd[MK comparable, T any](t *table[MK, []T], kg int, h uint32, mk MK, vs ...T) bool {
 	if len(vs) == 0 {
-		return
+		return false
 	}
 	s := t.writable(kg, h)
 	en, found := t.entry(s, t.hv(h, mk), mk)
+	had := found && len(en.v) > 0
 	t.store(kg, h, s, en, found, append(en.v, vs...)) // a zero en.v if new
+	return had
 }
 
 func listUpdate[MK comparable, T any](t *table[MK, []T], kg int, h uint32, mk MK, vs []T) {
@@ -602,12 +606,14 @@ func private[T any](ep *epochs, e versioned[T], cp func(T) T) T {
 	return e.v
 }
 
-func reducingAdd[MK comparable, T any](t *table[MK, versioned[T]], kg int, h uint32, mk MK, v T, ops *reduceOps[T]) {
+// reducingAdd folds v into mk's value and reports whether there was one.
+func reducingAdd[MK comparable, T any](t *table[MK, versioned[T]], kg int, h uint32, mk MK, v T, ops *reduceOps[T]) bool {
 	e, ok := t.get(kg, h, mk)
 	if ok {
 		v = ops.reduce(private(t.ep, e, ops.copy), v)
 	}
 	t.set(kg, h, mk, versioned[T]{v, t.ep.cur})
+	return ok
 }
 
 type aggOps[IN, ACC, OUT any] struct {
@@ -615,7 +621,9 @@ type aggOps[IN, ACC, OUT any] struct {
 	copy func(ACC) ACC
 }
 
-func aggregatingAdd[MK comparable, IN, ACC, OUT any](t *table[MK, versioned[ACC]], kg int, h uint32, mk MK, v IN, ops *aggOps[IN, ACC, OUT]) {
+// aggregatingAdd folds v into mk's accumulator, creating it if there is
+// none, and reports whether there was one.
+func aggregatingAdd[MK comparable, IN, ACC, OUT any](t *table[MK, versioned[ACC]], kg int, h uint32, mk MK, v IN, ops *aggOps[IN, ACC, OUT]) bool {
 	// One probe for the read and the write. Add and CreateAccumulator
 	// touch no state; if one panics, the task fails and its state with it.
 	s := t.writable(kg, h)
@@ -627,6 +635,7 @@ func aggregatingAdd[MK comparable, IN, ACC, OUT any](t *table[MK, versioned[ACC]
 		acc = ops.fn.CreateAccumulator()
 	}
 	t.store(kg, h, s, en, found, versioned[ACC]{ops.fn.Add(v, acc), t.ep.cur})
+	return found
 }
 
 func aggregatingGet[MK comparable, IN, ACC, OUT any](t *table[MK, versioned[ACC]], kg int, h uint32, mk MK, ops *aggOps[IN, ACC, OUT]) (OUT, bool) {
@@ -833,9 +842,11 @@ func (s *listNS[K, N, T]) Get() []T {
 	return listGet(s.t, kg, h, mk)
 }
 
-func (s *listNS[K, N, T]) Add(v T) {
+func (s *listNS[K, N, T]) Add(v T) { s.AddWasPresent(v) }
+
+func (s *listNS[K, N, T]) AddWasPresent(v T) bool {
 	kg, h, mk := s.cur()
-	listAdd(s.t, kg, h, mk, v)
+	return listAdd(s.t, kg, h, mk, v)
 }
 
 func (s *listNS[K, N, T]) AddAll(vs []T) {
@@ -908,9 +919,11 @@ func (s *reducingNS[K, N, T]) Get() (T, bool) {
 	return e.v, ok
 }
 
-func (s *reducingNS[K, N, T]) Add(v T) {
+func (s *reducingNS[K, N, T]) Add(v T) { s.AddWasPresent(v) }
+
+func (s *reducingNS[K, N, T]) AddWasPresent(v T) bool {
 	kg, h, mk := s.cur()
-	reducingAdd(s.t, kg, h, mk, v, s.ops)
+	return reducingAdd(s.t, kg, h, mk, v, s.ops)
 }
 
 func (s *reducingNS[K, N, T]) MergeNamespaces(target N, sources ...N) {
@@ -944,9 +957,11 @@ func (s *aggregatingNS[K, N, IN, ACC, OUT]) Get() (OUT, bool) {
 	return aggregatingGet(s.t, kg, h, mk, s.ops)
 }
 
-func (s *aggregatingNS[K, N, IN, ACC, OUT]) Add(v IN) {
+func (s *aggregatingNS[K, N, IN, ACC, OUT]) Add(v IN) { s.AddWasPresent(v) }
+
+func (s *aggregatingNS[K, N, IN, ACC, OUT]) AddWasPresent(v IN) bool {
 	kg, h, mk := s.cur()
-	aggregatingAdd(s.t, kg, h, mk, v, s.ops)
+	return aggregatingAdd(s.t, kg, h, mk, v, s.ops)
 }
 
 func (s *aggregatingNS[K, N, IN, ACC, OUT]) MergeNamespaces(target N, sources ...N) {

@@ -582,12 +582,18 @@ func (s *lsmList[K, N, T]) Get() []T {
 	return l
 }
 
-func (s *lsmList[K, N, T]) Add(v T) {
+func (s *lsmList[K, N, T]) Add(v T) { s.AddWasPresent(v) }
+
+// AddWasPresent knows the list had elements only if it has elements not
+// yet written to the store: it does not read the store to tell.
+func (s *lsmList[K, N, T]) AddWasPresent(v T) bool {
 	p := s.lc.pending(s.ns)
+	had := p.n > 0
 	size := len(p.enc)
 	p.enc = s.c.Append(p.enc, v)
 	p.n++
 	s.lc.grew(p, size)
+	return had
 }
 
 func (s *lsmList[K, N, T]) AddAll(vs []T) {
@@ -777,11 +783,15 @@ type lsmReducing[K, N comparable, T any] struct {
 
 func (s *lsmReducing[K, N, T]) Get() (T, bool) { return s.c.get(&s.lsmHandle, s.ns) }
 
-func (s *lsmReducing[K, N, T]) Add(v T) {
-	if cur, ok := s.c.get(&s.lsmHandle, s.ns); ok {
+func (s *lsmReducing[K, N, T]) Add(v T) { s.AddWasPresent(v) }
+
+func (s *lsmReducing[K, N, T]) AddWasPresent(v T) bool {
+	cur, ok := s.c.get(&s.lsmHandle, s.ns)
+	if ok {
 		v = s.reduce(cur, v)
 	}
 	s.c.set(s.ns, v, false)
+	return ok
 }
 
 func (s *lsmReducing[K, N, T]) Clear() {
@@ -827,12 +837,15 @@ func (s *lsmAggregating[K, N, IN, ACC, OUT]) Get() (OUT, bool) {
 	return s.fn.GetResult(acc), true
 }
 
-func (s *lsmAggregating[K, N, IN, ACC, OUT]) Add(v IN) {
+func (s *lsmAggregating[K, N, IN, ACC, OUT]) Add(v IN) { s.AddWasPresent(v) }
+
+func (s *lsmAggregating[K, N, IN, ACC, OUT]) AddWasPresent(v IN) bool {
 	acc, ok := s.c.get(&s.lsmHandle, s.ns)
 	if !ok {
 		acc = s.fn.CreateAccumulator()
 	}
 	s.c.set(s.ns, s.fn.Add(v, acc), false)
+	return ok
 }
 
 func (s *lsmAggregating[K, N, IN, ACC, OUT]) Clear() {

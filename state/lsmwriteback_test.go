@@ -11,12 +11,13 @@ import (
 )
 
 // wbHandles are the states of a write-back test backend: a value state
-// whose keys come and go (a join's pending side), a namespaced list (a
-// window's contents) and event-time timers.
+// whose keys come and go (a join's pending side), a namespaced list and a
+// namespaced aggregate (a window's contents) and event-time timers.
 type wbHandles struct {
 	b   *KeyedBackend[string]
 	val ValueState[string]
 	lst ListStateNS[window, string]
+	agg AggregatingStateNS[window, int64, float64]
 	tim *Timers[string, window]
 }
 
@@ -25,6 +26,7 @@ func wbRegister(t testing.TB, b *KeyedBackend[string], timerRows int) *wbHandles
 	h := &wbHandles{b: b,
 		val: must(Value(b, ValueDescriptor[string]{Name: "pending"})),
 		lst: must(ListNS[string, window, string](b, nil, ListDescriptor[string]{Name: "contents"})),
+		agg: must(AggregatingNS[string, window, int64, *avgAcc, float64](b, nil, AggregatingDescriptor[int64, *avgAcc, float64]{Name: "avg", Function: avg{}})),
 		tim: must(NewTimers[string, window](b, "event", nil)),
 	}
 	if h.tim.l != nil && timerRows > 0 {
@@ -37,7 +39,9 @@ func wbRegister(t testing.TB, b *KeyedBackend[string], timerRows int) *wbHandles
 // a heap backend and a Pebble backend side by side: keys whose value is
 // written and cleared again (most before a checkpoint passes), windows
 // whose lists grow and are read, merged and cleared, timers registered,
-// deleted and fired. The Pebble backend's memory is small, and its key
+// deleted and fired, aggregates added to (AddWasPresent's answers must
+// agree; a list's may be false on Pebble where the heap's is true, never
+// the other way). The Pebble backend's memory is small, and its key
 // groups cache few timers, so that its write-back caches (value rows,
 // list appends, timers) spill to the store, and it moves through
 // checkpoints (in weir's format and native): some restored at once, some
@@ -78,6 +82,7 @@ func testWriteBack(t *testing.T, seed uint64, timerRows, tableRows int) {
 		tables      int
 		crashDirty  int
 		checkpoints int
+		listKnown   int // lists Pebble knew had elements
 	)
 	// A checkpoint of both sides and the steps until the crash that
 	// loses what follows it (-1: none pending).
@@ -95,6 +100,8 @@ func testWriteBack(t *testing.T, seed uint64, timerRows, tableRows int) {
 		lb.SetCurrentKey(k)
 		hh.lst.SetNamespace(w)
 		lh.lst.SetNamespace(w)
+		hh.agg.SetNamespace(w)
+		lh.agg.SetNamespace(w)
 		switch op := r.IntN(100); {
 		case op < 20: // the first or the second event of a request
 			a, aok := hh.val.Value()
@@ -110,18 +117,41 @@ func testWriteBack(t *testing.T, seed uint64, timerRows, tableRows int) {
 				hh.val.Update(v)
 				lh.val.Update(v)
 			}
-		case op < 45:
+		case op < 38:
 			v := strings.Repeat("e", r.IntN(200)) + strconv.Itoa(step)
-			if r.IntN(5) == 0 {
+			switch r.IntN(5) {
+			case 0:
 				hh.lst.AddAll([]string{v, "x"})
 				lh.lst.AddAll([]string{v, "x"})
-			} else {
+			case 1:
 				hh.lst.Add(v)
 				lh.lst.Add(v)
+			default: // a burst of records for one window
+				for range 1 + r.IntN(3) {
+					had := len(hh.lst.Get()) > 0
+					a, b := hh.lst.AddWasPresent(v), lh.lst.AddWasPresent(v)
+					if a != had || b && !a {
+						fail("list AddWasPresent(%s, %v): heap %v, pebble %v; the list had elements: %v", k, w, a, b, had)
+					}
+					if b {
+						listKnown++
+					}
+				}
+			}
+		case op < 45:
+			v := int64(r.IntN(10))
+			_, had := hh.agg.Get()
+			if a, b := hh.agg.AddWasPresent(v), lh.agg.AddWasPresent(v); a != had || b != a {
+				fail("aggregate AddWasPresent(%s, %v): heap %v, pebble %v; it had an accumulator: %v", k, w, a, b, had)
 			}
 		case op < 52:
 			if a, b := hh.lst.Get(), lh.lst.Get(); !slices.Equal(a, b) {
 				fail("Get(%s, %v): heap %d elements, pebble %d: %q, %q", k, w, len(a), len(b), a, b)
+			}
+			a, aok := hh.agg.Get()
+			b, bok := lh.agg.Get()
+			if a != b || aok != bok {
+				fail("aggregate Get(%s, %v): heap %v %v, pebble %v %v", k, w, a, aok, b, bok)
 			}
 		case op < 55:
 			vs := []string{"u" + strconv.Itoa(step)}
@@ -130,13 +160,19 @@ func testWriteBack(t *testing.T, seed uint64, timerRows, tableRows int) {
 		case op < 58:
 			hh.lst.Clear()
 			lh.lst.Clear()
+			hh.agg.Clear()
+			lh.agg.Clear()
 		case op < 61:
 			src := window{int64(r.IntN(4)) * 10, int64(r.IntN(4))*10 + 10}
 			hh.lst.MergeNamespaces(w, src)
 			lh.lst.MergeNamespaces(w, src)
+			hh.agg.MergeNamespaces(w, src)
+			lh.agg.MergeNamespaces(w, src)
 		case op < 62:
 			hh.lst.ClearAllNamespaces()
 			lh.lst.ClearAllNamespaces()
+			hh.agg.ClearAllNamespaces()
+			lh.agg.ClearAllNamespaces()
 		case op < 64:
 			a, b := hh.lst.Namespaces(), lh.lst.Namespaces()
 			cmp := func(x, y window) int { return int(x.Start-y.Start)*1000 + int(x.End-y.End) }
@@ -177,6 +213,10 @@ func testWriteBack(t *testing.T, seed uint64, timerRows, tableRows int) {
 				}
 				hh.lst.Clear()
 				lh.lst.Clear()
+				hh.agg.SetNamespace(a.Namespace)
+				lh.agg.SetNamespace(a.Namespace)
+				hh.agg.Clear()
+				lh.agg.Clear()
 			}
 		default:
 			if crashIn >= 0 || r.IntN(8) > 0 {
@@ -211,10 +251,11 @@ func testWriteBack(t *testing.T, seed uint64, timerRows, tableRows int) {
 	}
 	evictions += lb.lsm.evictions
 	tables += lb.lsm.tables
-	if evictions == 0 || crashDirty == 0 || checkpoints == 0 || tableRows < minTableRows && tables == 0 {
-		t.Fatalf("seed %d: %d checkpoints, %d evictions, %d tables, %d dirty rows at crashes: the test proves nothing", seed, checkpoints, evictions, tables, crashDirty)
+	if evictions == 0 || crashDirty == 0 || checkpoints == 0 || tableRows < minTableRows && tables == 0 || listKnown == 0 {
+		t.Fatalf("seed %d: %d checkpoints, %d evictions, %d tables, %d dirty rows at crashes, %d lists Pebble knew had elements: the test proves nothing",
+			seed, checkpoints, evictions, tables, crashDirty, listKnown)
 	}
-	t.Logf("%d checkpoints, %d evictions, %d tables, %d dirty rows lost in crashes", checkpoints, evictions, tables, crashDirty)
+	t.Logf("%d checkpoints, %d evictions, %d tables, %d dirty rows lost in crashes, %d lists Pebble knew had elements", checkpoints, evictions, tables, crashDirty, listKnown)
 }
 
 // checkpointPair takes checkpoint id of heap backend hb (weir's format)

@@ -61,6 +61,9 @@ func ProcessWindow[T any, K comparable, OUT any](ws WindowedStream[T, K], fn fun
 type contents[T, R any] interface {
 	SetNamespace(w Window)
 	Add(v T)
+	// AddWasPresent is Add that reports whether the window had contents
+	// before; a true answer is exact (state.PresenceAdder).
+	AddWasPresent(v T) bool
 	Get() (R, bool)
 	Clear()
 	MergeNamespaces(target Window, sources ...Window)
@@ -175,8 +178,13 @@ func (o *windowOp[T, K, R, OUT]) Process(v T, ts int64) error {
 			continue
 		}
 		o.contents.SetNamespace(w)
-		o.contents.Add(v)
-		o.keyed.RegisterEventTimer(w, w.MaxTimestamp())
+		// A window has contents exactly while its timer is registered:
+		// the first record registers it, firing clears the contents.
+		// Registering it again for every later record would only find
+		// it there.
+		if !o.contents.AddWasPresent(v) {
+			o.keyed.RegisterEventTimer(w, w.MaxTimestamp())
+		}
 	}
 	return nil
 }
