@@ -35,6 +35,9 @@ type skewSource struct {
 	batch    int
 	pausable bool
 	mon      *skewMonitor
+	// hold, if set, is called before a split's last batch is fetched
+	// and may wait.
+	hold func(ctx context.Context) error
 }
 
 func (s *skewSource) Splits(context.Context) ([]string, error) {
@@ -95,6 +98,11 @@ func (r *skewReader) Fetch(ctx context.Context) (connector.Fetch[skewRec], error
 			continue
 		}
 		n := min(int64(r.src.batch), r.src.count(sp.i)-sp.next)
+		if r.src.hold != nil && sp.next+n == r.src.count(sp.i) {
+			if err := r.src.hold(ctx); err != nil {
+				return connector.Fetch[skewRec]{}, err
+			}
+		}
 		recs := make([]skewRec, n)
 		for k := range recs {
 			seq := sp.next + int64(k)
@@ -267,6 +275,12 @@ func TestWatermarkAlignmentRestore(t *testing.T) {
 			boom := errors.New("injected source failure")
 			read := faults.Add(stream.FaultBatch, streamtest.Fail(boom), streamtest.OnVertex("skew"), streamtest.OnSubtask(1),
 				streamtest.AfterRecords(2000), streamtest.InAttempt(0), streamtest.CompletedSinceDeploy(&ev))
+			// No split ends before a checkpoint of the deployment reading
+			// it has completed, so that the first fault strikes however
+			// fast the source runs.
+			src.hold = func(ctx context.Context) error {
+				return ev.WaitFor(ctx, completedSinceDeploy)
+			}
 			open := faults.Add(stream.FaultNewReader, streamtest.Fail(boom), streamtest.OnVertex("skew"), streamtest.OnSubtask(0),
 				streamtest.AfterRestore(), streamtest.Times(1))
 			res := streamtest.Run(t, func(env *stream.Environment) {
@@ -286,6 +300,20 @@ func TestWatermarkAlignmentRestore(t *testing.T) {
 			checkSkewOutput(t, src, sink.Results())
 		})
 	}
+}
+
+// completedSinceDeploy reports whether a checkpoint has completed since
+// the latest deployment of the job.
+func completedSinceDeploy(events []stream.JobEvent) bool {
+	for i := len(events) - 1; i >= 0; i-- {
+		switch events[i].Kind {
+		case stream.EventCheckpointCompleted:
+			return true
+		case stream.EventRestored, stream.EventRunning:
+			return false
+		}
+	}
+	return false
 }
 
 // TestWatermarkAlignmentRejected: a setting alignment cannot run with is
