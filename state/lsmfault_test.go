@@ -135,8 +135,9 @@ func TestStoreFlushFailure(t *testing.T) {
 
 // TestStoreFlushFailureWhileStalled fails the store's first flush only
 // once a write waits for room in its memtables (which that flush would
-// make): each kind of write that goes to the store row by row (a map's
-// entries, a list replaced or cleared, a map cleared) must then
+// make): each kind of write that goes to the store row by row or through
+// a write-back cache (a map's entries, a list replaced or cleared, a map
+// cleared or counted, timers beyond a key group's cached rows) must then
 // fail with the disk's error, rather than wait for ever, and the backend
 // must close.
 func TestStoreFlushFailureWhileStalled(t *testing.T) {
@@ -159,6 +160,36 @@ func TestStoreFlushFailureWhileStalled(t *testing.T) {
 				if k%3 == 0 {
 					l.Clear()
 				}
+			}
+		},
+		"map put and len": func(b *KeyedBackend[int64]) func(int64) {
+			// Len writes the map's dirty cached entries before it reads
+			// the store.
+			m := must(MapNS[int64, int64, int64, string](b, nil, MapDescriptor[int64, string]{Name: "m"}))
+			return func(k int64) {
+				m.SetNamespace(k % 7)
+				m.Put(k, strings.Repeat("x", 200))
+				if k%5 == 0 {
+					m.Len()
+				}
+			}
+		},
+		"timers beyond the cached rows": func(b *KeyedBackend[int64]) func(int64) {
+			// Each key group caches 3 timer rows: the others wait as
+			// pending writes for a flush or an eviction.
+			tm := must(NewTimers[int64, string](b, "t", nil))
+			tm.l.rows = 3
+			pending := 0 // the most timer writes seen pending
+			t.Cleanup(func() {
+				if pending == 0 {
+					t.Error("no timer write was ever pending: the case proves nothing")
+				}
+			})
+			return func(k int64) {
+				tm.Register(strings.Repeat("n", 100), k)
+				tm.Register(strings.Repeat("m", 100), k+1)
+				tm.Delete(strings.Repeat("m", 100), k)
+				pending = max(pending, len(tm.l.pending.rows))
 			}
 		},
 		"map put and clear": func(b *KeyedBackend[int64]) func(int64) {
