@@ -10,6 +10,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/weirstream/weir/codec"
+	"github.com/weirstream/weir/internal/typeinfo"
 )
 
 // The write-back cache of a Pebble backend. Value, reducing and
@@ -150,7 +151,7 @@ func newValueCache[K, N comparable, T any](st *lsmState[K], nc codec.Codec[N], e
 		l: st.b.lsm, st: st, nc: nc, enc: enc,
 		rows:     map[cacheKey[K, N]]cacheEntry[T]{},
 		overhead: mapSlotCost(unsafe.Sizeof(k)+unsafe.Sizeof(e)) + int32(unsafe.Sizeof(k)),
-		inline:   !hasPointers(reflect.TypeFor[K]()) && !hasPointers(reflect.TypeFor[N]()) && !hasPointers(reflect.TypeFor[T]()),
+		inline:   !typeinfo.HasPointers(reflect.TypeFor[K]()) && !typeinfo.HasPointers(reflect.TypeFor[N]()) && !typeinfo.HasPointers(reflect.TypeFor[T]()),
 	}
 	st.b.lsm.caches = append(st.b.lsm.caches, c)
 	return c
@@ -568,28 +569,6 @@ func appendCachedRow[K, N comparable](dst []byte, st *lsmState[K], nc codec.Code
 // Go map at its lowest load: a slot and its control byte, in a table
 // filled to 7/16 (half its 7/8 maximum, right after it grew).
 func mapSlotCost(size uintptr) int32 { return int32((size + 1) * 16 / 7) }
-
-// hasPointers reports whether a value of type t may refer to memory
-// outside itself.
-func hasPointers(t reflect.Type) bool {
-	switch t.Kind() {
-	case reflect.Array:
-		return t.Len() > 0 && hasPointers(t.Elem())
-	case reflect.Struct:
-		for i := range t.NumField() {
-			if hasPointers(t.Field(i).Type) {
-				return true
-			}
-		}
-		return false
-	case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
-		reflect.Float32, reflect.Float64, reflect.Complex64, reflect.Complex128:
-		return false
-	default:
-		return true
-	}
-}
 
 // splitCachedRow decodes the key and namespace of row key k of state st
 // (nc nil: the void namespace), returning them and what follows them (a

@@ -9,6 +9,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/weirstream/weir/codec"
+	"github.com/weirstream/weir/internal/typeinfo"
 )
 
 // The write-back cache of a map state on Pebble. A map's entries are rows
@@ -97,8 +98,8 @@ func newMapCache[K, N, UK comparable, UV any](st *lsmState[K], nc codec.Codec[N]
 		// The map's slot in the cache, its struct, and an empty Go map's
 		// header and first group.
 		mapCost:   int64(mapSlotCost(unsafe.Sizeof(ck)+8)+int32(unsafe.Sizeof(m))) + 48 + 8*int64(unsafe.Sizeof(uk)+unsafe.Sizeof(e)+1),
-		inline:    !hasPointers(reflect.TypeFor[UK]()) && !hasPointers(reflect.TypeFor[UV]()),
-		keyInline: !hasPointers(reflect.TypeFor[K]()) && !hasPointers(reflect.TypeFor[N]()),
+		inline:    !typeinfo.HasPointers(reflect.TypeFor[UK]()) && !typeinfo.HasPointers(reflect.TypeFor[UV]()),
+		keyInline: !typeinfo.HasPointers(reflect.TypeFor[K]()) && !typeinfo.HasPointers(reflect.TypeFor[N]()),
 	}
 	st.b.lsm.caches = append(st.b.lsm.caches, c)
 	return c

@@ -37,6 +37,10 @@ type Environment struct {
 	events                     func(JobEvent)
 	jobID                      string
 	err                        error // first error from building the graph
+	// noPanes keeps sliding windows whole (see Aggregate), as weir did
+	// before it cut them into panes: tests restore such a job's
+	// checkpoints into one that cuts them.
+	noPanes bool
 }
 
 // Option configures an Environment.

@@ -2,11 +2,13 @@ package stream
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 
 	"github.com/weirstream/weir/codec"
 	"github.com/weirstream/weir/internal/ops"
 	"github.com/weirstream/weir/internal/runtime"
+	"github.com/weirstream/weir/internal/typeinfo"
 	"github.com/weirstream/weir/state"
 )
 
@@ -31,10 +33,22 @@ type AggregateFunction[IN, ACC, OUT any] = state.AggregateFunction[IN, ACC, OUT]
 
 // Aggregate folds each window's records with agg and emits, when the
 // window fires, result(key, window, agg's result).
+//
+// Sliding windows whose size is a multiple of their slide, over an
+// accumulator that holds no pointers, are sliced as Flink's SQL windows
+// are: each record is folded once, into its slide of time (a pane), and
+// a window's accumulator is its panes' merged (agg.Merge) when it fires,
+// rather than each record folded into every window it is in. agg's Merge
+// must then agree with its Add, as merging session windows needs too.
 func Aggregate[T any, K comparable, ACC, R, OUT any](ws WindowedStream[T, K], agg AggregateFunction[T, ACC, R], result func(key K, w Window, r R) OUT, opts ...OpOption) Stream[OUT] {
+	var newPanes func(*state.KeyedBackend[K]) (panes[T, R], error)
+	if a := ws.assigner; a.kind == sliding && a.size > a.slide && a.size%a.slide == 0 &&
+		!typeinfo.HasPointers(reflect.TypeFor[ACC]()) && !ws.ks.env.noPanes {
+		newPanes = func(b *state.KeyedBackend[K]) (panes[T, R], error) { return newAggPanes(b, agg) }
+	}
 	return windowStream(ws, "window-aggregate", opts, func(b *state.KeyedBackend[K], nc codec.Codec[Window]) (contents[T, R], error) {
 		return state.AggregatingNS(b, nc, state.AggregatingDescriptor[T, ACC, R]{Name: "window-contents", Function: agg})
-	}, func(k K, w Window, r R, emit func(OUT) error) error { return emit(result(k, w, r)) })
+	}, newPanes, func(k K, w Window, r R, emit func(OUT) error) error { return emit(result(k, w, r)) })
 }
 
 // Reduce combines each window's records pairwise with reduce and emits,
@@ -42,7 +56,7 @@ func Aggregate[T any, K comparable, ACC, R, OUT any](ws WindowedStream[T, K], ag
 func Reduce[T any, K comparable, OUT any](ws WindowedStream[T, K], reduce func(a, b T) T, result func(key K, w Window, v T) OUT, opts ...OpOption) Stream[OUT] {
 	return windowStream(ws, "window-reduce", opts, func(b *state.KeyedBackend[K], nc codec.Codec[Window]) (contents[T, T], error) {
 		return state.ReducingNS(b, nc, state.ReducingDescriptor[T]{Name: "window-contents", Reduce: reduce})
-	}, func(k K, w Window, v T, emit func(OUT) error) error { return emit(result(k, w, v)) })
+	}, nil, func(k K, w Window, v T, emit func(OUT) error) error { return emit(result(k, w, v)) })
 }
 
 // ProcessWindow keeps each window's records and, when it fires, calls fn
@@ -54,7 +68,7 @@ func ProcessWindow[T any, K comparable, OUT any](ws WindowedStream[T, K], fn fun
 			return nil, err
 		}
 		return listContents[T]{l}, nil
-	}, fn)
+	}, nil, fn)
 }
 
 // contents is a window's state: what its records fold into.
@@ -70,6 +84,75 @@ type contents[T, R any] interface {
 }
 
 type listContents[T any] struct{ state.ListStateNS[Window, T] }
+
+// panes is the state of sliding windows cut into panes, each a slide
+// long: a record is added to the one pane it falls in.
+type panes[T, R any] interface {
+	SetNamespace(p Window)
+	// AddWasPresent adds v to the current pane and reports whether the
+	// pane had contents before.
+	AddWasPresent(v T) bool
+	// fire returns the current key's result of window w (slide apart
+	// panes), false if it has no contents, and clears w's first pane,
+	// which no later window holds. more reports whether another of w's
+	// panes has contents (the next window then has some too).
+	fire(w Window, slide int64) (r R, ok, more bool)
+}
+
+// aggPanes are an aggregation's panes: each holds the accumulator of its
+// records.
+type aggPanes[T, ACC, R any] struct {
+	state.AggregatingStateNS[Window, T, ACC]
+	// whole holds the accumulators of whole windows that a checkpoint
+	// taken without panes restored (see fire).
+	whole state.AggregatingStateNS[Window, T, ACC]
+	fn    AggregateFunction[T, ACC, R]
+}
+
+// accOf is an aggregation whose result is its accumulator.
+type accOf[T, ACC, R any] struct{ AggregateFunction[T, ACC, R] }
+
+func (accOf[T, ACC, R]) GetResult(acc ACC) ACC { return acc }
+
+func newAggPanes[T any, K comparable, ACC, R any](b *state.KeyedBackend[K], fn AggregateFunction[T, ACC, R]) (panes[T, R], error) {
+	p := &aggPanes[T, ACC, R]{fn: fn}
+	var err error
+	if p.AggregatingStateNS, err = state.AggregatingNS(b, windowCodec{}, state.AggregatingDescriptor[T, ACC, ACC]{Name: "window-panes", Function: accOf[T, ACC, R]{fn}}); err != nil {
+		return nil, err
+	}
+	p.whole, err = state.AggregatingNS(b, windowCodec{}, state.AggregatingDescriptor[T, ACC, ACC]{Name: "window-contents", Function: accOf[T, ACC, R]{fn}})
+	return p, err
+}
+
+func (p *aggPanes[T, ACC, R]) fire(w Window, slide int64) (R, bool, bool) {
+	acc := p.fn.CreateAccumulator()
+	ok, more := false, false
+	// A window that a checkpoint taken without panes holds: its timer
+	// was registered then, and fires it now.
+	p.whole.SetNamespace(w)
+	if a, found := p.whole.Get(); found {
+		acc, ok = p.fn.Merge(acc, a), true
+		p.whole.Clear()
+	}
+	for start := w.Start; start < w.End; start += slide {
+		p.SetNamespace(Window{start, start + slide})
+		a, found := p.Get()
+		if !found {
+			continue
+		}
+		acc, ok = p.fn.Merge(acc, a), true
+		if start == w.Start {
+			p.Clear()
+		} else {
+			more = true
+		}
+	}
+	var r R
+	if ok {
+		r = p.fn.GetResult(acc)
+	}
+	return r, ok, more
+}
 
 func (l listContents[T]) Get() ([]T, bool) {
 	v := l.ListStateNS.Get()
@@ -100,6 +183,7 @@ func (windowCodec) Decode(src []byte) (Window, int, error) {
 
 func windowStream[T any, K comparable, R, OUT any](ws WindowedStream[T, K], kind string, opts []OpOption,
 	newContents func(*state.KeyedBackend[K], codec.Codec[Window]) (contents[T, R], error),
+	newPanes func(*state.KeyedBackend[K]) (panes[T, R], error),
 	emit func(key K, w Window, r R, emit func(OUT) error) error) Stream[OUT] {
 	ks := ws.ks
 	n := newNode[OUT](ks.env, kind, opts)
@@ -108,7 +192,7 @@ func windowStream[T any, K comparable, R, OUT any](ws WindowedStream[T, K], kind
 	n.build = func(b *buildCtx, out any) (runtime.Operator, []any, error) {
 		op := &windowOp[T, K, R, OUT]{
 			key: ks.key, assigner: ws.assigner, out: out.(runtime.Output[OUT]),
-			newContents: newContents, result: emit,
+			newContents: newContents, newPanes: newPanes, result: emit,
 		}
 		op.keyed = ops.Keyed[K, Window]{KeyCodec: ks.keyCodec, Hasher: ks.hasher, NSCodec: windowCodec{}, OnTimer: op.onTimer}
 		op.emitOut = func(v OUT) error { return op.out.Collect(v, op.firing.MaxTimestamp()) }
@@ -127,11 +211,15 @@ type windowOp[T any, K comparable, R, OUT any] struct {
 	assigner    WindowAssigner
 	out         runtime.Output[OUT]
 	newContents func(*state.KeyedBackend[K], codec.Codec[Window]) (contents[T, R], error)
-	result      func(key K, w Window, r R, emit func(OUT) error) error
-	emitOut     func(OUT) error
+	// newPanes, if set, makes the panes that sliding windows are cut
+	// into, and the operator keeps them instead of contents.
+	newPanes func(*state.KeyedBackend[K]) (panes[T, R], error)
+	result   func(key K, w Window, r R, emit func(OUT) error) error
+	emitOut  func(OUT) error
 
 	keyed    ops.Keyed[K, Window]
 	contents contents[T, R]
+	panes    panes[T, R]
 	sessions state.ValueState[[]openSession]
 	ctx      *runtime.OperatorContext
 	buf      []Window
@@ -152,6 +240,10 @@ func (o *windowOp[T, K, R, OUT]) Open(ctx *runtime.OperatorContext) error {
 		return err
 	}
 	var err error
+	if o.newPanes != nil {
+		o.panes, err = o.newPanes(o.keyed.Backend)
+		return err
+	}
 	if o.contents, err = o.newContents(o.keyed.Backend, windowCodec{}); err != nil {
 		return err
 	}
@@ -168,6 +260,10 @@ func (o *windowOp[T, K, R, OUT]) Process(v T, ts int64) error {
 	k := o.key(v)
 	o.keyed.SetKey(k)
 	wm := o.keyed.Watermark()
+	if o.panes != nil {
+		o.addToPane(v, ts, wm)
+		return nil
+	}
 	o.buf = o.assigner.Assign(o.buf[:0], ts)
 	if o.assigner.Merging() {
 		return o.addToSession(v, o.buf[0], wm)
@@ -187,6 +283,32 @@ func (o *windowOp[T, K, R, OUT]) Process(v T, ts int64) error {
 		}
 	}
 	return nil
+}
+
+// addToPane adds v to the pane of ts. The pane belongs to size/slide
+// windows, ending at the pane's end and every slide after; v is late for
+// those that end at or before the watermark wm (they have fired). A pane
+// that comes into being registers the timer of the first window it is
+// in that has not fired; firing a window registers the next window's if
+// any of its panes remains (see onTimer), so every window holding a
+// pane fires.
+func (o *windowOp[T, K, R, OUT]) addToPane(v T, ts, wm int64) {
+	a := o.assigner
+	start := windowStart(ts, a.offset, a.slide)
+	pane := Window{start, start + a.slide}
+	// The window ending at end's last millisecond is end-1.
+	end := pane.End
+	for last := pane.Start + a.size; end <= last && end-1 <= wm; end += a.slide {
+		o.late++
+	}
+	if end > pane.Start+a.size {
+		return // late for every window it is in
+	}
+	o.panes.SetNamespace(pane)
+	if !o.panes.AddWasPresent(v) {
+		w := Window{end - a.size, end}
+		o.keyed.RegisterEventTimer(w, w.MaxTimestamp())
+	}
 }
 
 // addToSession merges w into the key's sessions and adds v to the
@@ -245,6 +367,18 @@ func (o *windowOp[T, K, R, OUT]) addToSession(v T, w Window, wm int64) error {
 
 func (o *windowOp[T, K, R, OUT]) onTimer(t state.Timer[K, Window], d ops.TimeDomain) error {
 	w, ns := t.Namespace, t.Namespace
+	if o.panes != nil {
+		r, ok, more := o.panes.fire(w, o.assigner.slide)
+		if more {
+			next := Window{w.Start + o.assigner.slide, w.End + o.assigner.slide}
+			o.keyed.RegisterEventTimer(next, next.MaxTimestamp())
+		}
+		if !ok {
+			return nil
+		}
+		o.firing = w
+		return o.result(t.Key, w, r, o.emitOut)
+	}
 	if o.assigner.Merging() {
 		open, _ := o.sessions.Value()
 		i := slices.IndexFunc(open, func(s openSession) bool { return s.Window == w })

@@ -304,10 +304,12 @@ func (r *orderedReader) Close() error { return nil }
 // minimum, over the splits that have not ended, of the split's highest
 // timestamp minus the bound minus 1 ms, never moving back; no watermark
 // while a split has none), and returns the tumbling windows' sums of the
-// records that were not late (a record is late when its window's last
+// records that were not late (a record is late for a window whose last
 // millisecond is at or before the watermark it arrives at), and which
-// records were at or before the watermark.
-func lateOracle(splits int, count int64, gen func(int, int64) lateRec, bound, size int64) (map[WindowSum]int, map[Tagged]int, int) {
+// records were at or before the watermark. Windows are size long and
+// start every slide (tumbling if slide is size); the count is of records
+// late for at least one window.
+func lateOracle(splits int, count int64, gen func(int, int64) lateRec, bound, size, slide int64) (map[WindowSum]int, map[Tagged]int, int) {
 	type kw struct {
 		key   string
 		start int64
@@ -324,12 +326,17 @@ func lateOracle(splits int, count int64, gen func(int, int64) lateRec, bound, si
 	for seq := range count {
 		for p := range splits {
 			r := gen(p, seq)
-			start := r.Ts - ((r.Ts%size)+size)%size
-			if start+size-1 <= wm {
-				late++
-			} else {
+			wasLate := false
+			for start := r.Ts - ((r.Ts%slide)+slide)%slide; start > r.Ts-size; start -= slide {
+				if start+size-1 <= wm {
+					wasLate = true
+					continue
+				}
 				a := acc[kw{r.Key, start}]
 				acc[kw{r.Key, start}] = [2]int64{a[0] + r.Value, a[1] + 1}
+			}
+			if wasLate {
+				late++
 			}
 			tags[Tagged{P: p, Seq: seq, Late: r.Ts <= wm}]++
 			maxTs[p] = max(maxTs[p], r.Ts)
@@ -358,15 +365,19 @@ func lateOracle(splits int, count int64, gen func(int, int64) lateRec, bound, si
 	return out, tags, late
 }
 
-// lateJob builds a job over an orderedSource with late data: tumbling
-// event-time window sums, and a keyed process function that tags each
+// lateJob builds a job over an orderedSource with late data: event-time
+// window sums (windows size long every slide, tumbling if slide is size), and a keyed process function that tags each
 // record with whether it was behind its event time, into the exactly-once
 // sinks windows and tags.
-func lateJob(env *stream.Environment, src *orderedSource, windowPar int, bound, size int64, windows *streamtest.Collector[WindowSum], tags *streamtest.Collector[Tagged], opts ...stream.OpOption) {
+func lateJob(env *stream.Environment, src *orderedSource, windowPar int, bound, size, slide int64, windows *streamtest.Collector[WindowSum], tags *streamtest.Collector[Tagged], opts ...stream.OpOption) {
 	wm := stream.BoundedOutOfOrderness[lateRec](time.Duration(bound) * time.Millisecond).WithTimestamps(func(v lateRec, _ int64) int64 { return v.Ts })
 	events := stream.FromSource(env, src, "events", wm, stream.Parallelism(1))
 	keyed := stream.KeyBy(events, func(v lateRec) string { return v.Key })
-	ws := stream.Windowed(keyed, stream.TumblingEventTimeWindows(time.Duration(size)*time.Millisecond))
+	a := stream.TumblingEventTimeWindows(time.Duration(size) * time.Millisecond)
+	if slide != size {
+		a = stream.SlidingEventTimeWindows(time.Duration(size)*time.Millisecond, time.Duration(slide)*time.Millisecond)
+	}
+	ws := stream.Windowed(keyed, a)
 	with := func(o ...stream.OpOption) []stream.OpOption { return append(o, opts...) }
 	sums := stream.Aggregate(ws, stream.AggregateFunction[lateRec, [2]int64, [2]int64](lateSumAgg{}), windowSum, with(stream.Uid("windows"), stream.Parallelism(windowPar))...)
 	stream.SinkTo(sums, windows, with(stream.Uid("window-sink"), stream.Parallelism(1))...)
@@ -434,11 +445,19 @@ func TestLateDataAcrossRestores(t *testing.T) {
 	seeds := diffSeedList(200)
 	var tally kindTally
 	var lateTotal atomic.Int64
+	var slidingLate atomic.Int64
 	forEachSeed(t, seeds, func(t *testing.T, seed uint64) {
 		r := rand.New(rand.NewPCG(seed, 11))
 		splits := 1 + r.IntN(4)
 		count := int64(600/splits + r.IntN(1200/splits))
 		keys := 1 + r.IntN(12)
+		// Even seeds slide their windows, a quarter of their size: the
+		// windows are cut into panes, and a record can be late for some
+		// of its windows and not for the others.
+		slide := int64(size)
+		if seed%2 == 0 {
+			slide = size / 4
+		}
 		par := 1 + r.IntN(3)
 		gen := lateGen(seed, keys)
 		eng := drawEngine(r)
@@ -457,20 +476,23 @@ func TestLateDataAcrossRestores(t *testing.T) {
 			t.Fatal(err)
 		}
 		windows, tags := newSink[WindowSum](eng), newSink[Tagged](eng)
-		lateJob(env, &orderedSource{splits: splits, count: count, pace: 8, gen: gen}, par, bound, size, windows, tags, eng.op()...)
+		lateJob(env, &orderedSource{splits: splits, count: count, pace: 8, gen: gen}, par, bound, size, slide, windows, tags, eng.op()...)
 		shape := jobShape(t, env, []string{"events"}, []string{"events", "windows", "window-sink", "tagger", "tag-sink"}, []string{"window-sink", "tag-sink"},
 			max(int64(splits)*count/int64(par)/2, 1))
 		shape.ev, shape.keyed = eng.ev, []string{"windows"}
 		sched := drawSchedule(r, faults, shape, drawStateStore(r, eng, kinds))
-		name := fmt.Sprintf("seed=%d splits=%d records=%d keys=%d parallelism=%d engine: %s", seed, splits, count, keys, par, eng)
+		name := fmt.Sprintf("seed=%d splits=%d records=%d keys=%d slide=%d parallelism=%d engine: %s", seed, splits, count, keys, slide, par, eng)
 		runErr := executeJob(t, env, "late", func() string { return name + "; faults: " + sched.String() })
 		tally.add(sched)
 		name += "; faults: " + sched.String()
 		if runErr != nil {
 			t.Fatalf("%s: %v", name, runErr)
 		}
-		wantWindows, wantTags, late := lateOracle(splits, count, gen, bound, size)
+		wantWindows, wantTags, late := lateOracle(splits, count, gen, bound, size, slide)
 		lateTotal.Add(int64(late))
+		if slide != size {
+			slidingLate.Add(int64(late))
+		}
 		if got := counts(windows.Results()); !maps.Equal(got, wantWindows) {
 			t.Fatalf("%s: windows: %s", name, diffMaps(got, wantWindows))
 		}
@@ -481,6 +503,9 @@ func TestLateDataAcrossRestores(t *testing.T) {
 	tally.check(t, len(seeds), windowKinds)
 	if lateTotal.Load() == 0 {
 		t.Fatal("no late records: the test proves nothing about late data across restores")
+	}
+	if len(seeds) > 1 && slidingLate.Load() == 0 {
+		t.Fatal("no late records in sliding windows: the test proves nothing about their panes")
 	}
 }
 
@@ -505,29 +530,40 @@ func TestLateDataRescaledResume(t *testing.T) {
 		// Odd seeds checkpoint the heap incrementally: the resume
 		// rescales a chain of a full snapshot and deltas.
 		incremental := seed%2 == 1
-		name := fmt.Sprintf("seed=%d splits=%d records=%d keys=%d parallelism %d then %d, stopped after %d checkpoints, incremental=%v", seed, splits, count, keys, before, after, stopAt, incremental)
+		// Seeds slide their windows by seed%3: 0 tumbling, 1 sliding
+		// (cut into panes), 2 sliding, kept whole by the first run as
+		// weir did before it cut them, in panes after the resume.
+		slide, whole := int64(size), seed%3 == 2
+		if seed%3 > 0 {
+			slide = size / 4
+		}
+		name := fmt.Sprintf("seed=%d splits=%d records=%d keys=%d slide=%d (first run whole: %v) parallelism %d then %d, stopped after %d checkpoints, incremental=%v",
+			seed, splits, count, keys, slide, whole, before, after, stopAt, incremental)
 		gen := lateGen(seed, keys)
 		common := streamtest.Config("execution.checkpointing.interval=10 ms", fmt.Sprintf("execution.checkpointing.incremental=%v", incremental))
 		// One pair of sinks for both runs: the external system outlives
 		// the job.
 		windows, tags := streamtest.NewCollector[WindowSum](true), streamtest.NewCollector[Tagged](true)
-		job := func(parallelism int) func(*stream.Environment) {
+		job := func(parallelism int, whole bool) func(*stream.Environment) {
 			return func(env *stream.Environment) {
-				lateJob(env, &orderedSource{splits: splits, count: count, pace: 8, gen: gen}, parallelism, bound, size, windows, tags)
+				if whole {
+					stream.WithoutPanes(env)
+				}
+				lateJob(env, &orderedSource{splits: splits, count: count, pace: 8, gen: gen}, parallelism, bound, size, slide, windows, tags)
 			}
 		}
-		first := streamtest.Run(t, job(before), common, streamtest.UntilCheckpoints(int(stopAt)))
+		first := streamtest.Run(t, job(before, whole), common, streamtest.UntilCheckpoints(int(stopAt)))
 		if !first.Canceled {
 			t.Fatalf("%s: the first run ended before it was stopped: %v", name, first.Err)
 		}
-		second := streamtest.Run(t, job(after), common, streamtest.ResumeFrom(first))
+		second := streamtest.Run(t, job(after, false), common, streamtest.ResumeFrom(first))
 		if second.Err != nil {
 			t.Fatalf("%s: %v", name, second.Err)
 		}
 		if rs := second.Events.Of(stream.EventRestored); len(rs) != 1 || rs[0].Checkpoint == 0 {
 			t.Fatalf("%s: the second run restored %+v, want one checkpoint of the first", name, rs)
 		}
-		wantWindows, wantTags, _ := lateOracle(splits, count, gen, bound, size)
+		wantWindows, wantTags, _ := lateOracle(splits, count, gen, bound, size, slide)
 		if got := counts(windows.Results()); !maps.Equal(got, wantWindows) {
 			t.Fatalf("%s: windows: %s", name, diffMaps(got, wantWindows))
 		}
