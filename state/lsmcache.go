@@ -138,6 +138,13 @@ type valueCache[K, N comparable, T any] struct {
 
 	// filter rules out rows the store cannot have (see rowFilter).
 	filter rowFilter
+	// ruledOut is the row the last get found absent by the filter alone,
+	// if ruledOutSet: get does not cache such a row, so that probing for
+	// rows that do not exist (a sliding window's empty panes) does not
+	// push out the rows that do, and a set of that row right after (a
+	// read, then a write) marks it unstored all the same.
+	ruledOut    cacheKey[K, N]
+	ruledOutSet bool
 	// reads counts the reads of the store.
 	reads int
 }
@@ -175,6 +182,7 @@ func currentCacheKey[K, N comparable](st *lsmState[K], ns N) cacheKey[K, N] {
 // does not hold it. h builds the row's key.
 func (c *valueCache[K, N, T]) get(h *lsmHandle[K, N], ns N) (T, bool) {
 	ck := c.current(ns)
+	c.ruledOutSet = false
 	if e, ok := c.rows[ck]; ok {
 		return e.val, !e.absent()
 	}
@@ -185,7 +193,7 @@ func (c *valueCache[K, N, T]) get(h *lsmHandle[K, N], ns N) (T, bool) {
 		c.buildFilter()
 	}
 	if c.filter.valid && !c.filter.mayHave(k) {
-		c.insert(ck, cacheEntry[T]{meta: metaAbsent | metaUnstored}, len(k))
+		c.ruledOut, c.ruledOutSet = ck, true
 		return zero, false
 	}
 	c.reads++
@@ -211,9 +219,14 @@ func (c *valueCache[K, N, T]) get(h *lsmHandle[K, N], ns N) (T, bool) {
 // if absent, without reading the store.
 func (c *valueCache[K, N, T]) set(ns N, v T, absent bool) {
 	ck := c.current(ns)
+	ruledOut := c.ruledOutSet && c.ruledOut == ck
+	c.ruledOutSet = false
 	e, ok := c.rows[ck]
 	if !ok {
 		e = cacheEntry[T]{val: v, meta: metaDirty | metaRef}
+		if ruledOut {
+			e.set(metaUnstored) // the get just before found no row
+		}
 		e.setAbsent(absent)
 		c.insert(ck, e, len(c.st.b.encodedKey())+2)
 		return
@@ -437,7 +450,7 @@ func (l *lsm) buildFilter(f *rowFilter, kgs KeyGroupRange, id uint16) {
 	}
 }
 
-func (c *valueCache[K, N, T]) restored() { c.filter.valid = false }
+func (c *valueCache[K, N, T]) restored() { c.filter.valid, c.ruledOutSet = false, false }
 
 func (c *valueCache[K, N, T]) used() int64 { return c.charged }
 func (c *valueCache[K, N, T]) len() int    { return len(c.rows) }

@@ -477,3 +477,28 @@ func TestPebbleRestoreAfterReads(t *testing.T) {
 		}
 	}
 }
+
+// TestPebbleRuledOutRowCleared: a row the filter rules out is read
+// (absent, and not cached), written, written to the store and evicted,
+// then cleared with no read in between. The clear must delete the row in
+// the store: the first read's "the store has no such row" holds only for
+// a write right after it.
+func TestPebbleRuledOutRowCleared(t *testing.T) {
+	b := newBackend(t, pebbleBackend(t))
+	v := must(Value(b, ValueDescriptor[string]{Name: "v"}))
+	c := v.(*lsmValue[string, VoidNamespace, string]).c
+	b.SetCurrentKey("k")
+	if _, ok := v.Value(); ok || !c.filter.valid {
+		t.Fatalf("a fresh backend: a value %v, a filter %v", ok, c.filter.valid)
+	}
+	v.Update("v1")
+	b.lsm.flushCaches(true)
+	if len(c.rows) != 0 {
+		t.Fatalf("%d rows still cached after a flush that evicts", len(c.rows))
+	}
+	v.Clear()
+	b.lsm.flushCaches(true)
+	if got, ok := v.Value(); ok {
+		t.Fatalf("a cleared value reads %q from the store", got)
+	}
+}
