@@ -279,7 +279,7 @@ func TestWatermarkAlignmentRestore(t *testing.T) {
 			// it has completed, so that the first fault strikes however
 			// fast the source runs.
 			src.hold = func(ctx context.Context) error {
-				return ev.WaitFor(ctx, completedSinceDeploy)
+				return ev.WaitFor(ctx, streamtest.CheckpointSinceDeploy)
 			}
 			open := faults.Add(stream.FaultNewReader, streamtest.Fail(boom), streamtest.OnVertex("skew"), streamtest.OnSubtask(0),
 				streamtest.AfterRestore(), streamtest.Times(1))
@@ -300,20 +300,6 @@ func TestWatermarkAlignmentRestore(t *testing.T) {
 			checkSkewOutput(t, src, sink.Results())
 		})
 	}
-}
-
-// completedSinceDeploy reports whether a checkpoint has completed since
-// the latest deployment of the job.
-func completedSinceDeploy(events []stream.JobEvent) bool {
-	for i := len(events) - 1; i >= 0; i-- {
-		switch events[i].Kind {
-		case stream.EventCheckpointCompleted:
-			return true
-		case stream.EventRestored, stream.EventRunning:
-			return false
-		}
-	}
-	return false
 }
 
 // TestWatermarkAlignmentRejected: a setting alignment cannot run with is

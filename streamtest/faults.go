@@ -217,20 +217,24 @@ func When(pred func(stream.FaultSite) bool) FaultOption {
 // or Events.Option).
 func CompletedSinceDeploy(ev *Events) FaultOption {
 	return func(f *Fault) {
-		f.when = func(stream.FaultSite) bool {
-			all := ev.All()
-			for i := len(all) - 1; i >= 0; i-- {
-				switch all[i].Kind {
-				case stream.EventCheckpointCompleted:
-					return true
-				case stream.EventRestored, stream.EventRunning:
-					return false
-				}
-			}
-			return false
-		}
+		f.when = func(stream.FaultSite) bool { return CheckpointSinceDeploy(ev.All()) }
 		f.note("once a checkpoint has completed since the latest deployment")
 	}
+}
+
+// CheckpointSinceDeploy reports whether a job's events (in order) hold a
+// completed checkpoint since the job's latest deployment (its start or
+// its latest restore); Events.WaitFor takes it as a condition.
+func CheckpointSinceDeploy(events []stream.JobEvent) bool {
+	for i := len(events) - 1; i >= 0; i-- {
+		switch events[i].Kind {
+		case stream.EventCheckpointCompleted:
+			return true
+		case stream.EventRestored, stream.EventRunning:
+			return false
+		}
+	}
+	return false
 }
 
 func (f *Fault) note(s string) { f.desc = append(f.desc, s) }
