@@ -158,8 +158,8 @@ type AggregatingStateNS[N comparable, IN, OUT any] interface {
 }
 
 // PresenceAdder is implemented by the namespaced states a window operator
-// adds to: it registers a window's timer when the window's state comes
-// into being, and not again for every record after.
+// adds to: the operator registers a window's timer when the window's
+// state comes into being, and not again for every record after.
 type PresenceAdder[T any] interface {
 	// AddWasPresent is Add that also reports whether the current key held
 	// state in the current namespace before it. True is always exact;

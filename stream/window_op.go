@@ -296,7 +296,7 @@ func (o *windowOp[T, K, R, OUT]) addToPane(v T, ts, wm int64) {
 	a := o.assigner
 	start := windowStart(ts, a.offset, a.slide)
 	pane := Window{start, start + a.slide}
-	// The window ending at end's last millisecond is end-1.
+	// The window that ends at end fires at end-1, its last millisecond.
 	end := pane.End
 	for last := pane.Start + a.size; end <= last && end-1 <= wm; end += a.slide {
 		o.late++
