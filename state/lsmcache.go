@@ -179,7 +179,8 @@ func currentCacheKey[K, N comparable](st *lsmState[K], ns N) cacheKey[K, N] {
 
 // get returns the current key's value in namespace ns, and false if it
 // has none, reading the row from the store into the cache if the cache
-// does not hold it. h builds the row's key.
+// does not hold it and the filter does not rule it out (see ruledOut).
+// h builds the row's key.
 func (c *valueCache[K, N, T]) get(h *lsmHandle[K, N], ns N) (T, bool) {
 	ck := c.current(ns)
 	c.ruledOutSet = false
